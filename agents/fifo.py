@@ -1,0 +1,86 @@
+"""The paper's Baseline and its simple relatives.
+
+* ``fifo`` -- the paper's Baseline: "a FIFO cluster scheduler with no capacity loaning or elastic
+  scaling". Jobs start in submit order with their requested workers on training servers; the
+  head of the queue blocks everything behind it (``backfill`` off).
+* ``fifo-backfill`` -- the same, but a job that does not fit is skipped and later jobs may start.
+* ``sjf`` -- shortest predicted running time (at the requested size) first, with backfill.
+
+None of them loans servers or scales jobs: elastic jobs run at ``w_max`` (their request).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aryl_gym.agents.base import BasePolicy, register
+from aryl_gym.sim.view import TRAIN, ClusterView, Decision
+
+
+def _fits_count(free: np.ndarray, g: int) -> int:
+    return int((free // g).sum())
+
+
+def _take(free: np.ndarray, cap: np.ndarray, g: int, w: int) -> bool:
+    """Simulate best-fit placement of ``w`` workers of ``g`` GPUs on ``free`` (in place)."""
+    from aryl_gym.sim.placement import best_fit
+
+    cand = np.ones(len(free), dtype=bool)
+    trial = free.copy()
+    need = w
+    while need > 0:
+        s = best_fit(trial, cap, cand, g)
+        if s < 0:
+            return False
+        k = min(need, int(trial[s]) // g)
+        trial[s] -= k * g
+        need -= k
+    free[:] = trial
+    return True
+
+
+class FifoPolicy(BasePolicy):
+    """FIFO over the training pool; ``backfill`` lets later jobs pass a blocked head."""
+
+    uses_loaning = False
+
+    def __init__(self, backfill: bool = False, order: str = "fifo"):
+        self.backfill = backfill
+        self.order = order
+        self.name = {"fifo": "fifo-backfill" if backfill else "fifo", "sjf": "sjf"}[order]
+
+    def _queue(self, view: ClusterView) -> list[int]:
+        q = view.queued()
+        if self.order == "sjf":
+            q.sort(key=lambda j: (view.pred_time(j, int(view.jobs[j].w_max), TRAIN), j))
+        return q
+
+    def decide(self, view: ClusterView) -> Decision:
+        mask = view.usable(TRAIN)
+        free = np.asarray(view.srv_free[mask]).copy()
+        cap = np.asarray(view.srv_cap[mask])
+        targets: dict[int, int] = {}
+        order: list[int] = []
+        for j in self._queue(view):
+            spec = view.jobs[j]
+            if _take(free, cap, spec.g, spec.w_max):
+                targets[j] = spec.w_max
+                order.append(j)
+            elif not self.backfill:
+                break
+        return Decision(targets=targets, pools={j: TRAIN for j in targets}, order=order)
+
+
+@register("fifo")
+def _fifo() -> BasePolicy:
+    return FifoPolicy(backfill=False)
+
+
+@register("fifo-backfill")
+def _fifo_bf() -> BasePolicy:
+    return FifoPolicy(backfill=True)
+
+
+@register("sjf")
+def _sjf() -> BasePolicy:
+    return FifoPolicy(backfill=True, order="sjf")

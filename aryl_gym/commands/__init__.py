@@ -1,0 +1,1 @@
+"""Subcommands of ``aryl-gym`` (one module each; see :mod:`aryl_gym.cli`)."""

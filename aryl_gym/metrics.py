@@ -1,0 +1,197 @@
+"""Episode metrics (SPEC 5): pure functions from a finished simulator to numbers.
+
+Definitions (times in seconds):
+
+* JCT = finish - submit, over completed jobs; queuing time = first start - submit (jobs that never
+  started are not in it); waiting time = JCT - time spent running (includes re-queuing after a
+  preemption and overheads are counted as running).
+* ``train_util``: GPU-seconds used on the training pool / (training GPUs x time), over the arrival
+  window (hour 0 to the hour of the last submission); ``train_util_makespan`` over the whole
+  episode, drain included.
+* ``combined_usage``: (training-pool GPUs used + loaned GPUs used by training + inference GPUs used
+  by inference, u(t) x inference GPUs) / all GPUs, time-averaged; ``combined_usage_hourly`` the
+  same per simulated hour (paper Figure 9).
+* ``loaned_gpu_hours_offered``: GPU-hours of inference servers on loan to training;
+  ``loaned_gpu_hours_used``: GPU-hours training workers used on them.
+* ``preemption_ratio`` = jobs preempted at least once / jobs.
+* ``scaling_events`` = scale-outs + scale-ins of running jobs (reclaim scale-ins included).
+* ``jct_lower_bound``: mean over jobs of each job alone at ``w_max`` on its fastest allowed GPU;
+  ``mean_slowdown``: mean of JCT / that bound over completed jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from aryl_gym.sim.jobs import JobState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aryl_gym.sim.engine import Simulator
+
+
+@dataclass
+class EpisodeResult:
+    """Every figure of SPEC 5 for one episode. ``to_dict()`` is JSON-ready."""
+
+    scenario: str
+    policy: str
+    seed: int | None
+    jobs_total: int
+    jobs_completed: int
+    jobs_unfinished: int
+    avg_jct: float
+    median_jct: float
+    p95_jct: float
+    avg_queue_time: float
+    p95_queue_time: float
+    total_wait_time: float
+    avg_wait_time: float
+    makespan: float
+    train_util: float
+    train_util_makespan: float
+    combined_usage: float
+    loaned_gpu_hours_offered: float
+    loaned_gpu_hours_used: float
+    preemptions: int
+    preempted_jobs: int
+    preemption_ratio: float
+    scaling_events: int
+    scale_outs: int
+    scale_ins: int
+    jct_lower_bound: float
+    mean_slowdown: float
+    decision_ms_mean: float
+    decision_ms_max: float
+    rounds: int
+    decision_rounds: int
+    invalid_decisions: int
+    unplaced_targets: int
+    reclaimed_servers: int
+    sim_seconds: float
+    wall_s: float
+    truncated: bool
+    stalled: bool
+    combined_usage_hourly: list[float] = field(default_factory=list)
+    jcts: list[float] = field(default_factory=list, repr=False)
+    queue_times: list[float] = field(default_factory=list, repr=False)
+
+    #: keys left out of the compact JSON by default (long series)
+    SERIES = ("combined_usage_hourly", "jcts", "queue_times")
+
+    def to_dict(self, series: bool = False) -> dict[str, Any]:
+        d = asdict(self)
+        if not series:
+            for k in self.SERIES:
+                d.pop(k, None)
+        return {k: _clean(v) for k, v in d.items()}
+
+    def to_json(self, series: bool = False) -> str:
+        return json.dumps(self.to_dict(series=series), sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "EpisodeResult":
+        names = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, (np.floating,)):
+        return _clean(float(v))
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
+    return v
+
+
+def _pct(a: np.ndarray, q: float) -> float:
+    return float(np.percentile(a, q)) if len(a) else float("nan")
+
+
+def _mean(a: np.ndarray) -> float:
+    return float(a.mean()) if len(a) else float("nan")
+
+
+def lower_bounds(sim: "Simulator") -> np.ndarray:
+    """Each job alone at ``w_max`` on its fastest allowed GPU type (seconds)."""
+    fastest = np.where(sim.type_agnostic, sim.speeds.max(axis=1), sim.speeds[:, 0])
+    return sim.work / (sim.w_max * fastest)
+
+
+def episode_result(sim: "Simulator", policy_name: str, wall_s: float) -> EpisodeResult:
+    done = sim.state == JobState.DONE
+    jct = (sim.finish - sim.submit)[done]
+    started = ~np.isnan(sim.first_start)
+    qt = (sim.first_start - sim.submit)[started]
+    wait = jct - sim.running_time[done]
+    lb = lower_bounds(sim)
+    acc = sim.acc
+    span = max(acc.total_s, 1e-9)
+    c = sim.config.cluster
+    total_gpus = c.train_gpus + c.inf_gpus
+    hourly = []
+    for h in sorted(acc.hourly):
+        tb, lu, iu, dt = acc.hourly[h]
+        hourly.append((tb + lu + iu) / (total_gpus * dt) if dt > 0 else 0.0)
+    makespan = float(np.nanmax(sim.finish)) if done.any() else float("nan")
+    # Utilization over the arrival window (0 .. last submit, whole hours): the steady state the
+    # paper's 82% refers to, not the drain after the last arrival.
+    last_hour = int(np.ceil(float(sim.submit.max()) / 3600.0)) if sim.n_jobs else 0
+    win = [acc.hourly[h] for h in sorted(acc.hourly) if h < max(last_hour, 1)]
+    win_s = sum(r[3] for r in win)
+    train_util_window = (
+        sum(r[0] for r in win) / (c.train_gpus * win_s) if win_s > 0 else float("nan")
+    )
+    dts = np.asarray(sim.decision_times) * 1000.0
+    scale_outs = int(sim.scale_out_count.sum())
+    scale_ins = int(sim.scale_in_count.sum())
+    return EpisodeResult(
+        scenario=sim.config.name,
+        policy=policy_name,
+        seed=sim.seed,
+        jobs_total=sim.n_jobs,
+        jobs_completed=int(done.sum()),
+        jobs_unfinished=int(sim.n_jobs - done.sum()),
+        avg_jct=_mean(jct),
+        median_jct=_pct(jct, 50),
+        p95_jct=_pct(jct, 95),
+        avg_queue_time=_mean(qt),
+        p95_queue_time=_pct(qt, 95),
+        total_wait_time=float(wait.sum()),
+        avg_wait_time=_mean(wait),
+        makespan=makespan,
+        train_util=train_util_window,
+        train_util_makespan=acc.train_busy_gs / (c.train_gpus * span),
+        combined_usage=(acc.train_busy_gs + acc.loan_used_gs + acc.inf_used_gs) / (total_gpus * span),
+        loaned_gpu_hours_offered=acc.loan_offered_gs / 3600.0,
+        loaned_gpu_hours_used=acc.loan_used_gs / 3600.0,
+        preemptions=int(sim.preempt_count.sum()),
+        preempted_jobs=int((sim.preempt_count > 0).sum()),
+        preemption_ratio=float((sim.preempt_count > 0).mean()) if sim.n_jobs else 0.0,
+        scaling_events=scale_outs + scale_ins,
+        scale_outs=scale_outs,
+        scale_ins=scale_ins,
+        jct_lower_bound=_mean(lb),
+        mean_slowdown=_mean(jct / lb[done]),
+        decision_ms_mean=_mean(dts),
+        decision_ms_max=float(dts.max()) if len(dts) else 0.0,
+        rounds=sim.rounds_total,
+        decision_rounds=len(sim.decision_times),
+        invalid_decisions=sim.invalid_total,
+        unplaced_targets=sim.unplaced_total,
+        reclaimed_servers=sim.reclaims_total,
+        sim_seconds=sim.now,
+        wall_s=wall_s,
+        truncated=not sim.done,
+        stalled=sim.stalled,
+        combined_usage_hourly=hourly,
+        jcts=[float(x) for x in jct],
+        queue_times=[float(x) for x in qt],
+    )

@@ -1,0 +1,697 @@
+"""The simulator kernel (SPEC 1-2).
+
+A :class:`Simulator` holds one episode: the servers of both pools, the jobs of a trace, the loan
+controller, and the clock. Each scheduling round at time ``t``:
+
+1. jobs submitted by ``t`` join the queue (arrivals are seen at the next round);
+2. the loan controller computes how many inference servers are loanable; a policy that uses
+   loaning receives new ones, and when fewer are loanable than loaned the difference is
+   reclaimed *this round* (the policy's reclaim rule or the default: fewest busy GPUs first);
+3. the policy returns a :class:`~aryl_gym.sim.view.Decision` (worker targets);
+4. the placement engine (:mod:`aryl_gym.sim.placement`) applies it;
+5. time advances to the next round with exact progress: a job finishing inside the round gets
+   its exact finish time, its GPUs are reusable from the next round.
+
+Rounds in which nothing happened (no arrival, completion, loan change, and the previous decision
+changed nothing) are fast-forwarded for policies that declare ``event_driven``: their decision
+would be the same, so skipping them changes no result, only the wall time.
+
+The simulator never imports gymnasium and never branches on which policy runs. Hot state is in
+numpy arrays indexed by job id (position in the trace) or server id (training servers first).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from aryl_gym.config import ConfigError, ScenarioConfig
+from aryl_gym.sim.jobs import JobSpec, JobState
+from aryl_gym.sim.loaning import LoanController
+from aryl_gym.sim.view import (
+    INFER,
+    TRAIN,
+    ClusterView,
+    Decision,
+    PlacementOptions,
+    PlacementReport,
+    Policy,
+)
+
+_EPS = 1e-9
+
+
+def default_reclaim(view: ClusterView, n: int) -> list[int]:
+    """The simple default reclaim rule: loaned servers with the fewest busy GPUs first, ties by id."""
+    loaned = np.flatnonzero(view.srv_loaned)
+    busy = view.srv_cap[loaned] - view.srv_free[loaned]
+    order = np.lexsort((loaned, busy))
+    return [int(s) for s in loaned[order[:n]]]
+
+
+@dataclass
+class RoundInfo:
+    """What happened in one decision round (returned by :meth:`Simulator.step`)."""
+
+    t_start: float
+    t_end: float
+    completed: list[int]
+    report: PlacementReport
+    reclaimed: list[int]
+    preempted_by_reclaim: list[int]
+    decision_s: float
+
+
+class Simulator:
+    """One episode of the cluster.
+
+    Args:
+        config: the scenario (cluster, inference, sim sections are used here).
+        jobs: the trace, sorted by submit time; ``jobs[i].id == i``.
+        utilization: inference utilization samples every ``config.inference.sample_seconds``.
+        seed: seeds ``policy_rng`` (offered to policies through the view).
+    """
+
+    def __init__(
+        self,
+        config: ScenarioConfig,
+        jobs: Sequence[JobSpec],
+        utilization: np.ndarray,
+        seed: int | None = None,
+    ):
+        self.config = config
+        self.jobs: list[JobSpec] = list(jobs)
+        self.interval = float(config.sim.interval)
+        self._check_jobs()
+        c = config.cluster
+        self.train_type = config.gpu_types[c.train_gpu]
+        self.inf_type = config.gpu_types[c.inf_gpu]
+        self.loan = LoanController(
+            utilization, c.inf_servers, config.inference.headroom, config.inference.sample_seconds
+        )
+        self.seed = seed
+        self.policy_rng = np.random.default_rng(seed)
+
+        # ---- static per-job arrays ---------------------------------------------------------
+        n = len(self.jobs)
+        self.n_jobs = n
+        self.submit = np.array([j.submit for j in self.jobs], dtype=np.float64)
+        self.g = np.array([j.g for j in self.jobs], dtype=np.int64)
+        self.w_min = np.array([j.w_min for j in self.jobs], dtype=np.int64)
+        self.w_max = np.array([j.w_max for j in self.jobs], dtype=np.int64)
+        self.elastic = np.array([j.elastic for j in self.jobs], dtype=bool)
+        self.type_agnostic = np.array([j.type_agnostic for j in self.jobs], dtype=bool)
+        self.work = np.array([j.work for j in self.jobs], dtype=np.float64)
+        self.pred_work = np.array([j.pred_work for j in self.jobs], dtype=np.float64)
+        # speed per pool: (N, 2)
+        self.speeds = np.array(
+            [
+                [self.train_type.speed_for(j.family), self.inf_type.speed_for(j.family)]
+                for j in self.jobs
+            ],
+            dtype=np.float64,
+        ).reshape(n, 2)
+        self.relaunch = np.array(
+            [config.sim.relaunch_for(j.family) for j in self.jobs], dtype=np.float64
+        )
+        self._build_servers()
+        self._reset_dynamic()
+
+    # ------------------------------------------------------------------------------------------
+    # set-up
+    # ------------------------------------------------------------------------------------------
+    def _check_jobs(self) -> None:
+        c = self.config.cluster
+        prev = -math.inf
+        for i, j in enumerate(self.jobs):
+            if j.id != i:
+                raise ConfigError(f"job at position {i} has id {j.id}; ids must be 0..n-1 in order")
+            j.validate()
+            if j.submit < prev:
+                raise ConfigError(f"job {i}: submit times must be non-decreasing (sort the trace)")
+            prev = j.submit
+            if j.g > c.train_gpus_per_server:
+                raise ConfigError(
+                    f"job {i}: a worker of {j.g} GPUs does not fit a training server of "
+                    f"{c.train_gpus_per_server} GPUs; drop the job or use bigger servers"
+                )
+            if j.g * j.w_min > c.train_gpus:
+                raise ConfigError(
+                    f"job {i}: needs {j.g * j.w_min} GPUs at minimum but the training pool has "
+                    f"{c.train_gpus}; drop the job (--skip-bad-rows) or enlarge the cluster"
+                )
+
+    def _build_servers(self) -> None:
+        c = self.config.cluster
+        self.n_train = c.train_servers
+        self.n_inf = c.inf_servers
+        S = self.n_train + self.n_inf
+        self.n_servers = S
+        self.srv_pool = np.array([TRAIN] * self.n_train + [INFER] * self.n_inf, dtype=np.int8)
+        self.srv_cap = np.array(
+            [c.train_gpus_per_server] * self.n_train + [c.inf_gpus_per_server] * self.n_inf,
+            dtype=np.int64,
+        )
+        self.srv_free = self.srv_cap.copy()
+        self.srv_loaned = np.zeros(S, dtype=bool)
+        self.srv_base_gpus = np.zeros(S, dtype=np.int64)
+        self.srv_flex_gpus = np.zeros(S, dtype=np.int64)
+        self._train_mask = self.srv_pool == TRAIN
+
+    def _reset_dynamic(self) -> None:
+        n = self.n_jobs
+        self.now = 0.0
+        self.round_index = 0
+        self.state = np.full(n, JobState.PENDING, dtype=np.int8)
+        self.workers = np.zeros(n, dtype=np.int64)
+        self.pool = np.full(n, -1, dtype=np.int8)
+        self.remaining = self.work.copy()
+        self.pred_remaining = self.pred_work.copy()
+        self.rate = np.zeros(n, dtype=np.float64)
+        self.overhead_left = np.zeros(n, dtype=np.float64)
+        self.first_start = np.full(n, np.nan)
+        self.finish = np.full(n, np.nan)
+        self.running_time = np.zeros(n, dtype=np.float64)
+        self.preempt_count = np.zeros(n, dtype=np.int64)
+        self.scale_out_count = np.zeros(n, dtype=np.int64)
+        self.scale_in_count = np.zeros(n, dtype=np.int64)
+        self.base: list[dict[int, int]] = [dict() for _ in range(n)]
+        self.flex: list[dict[int, int]] = [dict() for _ in range(n)]
+        self.srv_jobs: list[dict[int, int]] = [dict() for _ in range(self.n_servers)]
+        self._queued: set[int] = set()
+        self._running: set[int] = set()
+        self._running_arr = np.zeros(0, dtype=np.int64)
+        self._running_dirty = False
+        self._next_arrival = 0
+        self.done_count = 0
+        self.loanable_now = 0
+        self._last_loanable = -1
+        self._event = True
+        self._changed_last = False
+        self.uses_loaning = False
+        # accounting
+        self.acc = _Accounting(self)
+        self.decision_times: list[float] = []
+        self.rounds_total = 0
+        self.invalid_total = 0
+        self.unplaced_total = 0
+        self.reclaims_total = 0
+        self.stalled = False
+
+    # ------------------------------------------------------------------------------------------
+    # small queries used by the view and the placement engine
+    # ------------------------------------------------------------------------------------------
+    def queued_ids(self) -> list[int]:
+        return sorted(self._queued)
+
+    def running_ids(self) -> list[int]:
+        return sorted(self._running)
+
+    def running_array(self) -> np.ndarray:
+        if self._running_dirty:
+            self._running_arr = np.fromiter(sorted(self._running), dtype=np.int64)
+            self._running_dirty = False
+        return self._running_arr
+
+    def usable_mask(self, pool: int) -> np.ndarray:
+        if pool == TRAIN:
+            return self._train_mask
+        return self.srv_loaned
+
+    def allowed_pools(self, j: int) -> tuple[int, ...]:
+        if self.type_agnostic[j] and self.srv_loaned.any():
+            return (TRAIN, INFER)
+        return (TRAIN,)
+
+    def speed(self, j: int, pool: int) -> float:
+        return float(self.speeds[j, pool])
+
+    def rate_for(self, j: int, w: int, pool: int) -> float:
+        return float(w) * float(self.speeds[j, pool])
+
+    @property
+    def done(self) -> bool:
+        return self.done_count == self.n_jobs
+
+    @property
+    def gpu_alloc(self) -> np.ndarray:
+        return self.workers * self.g
+
+    # ------------------------------------------------------------------------------------------
+    # worker bookkeeping primitives
+    # ------------------------------------------------------------------------------------------
+    def _add_workers(self, j: int, s: int, k: int, flex: bool) -> None:
+        gpus = k * int(self.g[j])
+        self.srv_free[s] -= gpus
+        if self.srv_free[s] < 0:  # pragma: no cover - guarded by placement
+            raise AssertionError(f"server {s} over-committed by job {j}")
+        d = self.flex[j] if flex else self.base[j]
+        d[s] = d.get(s, 0) + k
+        if flex:
+            self.srv_flex_gpus[s] += gpus
+        else:
+            self.srv_base_gpus[s] += gpus
+        self.srv_jobs[s][j] = self.srv_jobs[s].get(j, 0) + k
+        self.workers[j] += k
+
+    def _remove_workers(self, j: int, s: int, k: int, flex: bool) -> None:
+        gpus = k * int(self.g[j])
+        d = self.flex[j] if flex else self.base[j]
+        left = d[s] - k
+        if left < 0:  # pragma: no cover
+            raise AssertionError("removing more workers than placed")
+        if left:
+            d[s] = left
+        else:
+            del d[s]
+        self.srv_free[s] += gpus
+        if flex:
+            self.srv_flex_gpus[s] -= gpus
+        else:
+            self.srv_base_gpus[s] -= gpus
+        on = self.srv_jobs[s][j] - k
+        if on:
+            self.srv_jobs[s][j] = on
+        else:
+            del self.srv_jobs[s][j]
+        self.workers[j] -= k
+
+    def _release_all(self, j: int) -> None:
+        for s, k in list(self.flex[j].items()):
+            self._remove_workers(j, s, k, True)
+        for s, k in list(self.base[j].items()):
+            self._remove_workers(j, s, k, False)
+
+    def _rebalance(self, j: int) -> None:
+        """Keep ``min(workers, w_min)`` workers labelled base: relabel flexible ones if needed."""
+        need = min(int(self.workers[j]), int(self.w_min[j])) - sum(self.base[j].values())
+        if need <= 0:
+            return
+        gpus_per = int(self.g[j])
+        for s in sorted(self.flex[j]):
+            if need == 0:
+                break
+            k = min(need, self.flex[j][s])
+            self.flex[j][s] -= k
+            if self.flex[j][s] == 0:
+                del self.flex[j][s]
+            self.base[j][s] = self.base[j].get(s, 0) + k
+            self.srv_flex_gpus[s] -= k * gpus_per
+            self.srv_base_gpus[s] += k * gpus_per
+            need -= k
+
+    def _update_rate(self, j: int) -> None:
+        p = int(self.pool[j])
+        self.rate[j] = self.rate_for(j, int(self.workers[j]), p) if p >= 0 else 0.0
+
+    def _mark_started(self, j: int, pool: int) -> None:
+        """Book-keeping for a queued job whose workers were just placed."""
+        self._queued.discard(j)
+        self._running.add(j)
+        self._running_dirty = True
+        self.state[j] = JobState.RUNNING
+        self.pool[j] = pool
+        if np.isnan(self.first_start[j]):
+            self.first_start[j] = self.now
+            self.overhead_left[j] = self.config.sim.first_start_overhead_s
+        else:
+            self.overhead_left[j] = self.relaunch[j]
+        self._update_rate(j)
+
+    def _preempt(self, j: int) -> None:
+        """Release every worker; progress is kept (checkpoint); back to the queue."""
+        self._release_all(j)
+        self._running.discard(j)
+        self._running_dirty = True
+        self._queued.add(j)
+        self.state[j] = JobState.QUEUED
+        self.pool[j] = -1
+        self.rate[j] = 0.0
+        self.overhead_left[j] = 0.0
+        self.preempt_count[j] += 1
+
+    def _charge_scale(self, j: int, out: bool) -> None:
+        if out:
+            self.scale_out_count[j] += 1
+        else:
+            self.scale_in_count[j] += 1
+        self.overhead_left[j] = max(self.overhead_left[j], self.config.sim.scale_overhead_s)
+        self._update_rate(j)
+
+    # ------------------------------------------------------------------------------------------
+    # the round
+    # ------------------------------------------------------------------------------------------
+    def begin(self, policy: Policy) -> None:
+        """Start an episode for ``policy`` (resets dynamic state, keeps the trace)."""
+        self._reset_dynamic()
+        self.policy_rng = np.random.default_rng(self.seed)
+        self.uses_loaning = bool(policy.uses_loaning)
+        self.placement_options: PlacementOptions = policy.placement
+        self.view = ClusterView(self)
+        self._arrivals()
+
+    def _arrivals(self) -> bool:
+        i = self._next_arrival
+        n = self.n_jobs
+        new = False
+        while i < n and self.submit[i] <= self.now + _EPS:
+            self.state[i] = JobState.QUEUED
+            self._queued.add(i)
+            i += 1
+            new = True
+        self._next_arrival = i
+        return new
+
+    def loan_phase(self, reclaim: Callable[[ClusterView, int], Sequence[int] | None] | None):
+        """Update loans for this round. Returns (reclaimed server ids, jobs preempted by it)."""
+        loanable = self.loan.loanable(self.now) if self.uses_loaning else 0
+        self.loanable_now = loanable
+        if loanable != self._last_loanable:
+            self._event = True
+            self._last_loanable = loanable
+        loaned_ids = np.flatnonzero(self.srv_loaned)
+        reclaimed: list[int] = []
+        preempted: list[int] = []
+        if len(loaned_ids) > loanable:
+            k = len(loaned_ids) - loanable
+            picked = reclaim(self.view, k) if reclaim is not None else None
+            picked = self._validate_reclaim(picked, k)
+            reclaimed, preempted = self.reclaim_servers(picked)
+        elif len(loaned_ids) < loanable:
+            idle = np.flatnonzero((self.srv_pool == INFER) & ~self.srv_loaned)
+            for s in idle[: loanable - len(loaned_ids)]:
+                self.srv_loaned[s] = True
+                self.srv_free[s] = self.srv_cap[s]
+        return reclaimed, preempted
+
+    def _validate_reclaim(self, picked: Sequence[int] | None, k: int) -> list[int]:
+        if picked is None:
+            return default_reclaim(self.view, k)
+        out: list[int] = []
+        for s in picked:
+            s = int(s)
+            if 0 <= s < self.n_servers and self.srv_loaned[s] and s not in out:
+                out.append(s)
+        if len(out) != k:
+            # Invalid or short answer: complete it with the default rule, counted.
+            self.invalid_total += 1
+            rest = [s for s in default_reclaim(self.view, self.n_servers) if s not in out]
+            out = (out + rest)[:k]
+        return out
+
+    def reclaim_servers(self, servers: Sequence[int]) -> tuple[list[int], list[int]]:
+        """Return ``servers`` to inference now. Elastic jobs that keep ``>= w_min`` workers
+        elsewhere scale in; every other job with a worker there is preempted."""
+        preempted: list[int] = []
+        for s in servers:
+            if not self.srv_loaned[s]:
+                raise ValueError(f"server {s} is not on loan")
+            for j, k in sorted(self.srv_jobs[s].items()):
+                if self.state[j] != JobState.RUNNING:
+                    continue
+                remaining = int(self.workers[j]) - k
+                if self.elastic[j] and remaining >= self.w_min[j]:
+                    fk = min(k, self.flex[j].get(s, 0))
+                    if fk:
+                        self._remove_workers(j, s, fk, True)
+                    if k - fk:
+                        self._remove_workers(j, s, k - fk, False)
+                    self._rebalance(j)
+                    self._charge_scale(j, out=False)
+                else:
+                    self._preempt(j)
+                    preempted.append(j)
+            self.srv_loaned[s] = False
+            self.srv_free[s] = self.srv_cap[s]
+        if servers:
+            self._event = True
+            self.reclaims_total += len(servers)
+        return list(servers), preempted
+
+    def apply(self, decision: Decision) -> PlacementReport:
+        from aryl_gym.sim.placement import apply_decision
+
+        report = apply_decision(self, decision, self.placement_options)
+        self.invalid_total += len(report.invalid)
+        self.unplaced_total += len(report.unplaced)
+        self._changed_last = report.changed
+        return report
+
+    def advance(self, dt: float | None = None) -> list[int]:
+        """Advance the clock by ``dt`` (default one interval) with exact progress.
+
+        Returns the ids of jobs that finished inside the interval.
+        """
+        dt = self.interval if dt is None else dt
+        t0 = self.now
+        R = self.running_array()
+        completed: list[int] = []
+        if len(R):
+            ov = self.overhead_left[R]
+            eff = np.maximum(dt - ov, 0.0)
+            rate = self.rate[R]
+            need = self.remaining[R] / rate
+            fin = need <= eff + _EPS
+            alloc_time = np.where(fin, np.minimum(ov + need, dt), dt)
+            prog = rate * eff
+            self.remaining[R] = np.where(fin, 0.0, self.remaining[R] - prog)
+            self.pred_remaining[R] = np.maximum(
+                np.where(fin, 0.0, self.pred_remaining[R] - prog), 0.0
+            )
+            self.overhead_left[R] = np.maximum(ov - dt, 0.0)
+            self.running_time[R] += alloc_time
+            self.acc.add_interval(t0, dt, R, alloc_time)
+            if fin.any():
+                done_ids = R[fin]
+                self.finish[done_ids] = t0 + alloc_time[fin]
+                completed = [int(j) for j in done_ids]
+        else:
+            self.acc.add_interval(t0, dt, R, np.zeros(0))
+        for j in completed:
+            self._release_all(j)
+            self._running.discard(j)
+            self.state[j] = JobState.DONE
+            self.pool[j] = -1
+            self.rate[j] = 0.0
+            self.done_count += 1
+        if completed:
+            self._running_dirty = True
+            self._event = True
+        self.now = t0 + dt
+        self.round_index += 1
+        return completed
+
+    # ------------------------------------------------------------------------------------------
+    # fast-forward
+    # ------------------------------------------------------------------------------------------
+    def skippable_rounds(self, limit: int) -> int:
+        """How many upcoming whole rounds contain no event (and so no decision is needed).
+
+        A round at time ``t`` is eventful when a job arrives in ``(t - interval, t]``, a job
+        finishes inside the previous interval, or the loanable count differs from the last
+        round's. The count stops before the first eventful round, and at ``limit``.
+        """
+        if limit <= 0:
+            return 0
+        dt = self.interval
+        k_max = limit
+        # next arrival: it is seen at round ceil((submit - now) / dt) from now
+        if self._next_arrival < self.n_jobs:
+            # the arrival is seen at the round `ka` intervals from now
+            ka = math.ceil((self.submit[self._next_arrival] - self.now) / dt - _EPS)
+            k_max = min(k_max, max(ka, 0))
+        R = self.running_array()
+        if len(R):
+            t_fin = self.overhead_left[R] + self.remaining[R] / self.rate[R]
+            kf = int(math.floor(float(t_fin.min()) / dt + _EPS))
+            # the round that contains the finish must run normally
+            k_max = min(k_max, max(kf, 0))
+        if self.uses_loaning and k_max > 0:
+            cur = self.loanable_now
+            k = 0
+            while k < k_max:
+                if self.loan.loanable(self.now + k * dt) != cur:
+                    break
+                k += 1
+            k_max = k
+        return max(k_max, 0)
+
+    def fast_forward(self, k: int) -> None:
+        """Advance ``k`` eventless rounds in one step (no decision, no arrival, no completion)."""
+        if k <= 0:
+            return
+        t0 = self.now
+        dt = k * self.interval
+        R = self.running_array()
+        if len(R):
+            ov = self.overhead_left[R]
+            eff = np.maximum(dt - ov, 0.0)
+            prog = self.rate[R] * eff
+            self.remaining[R] = np.maximum(self.remaining[R] - prog, 0.0)
+            self.pred_remaining[R] = np.maximum(self.pred_remaining[R] - prog, 0.0)
+            self.overhead_left[R] = np.maximum(ov - dt, 0.0)
+            self.running_time[R] += dt
+            self.acc.add_interval(t0, dt, R, np.full(len(R), dt))
+        else:
+            self.acc.add_interval(t0, dt, R, np.zeros(0))
+        self.now = t0 + dt
+        self.round_index += k
+
+    # ------------------------------------------------------------------------------------------
+    # a whole episode
+    # ------------------------------------------------------------------------------------------
+    def horizon_reached(self) -> bool:
+        s = self.config.sim
+        if s.horizon_hours is not None and self.now >= s.horizon_hours * 3600.0 - _EPS:
+            return True
+        if s.max_rounds is not None and self.round_index >= s.max_rounds:
+            return True
+        return False
+
+    def pre_decision(self, policy: Policy) -> tuple[list[int], list[int]]:
+        """Arrivals and the loan phase of the round at ``self.now``."""
+        if self._arrivals():
+            self._event = True
+        reclaim = getattr(policy, "reclaim", None)
+        return self.loan_phase(reclaim)
+
+    def decision_needed(self, policy: Policy) -> bool:
+        return self._event or not (self.config.sim.fast_forward and policy.event_driven)
+
+    def post_decision(self, policy: Policy) -> list[int]:
+        """Advance past this round; fast-forward eventless rounds for event-driven policies."""
+        # Only a decision that changed allocations carries an event into the next round;
+        # completions inside the interval set it again in advance().
+        self._event = self._changed_last
+        self._changed_last = False
+        completed = self.advance()
+        self.rounds_total += 1
+        if not self.done and self.config.sim.fast_forward and policy.event_driven:
+            if not self._event:
+                limit = self._rounds_left()
+                k = self.skippable_rounds(limit)
+                if k > 0:
+                    self.fast_forward(k)
+                    self.rounds_total += k
+        return completed
+
+    def _rounds_left(self) -> int:
+        s = self.config.sim
+        lim = 10**12
+        if s.horizon_hours is not None:
+            lim = min(lim, int(math.ceil((s.horizon_hours * 3600.0 - self.now) / self.interval)) - 1)
+        if s.max_rounds is not None:
+            lim = min(lim, s.max_rounds - self.round_index - 1)
+        return max(lim, 0)
+
+    def step(self, policy: Policy) -> RoundInfo:
+        """One decision round: arrivals, loans, the policy's decision, placement, advance."""
+        t0 = self.now
+        reclaimed, pre = self.pre_decision(policy)
+        report = PlacementReport()
+        dtime = 0.0
+        if self.decision_needed(policy):
+            tic = time.perf_counter()
+            decision = policy.decide(self.view)
+            dtime = time.perf_counter() - tic
+            self.decision_times.append(dtime)
+            report = self.apply(decision)
+        self.acc.sample(self)
+        completed = self.post_decision(policy)
+        return RoundInfo(t0, self.now, completed, report, reclaimed, pre, dtime)
+
+    def run(self, policy: Policy, progress: bool = False, stall_hours: float = 48.0):
+        """Run a whole episode and return its :class:`~aryl_gym.metrics.EpisodeResult`."""
+        from aryl_gym.metrics import episode_result
+
+        wall0 = time.perf_counter()
+        policy.reset(self.seed)
+        self.begin(policy)
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=self.n_jobs, unit="job", desc=f"{policy.name}", leave=False)
+        idle_since: float | None = None
+        last_done = 0
+        while not self.done and not self.horizon_reached():
+            self.step(policy)
+            if bar is not None and self.done_count != last_done:
+                bar.update(self.done_count - last_done)
+                last_done = self.done_count
+            # Stall guard: nothing running, nothing left to arrive, queue not empty.
+            if not self._running and self._next_arrival >= self.n_jobs and self._queued:
+                idle_since = self.now if idle_since is None else idle_since
+                if self.now - idle_since > stall_hours * 3600.0:
+                    self.stalled = True
+                    break
+            else:
+                idle_since = None
+        if bar is not None:
+            bar.close()
+        return episode_result(self, policy_name=policy.name, wall_s=time.perf_counter() - wall0)
+
+
+class _Accounting:
+    """Time-integrated usage figures (GPU-seconds) and hourly series (SPEC 5)."""
+
+    def __init__(self, sim: Simulator):
+        self.sim = sim
+        self.train_busy_gs = 0.0  # training-pool GPU-seconds used by training
+        self.loan_used_gs = 0.0  # loaned-GPU-seconds used by training
+        self.loan_offered_gs = 0.0  # loaned GPU-seconds offered
+        self.inf_used_gs = 0.0  # inference GPU-seconds used by inference itself
+        self.total_s = 0.0
+        self.hourly: dict[int, list[float]] = {}  # hour -> [train_busy, loan_used, inf_used, dt]
+        self.timeline: list[tuple[float, int, int, int, int, int, float]] = []
+
+    def add_interval(self, t0: float, dt: float, R: np.ndarray, alloc_time: np.ndarray) -> None:
+        sim = self.sim
+        if len(R):
+            gpus = (sim.workers[R] * sim.g[R]).astype(np.float64) * alloc_time
+            on_inf = sim.pool[R] == INFER
+            train_gs = float(gpus[~on_inf].sum())
+            loan_gs = float(gpus[on_inf].sum())
+        else:
+            train_gs = loan_gs = 0.0
+        n_inf_gpus = sim.n_inf * sim.config.cluster.inf_gpus_per_server
+        u = sim.loan.utilization(t0)
+        inf_gs = u * n_inf_gpus * dt
+        offered = float(sim.srv_cap[sim.srv_loaned].sum()) * dt
+        self.train_busy_gs += train_gs
+        self.loan_used_gs += loan_gs
+        self.loan_offered_gs += offered
+        self.inf_used_gs += inf_gs
+        self.total_s += dt
+        # Hourly bins: split the interval by hour boundaries, usage constant inside.
+        t = t0
+        end = t0 + dt
+        while t < end - _EPS:
+            h = int(t // 3600.0)
+            seg = min(end, (h + 1) * 3600.0) - t
+            frac = seg / dt
+            row = self.hourly.setdefault(h, [0.0, 0.0, 0.0, 0.0])
+            row[0] += train_gs * frac
+            row[1] += loan_gs * frac
+            row[2] += inf_gs * frac
+            row[3] += seg
+            t += seg
+
+    def sample(self, sim: Simulator) -> None:
+        train_busy = int((sim.srv_cap - sim.srv_free)[sim._train_mask].sum())
+        loan_busy = int((sim.srv_cap - sim.srv_free)[sim.srv_loaned].sum())
+        self.timeline.append(
+            (
+                sim.now,
+                train_busy,
+                loan_busy,
+                int(sim.srv_loaned.sum()),
+                len(sim._queued),
+                len(sim._running),
+                sim.loan.utilization(sim.now),
+            )
+        )

@@ -1,0 +1,89 @@
+"""The job model (SPEC 1.3).
+
+A :class:`JobSpec` is what a trace or generator says about one training job; it never changes
+during an episode. The simulator keeps the changing part (remaining work, workers, state) in
+numpy arrays of :class:`aryl_gym.sim.engine.Simulator`, indexed by the job's position in the trace.
+
+Units: seconds for times; *work* is in V100 worker-seconds, i.e. the running time at ``w_max``
+workers on V100 times ``w_max`` (paper: "workload is the product of maximum demand and minimum
+running time"), so with linear scaling ``T(w) = W / w`` inside ``[w_min, w_max]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+#: Model families the paper names as elastic (Figure 3): they scale well without changing the
+#: local batch size. Other families are inelastic.
+ELASTIC_FAMILIES: tuple[str, ...] = ("resnet50", "vgg16", "bert", "gnmt16")
+
+
+class JobState(IntEnum):
+    """Lifecycle: PENDING (not yet submitted) -> QUEUED -> RUNNING <-> QUEUED (preempted) -> DONE."""
+
+    PENDING = 0
+    QUEUED = 1
+    RUNNING = 2
+    DONE = 3
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One training job as submitted.
+
+    Attributes:
+        id: position in the trace (0..n-1); ties everywhere are broken by it.
+        submit: submission time in seconds from the start of the episode.
+        family: model family (``resnet50``, ``bert``, ...); selects speed factors and overheads.
+        g: GPUs per worker (1, 2, 4 or 8); a worker never spans servers.
+        w_min: fewest workers the job can run with (``== w_max`` when inelastic).
+        w_max: most workers (the requested count, ``w_req``).
+        elastic: may change its worker count while running, inside ``[w_min, w_max]``.
+        type_agnostic: may run on inference GPUs (T4) as well as training GPUs (V100).
+        work: true work in V100 worker-seconds.
+        pred_work: the work a scheduler believes (``work`` times a prediction error).
+        name: the trace's name for the job, if any.
+        app: application profile name for Pollux-workload jobs (``None`` for synthetic jobs).
+        batch_size: initial global batch size for Pollux-workload jobs.
+    """
+
+    id: int
+    submit: float
+    family: str
+    g: int
+    w_min: int
+    w_max: int
+    elastic: bool
+    type_agnostic: bool
+    work: float
+    pred_work: float
+    name: str = ""
+    app: str | None = None
+    batch_size: int | None = None
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def w_req(self) -> int:
+        """Requested workers (the maximum demand)."""
+        return self.w_max
+
+    @property
+    def gpus_max(self) -> int:
+        return self.g * self.w_max
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the field when the spec is inconsistent."""
+        where = f"job {self.id} ({self.name or self.family})"
+        if self.g not in (1, 2, 4, 8):
+            raise ValueError(f"{where}: GPUs per worker g={self.g}; must be 1, 2, 4 or 8")
+        if self.w_min < 1 or self.w_max < self.w_min:
+            raise ValueError(
+                f"{where}: worker range [{self.w_min}, {self.w_max}] is empty or below 1"
+            )
+        if not self.elastic and self.w_min != self.w_max:
+            raise ValueError(f"{where}: inelastic job needs w_min == w_max")
+        if not (self.work > 0) or not (self.pred_work > 0):
+            raise ValueError(f"{where}: work must be positive, got {self.work} / {self.pred_work}")
+        if not (self.submit >= 0):
+            raise ValueError(f"{where}: submit time must be >= 0, got {self.submit}")

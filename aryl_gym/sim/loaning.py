@@ -1,0 +1,135 @@
+"""Inference utilization and the loan controller (SPEC 1.2).
+
+The inference cluster's utilization u(t) is a series sampled every ``sample_seconds`` (paper
+Figure 1: 5-minute samples). :func:`diurnal_utilization` generates the paper's shape: mean about
+0.65, peak-to-trough about 2.2 within a day, a peak of about four hours at night and the trough
+before dawn (all paper), plus day-to-day and per-sample noise (ours). :func:`load_utilization_csv`
+reads a user's series.
+
+Servers needed by inference = ``ceil(N_inf * min(1, u + headroom))``; loanable = ``N_inf - needed``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+
+from aryl_gym.config import ConfigError, InferenceConfig
+
+
+def _daily_shape(hours: np.ndarray, cfg: InferenceConfig) -> np.ndarray:
+    """Unnormalised daily profile in [0, 1]: a trough before dawn and a ~4 h plateau at night."""
+    # Slow component: lowest at the trough hour, highest 12 h later.
+    slow = 0.5 - 0.5 * np.cos(2 * np.pi * (hours - cfg.trough_hour) / 24.0)
+    # Night peak: a smooth plateau of `peak_hours` centred on `peak_center_hour`.
+    d = np.abs(((hours - cfg.peak_center_hour + 12.0) % 24.0) - 12.0)
+    half = cfg.peak_hours / 2.0
+    peak = np.clip(1.0 - np.maximum(d - half, 0.0) / 2.0, 0.0, 1.0)
+    return 0.55 * slow + 0.45 * peak
+
+
+def diurnal_utilization(
+    cfg: InferenceConfig, duration_s: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Generate u(t) samples every ``cfg.sample_seconds`` covering ``duration_s`` seconds.
+
+    The mean shape is scaled so that its daily mean is ``cfg.mean`` and its max/min ratio is
+    ``cfg.peak_to_trough``; each day gets a multiplicative factor ``1 + N(0, day_noise)`` and
+    each sample additive ``N(0, sample_noise)`` noise. Values are clipped to [0, 1].
+    """
+    n = int(math.ceil(max(duration_s, 1.0) / cfg.sample_seconds)) + 1
+    t = np.arange(n) * cfg.sample_seconds
+    hours = (t / 3600.0 + cfg.start_hour) % 24.0
+    # Normalise on a fine grid of one day so every scenario has the same shape.
+    grid = _daily_shape(np.linspace(0.0, 24.0, 24 * 12, endpoint=False), cfg)
+    smin, smax = float(grid.min()), float(grid.max())
+    m_s = float(((grid - smin) / (smax - smin)).mean())
+    lo = cfg.mean / (1.0 + (cfg.peak_to_trough - 1.0) * m_s)
+    hi = lo * cfg.peak_to_trough
+    u = lo + (hi - lo) * (_daily_shape(hours, cfg) - smin) / (smax - smin)
+    days = (t / 86400.0).astype(np.int64)
+    day_factor = 1.0 + cfg.day_noise * rng.standard_normal(int(days.max()) + 1)
+    u = u * day_factor[days] + cfg.sample_noise * rng.standard_normal(n)
+    return np.clip(u, 0.0, 1.0)
+
+
+def load_utilization_csv(path: str | Path, sample_seconds: float = 300.0) -> np.ndarray:
+    """Read a ``time,utilization`` CSV (seconds, fraction in [0, 1]) and resample it.
+
+    Returns the series at ``sample_seconds`` spacing from time 0, holding each value until the
+    next row (step interpolation). Errors name the file, line and column.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"{p}: utilization CSV not found")
+    times: list[float] = []
+    vals: list[float] = []
+    with open(p, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        fields = reader.fieldnames or []
+        for col in ("time", "utilization"):
+            if col not in fields:
+                raise ConfigError(
+                    f"{p}: missing column '{col}' (found {fields}); the file needs a header "
+                    "'time,utilization' with time in seconds and utilization in [0, 1]"
+                )
+        for lineno, row in enumerate(reader, start=2):
+            try:
+                t = float(row["time"])
+            except (TypeError, ValueError):
+                raise ConfigError(f"{p}:{lineno}: column 'time': not a number: {row['time']!r}")
+            try:
+                u = float(row["utilization"])
+            except (TypeError, ValueError):
+                raise ConfigError(
+                    f"{p}:{lineno}: column 'utilization': not a number: {row['utilization']!r}"
+                )
+            if not 0.0 <= u <= 1.0:
+                raise ConfigError(
+                    f"{p}:{lineno}: column 'utilization': {u} is outside [0, 1]; "
+                    "give a fraction, not a percentage"
+                )
+            if times and t <= times[-1]:
+                raise ConfigError(f"{p}:{lineno}: column 'time': rows must be sorted and unique")
+            times.append(t)
+            vals.append(u)
+    if not times:
+        raise ConfigError(f"{p}: no rows; the utilization series is empty")
+    t_arr = np.asarray(times) - times[0]
+    n = int(t_arr[-1] // sample_seconds) + 1
+    grid = np.arange(n) * sample_seconds
+    idx = np.searchsorted(t_arr, grid, side="right") - 1
+    return np.asarray(vals)[np.clip(idx, 0, None)]
+
+
+class LoanController:
+    """Turns u(t) into the number of loanable inference servers at each time.
+
+    Beyond the series' end the last day is repeated.
+    """
+
+    def __init__(self, util: np.ndarray, n_inf: int, headroom: float, sample_seconds: float):
+        self.util = np.asarray(util, dtype=np.float64)
+        self.n_inf = int(n_inf)
+        self.headroom = float(headroom)
+        self.sample_seconds = float(sample_seconds)
+        need = np.ceil(self.n_inf * np.minimum(1.0, self.util + self.headroom) - 1e-9)
+        self.loanable_series = (self.n_inf - need).astype(np.int64)
+        self._day = max(1, int(round(86400.0 / self.sample_seconds)))
+
+    def _index(self, t: float) -> int:
+        i = int(t // self.sample_seconds)
+        n = len(self.util)
+        if i >= n:
+            period = min(self._day, n)
+            i = n - period + (i - n) % period
+        return i
+
+    def utilization(self, t: float) -> float:
+        return float(self.util[self._index(t)])
+
+    def loanable(self, t: float) -> int:
+        return int(self.loanable_series[self._index(t)])

@@ -1,0 +1,238 @@
+"""The shared placement engine (SPEC 2; paper section 5.3).
+
+Turns a policy's worker targets into server assignments, the same way for every policy:
+
+* running workers stay where they are; a scale-in removes flexible workers, from loaned servers
+  first; a target of 0 preempts the job;
+* new workers are placed **best-fit decreasing**: jobs by per-worker GPU demand, largest first
+  (then the decision's priority order, then id); each worker goes onto the non-empty server that
+  fits it most tightly, else onto an empty server (lowest id);
+* pool preference: elastic type-agnostic jobs prefer loaned inference servers (when the policy's
+  ``PlacementOptions.elastic_prefer_inference`` is on), inelastic jobs prefer training servers;
+  type-specific jobs only ever use training servers; all workers of a job share one pool (one GPU
+  type);
+* ``group_flexible``: an elastic job's workers beyond ``w_min`` on the inference pool go on loaned
+  servers that hold none of its base workers, preferring servers that hold no base worker of any
+  job, so a reclaim can release them without preemption;
+* a target that cannot be placed gets the largest feasible count ``>= w_min`` (or stays queued);
+  the shortfall is reported in :class:`~aryl_gym.sim.view.PlacementReport.unplaced`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from aryl_gym.sim.jobs import JobState
+from aryl_gym.sim.view import INFER, TRAIN, Decision, PlacementOptions, PlacementReport
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aryl_gym.sim.engine import Simulator
+
+
+def best_fit(free: np.ndarray, cap: np.ndarray, cand: np.ndarray, g: int) -> int:
+    """Index of the best-fit server for one worker of ``g`` GPUs, or -1.
+
+    Among candidate servers with room, the non-empty one with the least free space wins (ties to
+    the lowest id); when every fitting server is empty, the lowest-id empty one.
+    """
+    fits = cand & (free >= g)
+    idx = np.flatnonzero(fits)
+    if len(idx) == 0:
+        return -1
+    f = free[idx]
+    nonempty = f < cap[idx]
+    if nonempty.any():
+        sub = idx[nonempty]
+        return int(sub[np.argmin(free[sub])])
+    return int(idx[0])
+
+
+def _plan(
+    sim: "Simulator",
+    j: int,
+    pool: int,
+    n_base: int,
+    n_flex: int,
+    opts: PlacementOptions,
+) -> list[tuple[int, int, bool]]:
+    """Plan ``n_base`` base and up to ``n_flex`` flexible workers of job ``j`` on ``pool``.
+
+    Returns ``[(server, workers, is_flex), ...]``; an empty list when the base does not fit.
+    Nothing is changed on the simulator.
+    """
+    g = int(sim.g[j])
+    free = sim.srv_free.copy()
+    cap = sim.srv_cap
+    usable = sim.usable_mask(pool)
+    plan: list[tuple[int, int, bool]] = []
+    need = n_base
+    while need > 0:
+        s = best_fit(free, cap, usable, g)
+        if s < 0:
+            return []
+        k = min(need, int(free[s]) // g)
+        free[s] -= k * g
+        plan.append((s, k, False))
+        need -= k
+    if n_flex <= 0:
+        return plan
+    grouped = opts.group_flexible and pool == INFER and bool(sim.elastic[j])
+    if grouped:
+        own_base = np.zeros(sim.n_servers, dtype=bool)
+        for s in sim.base[j]:
+            own_base[s] = True
+        for s, _, _ in plan:
+            own_base[s] = True
+        base_gpus = sim.srv_base_gpus.copy()
+        for s, k, _ in plan:
+            base_gpus[s] += k * g
+        allowed = usable & ~own_base
+        tiers = (allowed & (base_gpus == 0), allowed & (base_gpus > 0))
+    else:
+        tiers = (usable,)
+    need = n_flex
+    for cand in tiers:
+        while need > 0:
+            s = best_fit(free, cap, cand, g)
+            if s < 0:
+                break
+            k = min(need, int(free[s]) // g)
+            free[s] -= k * g
+            plan.append((s, k, True))
+            need -= k
+    return plan
+
+
+def _pool_order(sim: "Simulator", j: int, decision: Decision, opts: PlacementOptions) -> list[int]:
+    allowed = sim.allowed_pools(j)
+    if len(allowed) == 1:
+        return list(allowed)
+    pref = decision.pools.get(j)
+    if pref in allowed:
+        return [int(pref), 1 - int(pref)]
+    if sim.elastic[j] and opts.elastic_prefer_inference:
+        return [INFER, TRAIN]
+    return [TRAIN, INFER]
+
+
+def _commit(sim: "Simulator", j: int, plan: list[tuple[int, int, bool]]) -> int:
+    n = 0
+    for s, k, is_flex in plan:
+        sim._add_workers(j, s, k, is_flex)
+        n += k
+    return n
+
+
+def _scale_in(sim: "Simulator", j: int, k: int) -> None:
+    """Remove ``k`` flexible workers of job ``j``: loaned servers first, then fewest workers."""
+    order = sorted(sim.flex[j].items(), key=lambda kv: (not sim.srv_loaned[kv[0]], kv[1], kv[0]))
+    for s, have in order:
+        if k == 0:
+            break
+        r = min(k, have)
+        sim._remove_workers(j, s, r, True)
+        k -= r
+    if k:  # only reachable if base workers must go; targets are clamped to >= w_min
+        for s, have in sorted(sim.base[j].items(), key=lambda kv: (not sim.srv_loaned[kv[0]], kv[0])):
+            if k == 0:
+                break
+            r = min(k, have)
+            sim._remove_workers(j, s, r, False)
+            k -= r
+    sim._rebalance(j)
+
+
+def _validate_target(sim: "Simulator", j: object, t: object) -> tuple[int, int, str]:
+    """Return (job, target, reason); reason non-empty means ignore (or, with a target, clamped)."""
+    try:
+        jj = int(j)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return -1, 0, f"job id {j!r} is not an integer"
+    if not 0 <= jj < sim.n_jobs:
+        return -1, 0, f"job id {jj} is not in the trace"
+    st = sim.state[jj]
+    if st not in (JobState.QUEUED, JobState.RUNNING):
+        return -1, 0, f"job {jj} is not active (state {JobState(st).name})"
+    try:
+        tf = float(t)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return -1, 0, f"target {t!r} for job {jj} is not a number"
+    if not math.isfinite(tf) or tf < 0 or tf != int(tf):
+        return -1, 0, f"target {t!r} for job {jj} must be a whole number >= 0"
+    ti = int(tf)
+    wmin, wmax = int(sim.w_min[jj]), int(sim.w_max[jj])
+    if ti > wmax:
+        return jj, wmax, f"target {ti} above w_max={wmax}; clamped"
+    if 0 < ti < wmin:
+        return jj, wmin, f"target {ti} below w_min={wmin}; clamped"
+    if st == JobState.RUNNING and not sim.elastic[jj] and ti not in (0, int(sim.workers[jj])):
+        return -1, 0, f"job {jj} is inelastic; target must be 0 or {int(sim.workers[jj])}"
+    return jj, ti, ""
+
+
+def apply_decision(sim: "Simulator", decision: Decision, opts: PlacementOptions) -> PlacementReport:
+    """Apply ``decision`` on ``sim`` and report what happened."""
+    rep = PlacementReport()
+    targets: dict[int, int] = {}
+    for j, t in decision.targets.items():
+        jj, ti, why = _validate_target(sim, j, t)
+        if why:
+            rep.invalid[jj if jj >= 0 else -1 - len(rep.invalid)] = why
+        if jj >= 0:
+            targets[jj] = ti
+    # 1. releases
+    for j in sorted(targets):
+        t = targets[j]
+        if sim.state[j] != JobState.RUNNING:
+            continue
+        cur = int(sim.workers[j])
+        if t == 0:
+            sim._preempt(j)
+            rep.preempted.append(j)
+        elif t < cur:
+            _scale_in(sim, j, cur - t)
+            sim._charge_scale(j, out=False)
+            rep.scaled_in.append(j)
+    # 2. growth, best-fit decreasing
+    grow = [
+        j
+        for j, t in targets.items()
+        if (sim.state[j] == JobState.RUNNING and t > sim.workers[j])
+        or (sim.state[j] == JobState.QUEUED and t > 0)
+    ]
+    prio = {int(j): i for i, j in enumerate(decision.order or [])}
+    far = len(prio)
+    grow.sort(key=lambda j: (-int(sim.g[j]), prio.get(j, far), j))
+    for j in grow:
+        t = targets[j]
+        wmin = int(sim.w_min[j])
+        if sim.state[j] == JobState.RUNNING:
+            cur = int(sim.workers[j])
+            plan = _plan(sim, j, int(sim.pool[j]), 0, t - cur, opts)
+            got = _commit(sim, j, plan)
+            if got:
+                sim._charge_scale(j, out=True)
+                rep.scaled_out.append(j)
+            if cur + got < t:
+                rep.unplaced[j] = (t, cur + got)
+            continue
+        best: list[tuple[int, int, bool]] = []
+        best_n = 0
+        best_pool = -1
+        for p in _pool_order(sim, j, decision, opts):
+            plan = _plan(sim, j, p, wmin, t - wmin, opts)
+            n = sum(k for _, k, _ in plan)
+            if n > best_n:
+                best, best_n, best_pool = plan, n, p
+            if n == t:
+                break
+        if best_n >= wmin:
+            _commit(sim, j, best)
+            sim._mark_started(j, best_pool)
+            rep.started.append(j)
+        if best_n < t:
+            rep.unplaced[j] = (t, best_n if best_n >= wmin else 0)
+    return rep

@@ -1,0 +1,223 @@
+"""What policies see and what they return (SPEC 2).
+
+Policies receive a read-only :class:`ClusterView` of the simulator each round and return a
+:class:`Decision`. The simulator never branches on which policy runs: a policy's behaviour enters
+only through its decision, its reclaim choice, and the :class:`PlacementOptions` it declares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from aryl_gym.sim.jobs import JobSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aryl_gym.sim.engine import Simulator
+
+TRAIN = 0
+INFER = 1
+POOL_NAMES = ("train", "infer")
+
+
+@dataclass(frozen=True)
+class PlacementOptions:
+    """How the shared placement engine treats a policy's jobs (paper 5.3).
+
+    Attributes:
+        elastic_prefer_inference: elastic type-agnostic jobs go to loaned inference servers
+            first (paper); when off they prefer training servers like inelastic jobs.
+        group_flexible: an elastic job's workers beyond ``w_min`` go on loaned servers that hold
+            none of its base workers, so a reclaim can take them without preemption (paper 5.3).
+    """
+
+    elastic_prefer_inference: bool = True
+    group_flexible: bool = False
+
+
+@dataclass
+class Decision:
+    """A scheduling decision for one round.
+
+    Attributes:
+        targets: job id -> target worker count (0 = not running). Jobs not listed keep what they
+            have (running jobs keep their workers, queued jobs stay queued).
+        pools: job id -> preferred pool (``TRAIN`` or ``INFER``) for a job that is started now;
+            overrides the default preference order.
+        order: priority order for placing new workers when capacity is short (earlier first,
+            after best-fit-decreasing's per-worker size); jobs not listed follow by id.
+    """
+
+    targets: dict[int, int] = field(default_factory=dict)
+    pools: dict[int, int] = field(default_factory=dict)
+    order: list[int] | None = None
+
+
+@dataclass
+class PlacementReport:
+    """What the placement engine did with a decision (nothing is dropped silently)."""
+
+    started: list[int] = field(default_factory=list)
+    preempted: list[int] = field(default_factory=list)
+    scaled_out: list[int] = field(default_factory=list)
+    scaled_in: list[int] = field(default_factory=list)
+    #: job id -> (asked workers, placed workers) where fewer than asked were placed.
+    unplaced: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: job id -> reason, for targets that were not valid and were ignored or clamped.
+    invalid: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.started or self.preempted or self.scaled_out or self.scaled_in)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A scheduling policy. See ``agents/`` for the reference ones.
+
+    Attributes:
+        name: registry name.
+        uses_loaning: whether loanable inference servers are accepted for this policy.
+        placement: options for the shared placement engine.
+        event_driven: the policy's decision depends only on events (arrivals, completions,
+            loan changes, its own last decision), so rounds without events may be skipped.
+    """
+
+    name: str
+    uses_loaning: bool
+    placement: PlacementOptions
+    event_driven: bool
+
+    def reset(self, seed: int | None = None) -> None: ...
+
+    def decide(self, view: "ClusterView") -> Decision: ...
+
+    def reclaim(self, view: "ClusterView", n: int) -> Sequence[int] | None:
+        """Pick ``n`` loaned server ids to return; ``None`` uses the default rule."""
+        ...
+
+
+class ClusterView:
+    """A read-only window on the simulator's state for policies.
+
+    Arrays are numpy views with the write flag off: reading is free, writing raises.
+    Server ids are positions in the server arrays: training servers first, then inference.
+    """
+
+    def __init__(self, sim: "Simulator"):
+        self._sim = sim
+
+        def ro(a: np.ndarray) -> np.ndarray:
+            v = a.view()
+            v.flags.writeable = False
+            return v
+
+        # Servers
+        self.srv_pool = ro(sim.srv_pool)  # (S,) int8: TRAIN or INFER
+        self.srv_cap = ro(sim.srv_cap)  # (S,) GPUs per server
+        self.srv_free = ro(sim.srv_free)  # (S,) free GPUs (meaningful where usable)
+        self.srv_loaned = ro(sim.srv_loaned)  # (S,) bool: inference server on loan now
+        self.srv_base_gpus = ro(sim.srv_base_gpus)  # (S,) GPUs held by base workers
+        self.srv_flex_gpus = ro(sim.srv_flex_gpus)  # (S,) GPUs held by flexible workers
+        # Jobs (indexed by job id)
+        self.state = ro(sim.state)  # (N,) JobState
+        self.workers = ro(sim.workers)  # (N,) current workers
+        self.pool = ro(sim.pool)  # (N,) pool of current workers, -1 when not running
+        self.remaining = ro(sim.remaining)  # (N,) true remaining work, V100 worker-seconds
+        self.pred_remaining = ro(sim.pred_remaining)  # (N,) predicted remaining work
+        self.overhead_left = ro(sim.overhead_left)  # (N,) seconds of overhead still to pay
+        self.preemptions = ro(sim.preempt_count)  # (N,) times preempted
+        self.first_start = ro(sim.first_start)  # (N,) nan until first start
+        self.attained = ro(sim.running_time)  # (N,) seconds spent running (with workers)
+
+    # -- scalars ------------------------------------------------------------------------------
+    @property
+    def now(self) -> float:
+        return self._sim.now
+
+    @property
+    def interval(self) -> float:
+        return self._sim.interval
+
+    @property
+    def jobs(self) -> Sequence[JobSpec]:
+        return self._sim.jobs
+
+    @property
+    def config(self):  # noqa: ANN201 - ScenarioConfig
+        return self._sim.config
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The simulator's generator for policies that need randomness (seeded per episode)."""
+        return self._sim.policy_rng
+
+    @property
+    def loanable(self) -> int:
+        return self._sim.loanable_now
+
+    @property
+    def loaned(self) -> int:
+        return int(self._sim.srv_loaned.sum())
+
+    @property
+    def inference_utilization(self) -> float:
+        return self._sim.loan.utilization(self._sim.now)
+
+    # -- job sets ------------------------------------------------------------------------------
+    def queued(self) -> list[int]:
+        """Queued job ids (never started or preempted), by submit order (id)."""
+        return self._sim.queued_ids()
+
+    def running(self) -> list[int]:
+        """Running job ids, ascending."""
+        return self._sim.running_ids()
+
+    def active(self) -> list[int]:
+        return sorted(self._sim.queued_ids() + self._sim.running_ids())
+
+    def placement(self, j: int) -> tuple[dict[int, int], dict[int, int]]:
+        """(base workers per server, flexible workers per server) of job ``j``; copies."""
+        return dict(self._sim.base[j]), dict(self._sim.flex[j])
+
+    def jobs_on(self, s: int) -> dict[int, int]:
+        """job id -> workers on server ``s``; a copy."""
+        return dict(self._sim.srv_jobs[s])
+
+    # -- capacity ------------------------------------------------------------------------------
+    def usable(self, pool: int) -> np.ndarray:
+        """Boolean mask of servers of ``pool`` that training may use now."""
+        return self._sim.usable_mask(pool)
+
+    def free_gpus(self, pool: int) -> int:
+        m = self._sim.usable_mask(pool)
+        return int(self._sim.srv_free[m].sum())
+
+    def capacity(self, pool: int) -> int:
+        m = self._sim.usable_mask(pool)
+        return int(self._sim.srv_cap[m].sum())
+
+    def fits(self, pool: int, g: int) -> int:
+        """How many workers of ``g`` GPUs fit in the free space of ``pool`` (fragmentation aware)."""
+        m = self._sim.usable_mask(pool)
+        return int((self._sim.srv_free[m] // g).sum())
+
+    def allowed_pools(self, j: int) -> tuple[int, ...]:
+        """Pools job ``j`` may run in (inference only when type-agnostic and servers are loaned)."""
+        return self._sim.allowed_pools(j)
+
+    # -- speed model ---------------------------------------------------------------------------
+    def speed(self, j: int, pool: int) -> float:
+        """Per-worker speed of job ``j`` on ``pool``'s GPU type relative to a V100."""
+        return self._sim.speed(j, pool)
+
+    def rate(self, j: int, w: int, pool: int) -> float:
+        """Work per second of job ``j`` with ``w`` workers on ``pool`` (V100 worker-seconds/s)."""
+        return self._sim.rate_for(j, w, pool)
+
+    def pred_time(self, j: int, w: int, pool: int) -> float:
+        """Predicted remaining running time (s) of job ``j`` at ``w`` workers on ``pool``."""
+        r = self._sim.rate_for(j, w, pool)
+        return float(self._sim.pred_remaining[j]) / r if r > 0 else float("inf")

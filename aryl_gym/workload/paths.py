@@ -1,0 +1,40 @@
+"""Data paths: traces are referenced relative to a data root, never by machine paths."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from aryl_gym.config import ConfigError
+
+#: Environment variable naming the folder that holds the public traces (``traces/...``).
+DATA_ROOT_ENV = "ARYL_GYM_DATA"
+
+
+def default_data_root() -> Path | None:
+    """``$ARYL_GYM_DATA``, else ``../shared`` beside the repository checkout if present."""
+    env = os.environ.get(DATA_ROOT_ENV)
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parents[2]
+    cand = here.parent / "shared"
+    return cand if cand.exists() else None
+
+
+def resolve_data_path(path: str, data_root: str | os.PathLike[str] | None = None) -> Path:
+    """Resolve ``path``: absolute or existing paths as they are, else relative to the data root."""
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return p
+    root = Path(data_root) if data_root else default_data_root()
+    if root is None:
+        raise ConfigError(
+            f"{path}: relative data path but no data root; pass --data-root DIR or set "
+            f"{DATA_ROOT_ENV}=DIR (the folder that holds traces/)"
+        )
+    full = root / p
+    if not full.exists():
+        raise ConfigError(
+            f"{full}: not found (data root {root}); check --data-root or {DATA_ROOT_ENV}"
+        )
+    return full
