@@ -11,7 +11,7 @@ Definitions (times in seconds):
 * ``combined_usage``: (training-pool GPUs used + loaned GPUs used by training + inference GPUs used
   by inference, u(t) x inference GPUs) / all GPUs, time-averaged; ``combined_usage_hourly`` the
   same per simulated hour (paper Figure 9).
-* ``loaned_gpu_hours_offered``: GPU-hours of inference servers on loan to training;
+* ``loaned_gpu_hours`` (= ``loaned_gpu_hours_offered``): GPU-hours of inference servers on loan to training;
   ``loaned_gpu_hours_used``: GPU-hours training workers used on them.
 * ``preemption_ratio`` = jobs preempted at least once / jobs.
 * ``scaling_events`` = scale-outs + scale-ins of running jobs (reclaim scale-ins included).
@@ -55,6 +55,7 @@ class EpisodeResult:
     train_util: float
     train_util_makespan: float
     combined_usage: float
+    loaned_gpu_hours: float
     loaned_gpu_hours_offered: float
     loaned_gpu_hours_used: float
     preemptions: int
@@ -170,6 +171,7 @@ def episode_result(sim: "Simulator", policy_name: str, wall_s: float) -> Episode
         train_util=train_util_window,
         train_util_makespan=acc.train_busy_gs / (c.train_gpus * span),
         combined_usage=(acc.train_busy_gs + acc.loan_used_gs + acc.inf_used_gs) / (total_gpus * span),
+        loaned_gpu_hours=acc.loan_offered_gs / 3600.0,
         loaned_gpu_hours_offered=acc.loan_offered_gs / 3600.0,
         loaned_gpu_hours_used=acc.loan_used_gs / 3600.0,
         preemptions=int(sim.preempt_count.sum()),

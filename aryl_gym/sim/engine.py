@@ -507,7 +507,8 @@ class Simulator:
         R = self.running_array()
         if len(R):
             t_fin = self.overhead_left[R] + self.remaining[R] / self.rate[R]
-            kf = int(math.floor(float(t_fin.min()) / dt + _EPS))
+            # skip k rounds only while k * dt < the earliest finish (strictly)
+            kf = int(math.ceil(float(t_fin.min()) / dt - _EPS)) - 1
             # the round that contains the finish must run normally
             k_max = min(k_max, max(kf, 0))
         if self.uses_loaning and k_max > 0:

@@ -28,7 +28,7 @@ def _daily_shape(hours: np.ndarray, cfg: InferenceConfig) -> np.ndarray:
     d = np.abs(((hours - cfg.peak_center_hour + 12.0) % 24.0) - 12.0)
     half = cfg.peak_hours / 2.0
     peak = np.clip(1.0 - np.maximum(d - half, 0.0) / 2.0, 0.0, 1.0)
-    return 0.55 * slow + 0.45 * peak
+    return 0.4 * slow + 0.6 * peak
 
 
 def diurnal_utilization(

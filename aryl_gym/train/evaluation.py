@@ -1,0 +1,186 @@
+"""Running agents through the environment and heuristics natively, on fixed seeds.
+
+* :func:`run_agent` plays one episode of an object with an SB3-style ``predict`` through the env,
+  passing the env's action masks when the agent accepts them, and returns the final
+  :class:`~aryl_gym.metrics.EpisodeResult` (from the last ``info``).
+* :func:`run_reference` runs a reference policy natively on the simulator
+  (``make_episode(scenario, seed).simulator().run(make_policy(name))``); the env's
+  ``reset(seed=s)`` draws the same episode as ``make_episode(scenario, s)``, so the two are
+  comparable seed by seed.
+* :func:`summarize` / :func:`ratios` give the ``compare``-style JSON.
+
+No torch here: the agent object brings its own.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from aryl_gym.metrics import EpisodeResult
+
+#: figures logged and tabulated for every episode (SPEC 5 subset)
+KEY_METRICS = (
+    "avg_jct",
+    "median_jct",
+    "p95_jct",
+    "avg_queue_time",
+    "p95_queue_time",
+    "combined_usage",
+    "train_util",
+    "preemptions",
+    "preemption_ratio",
+    "mean_slowdown",
+    "jobs_completed",
+    "jobs_unfinished",
+)
+
+#: keys of the final ``info`` that may carry the episode's result (the env's choice first)
+RESULT_KEYS = ("episode_result", "result", "final_result")
+#: keys of ``info`` that may carry the episode's count of invalid actions
+INVALID_KEYS = ("invalid_actions", "invalid_actions_total", "invalid")
+
+
+def result_from_info(info: Mapping[str, Any] | None) -> EpisodeResult | None:
+    """The :class:`EpisodeResult` carried by a final ``info`` (object or dict), else ``None``."""
+    if not info:
+        return None
+    for k in RESULT_KEYS:
+        v = info.get(k)
+        if v is None:
+            continue
+        if isinstance(v, EpisodeResult):
+            return v
+        if isinstance(v, Mapping):
+            return EpisodeResult.from_dict(dict(v))
+    return None
+
+
+def invalid_from_info(info: Mapping[str, Any] | None) -> float | None:
+    """Invalid actions counted by the env in this episode, if it reports them."""
+    if not info:
+        return None
+    for k in INVALID_KEYS:
+        v = info.get(k)
+        if isinstance(v, (int, float, np.integer, np.floating)):
+            return float(v)
+    return None
+
+
+def env_action_masks(env: Any) -> np.ndarray | None:
+    """``env.action_masks()`` if the env (or what it wraps) offers it."""
+    e = env
+    for _ in range(16):
+        fn = getattr(e, "action_masks", None)
+        if callable(fn):
+            return np.asarray(fn(), dtype=bool)
+        if not hasattr(e, "env"):
+            break
+        e = e.env
+    fn = getattr(getattr(env, "unwrapped", None), "action_masks", None)
+    return np.asarray(fn(), dtype=bool) if callable(fn) else None
+
+
+def _accepts_masks(predict: Callable[..., Any]) -> bool:
+    try:
+        return "action_masks" in inspect.signature(predict).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return False
+
+
+def run_agent(
+    agent: Any,
+    env: Any,
+    seed: int,
+    deterministic: bool = True,
+    obs_transform: Callable[[Any], Any] | None = None,
+    max_steps: int | None = None,
+) -> tuple[EpisodeResult, float, int]:
+    """One episode of ``agent`` through ``env`` from ``reset(seed=seed)``.
+
+    Returns ``(result, episode return, env steps)``. ``obs_transform`` maps raw observations to
+    what the agent expects (e.g. a VecNormalize's ``normalize_obs``).
+    """
+    use_masks = _accepts_masks(agent.predict)
+    obs, info = env.reset(seed=int(seed))
+    total = 0.0
+    steps = 0
+    state = None
+    start = np.ones((1,), dtype=bool)
+    while True:
+        o = obs_transform(obs) if obs_transform is not None else obs
+        kw: dict[str, Any] = {"state": state, "episode_start": start, "deterministic": deterministic}
+        if use_masks:
+            kw["action_masks"] = env_action_masks(env)
+        action, state = agent.predict(o, **kw)
+        start = np.zeros((1,), dtype=bool)
+        obs, reward, terminated, truncated, info = env.step(action)
+        total += float(reward)
+        steps += 1
+        if terminated or truncated or (max_steps is not None and steps >= max_steps):
+            break
+    res = result_from_info(info)
+    if res is None:
+        raise RuntimeError(
+            "the env's final info carries no EpisodeResult (looked for "
+            f"{', '.join(RESULT_KEYS)}); the env must put it in the last step's info"
+        )
+    return res, total, steps
+
+
+def run_reference(
+    name: str, scenario: Any, seed: int, data_root: str | None = None
+) -> EpisodeResult:
+    """A reference heuristic natively on the simulator (the same episode as ``reset(seed)``)."""
+    from aryl_gym.agents import make_policy
+    from aryl_gym.scenario import make_episode
+
+    sim = make_episode(scenario, seed, data_root=data_root).simulator()
+    return sim.run(make_policy(name))
+
+
+def mean_metrics(results: Iterable[EpisodeResult], keys: Sequence[str] = KEY_METRICS) -> dict[str, float]:
+    """Mean of each key over episodes (NaN-aware: episodes without the figure are skipped)."""
+    rs = list(results)
+    out: dict[str, float] = {}
+    for k in keys:
+        vals = [float(getattr(r, k)) for r in rs if getattr(r, k) is not None]
+        vals = [v for v in vals if math.isfinite(v)]
+        out[k] = float(np.mean(vals)) if vals else float("nan")
+    return out
+
+
+def rows_for(policy: str, results: Iterable[EpisodeResult]) -> list[dict[str, Any]]:
+    """``compare``-style rows: the policy label, the seed, then every metric."""
+    rows = []
+    for r in results:
+        d = r.to_dict()
+        d.pop("policy", None)
+        seed = d.pop("seed", None)
+        rows.append({"policy": policy, "seed": seed, **d})
+    return rows
+
+
+def ratios(
+    by_policy: Mapping[str, Sequence[EpisodeResult]],
+    baseline: str,
+    keys: Sequence[str] = ("avg_jct", "p95_jct", "avg_queue_time", "combined_usage"),
+) -> dict[str, dict[str, float | None]]:
+    """For each policy, mean(metric) / mean(baseline's metric) over the same seeds.
+
+    A ratio below 1 on a time metric means the policy is faster than the baseline.
+    """
+    if baseline not in by_policy:
+        return {}
+    base = mean_metrics(by_policy[baseline], keys)
+    out: dict[str, dict[str, float | None]] = {}
+    for name, rs in by_policy.items():
+        m = mean_metrics(rs, keys)
+        out[name] = {
+            k: (m[k] / base[k] if base[k] and math.isfinite(base[k]) and math.isfinite(m[k]) else None)
+            for k in keys
+        }
+    return out

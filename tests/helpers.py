@@ -1,0 +1,84 @@
+"""Small builders shared by the tests: hand-made clusters, jobs and policies."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aryl_gym.agents.base import BasePolicy
+from aryl_gym.config import ScenarioConfig, scenario_from_dict
+from aryl_gym.sim.engine import Simulator
+from aryl_gym.sim.jobs import JobSpec
+from aryl_gym.sim.view import ClusterView, Decision, PlacementOptions
+
+
+def small_config(
+    train_servers: int = 2,
+    train_gpus: int = 4,
+    inf_servers: int = 2,
+    inf_gpus: int = 4,
+    interval: float = 60.0,
+    **sim: object,
+) -> ScenarioConfig:
+    return scenario_from_dict(
+        {
+            "name": "hand",
+            "cluster": {
+                "train_servers": train_servers,
+                "train_gpus_per_server": train_gpus,
+                "inf_servers": inf_servers,
+                "inf_gpus_per_server": inf_gpus,
+            },
+            "inference": {"mode": "constant", "mean": 0.0, "headroom": 0.0},
+            "sim": {"interval": interval, **sim},
+        }
+    )
+
+
+def job(
+    i: int,
+    submit: float = 0.0,
+    work: float = 600.0,
+    g: int = 1,
+    w: int = 1,
+    w_min: int | None = None,
+    elastic: bool = False,
+    ta: bool = False,
+    family: str = "cnn",
+) -> JobSpec:
+    return JobSpec(
+        id=i,
+        submit=submit,
+        family=family,
+        g=g,
+        w_min=w_min if w_min is not None else w,
+        w_max=w,
+        elastic=elastic,
+        type_agnostic=ta,
+        work=work,
+        pred_work=work,
+    )
+
+
+def util_series(values: list[float] | float, n: int = 2000) -> np.ndarray:
+    if isinstance(values, (int, float)):
+        return np.full(n, float(values))
+    return np.asarray(values, dtype=float)
+
+
+def make_sim(cfg: ScenarioConfig, jobs: list[JobSpec], util: float | list[float] = 0.0) -> Simulator:
+    return Simulator(cfg, jobs, util_series(util), seed=0)
+
+
+class ScriptedPolicy(BasePolicy):
+    """Returns decisions from a function of the view; for hand-made cases."""
+
+    name = "scripted"
+
+    def __init__(self, fn, uses_loaning: bool = True, group_flexible: bool = True, event_driven=True):
+        self.fn = fn
+        self.uses_loaning = uses_loaning
+        self.placement = PlacementOptions(True, group_flexible)
+        self.event_driven = event_driven
+
+    def decide(self, view: ClusterView) -> Decision:
+        return self.fn(view)

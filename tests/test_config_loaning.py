@@ -1,0 +1,113 @@
+"""Scenario loading (strict), the utilization generator and the loan controller."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from aryl_gym.config import ConfigError, InferenceConfig, list_scenarios, load_scenario
+from aryl_gym.sim.loaning import LoanController, diurnal_utilization, load_utilization_csv
+
+
+@pytest.mark.parametrize("name", ["tiny", "testbed", "basic", "ideal", "production"])
+def test_shipped_scenarios_load(name):
+    cfg = load_scenario(name)
+    assert cfg.name == name
+    assert name in list_scenarios()
+
+
+def test_unknown_key_names_key_and_file(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: bad\nsim:\n  intervl: 30\n")
+    with pytest.raises(ConfigError) as e:
+        load_scenario(str(p))
+    msg = str(e.value)
+    assert "intervl" in msg and str(p) in msg and "interval" in msg
+
+
+def test_wrong_type_and_range_errors(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: bad\nsim:\n  interval: fast\n")
+    with pytest.raises(ConfigError, match="sim.interval must be a number"):
+        load_scenario(str(p))
+    p.write_text("name: bad\ninference:\n  mean: 1.5\n")
+    with pytest.raises(ConfigError, match="inference.mean"):
+        load_scenario(str(p))
+    p.write_text("name: bad\ncluster:\n  train_gpu: B200\n")
+    with pytest.raises(ConfigError, match="B200"):
+        load_scenario(str(p))
+
+
+def test_unknown_scenario_lists_known():
+    with pytest.raises(ConfigError, match="testbed"):
+        load_scenario("no-such-scenario")
+
+
+def test_frozen_and_replace():
+    cfg = load_scenario("tiny")
+    with pytest.raises(Exception):
+        cfg.sim.interval = 5  # type: ignore[misc]
+    cfg2 = cfg.replace(sim={"interval": 30.0})
+    assert cfg2.sim.interval == 30.0 and cfg.sim.interval == 60.0
+    with pytest.raises(ConfigError, match="unknown key"):
+        cfg.replace(sim={"nope": 1})
+
+
+def test_diurnal_shape_matches_paper_facts():
+    cfg = InferenceConfig(day_noise=0.0, sample_noise=0.0)
+    u = diurnal_utilization(cfg, 7 * 86400.0, np.random.default_rng(0))
+    day = u[: 288]
+    assert day.mean() == pytest.approx(0.65, abs=0.01)  # paper: average ~65%
+    assert day.max() / day.min() == pytest.approx(2.2, rel=0.02)  # paper: peak-to-trough ~2.2
+    hours = np.arange(288) * 300 / 3600.0
+    assert 3.0 <= hours[np.argmin(day)] <= 7.0  # trough before dawn
+    peak_hours = hours[day >= 0.9 * day.max()]
+    assert peak_hours.min() >= 18.0  # the peak is at night
+    assert 3.0 <= (len(peak_hours) * 5 / 60.0) <= 5.0  # lasting about four hours
+
+
+def test_loan_controller_formula():
+    util = np.array([0.0, 0.3, 0.65, 0.95, 1.0])
+    lc = LoanController(util, n_inf=10, headroom=0.1, sample_seconds=300.0)
+    # needed = ceil(10 * min(1, u + 0.1)): 1, 4, 8 (7.5 -> 8), 10, 10
+    assert list(lc.loanable_series) == [9, 6, 2, 0, 0]
+    assert lc.loanable(0) == 9 and lc.loanable(299) == 9 and lc.loanable(300) == 6
+
+
+def test_utilization_csv(tmp_path):
+    p = tmp_path / "u.csv"
+    p.write_text("time,utilization\n0,0.5\n600,0.8\n")
+    u = load_utilization_csv(p, 300.0)
+    assert list(u) == [0.5, 0.5, 0.8]
+    p.write_text("time,utilization\n0,50\n")
+    with pytest.raises(ConfigError, match=r"u.csv:2: column 'utilization'.*percentage"):
+        load_utilization_csv(p)
+    p.write_text("time,util\n0,0.5\n")
+    with pytest.raises(ConfigError, match="missing column 'utilization'"):
+        load_utilization_csv(p)
+
+
+def test_cli_simulate_json_is_one_object():
+    out = subprocess.run(
+        [sys.executable, "-m", "aryl_gym.cli", "simulate", "--scenario", "tiny", "--policy",
+         "fifo", "--seed", "1", "--json"],
+        capture_output=True, text=True, check=True,
+    )
+    import json
+
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1
+    d = json.loads(lines[0])
+    assert d["jobs_completed"] == d["jobs_total"] > 0 and math.isfinite(d["avg_jct"])
+
+
+def test_cli_bad_policy_is_a_clear_error():
+    out = subprocess.run(
+        [sys.executable, "-m", "aryl_gym.cli", "simulate", "--scenario", "tiny", "--policy", "nope"],
+        capture_output=True, text=True,
+    )
+    assert out.returncode == 2 and "unknown policy 'nope'" in out.stderr and "fifo" in out.stderr
