@@ -215,7 +215,14 @@ def _asdict(obj: Any) -> dict[str, Any]:
 
 
 def _check_type(value: Any, default: Any, key: str, section: str, source: str) -> Any:
-    if default is None or value is None:
+    if value is None:
+        return value
+    if default is None:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if value != value or value < 0 or value in (float("inf"),):
+                raise ConfigError(
+                    f"{source}: {section}.{key} must be a finite number >= 0, got {value!r}"
+                )
         return value
     if isinstance(default, bool):
         if not isinstance(value, bool):
@@ -224,11 +231,19 @@ def _check_type(value: Any, default: Any, key: str, section: str, source: str) -
     if isinstance(default, int) and not isinstance(default, bool):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{source}: {section}.{key} must be an integer, got {value!r}")
+        if value < 0:
+            raise ConfigError(f"{source}: {section}.{key} must be >= 0, got {value!r}")
         return value
     if isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{source}: {section}.{key} must be a number, got {value!r}")
-        return float(value)
+        value = float(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ConfigError(f"{source}: {section}.{key} must be a finite number, got {value!r}")
+        if value < 0:
+            raise ConfigError(f"{source}: {section}.{key} must be >= 0, got {value!r}")
+        return value
     if isinstance(default, str) and not isinstance(value, str):
         raise ConfigError(f"{source}: {section}.{key} must be a string, got {value!r}")
     return value

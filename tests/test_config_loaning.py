@@ -111,3 +111,57 @@ def test_cli_bad_policy_is_a_clear_error():
         capture_output=True, text=True,
     )
     assert out.returncode == 2 and "unknown policy 'nope'" in out.stderr and "fifo" in out.stderr
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("name: bad\nsim:\n  interval: .nan\n", "finite"),
+        ("name: bad\nworkload:\n  load: -1\n", ">= 0"),
+        ("name: bad\ncluster:\n  train_servers: -2\n", ">= 0"),
+        ("name: bad\nworkload:\n  num_jobs: -5\n", ">= 0"),
+        ("name: bad\nsim:\n  interval: 0\n", "interval must be > 0"),
+        ("[1, 2]\n", "mapping"),
+        ("name: bad\nsim: [1]\n", "must be a mapping"),
+        ("name: bad\nbogus: 1\n", "unknown key 'bogus' at the top level"),
+    ],
+)
+def test_bad_numbers_and_shapes(tmp_path, text, match):
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        load_scenario(str(p))
+
+
+def test_empty_trace_and_oversized_job_are_clear_errors():
+    from aryl_gym.sim.engine import Simulator
+    from tests.helpers import job, small_config
+
+    cfg = small_config()
+    with pytest.raises(ConfigError, match="empty"):
+        Simulator(cfg, [], np.zeros(10))
+    with pytest.raises(ConfigError, match="training pool has 8"):
+        Simulator(cfg, [job(0, g=4, w=4)], np.zeros(10))
+
+
+def test_cli_bad_config_exit_2_no_traceback(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: bad\nsim:\n  intervl: 3\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "aryl_gym.cli", "simulate", "--scenario", str(p)],
+        capture_output=True, text=True,
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr and "intervl" in out.stderr
+
+
+def test_calibrate_json_rows():
+    out = subprocess.run(
+        [sys.executable, "-m", "aryl_gym.cli", "calibrate", "--scenario", "tiny", "--json"],
+        capture_output=True, text=True, check=True,
+    )
+    import json
+
+    d = json.loads(out.stdout)
+    names = {r["key"] for r in d["rows"]}
+    assert {"train_util", "avg_queue_time", "inference_mean", "elastic_gpu_time_share"} <= names
+    assert all("paper" in r and "measured" in r for r in d["rows"])

@@ -307,3 +307,34 @@ def test_result_json_has_cli_keys():
               "jct_lower_bound", "decision_ms_mean", "wall_s"):
         assert k in d, k
     assert math.isfinite(d["avg_jct"])
+
+
+class _ReclaimFlexFirst(ScriptedPolicy):
+    """Starts job 0 on the inference pool with 8 workers; returns flexible servers first."""
+
+    def reclaim(self, view, n):
+        _, flex = view.placement(0)
+        loaned = [int(s) for s in np.flatnonzero(view.srv_loaned)]
+        order = sorted(loaned, key=lambda s: (s not in flex, s))
+        return order[:n]
+
+
+def test_hand_computed_jct_with_reclaim_scale_in():
+    # 1 training server (4 V100) + 3 inference servers (4 T4). Elastic job, w in [4, 8], g = 1,
+    # started at t=0 on T4: base 4 on one server, flexible 4 on another (group_flexible).
+    cfg = small_config(train_servers=1, train_gpus=4, inf_servers=3, inf_gpus=4)
+    family = "resnet50"
+    speed = cfg.gpu_types["T4"].speed_for(family)
+    work = 8 * speed * 600.0 + 4 * speed * 3000.0  # 600 s at 8 workers, then 3000 s at 4
+    jobs = [job(0, work=work, g=1, w=8, w_min=4, elastic=True, ta=True, family=family)]
+    # u = 0 for 10 minutes (3 loanable), then u = 0.3 -> needed ceil(0.9) = 1 -> 2 loanable
+    util = [0.0, 0.0] + [0.3] * 400
+    sim = make_sim(cfg, jobs, util)
+    pol = _ReclaimFlexFirst(
+        lambda v: Decision(targets={0: 8}, pools={0: INFER}) if v.queued() else Decision()
+    )
+    res = sim.run(pol)
+    assert res.preemptions == 0 and res.scale_ins == 1
+    # at t=600 the flexible server is returned: 4 workers go on after a 10 s scale overhead
+    assert sim.finish[0] == pytest.approx(600.0 + cfg.sim.scale_overhead_s + 3000.0)
+    assert res.avg_jct == pytest.approx(3610.0)

@@ -51,5 +51,8 @@ def table(rows: Iterable[list[Any]], header: list[str]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
     sep = "  ".join("-" * w for w in widths)
-    body = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    body = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        for r in rows
+    ]
     return "\n".join([line, sep, *body])

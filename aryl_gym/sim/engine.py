@@ -126,6 +126,11 @@ class Simulator:
     # ------------------------------------------------------------------------------------------
     def _check_jobs(self) -> None:
         c = self.config.cluster
+        if not self.jobs:
+            raise ConfigError(
+                "the trace is empty: no jobs to simulate; check the trace file, its filters "
+                "(virtual cluster, time window) or the scenario's workload section"
+            )
         prev = -math.inf
         for i, j in enumerate(self.jobs):
             if j.id != i:
@@ -189,6 +194,8 @@ class Simulator:
         self._next_arrival = 0
         self.done_count = 0
         self.loanable_now = 0
+        # job id -> rate-multiplier table by worker count (Decision.speedup); absent = 1.0
+        self.rate_mult: dict[int, np.ndarray] = {}
         self._last_loanable = -1
         self._event = True
         self._changed_last = False
@@ -231,7 +238,30 @@ class Simulator:
         return float(self.speeds[j, pool])
 
     def rate_for(self, j: int, w: int, pool: int) -> float:
-        return float(w) * float(self.speeds[j, pool])
+        r = float(w) * float(self.speeds[j, pool])
+        tab = self.rate_mult.get(j)
+        if tab is not None and w > 0:
+            r *= float(tab[min(int(w), len(tab) - 1)])
+        return r
+
+    def _set_speedup(self, speedup: dict, report: PlacementReport) -> None:
+        """Store ``Decision.speedup`` tables (validated); bad entries are reported and ignored."""
+        for j, tab in speedup.items():
+            try:
+                jj = int(j)
+                arr = np.asarray(tab, dtype=np.float64).reshape(-1)
+            except (TypeError, ValueError):
+                report.invalid[-1 - len(report.invalid)] = f"speedup for {j!r} is not numeric"
+                continue
+            if not 0 <= jj < self.n_jobs:
+                report.invalid[-1 - len(report.invalid)] = f"speedup: job {jj} not in the trace"
+                continue
+            if len(arr) == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+                report.invalid[jj] = "speedup table must be non-empty, finite and > 0; ignored"
+                continue
+            self.rate_mult[jj] = arr
+            if self.state[jj] == JobState.RUNNING:
+                self._update_rate(jj)
 
     @property
     def done(self) -> bool:
@@ -436,6 +466,9 @@ class Simulator:
         from aryl_gym.sim.placement import apply_decision
 
         report = apply_decision(self, decision, self.placement_options)
+        speedup = getattr(decision, "speedup", None)
+        if speedup:
+            self._set_speedup(speedup, report)
         self.invalid_total += len(report.invalid)
         self.unplaced_total += len(report.unplaced)
         self._changed_last = report.changed

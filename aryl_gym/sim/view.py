@@ -48,11 +48,19 @@ class Decision:
             overrides the default preference order.
         order: priority order for placing new workers when capacity is short (earlier first,
             after best-fit-decreasing's per-worker size); jobs not listed follow by id.
+        speedup: optional job id -> rate-multiplier table ``m`` indexed by worker count
+            (``m[w]`` for ``w`` workers; counts past the end use the last entry). The job's rate
+            becomes ``w * speed * m[w]`` from this round on, until another table replaces it.
+            It models what a policy changes *inside* a job, e.g. batch-size tuning (Pollux;
+            Aryl paper 7.4 "Aryl+TunedJobs"), relative to the job's reference configuration
+            in which its work is defined. Entries must be finite and > 0. Empty (the default)
+            leaves every rate as it is.
     """
 
     targets: dict[int, int] = field(default_factory=dict)
     pools: dict[int, int] = field(default_factory=dict)
     order: list[int] | None = None
+    speedup: dict[int, Sequence[float]] = field(default_factory=dict)
 
 
 @dataclass

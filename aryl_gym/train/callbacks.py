@@ -1,0 +1,270 @@
+"""TensorBoard callbacks for training on aryl-gym (SPEC 7).
+
+* :class:`ClusterMetricsCallback`: scheduling figures of every finished training episode, read
+  from the final ``info``'s :class:`~aryl_gym.metrics.EpisodeResult`, logged under ``cluster/``
+  (means over the episodes that ended since the last dump), besides SB3's own ``rollout/`` and
+  ``train/`` tags.
+* :class:`ArylEvalCallback`: every ``freq`` environment steps, the agent plays the fixed held-out
+  seeds with action masks (like sb3-contrib's ``MaskableEvalCallback``); its figures go under
+  ``eval/`` next to the reference heuristics' figures on the same seeds (``eval/aryl_avg_jct``,
+  ``eval/fifo_avg_jct``, ...), computed once natively, so the gap to Aryl is a curve. The curve is
+  also written to ``eval.csv`` in the run folder.
+* :class:`HParamsTextCallback`: the resolved configuration as a Markdown table under the text tag
+  ``hyperparameters`` (CleanRL style).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+
+from aryl_gym.metrics import EpisodeResult
+from aryl_gym.train.evaluation import (
+    invalid_from_info,
+    mean_metrics,
+    result_from_info,
+    run_agent,
+    run_reference,
+)
+
+#: EpisodeResult field -> tag suffix logged under ``cluster/`` and ``eval/``
+CLUSTER_TAGS: dict[str, str] = {
+    "avg_jct": "avg_jct",
+    "p95_jct": "p95_jct",
+    "avg_queue_time": "avg_queue_time",
+    "p95_queue_time": "p95_queue_time",
+    "combined_usage": "usage",
+    "train_util": "train_util",
+    "preemptions": "preemptions",
+    "preemption_ratio": "preemption_ratio",
+    "mean_slowdown": "mean_slowdown",
+    "jobs_unfinished": "jobs_unfinished",
+}
+
+
+def _finite(v: Any) -> bool:
+    try:
+        return v is not None and math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+class ClusterMetricsCallback(BaseCallback):
+    """Log the scheduling metrics of finished training episodes under ``cluster/``."""
+
+    def __init__(self, verbose: int = 0):
+        super().__init__(verbose)
+        self.episodes = 0
+        self.last_results: list[EpisodeResult] = []
+
+    def _on_step(self) -> bool:
+        infos: Sequence[Mapping[str, Any]] = self.locals.get("infos", ())
+        dones = self.locals.get("dones", ())
+        for done, info in zip(dones, infos):
+            if not done:
+                continue
+            res = result_from_info(info)
+            if res is None:
+                continue
+            self.episodes += 1
+            self.last_results = (self.last_results + [res])[-16:]
+            for field, tag in CLUSTER_TAGS.items():
+                v = getattr(res, field)
+                if _finite(v):
+                    self.logger.record_mean(f"cluster/{tag}", float(v))
+            inv = invalid_from_info(info)
+            if inv is None:
+                inv = float(res.invalid_decisions)
+            self.logger.record_mean("cluster/invalid_actions", inv)
+            self.logger.record_mean("cluster/jobs_completed_frac", res.jobs_completed / max(res.jobs_total, 1))
+            self.logger.record("cluster/episodes", self.episodes)
+        return True
+
+
+class ArylEvalCallback(BaseCallback):
+    """Periodic masked evaluation on fixed seeds, logged with the references' figures.
+
+    Args:
+        make_env: builds a fresh single (non-vector) evaluation env.
+        scenario: the scenario (name, path or config) the references run on natively.
+        seeds: held-out evaluation seeds (``reset(seed=s)`` = ``make_episode(scenario, s)``).
+        references: reference policy names run natively once on the same seeds.
+        freq: environment steps (summed over the vector envs) between evaluations.
+        run_dir: where ``eval.csv`` and ``best_model.zip`` go (``None``: nowhere).
+    """
+
+    def __init__(
+        self,
+        make_env: Callable[[], Any],
+        scenario: Any,
+        seeds: Sequence[int],
+        references: Sequence[str] = ("aryl", "fifo"),
+        freq: int = 20_000,
+        deterministic: bool = True,
+        run_dir: str | Path | None = None,
+        save_best: bool = True,
+        data_root: str | None = None,
+        eval_at_start: bool = True,
+        verbose: int = 0,
+    ):
+        super().__init__(verbose)
+        self.make_env = make_env
+        self.scenario = scenario
+        self.seeds = [int(s) for s in seeds]
+        self.reference_names = list(references)
+        self.freq = int(freq)
+        self.deterministic = deterministic
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.save_best = save_best
+        self.data_root = data_root
+        self.eval_at_start = eval_at_start
+        self.references: dict[str, dict[str, float]] = {}
+        self.history: list[dict[str, float]] = []
+        self.best_avg_jct = math.inf
+        self._last_eval = -1
+        self._env: Any = None
+
+    # -- references ---------------------------------------------------------------------------
+    def _init_callback(self) -> None:
+        for name in self.reference_names:
+            if name in self.references:
+                continue
+            try:
+                rs = [run_reference(name, self.scenario, s, self.data_root) for s in self.seeds]
+            except ValueError as exc:  # an unknown policy (e.g. aryl not installed yet)
+                if self.verbose:
+                    print(f"eval: reference {name!r} skipped: {exc}")
+                continue
+            self.references[name] = mean_metrics(rs)
+        if self.run_dir is not None and self.history == [] and (self.run_dir / "eval.csv").exists():
+            # resumed run: keep the best figure seen so far
+            with open(self.run_dir / "eval.csv", newline="") as fh:
+                for row in csv.DictReader(fh):
+                    try:
+                        self.best_avg_jct = min(self.best_avg_jct, float(row["avg_jct"]))
+                    except (KeyError, ValueError):
+                        pass
+
+    def _obs_transform(self) -> Callable[[Any], Any] | None:
+        vn = self.model.get_vec_normalize_env()
+        return vn.normalize_obs if vn is not None else None
+
+    # -- evaluation ---------------------------------------------------------------------------
+    def evaluate(self) -> dict[str, float]:
+        """Play every seed once; return the mean figures (and log them)."""
+        if self._env is None:
+            self._env = self.make_env()
+        tic = time.perf_counter()
+        results: list[EpisodeResult] = []
+        returns: list[float] = []
+        steps = 0
+        for s in self.seeds:
+            res, ret, n = run_agent(
+                self.model, self._env, s, self.deterministic, obs_transform=self._obs_transform()
+            )
+            results.append(res)
+            returns.append(ret)
+            steps += n
+        m = mean_metrics(results)
+        row: dict[str, float] = {"timesteps": float(self.num_timesteps)}
+        for field, tag in CLUSTER_TAGS.items():
+            v = m.get(field, float("nan"))
+            row[field] = v
+            if _finite(v):
+                self.logger.record(f"eval/{tag}", v)
+        row["mean_reward"] = float(np.mean(returns))
+        self.logger.record("eval/mean_reward", row["mean_reward"])
+        self.logger.record("eval/episode_steps", steps / max(len(self.seeds), 1))
+        for name, ref in self.references.items():
+            key = name.replace("-", "_")
+            for field in ("avg_jct", "p95_jct", "avg_queue_time"):
+                if _finite(ref.get(field)):
+                    self.logger.record(f"eval/{key}_{field}", ref[field])
+            row[f"{key}_avg_jct"] = ref.get("avg_jct", float("nan"))
+            if _finite(ref.get("avg_jct")) and _finite(m["avg_jct"]):
+                ratio = m["avg_jct"] / ref["avg_jct"]
+                self.logger.record(f"eval/jct_ratio_to_{key}", ratio)
+                row[f"jct_ratio_to_{key}"] = ratio
+        row["eval_wall_s"] = time.perf_counter() - tic
+        self.logger.record("eval/wall_s", row["eval_wall_s"])
+        self.logger.dump(self.num_timesteps)
+        self.history.append(row)
+        self._write_row(row)
+        if self.save_best and self.run_dir is not None and _finite(m["avg_jct"]):
+            if m["avg_jct"] < self.best_avg_jct:
+                self.best_avg_jct = m["avg_jct"]
+                self.model.save(self.run_dir / "best_model.zip")
+                vn = self.model.get_vec_normalize_env()
+                if vn is not None:
+                    vn.save(str(self.run_dir / "best_vecnormalize.pkl"))
+        if self.verbose:
+            refs = "  ".join(f"{k} {v.get('avg_jct', float('nan')):,.0f}" for k, v in self.references.items())
+            print(
+                f"eval @ {self.num_timesteps:,} steps: avg JCT {m['avg_jct']:,.0f} s  ({refs})"
+                f"  [{row['eval_wall_s']:.1f} s]",
+                flush=True,
+            )
+        return row
+
+    def _write_row(self, row: Mapping[str, float]) -> None:
+        if self.run_dir is None:
+            return
+        path = self.run_dir / "eval.csv"
+        new = not path.exists()
+        with open(path, "a", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(row))
+            if new:
+                w.writeheader()
+            w.writerow(row)
+
+    def _on_training_start(self) -> None:
+        if self.eval_at_start and self.freq > 0 and not self.history:
+            self._last_eval = self.num_timesteps
+            self.evaluate()
+        else:
+            self._last_eval = self.num_timesteps
+
+    def _on_step(self) -> bool:
+        if self.freq > 0 and self.num_timesteps - self._last_eval >= self.freq:
+            self._last_eval = self.num_timesteps
+            self.evaluate()
+        return True
+
+
+class HParamsTextCallback(BaseCallback):
+    """Write the resolved configuration as text (``hyperparameters``) once at the start."""
+
+    def __init__(self, params: Mapping[str, Any], verbose: int = 0):
+        super().__init__(verbose)
+        self.params = dict(params)
+
+    def _on_training_start(self) -> None:
+        rows = "\n".join(f"|{k}|{_fmt(v)}|" for k, v in _flatten(self.params).items())
+        self.logger.record(
+            "hyperparameters", "|param|value|\n|-|-|\n" + rows, exclude=("stdout", "log", "json", "csv")
+        )
+        self.logger.dump(self.num_timesteps)
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and v:
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _fmt(v: Any) -> str:
+    return str(v).replace("|", "\\|")

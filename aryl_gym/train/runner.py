@@ -1,0 +1,360 @@
+"""One training run: vector envs, the SB3 model, callbacks, the run folder, resume (SPEC 7).
+
+The run folder ``{out}/{scenario}__{algo}__{seed}__{time}`` (CleanRL naming) holds::
+
+    config.yaml        the resolved TrainConfig (reloadable: config_from_run_dict)
+    args.json          the command-line arguments, the commit, versions
+    commit.txt         git commit of the code (``-dirty`` when the tree has changes)
+    tb/                TensorBoard events (SB3's rollout/, train/, time/; our cluster/, eval/)
+    progress.csv       SB3's scalars as CSV
+    eval.csv           the evaluation curve (agent and references on the held-out seeds)
+    checkpoints/       rl_model_{N}_steps.zip (+ vecnormalize pickles)
+    model.zip          the final model; best_model.zip the best by eval avg JCT
+    vecnormalize.pkl   observation statistics (only with normalize_obs)
+
+Resuming (``resume=CKPT``) loads the checkpoint, keeps its ``num_timesteps`` and trains with
+``reset_num_timesteps=False`` until ``total_timesteps``; a checkpoint inside
+``RUN/checkpoints/`` continues in ``RUN``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from aryl_gym.config import ConfigError
+from aryl_gym.train.config import ALGOS, TrainConfig, check_hyperparams, scenario_key
+
+
+@dataclass
+class RunResult:
+    """What :func:`train` returns."""
+
+    run_dir: Path
+    model_path: Path
+    num_timesteps: int
+    wall_s: float
+    steps_per_s: float
+    eval_history: list[dict[str, float]]
+
+
+# ---------------------------------------------------------------------------------------------
+# environments
+# ---------------------------------------------------------------------------------------------
+def make_single_env(cfg: TrainConfig, data_root: str | None = None) -> Any:
+    """One env for ``cfg`` (``gym.make(env_id, scenario=..., **env_kwargs)``), registered on
+    ``import aryl_gym``. Wrapped in ``ActionMasker`` if masks are needed and the env has no
+    ``action_masks()`` of its own but an ``action_mask`` observation key."""
+    import gymnasium as gym
+
+    import aryl_gym  # noqa: F401  (registers the envs)
+
+    kwargs = dict(cfg.env_kwargs)
+    kwargs.setdefault("scenario", cfg.scenario)
+    if data_root is not None:
+        kwargs.setdefault("data_root", data_root)
+    try:
+        env = gym.make(cfg.env_id, **kwargs)
+    except gym.error.Error as exc:
+        raise ConfigError(f"cannot make env {cfg.env_id!r} with {kwargs}: {exc}") from None
+    if cfg.masked and not callable(getattr(env.unwrapped, "action_masks", None)):
+        from sb3_contrib.common.wrappers import ActionMasker
+
+        env = ActionMasker(env, lambda e: e.unwrapped._last_obs["action_mask"])  # pragma: no cover
+    return env
+
+
+class EnvFactory:
+    """Picklable env constructor for ``SubprocVecEnv`` (a closure would not pickle everywhere)."""
+
+    def __init__(self, cfg: TrainConfig, data_root: str | None = None):
+        self.cfg = cfg
+        self.data_root = data_root
+
+    def __call__(self, **_: Any) -> Any:
+        return make_single_env(self.cfg, self.data_root)
+
+
+def make_vec_env(cfg: TrainConfig, data_root: str | None = None, monitor_dir: str | None = None):
+    """``n_envs`` Monitor-wrapped envs in a Dummy/SubprocVecEnv, VecNormalize if configured.
+
+    Env ``i`` first resets with seed ``cfg.seed + i`` (SB3's seeding); later episodes draw
+    fresh traces from each env's own generator. Evaluation seeds should lie outside.
+    """
+    from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
+
+    vec_cls = SubprocVecEnv if cfg.vec_env == "subproc" and cfg.n_envs > 1 else DummyVecEnv
+    venv = sb3_make_vec_env(
+        EnvFactory(cfg, data_root),
+        n_envs=cfg.n_envs,
+        seed=cfg.seed,
+        vec_env_cls=vec_cls,
+        monitor_dir=monitor_dir,
+    )
+    if cfg.normalize_obs or cfg.normalize_reward:
+        venv = VecNormalize(
+            venv,
+            norm_obs=cfg.normalize_obs,
+            norm_reward=cfg.normalize_reward,
+            norm_obs_keys=_norm_keys(venv.observation_space) if cfg.normalize_obs else None,
+            gamma=float(cfg.hyperparams.get("gamma", 0.99)),
+        )
+    return venv
+
+
+def _norm_keys(space: Any) -> list[str] | None:
+    """Every Box key of a Dict space except the action mask (a mask must stay 0/1)."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Dict):
+        return [k for k, s in space.spaces.items() if isinstance(s, spaces.Box) and "mask" not in k]
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# models
+# ---------------------------------------------------------------------------------------------
+def algo_class(algo: str) -> type:
+    if algo not in ALGOS:
+        raise ConfigError(f"unknown algo {algo!r}; choose one of {', '.join(ALGOS)}")
+    mod, cls, _ = ALGOS[algo]
+    return getattr(importlib.import_module(mod), cls)
+
+
+def resolve_policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """YAML-friendly ``policy_kwargs``: ``activation_fn: tanh`` -> ``torch.nn.Tanh``."""
+    import torch.nn as nn
+
+    out = dict(kwargs)
+    act = out.get("activation_fn")
+    if isinstance(act, str):
+        table = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "leaky_relu": nn.LeakyReLU, "gelu": nn.GELU}
+        if act.lower() not in table:
+            raise ConfigError(f"activation_fn {act!r} unknown; choose one of {', '.join(table)}")
+        out["activation_fn"] = table[act.lower()]
+    return out
+
+
+def build_model(cfg: TrainConfig, venv: Any, verbose: int = 0) -> Any:
+    cls = algo_class(cfg.algo)
+    check_hyperparams(cls, cfg.hyperparams, f"algo config ({cfg.algo})")
+    hp = dict(cfg.hyperparams)
+    return cls(
+        cfg.policy,
+        venv,
+        seed=cfg.seed,
+        verbose=verbose,
+        device="cpu",
+        policy_kwargs=resolve_policy_kwargs(dict(cfg.policy_kwargs)),
+        **hp,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# run folder
+# ---------------------------------------------------------------------------------------------
+def git_commit(repo: Path | None = None) -> str:
+    """``git rev-parse HEAD`` of the code (``-dirty`` if the tree has changes; ``unknown``)."""
+    root = repo or Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        )
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root, capture_output=True, text=True, timeout=10,
+        )
+        return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def run_name(cfg: TrainConfig) -> str:
+    return f"{scenario_key(cfg.scenario)}__{cfg.algo}__{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def new_run_dir(cfg: TrainConfig, out: str | Path) -> Path:
+    base = Path(out) / run_name(cfg)
+    d = base
+    i = 1
+    while d.exists():  # two runs in the same second
+        d = Path(f"{base}-{i}")
+        i += 1
+    d.mkdir(parents=True)
+    return d
+
+
+def write_run_files(run_dir: Path, cfg: TrainConfig, args: dict[str, Any]) -> None:
+    commit = git_commit()
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    (run_dir / "commit.txt").write_text(commit + "\n")
+    import gymnasium
+    import stable_baselines3
+    import torch
+
+    meta = {
+        "args": args,
+        "commit": commit,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "stable_baselines3": stable_baselines3.__version__,
+        "gymnasium": gymnasium.__version__,
+        "host_cpus": os.cpu_count(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    name = "args.json" if not (run_dir / "args.json").exists() else f"args-resume-{int(time.time())}.json"
+    (run_dir / name).write_text(json.dumps(meta, indent=2, default=str) + "\n")
+
+
+def load_run_config(run_dir: Path) -> TrainConfig:
+    from aryl_gym.train.config import config_from_run_dict
+
+    data = yaml.safe_load((run_dir / "config.yaml").read_text())
+    return config_from_run_dict(data, str(run_dir / "config.yaml"))
+
+
+def checkpoint_run_dir(ckpt: Path) -> Path | None:
+    """``RUN`` for a checkpoint ``RUN/checkpoints/x.zip`` or ``RUN/model.zip`` (has config.yaml)."""
+    for d in (ckpt.parent.parent, ckpt.parent):
+        if (d / "config.yaml").exists():
+            return d
+    return None
+
+
+def _vecnormalize_for(ckpt: Path) -> Path | None:
+    """The VecNormalize pickle saved next to a checkpoint or final model."""
+    stem = ckpt.stem
+    cands = []
+    if stem.endswith("_steps"):
+        prefix, n, _ = stem.rsplit("_", 2)
+        cands.append(ckpt.parent / f"{prefix}_vecnormalize_{n}_steps.pkl")
+    cands += [ckpt.parent / f"{stem.replace('model', 'vecnormalize')}.pkl", ckpt.parent / "vecnormalize.pkl"]
+    for c in cands:
+        if c.exists():
+            return c
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# the run
+# ---------------------------------------------------------------------------------------------
+def train(
+    cfg: TrainConfig,
+    out: str | Path = "runs",
+    resume: str | Path | None = None,
+    args: dict[str, Any] | None = None,
+    data_root: str | None = None,
+    verbose: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Train ``cfg`` (optionally from checkpoint ``resume``); return the run folder and figures."""
+    import torch
+    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from aryl_gym.train.callbacks import ArylEvalCallback, ClusterMetricsCallback, HParamsTextCallback
+
+    say = progress or (lambda s: print(s, flush=True) if verbose else None)
+    torch.set_num_threads(max(int(cfg.torch_threads), 1))
+    ckpt = Path(resume) if resume else None
+    if ckpt is not None and not ckpt.exists():
+        raise ConfigError(f"--resume {ckpt}: file not found (give a checkpoint .zip)")
+    run_dir = checkpoint_run_dir(ckpt) if ckpt is not None else None
+    if run_dir is None:
+        run_dir = new_run_dir(cfg, out)
+    write_run_files(run_dir, cfg, args or {})
+
+    venv = make_vec_env(cfg, data_root)
+    if ckpt is not None:
+        vn_path = _vecnormalize_for(ckpt)
+        if isinstance(venv, VecNormalize) and vn_path is not None:
+            venv = VecNormalize.load(str(vn_path), venv.venv)
+            venv.training = True
+        model = algo_class(cfg.algo).load(str(ckpt), env=venv, device="cpu")
+        say(f"resumed {ckpt} at {model.num_timesteps:,} steps")
+    else:
+        model = build_model(cfg, venv)
+    formats = ["tensorboard", "csv"] + (["stdout"] if verbose >= 2 else [])
+    model.set_logger(configure(str(run_dir / "tb"), formats))
+
+    if cfg.bc.demos and ckpt is None:
+        from aryl_gym.train.bc import pretrain
+
+        stats = pretrain(model, cfg.bc.demos, epochs=cfg.bc.epochs, batch_size=cfg.bc.batch_size,
+                         learning_rate=cfg.bc.learning_rate, log=say)
+        for k, v in stats.items():
+            model.logger.record(f"bc/{k}", v)
+        model.logger.dump(0)
+
+    callbacks: list[Any] = [ClusterMetricsCallback(), HParamsTextCallback(cfg.to_dict())]
+    if cfg.checkpoint_freq > 0:
+        callbacks.append(
+            CheckpointCallback(
+                save_freq=max(cfg.checkpoint_freq // cfg.n_envs, 1),
+                save_path=str(run_dir / "checkpoints"),
+                name_prefix="rl_model",
+                save_vecnormalize=True,
+            )
+        )
+    eval_cb = None
+    if cfg.eval.freq > 0 and cfg.eval.seeds:
+        eval_cb = ArylEvalCallback(
+            EnvFactory(cfg, data_root),
+            cfg.scenario,
+            cfg.eval.seeds,
+            cfg.eval.references,
+            cfg.eval.freq,
+            cfg.eval.deterministic,
+            run_dir=run_dir,
+            save_best=cfg.eval.save_best,
+            data_root=data_root,
+            eval_at_start=ckpt is None,
+            verbose=verbose,
+        )
+        callbacks.append(eval_cb)
+
+    start_steps = int(model.num_timesteps)
+    remaining = max(int(cfg.total_timesteps) - start_steps, 0)
+    tic = time.perf_counter()
+    if remaining > 0:
+        model.learn(
+            total_timesteps=remaining,
+            callback=CallbackList(callbacks),
+            log_interval=cfg.log_interval,
+            reset_num_timesteps=ckpt is None,
+        )
+    wall = time.perf_counter() - tic
+    if eval_cb is not None and (not eval_cb.history or eval_cb.history[-1]["timesteps"] < model.num_timesteps):
+        eval_cb.evaluate()  # a last point at the final step count
+    model_path = run_dir / "model.zip"
+    model.save(model_path)
+    if isinstance(venv, VecNormalize):
+        venv.save(str(run_dir / "vecnormalize.pkl"))
+    steps = int(model.num_timesteps) - start_steps
+    sps = steps / wall if wall > 0 else 0.0
+    summary = {
+        "num_timesteps": int(model.num_timesteps),
+        "trained_steps": steps,
+        "wall_s": wall,
+        "steps_per_s": sps,
+        "eval": eval_cb.history if eval_cb is not None else [],
+        "references": eval_cb.references if eval_cb is not None else {},
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    venv.close()
+    say(f"trained {steps:,} steps in {wall:.0f} s ({sps:,.0f} steps/s); run folder {run_dir}")
+    return RunResult(run_dir, model_path, int(model.num_timesteps), wall, sps,
+                     eval_cb.history if eval_cb is not None else [])

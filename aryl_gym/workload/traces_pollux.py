@@ -1,0 +1,261 @@
+"""Pollux per-application profiles and the run time of a job at a fixed configuration.
+
+Pollux (Qiao et al., OSDI '21) ships, for each of its six applications, measured throughput
+(``placements.csv``, ``scalability.csv``: seconds per step at a placement and per-GPU batch) and
+statistical-efficiency profiles (``validation-<B>.csv``: per-epoch progress, gradient norm and
+noise at global batch ``B``). In Pollux's simulator a job runs until its model has made
+``progress(max_epochs)`` scale-invariant iterations; each step of global batch ``M`` adds the
+*gain* ``(var + sqr) / (var / (M / M0) + sqr)`` of progress (``M0`` = the smallest validated batch),
+and takes ``step_time + accum_steps * (step_time - sync_time)`` seconds.
+
+:meth:`PolluxApplication.run_time` integrates that, epoch by epoch, for a job that keeps a
+fixed number of replicas and global batch size (Pollux's "TunedJobs" baseline configuration,
+which is what the workload files list). This follows upstream ``simulator/applications.py`` and
+``simulator/simulator.py`` (``Job.update_local_bsz``, ``Job.step``) of petuum/adaptdl
+``osdi21-artifact``, re-implemented here with numpy only:
+
+* the placement packs replicas onto nodes of ``gpus_per_node`` (4: g4dn.12xlarge) GPUs;
+* per-GPU batch ``ceil(M / r)``, split into ``accum_steps + 1`` micro-batches when it exceeds
+  the app's largest local batch; one replica with ``M`` above the base batch always accumulates
+  once (as upstream);
+* step time: linear interpolation over ``local_bsz`` in ``placements.csv`` when the (rotation-
+  normalised) placement was measured, else over ``local_bsz`` among the rows with the same
+  ``(num_nodes, num_replicas)`` in ``scalability.csv`` (upstream uses a 3-D linear interpolator;
+  on those measured groups it agrees to interpolation error). Other shapes are an error;
+* gradient statistics are interpolated linearly between the validated batch sizes (upstream);
+* upstream rounds each epoch's time to whole seconds; we do not (difference < 1 s per epoch).
+
+Max epochs are upstream's constants: bert 2, cifar10 100, deepspeech2 80, imagenet 90, ncf 10,
+yolov3 50 (yolov3's largest local batch is capped at 8).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from aryl_gym.config import ConfigError
+
+#: Upstream ``applications.py`` constants: max epochs (and yolov3's max local batch).
+POLLUX_MAX_EPOCHS: dict[str, int] = {
+    "bert": 2,
+    "cifar10": 100,
+    "deepspeech2": 80,
+    "imagenet": 90,
+    "ncf": 10,
+    "yolov3": 50,
+}
+POLLUX_MAX_LOCAL_BSZ: dict[str, int] = {"yolov3": 8}
+
+
+def _read_numeric_csv(path: Path) -> dict[str, np.ndarray]:
+    if not path.exists():
+        raise ConfigError(f"{path}: Pollux profile file not found")
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if not header:
+            raise ConfigError(f"{path}: empty profile file")
+        cols: list[list[float]] = [[] for _ in header]
+        for row in reader:
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise ConfigError(
+                    f"{path}:{reader.line_num}: {len(row)} fields, header has {len(header)}"
+                )
+            for i, v in enumerate(row):
+                try:
+                    cols[i].append(float(v))
+                except ValueError:
+                    raise ConfigError(
+                        f"{path}:{reader.line_num}: column '{header[i]}': not a number: {v!r}"
+                    ) from None
+    return {h: np.asarray(c, dtype=np.float64) for h, c in zip(header, cols)}
+
+
+def _norm_placement(placement: tuple[int, ...]) -> tuple[int, ...]:
+    """Drop empty nodes and take the lexicographically smallest rotation (upstream rule)."""
+    p = tuple(x for x in placement if x)
+    return min(p[i:] + p[:i] for i in range(len(p)))
+
+
+def packed_placement(num_replicas: int, gpus_per_node: int = 4) -> tuple[int, ...]:
+    """Replicas packed onto as few nodes as possible: 6 on 4-GPU nodes -> (4, 2)."""
+    out: list[int] = []
+    while sum(out) < num_replicas:
+        out.append(min(num_replicas - sum(out), gpus_per_node))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """How a job with a fixed (replicas, batch) runs: placement, micro-batch, accumulation."""
+
+    placement: tuple[int, ...]
+    atomic_bsz: int  # per-GPU micro-batch (samples)
+    accum_steps: int  # extra accumulation micro-steps per optimizer step
+    batch_size: int  # effective global batch (samples)
+
+
+class PolluxApplication:
+    """One application's profiles (a folder ``traces/<app>/``)."""
+
+    def __init__(self, folder: str | Path, max_epochs: int | None = None):
+        self.folder = Path(folder)
+        self.name = self.folder.name
+        if not self.folder.is_dir():
+            raise ConfigError(
+                f"{self.folder}: Pollux profile folder not found; expected "
+                "<profiles>/<app>/{placements,scalability,validation-*}.csv"
+            )
+        self.validation: dict[int, dict[str, np.ndarray]] = {}
+        for p in sorted(self.folder.glob("validation-*.csv")):
+            try:
+                bsz = int(p.stem.split("-")[-1])
+            except ValueError:
+                raise ConfigError(f"{p}: file name must be validation-<batch size>.csv") from None
+            self.validation[bsz] = _read_numeric_csv(p)
+        if not self.validation:
+            raise ConfigError(f"{self.folder}: no validation-<B>.csv files")
+        self.validation = dict(sorted(self.validation.items()))
+        pl = _read_numeric_csv(self.folder / "placements.csv")
+        self.pl_id = pl["placement"].astype(np.int64)
+        self.pl_lbsz = pl["local_bsz"]
+        self.pl_step = pl["step_time"]
+        self.pl_sync = pl["sync_time"]
+        sc = _read_numeric_csv(self.folder / "scalability.csv")
+        self.sc_nodes = sc["num_nodes"].astype(np.int64)
+        self.sc_reps = sc["num_replicas"].astype(np.int64)
+        self.sc_lbsz = sc["local_bsz"]
+        self.sc_step = sc["step_time"]
+        self.sc_sync = sc["sync_time"]
+        self.init_batch_size = min(self.validation)
+        self.max_batch_size = max(self.validation)
+        self.min_local_bsz = int(self.pl_lbsz.min())
+        self.max_local_bsz = int(POLLUX_MAX_LOCAL_BSZ.get(self.name, self.pl_lbsz.max()))
+        n_ep = min(len(v["progress"]) for v in self.validation.values())
+        self.max_epochs = int(max_epochs or POLLUX_MAX_EPOCHS.get(self.name, n_ep))
+        if self.max_epochs > n_ep:
+            raise ConfigError(
+                f"{self.folder}: max_epochs {self.max_epochs} but validation files have {n_ep} rows"
+            )
+
+    # -- upstream rules -------------------------------------------------------------------------
+    def progress(self, epoch: int) -> float:
+        """Scale-invariant iterations needed to finish ``epoch`` epochs (min over batch sizes)."""
+        if epoch == 0:
+            return 0.0
+        return float(min(v["progress"][epoch - 1] for v in self.validation.values()))
+
+    def _bracket(self, batch_size: float) -> tuple[int, int]:
+        keys = list(self.validation)
+        lo = [b for b in keys if b <= batch_size]
+        hi = [b for b in keys if b >= batch_size]
+        if not lo or not hi:
+            raise ConfigError(
+                f"{self.name}: global batch {batch_size} outside the validated range "
+                f"[{keys[0]}, {keys[-1]}]; pick a batch size in that range"
+            )
+        return lo[-1], hi[0]
+
+    def grad_stats(self, batch_size: float, epoch: int) -> tuple[float, float]:
+        """(grad_sqr, grad_var) in ``epoch``, linear between validated batch sizes."""
+        lo, hi = self._bracket(batch_size)
+        a, b = self.validation[lo], self.validation[hi]
+        if lo == hi:
+            return float(a["grad_sqr"][epoch]), float(a["grad_var"][epoch])
+        x = (batch_size - lo) / (hi - lo)
+        sqr = (1 - x) * a["grad_sqr"][epoch] + x * b["grad_sqr"][epoch]
+        var = (1 - x) * a["grad_var"][epoch] + x * b["grad_var"][epoch]
+        return float(sqr), float(var)
+
+    def throughput(self, placement: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
+        """(step_time, sync_time) in seconds for one step at ``placement`` and per-GPU batch."""
+        p = _norm_placement(placement)
+        pid = int("".join(map(str, p)))
+        m = self.pl_id == pid
+        if m.any():
+            xs, st, sy = self.pl_lbsz[m], self.pl_step[m], self.pl_sync[m]
+        else:
+            nodes, reps = min(len(p), 16), sum(p)
+            m = (self.sc_nodes == nodes) & (self.sc_reps == reps)
+            if not m.any():
+                raise ConfigError(
+                    f"{self.name}: no throughput profile for {reps} replicas on {len(p)} nodes "
+                    f"(placement {pid}); use a replica count the profiles cover "
+                    "(1-16 on up to 4 nodes, or a (nodes, replicas) pair in scalability.csv)"
+                )
+            xs, st, sy = self.sc_lbsz[m], self.sc_step[m], self.sc_sync[m]
+        order = np.argsort(xs, kind="stable")
+        xs, st, sy = xs[order], st[order], sy[order]
+        if not xs[0] - 1e-9 <= local_bsz <= xs[-1] + 1e-9:
+            raise ConfigError(
+                f"{self.name}: per-GPU batch {local_bsz} outside the profiled range "
+                f"[{xs[0]:g}, {xs[-1]:g}] for placement {pid}; change num_replicas or batch_size"
+            )
+        return float(np.interp(local_bsz, xs, st)), float(np.interp(local_bsz, xs, sy))
+
+    def config(self, num_replicas: int, batch_size: int, gpus_per_node: int = 4) -> JobConfig:
+        """Upstream ``Job.update_local_bsz`` for a fixed target batch size."""
+        r = int(num_replicas)
+        local = math.ceil(batch_size / r - 1e-8)
+        accum = math.ceil(local / self.max_local_bsz - 1e-8) - 1
+        if r == 1 and batch_size > self.init_batch_size:
+            accum = max(1, accum)
+        atomic = math.ceil(local / (accum + 1) - 1e-8)
+        atomic = min(atomic, int(self.max_batch_size / (r * (accum + 1))))
+        return JobConfig(
+            packed_placement(r, gpus_per_node), atomic, accum, r * atomic * (accum + 1)
+        )
+
+    def run_time(self, num_replicas: int, batch_size: int, gpus_per_node: int = 4) -> float:
+        """Seconds to train to ``max_epochs`` at a fixed configuration (no restart delays)."""
+        c = self.config(num_replicas, batch_size, gpus_per_node)
+        if c.atomic_bsz < 1:
+            raise ConfigError(
+                f"{self.name}: batch {batch_size} on {num_replicas} replicas leaves no samples "
+                "per GPU; lower num_replicas or raise batch_size"
+            )
+        step, sync = self.throughput(c.placement, c.atomic_bsz)
+        total_step = step + (step - sync) * c.accum_steps  # seconds per optimizer step
+        scale = c.batch_size / self.init_batch_size
+        t = 0.0
+        for e in range(self.max_epochs):
+            sqr, var = self.grad_stats(c.batch_size, e)
+            gain = (var + sqr) / (var / scale + sqr)  # progress per step
+            need = self.progress(e + 1) - self.progress(e)
+            t += need * total_step / gain
+        return t
+
+    @property
+    def max_replicas(self) -> int:
+        """Upstream's cap: max batch / min local batch (and 64); ncf never scales (1)."""
+        if self.name == "ncf":
+            return 1
+        return int(min(64, self.max_batch_size // self.min_local_bsz))
+
+
+@lru_cache(maxsize=16)
+def _load_apps_cached(root: str) -> dict[str, PolluxApplication]:
+    base = Path(root)
+    apps = {}
+    for d in sorted(p for p in base.iterdir() if p.is_dir()):
+        if (d / "placements.csv").exists():
+            apps[d.name] = PolluxApplication(d)
+    if not apps:
+        raise ConfigError(
+            f"{base}: no Pollux application profiles (folders with placements.csv); pass "
+            "trace option profiles=<folder holding bert/, cifar10/, ...>"
+        )
+    return apps
+
+
+def load_pollux_profiles(root: str | Path) -> dict[str, PolluxApplication]:
+    """All application profiles under ``root`` (``root/<app>/placements.csv``), cached."""
+    return _load_apps_cached(str(Path(root).resolve()))
