@@ -43,6 +43,11 @@ from aryl_gym.sim.view import (
 )
 
 _EPS = 1e-9
+# Plain ints for the hot paths (enum attribute access is slow in tight loops).
+_PENDING = int(JobState.PENDING)
+_QUEUED = int(JobState.QUEUED)
+_RUNNING = int(JobState.RUNNING)
+_DONE = int(JobState.DONE)
 
 
 def default_reclaim(view: ClusterView, n: int) -> list[int]:
@@ -171,7 +176,7 @@ class Simulator:
         n = self.n_jobs
         self.now = 0.0
         self.round_index = 0
-        self.state = np.full(n, JobState.PENDING, dtype=np.int8)
+        self.state = np.full(n, _PENDING, dtype=np.int8)
         self.workers = np.zeros(n, dtype=np.int64)
         self.pool = np.full(n, -1, dtype=np.int8)
         self.remaining = self.work.copy()
@@ -187,6 +192,15 @@ class Simulator:
         self.base: list[dict[int, int]] = [dict() for _ in range(n)]
         self.flex: list[dict[int, int]] = [dict() for _ in range(n)]
         self.srv_jobs: list[dict[int, int]] = [dict() for _ in range(self.n_servers)]
+        # Running totals kept up to date by the worker primitives (GPUs).
+        self.busy_train_gpus = 0
+        self.busy_loan_gpus = 0
+        self.loaned_gpus = 0
+        self.n_loaned = 0
+        self.srv_loaned[:] = False
+        self.srv_free[:] = self.srv_cap
+        self.srv_base_gpus[:] = 0
+        self.srv_flex_gpus[:] = 0
         self._queued: set[int] = set()
         self._running: set[int] = set()
         self._running_arr = np.zeros(0, dtype=np.int64)
@@ -260,7 +274,7 @@ class Simulator:
                 report.invalid[jj] = "speedup table must be non-empty, finite and > 0; ignored"
                 continue
             self.rate_mult[jj] = arr
-            if self.state[jj] == JobState.RUNNING:
+            if self.state[jj] == _RUNNING:
                 self._update_rate(jj)
 
     @property
@@ -287,6 +301,10 @@ class Simulator:
             self.srv_base_gpus[s] += gpus
         self.srv_jobs[s][j] = self.srv_jobs[s].get(j, 0) + k
         self.workers[j] += k
+        if self.srv_pool[s] == TRAIN:
+            self.busy_train_gpus += gpus
+        else:
+            self.busy_loan_gpus += gpus
 
     def _remove_workers(self, j: int, s: int, k: int, flex: bool) -> None:
         gpus = k * int(self.g[j])
@@ -309,6 +327,10 @@ class Simulator:
         else:
             del self.srv_jobs[s][j]
         self.workers[j] -= k
+        if self.srv_pool[s] == TRAIN:
+            self.busy_train_gpus -= gpus
+        else:
+            self.busy_loan_gpus -= gpus
 
     def _release_all(self, j: int) -> None:
         for s, k in list(self.flex[j].items()):
@@ -343,7 +365,7 @@ class Simulator:
         self._queued.discard(j)
         self._running.add(j)
         self._running_dirty = True
-        self.state[j] = JobState.RUNNING
+        self.state[j] = _RUNNING
         self.pool[j] = pool
         if np.isnan(self.first_start[j]):
             self.first_start[j] = self.now
@@ -358,7 +380,7 @@ class Simulator:
         self._running.discard(j)
         self._running_dirty = True
         self._queued.add(j)
-        self.state[j] = JobState.QUEUED
+        self.state[j] = _QUEUED
         self.pool[j] = -1
         self.rate[j] = 0.0
         self.overhead_left[j] = 0.0
@@ -389,7 +411,7 @@ class Simulator:
         n = self.n_jobs
         new = False
         while i < n and self.submit[i] <= self.now + _EPS:
-            self.state[i] = JobState.QUEUED
+            self.state[i] = _QUEUED
             self._queued.add(i)
             i += 1
             new = True
@@ -403,19 +425,21 @@ class Simulator:
         if loanable != self._last_loanable:
             self._event = True
             self._last_loanable = loanable
-        loaned_ids = np.flatnonzero(self.srv_loaned)
         reclaimed: list[int] = []
         preempted: list[int] = []
-        if len(loaned_ids) > loanable:
-            k = len(loaned_ids) - loanable
+        n_loaned = self.n_loaned
+        if n_loaned > loanable:
+            k = n_loaned - loanable
             picked = reclaim(self.view, k) if reclaim is not None else None
             picked = self._validate_reclaim(picked, k)
             reclaimed, preempted = self.reclaim_servers(picked)
-        elif len(loaned_ids) < loanable:
+        elif n_loaned < loanable:
             idle = np.flatnonzero((self.srv_pool == INFER) & ~self.srv_loaned)
-            for s in idle[: loanable - len(loaned_ids)]:
+            for s in idle[: loanable - n_loaned]:
                 self.srv_loaned[s] = True
                 self.srv_free[s] = self.srv_cap[s]
+                self.n_loaned += 1
+                self.loaned_gpus += int(self.srv_cap[s])
         return reclaimed, preempted
 
     def _validate_reclaim(self, picked: Sequence[int] | None, k: int) -> list[int]:
@@ -441,7 +465,7 @@ class Simulator:
             if not self.srv_loaned[s]:
                 raise ValueError(f"server {s} is not on loan")
             for j, k in sorted(self.srv_jobs[s].items()):
-                if self.state[j] != JobState.RUNNING:
+                if self.state[j] != _RUNNING:
                     continue
                 remaining = int(self.workers[j]) - k
                 if self.elastic[j] and remaining >= self.w_min[j]:
@@ -457,6 +481,8 @@ class Simulator:
                     preempted.append(j)
             self.srv_loaned[s] = False
             self.srv_free[s] = self.srv_cap[s]
+            self.n_loaned -= 1
+            self.loaned_gpus -= int(self.srv_cap[s])
         if servers:
             self._event = True
             self.reclaims_total += len(servers)
@@ -485,29 +511,40 @@ class Simulator:
         completed: list[int] = []
         if len(R):
             ov = self.overhead_left[R]
-            eff = np.maximum(dt - ov, 0.0)
             rate = self.rate[R]
-            need = self.remaining[R] / rate
+            rem = self.remaining[R]
+            need = rem / rate
+            has_ov = bool(ov.any())
+            eff = np.maximum(dt - ov, 0.0) if has_ov else dt
             fin = need <= eff + _EPS
-            alloc_time = np.where(fin, np.minimum(ov + need, dt), dt)
             prog = rate * eff
-            self.remaining[R] = np.where(fin, 0.0, self.remaining[R] - prog)
-            self.pred_remaining[R] = np.maximum(
-                np.where(fin, 0.0, self.pred_remaining[R] - prog), 0.0
-            )
-            self.overhead_left[R] = np.maximum(ov - dt, 0.0)
-            self.running_time[R] += alloc_time
-            self.acc.add_interval(t0, dt, R, alloc_time)
-            if fin.any():
+            if not fin.any():
+                # Common case: nobody finishes; every allocated GPU is busy the whole interval.
+                self.remaining[R] = rem - prog
+                self.pred_remaining[R] = np.maximum(self.pred_remaining[R] - prog, 0.0)
+                if has_ov:
+                    self.overhead_left[R] = np.maximum(ov - dt, 0.0)
+                self.running_time[R] += dt
+                self.acc.add_busy(t0, dt, self.busy_train_gpus * dt, self.busy_loan_gpus * dt)
+            else:
+                alloc_time = np.where(fin, np.minimum(ov + need, dt), dt)
+                self.remaining[R] = np.where(fin, 0.0, rem - prog)
+                self.pred_remaining[R] = np.maximum(
+                    np.where(fin, 0.0, self.pred_remaining[R] - prog), 0.0
+                )
+                if has_ov:
+                    self.overhead_left[R] = np.maximum(ov - dt, 0.0)
+                self.running_time[R] += alloc_time
+                self.acc.add_interval(t0, dt, R, alloc_time)
                 done_ids = R[fin]
                 self.finish[done_ids] = t0 + alloc_time[fin]
                 completed = [int(j) for j in done_ids]
         else:
-            self.acc.add_interval(t0, dt, R, np.zeros(0))
+            self.acc.add_busy(t0, dt, 0.0, 0.0)
         for j in completed:
             self._release_all(j)
             self._running.discard(j)
-            self.state[j] = JobState.DONE
+            self.state[j] = _DONE
             self.pool[j] = -1
             self.rate[j] = 0.0
             self.done_count += 1
@@ -569,9 +606,7 @@ class Simulator:
             self.pred_remaining[R] = np.maximum(self.pred_remaining[R] - prog, 0.0)
             self.overhead_left[R] = np.maximum(ov - dt, 0.0)
             self.running_time[R] += dt
-            self.acc.add_interval(t0, dt, R, np.full(len(R), dt))
-        else:
-            self.acc.add_interval(t0, dt, R, np.zeros(0))
+        self.acc.add_busy(t0, dt, self.busy_train_gpus * dt, self.busy_loan_gpus * dt)
         self.now = t0 + dt
         self.round_index += k
 
@@ -682,8 +717,10 @@ class _Accounting:
         self.total_s = 0.0
         self.hourly: dict[int, list[float]] = {}  # hour -> [train_busy, loan_used, inf_used, dt]
         self.timeline: list[tuple[float, int, int, int, int, int, float]] = []
+        self.n_inf_gpus = sim.n_inf * sim.config.cluster.inf_gpus_per_server
 
     def add_interval(self, t0: float, dt: float, R: np.ndarray, alloc_time: np.ndarray) -> None:
+        """Account an interval where job ``R[i]`` held its GPUs for ``alloc_time[i]`` seconds."""
         sim = self.sim
         if len(R):
             gpus = (sim.workers[R] * sim.g[R]).astype(np.float64) * alloc_time
@@ -692,16 +729,30 @@ class _Accounting:
             loan_gs = float(gpus[on_inf].sum())
         else:
             train_gs = loan_gs = 0.0
-        n_inf_gpus = sim.n_inf * sim.config.cluster.inf_gpus_per_server
+        self.add_busy(t0, dt, train_gs, loan_gs)
+
+    def add_busy(self, t0: float, dt: float, train_gs: float, loan_gs: float) -> None:
+        """Account an interval with the given GPU-seconds used on each pool."""
+        sim = self.sim
         u = sim.loan.utilization(t0)
-        inf_gs = u * n_inf_gpus * dt
-        offered = float(sim.srv_cap[sim.srv_loaned].sum()) * dt
+        inf_gs = u * self.n_inf_gpus * dt
+        offered = float(sim.loaned_gpus) * dt
         self.train_busy_gs += train_gs
         self.loan_used_gs += loan_gs
         self.loan_offered_gs += offered
         self.inf_used_gs += inf_gs
         self.total_s += dt
         # Hourly bins: split the interval by hour boundaries, usage constant inside.
+        h0 = int(t0 // 3600.0)
+        if t0 + dt <= (h0 + 1) * 3600.0 + _EPS:  # common case: inside one hour
+            row = self.hourly.get(h0)
+            if row is None:
+                row = self.hourly[h0] = [0.0, 0.0, 0.0, 0.0]
+            row[0] += train_gs
+            row[1] += loan_gs
+            row[2] += inf_gs
+            row[3] += dt
+            return
         t = t0
         end = t0 + dt
         while t < end - _EPS:
@@ -716,14 +767,12 @@ class _Accounting:
             t += seg
 
     def sample(self, sim: Simulator) -> None:
-        train_busy = int((sim.srv_cap - sim.srv_free)[sim._train_mask].sum())
-        loan_busy = int((sim.srv_cap - sim.srv_free)[sim.srv_loaned].sum())
         self.timeline.append(
             (
                 sim.now,
-                train_busy,
-                loan_busy,
-                int(sim.srv_loaned.sum()),
+                sim.busy_train_gpus,
+                sim.busy_loan_gpus,
+                sim.n_loaned,
                 len(sim._queued),
                 len(sim._running),
                 sim.loan.utilization(sim.now),

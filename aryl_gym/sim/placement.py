@@ -26,6 +26,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from aryl_gym.sim.jobs import JobState
+
+_QUEUED = int(JobState.QUEUED)
+_RUNNING = int(JobState.RUNNING)
 from aryl_gym.sim.view import INFER, TRAIN, Decision, PlacementOptions, PlacementReport
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -154,7 +157,7 @@ def _validate_target(sim: "Simulator", j: object, t: object) -> tuple[int, int, 
     if not 0 <= jj < sim.n_jobs:
         return -1, 0, f"job id {jj} is not in the trace"
     st = sim.state[jj]
-    if st not in (JobState.QUEUED, JobState.RUNNING):
+    if st != _QUEUED and st != _RUNNING:
         return -1, 0, f"job {jj} is not active (state {JobState(st).name})"
     try:
         tf = float(t)  # type: ignore[arg-type]
@@ -168,7 +171,7 @@ def _validate_target(sim: "Simulator", j: object, t: object) -> tuple[int, int, 
         return jj, wmax, f"target {ti} above w_max={wmax}; clamped"
     if 0 < ti < wmin:
         return jj, wmin, f"target {ti} below w_min={wmin}; clamped"
-    if st == JobState.RUNNING and not sim.elastic[jj] and ti not in (0, int(sim.workers[jj])):
+    if st == _RUNNING and not sim.elastic[jj] and ti not in (0, int(sim.workers[jj])):
         return -1, 0, f"job {jj} is inelastic; target must be 0 or {int(sim.workers[jj])}"
     return jj, ti, ""
 
@@ -186,7 +189,7 @@ def apply_decision(sim: "Simulator", decision: Decision, opts: PlacementOptions)
     # 1. releases
     for j in sorted(targets):
         t = targets[j]
-        if sim.state[j] != JobState.RUNNING:
+        if sim.state[j] != _RUNNING:
             continue
         cur = int(sim.workers[j])
         if t == 0:
@@ -200,8 +203,8 @@ def apply_decision(sim: "Simulator", decision: Decision, opts: PlacementOptions)
     grow = [
         j
         for j, t in targets.items()
-        if (sim.state[j] == JobState.RUNNING and t > sim.workers[j])
-        or (sim.state[j] == JobState.QUEUED and t > 0)
+        if (sim.state[j] == _RUNNING and t > sim.workers[j])
+        or (sim.state[j] == _QUEUED and t > 0)
     ]
     prio = {int(j): i for i, j in enumerate(decision.order or [])}
     far = len(prio)
@@ -209,7 +212,7 @@ def apply_decision(sim: "Simulator", decision: Decision, opts: PlacementOptions)
     for j in grow:
         t = targets[j]
         wmin = int(sim.w_min[j])
-        if sim.state[j] == JobState.RUNNING:
+        if sim.state[j] == _RUNNING:
             cur = int(sim.workers[j])
             plan = _plan(sim, j, int(sim.pool[j]), 0, t - cur, opts)
             got = _commit(sim, j, plan)
