@@ -1,0 +1,55 @@
+"""``aryl-gym trace-info``: what a trace holds and what loading it skipped, and why."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from aryl_gym.commands._common import fmt_num, table
+
+NAME = "trace-info"
+HELP = "summarise a trace: rows, span, GPU-size histogram, duration quantiles, skipped rows by reason"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from aryl_gym.workload.traces import add_trace_arguments
+
+    p.add_argument("path", help="trace file (relative to --data-root or absolute)")
+    p.add_argument("--scenario", default=None,
+                   help="check sizes against this scenario's training pool and use its mapping defaults")
+    p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the mapping draws")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_trace_arguments(p, cluster=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from aryl_gym.scenario import _seed_streams
+    from aryl_gym.workload.traces import (
+        _guess_format,
+        load_trace,
+        scenario_from_args,
+        trace_options_from_args,
+        trace_stats,
+    )
+
+    fmt = args.trace_format or _guess_format(args.path)
+    if fmt is None:
+        raise ValueError(f"{args.path}: pass --trace-format (philly|pollux|gavel|csv)")
+    cfg = scenario_from_args(args) if args.scenario else None
+    jobs, report = load_trace(args.path, fmt, map=args.map, cluster=cfg, rng=_seed_streams(args.seed)[0],
+                              skip_bad_rows=args.skip_bad_rows, data_root=args.data_root,
+                              **trace_options_from_args(args))
+    st = trace_stats(jobs)
+    if args.json:
+        print(json.dumps({"report": report.to_dict(), "stats": {k: v for k, v in st.items()}}, default=str))
+        return 0
+    print(report.summary())
+    print(f"jobs {st['jobs']}  span {fmt_num(st['span_h'])} h  GPU-hours {fmt_num(st['gpu_hours'])}  "
+          f"elastic {st['elastic']}  type-agnostic {st['type_agnostic']}")
+    print("\nGPUs per job")
+    print(table([[g, n, f"{100 * n / st['jobs']:.1f}%"] for g, n in st["gpu_hist"].items()], ["gpus", "jobs", "share"]))
+    print("\nduration (s, at requested GPUs)")
+    print(table([[f"p{q}", v] for q, v in st["duration_q"].items()], ["quantile", "seconds"]))
+    print("\nfamilies: " + ", ".join(f"{f} {n}" for f, n in st["families"].items()))
+    return 0

@@ -1,0 +1,703 @@
+"""Real traces: validated loaders and the mapping from a trace job to a :class:`JobSpec`.
+
+Formats (``fmt``; details and examples in ``docs/traces.md``):
+
+* ``philly``: the Philly per-job summary ``timestamp,duration,num_gpus,gpu_time,cluster``
+  (``pollux-philly/traces/philly.csv``). Filters: ``vc`` (virtual cluster id, or a list),
+  ``time_window``; the upstream file is not sorted, so rows are sorted by time (noted in the report).
+* ``pollux``: Pollux workloads ``name,time,application,num_replicas,batch_size``. Job length is
+  not a column: it follows from the application's profiles (``traces/<app>/``) as in Pollux's
+  simulator (:mod:`aryl_gym.workload.traces_pollux`).
+* ``gavel``: Gavel's old 7-field tab-separated ``.trace``; length = ``total_steps`` / V100
+  throughput from ``simulation_throughputs.json``.
+* ``csv``: any CSV with a column mapping (YAML ``--map`` or ``--columns``/``--units``).
+* The inference-utilization series CSV (``time,utilization``) is read by
+  :func:`aryl_gym.sim.loaning.load_utilization_csv` (scenario ``inference.mode: csv``).
+
+Validation: every row is checked (missing value, unparsable time or number, duration <= 0,
+0 GPUs, a job larger than the training pool, rows out of time order where order matters,
+duplicates); a bad row raises :class:`TraceError` naming file, line, column and the fix, or with
+``skip_bad_rows`` is skipped and counted by reason in the :class:`LoadReport`. An empty file,
+a missing column or a wrong delimiter always raise.
+
+Mapping rules (the one place they are defined; ``docs/traces.md`` restates them)
+-------------------------------------------------------------------------------
+All draws come from the ``rng`` passed in (the scenario's job stream), in file order.
+
+1. **Family.** A row that names a model maps through :attr:`MappingRules.families`
+   (``ResNet-50`` -> ``resnet50``, ``LM`` -> ``lstm``, Pollux apps map to themselves, other names
+   are lower-cased). A row without a model (Philly) draws one: with probability
+   ``elastic_family_share`` (default: the scenario's ``workload.elastic_fraction``) one of the
+   paper's elastic families (resnet50, vgg16, bert, gnmt16), else one of the generator's
+   inelastic families, uniformly.
+2. **Elastic** iff the family is in ``elastic_families`` (default: the paper's four plus the
+   Pollux applications cifar10, deepspeech2, imagenet, yolov3; ncf stays inelastic as Pollux never
+   scales it).
+3. **GPUs per worker.** The trace's total GPUs ``G`` are kept exactly. Elastic jobs are data-
+   parallel with ``g = elastic_gpus_per_worker`` (default 1) GPUs per worker; inelastic jobs use
+   one worker when ``G`` fits a training server and is 1, 2, 4 or 8, else the largest
+   ``g`` in {8, 4, 2, 1} that divides ``G`` and fits a server. ``w_max = G / g``. Pollux
+   replicas are always 1-GPU workers (``w_max = num_replicas``), as in Pollux.
+4. **Elastic range** ``[max(1, ceil(w_max * elastic_min_fraction)), w_max]`` (default fraction:
+   the scenario's ``workload.elastic_min_fraction``); inelastic ``w_min = w_max``.
+5. **Type-agnostic** with probability ``type_agnostic_fraction`` (default: the scenario's).
+6. **Work** (V100 worker-seconds) ``= duration x w_max x speed(gpu, family)`` where ``duration``
+   is the trace's running time on ``gpu`` (the row's GPU type, else ``duration_gpu``, default
+   V100; Pollux profiles were measured on T4). So the job runs exactly ``duration`` at ``w_max``
+   workers on that GPU type, and GPU-time = work x g / speed.
+7. **Predicted work** ``= work x exp(N(0, prediction_sigma))`` (default: the scenario's sigma).
+8. **Time.** Submit times are seconds from the episode start: the ``time_window`` start if given,
+   else the first job (absolute-time traces: Philly, CSV datetimes) or trace time 0 (relative
+   traces). ``time_compression = k`` divides these offsets by ``k`` (arrivals ``k`` times denser,
+   durations unchanged: offered load x ``k``).
+
+Assumptions stated: Philly records no GPU model, so durations are taken as V100 seconds; Philly
+jobs that failed or were killed count as jobs of their recorded duration; Pollux jobs keep their
+workload file's replicas and batch size as ``w_max`` and ``batch_size`` (``app`` names the
+profile), so a Pollux-style policy can re-derive goodput from the profiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aryl_gym.config import DEFAULT_GPU_TYPES, ClusterConfig, ConfigError, ScenarioConfig, load_yaml
+from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec
+from aryl_gym.workload.generator import INELASTIC_FAMILIES
+from aryl_gym.workload.paths import resolve_data_path
+from aryl_gym.workload.traces_formats import (
+    CSV_COLUMN_KEYS,
+    TIME_UNITS,
+    LoadReport,
+    RowSink,
+    TraceError,
+    TraceRow,
+    find_gavel_throughputs,
+    load_gavel_throughputs,
+    parse_datetime,
+    read_gavel,
+    read_generic,
+    read_philly,
+    read_pollux,
+)
+
+__all__ = [
+    "FORMATS",
+    "LoadReport",
+    "MappingRules",
+    "TraceError",
+    "TraceMap",
+    "add_trace_arguments",
+    "episode_from_args",
+    "load_map",
+    "load_scenario_trace",
+    "load_trace",
+    "trace_stats",
+]
+
+FORMATS = ("philly", "pollux", "gavel", "csv")
+#: Formats whose times are absolute timestamps (the episode starts at the first job).
+_ABSOLUTE = {"philly"}
+
+#: Trace model names -> our families (Gavel job types, Pollux apps, common names).
+DEFAULT_FAMILY_MAP: dict[str, str] = {
+    "ResNet-50": "resnet50",
+    "ResNet-18": "resnet18",
+    "Transformer": "transformer",
+    "LM": "lstm",
+    "Recommendation": "recommendation",
+    "CycleGAN": "gan",
+    "A3C": "rl",
+    "VGG16": "vgg16",
+    "VGG-16": "vgg16",
+    "BERT": "bert",
+    "GNMT": "gnmt16",
+    "GNMT-16": "gnmt16",
+}
+POLLUX_ELASTIC_APPS = ("cifar10", "deepspeech2", "imagenet", "yolov3")
+
+TRACE_OPTION_KEYS = (
+    "vc",
+    "time_window",
+    "time_compression",
+    "max_jobs",
+    "skip_bad_rows",
+    "duplicates",
+    "sort",
+    "delimiter",
+    "profiles",
+    "profile_gpu",
+    "profile_gpus_per_node",
+    "throughputs",
+    "gavel_gpu",
+    "gavel_extrapolate",
+)
+
+
+@dataclass(frozen=True)
+class MappingRules:
+    """Rules from a trace job to a :class:`JobSpec` (see the module docstring). ``None`` fields
+    take the scenario's ``workload`` value."""
+
+    elastic_families: tuple[str, ...] = ELASTIC_FAMILIES + POLLUX_ELASTIC_APPS
+    elastic_family_share: float | None = None
+    elastic_min_fraction: float | None = None
+    elastic_gpus_per_worker: int = 1
+    type_agnostic_fraction: float | None = None
+    prediction_sigma: float | None = None
+    duration_gpu: str = "V100"
+    families: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_FAMILY_MAP))
+
+    def resolved(self, cfg: ScenarioConfig | None) -> MappingRules:
+        w = cfg.workload if cfg is not None else None
+
+        def pick(v: Any, name: str, default: float) -> float:
+            return float(v) if v is not None else float(getattr(w, name) if w else default)
+
+        return replace(
+            self,
+            elastic_family_share=pick(self.elastic_family_share, "elastic_fraction", 0.03),
+            elastic_min_fraction=pick(self.elastic_min_fraction, "elastic_min_fraction", 0.5),
+            type_agnostic_fraction=pick(self.type_agnostic_fraction, "type_agnostic_fraction", 0.21),
+            prediction_sigma=pick(self.prediction_sigma, "prediction_sigma", 0.0),
+        )
+
+    def family_of(self, model: str) -> str:
+        return self.families.get(model, model.strip().lower().replace("-", "").replace(" ", ""))
+
+
+@dataclass(frozen=True)
+class TraceMap:
+    """A map file: CSV ``columns``/``units``/``delimiter``/``sort`` and mapping ``rules``."""
+
+    columns: Mapping[str, str] = field(default_factory=dict)
+    units: Mapping[str, Any] = field(default_factory=dict)
+    delimiter: str = ","
+    sort: bool = False
+    rules: MappingRules = field(default_factory=MappingRules)
+    options: Mapping[str, Any] = field(default_factory=dict)
+    source: str = "<map>"
+
+
+_MAP_KEYS = ("columns", "units", "delimiter", "sort", "rules", "options")
+_UNIT_KEYS = ("time", "duration", "time_format", "gpu_type")
+
+
+def _check_fraction(src: str, key: str, v: Any) -> None:
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1):
+        raise ConfigError(f"{src}: rules.{key} must be a number in [0, 1], got {v!r}")
+
+
+def load_map(spec: str | os.PathLike[str] | Mapping[str, Any] | TraceMap | None) -> TraceMap:
+    """A :class:`TraceMap` from a YAML path, a mapping, or ``None`` (defaults). Strict keys."""
+    if spec is None:
+        return TraceMap()
+    if isinstance(spec, TraceMap):
+        return spec
+    if isinstance(spec, Mapping):
+        data, src = spec, "<map>"
+    else:
+        src = str(spec)
+        data = load_yaml(spec)
+        if data is None:
+            raise ConfigError(f"{src}: empty map file; give at least 'columns:' or 'rules:'")
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{src}: a map file must be a mapping with keys {', '.join(_MAP_KEYS)}")
+    bad = sorted(set(data) - set(_MAP_KEYS))
+    if bad:
+        raise ConfigError(f"{src}: unknown key '{bad[0]}'. Allowed keys: {', '.join(_MAP_KEYS)}")
+    cols = dict(data.get("columns") or {})
+    bad = sorted(set(cols) - set(CSV_COLUMN_KEYS))
+    if bad:
+        raise ConfigError(f"{src}: unknown column role '{bad[0]}'. Allowed: {', '.join(CSV_COLUMN_KEYS)}")
+    for k, v in cols.items():
+        if v is not None and not isinstance(v, str):
+            raise ConfigError(f"{src}: columns.{k} must be a column name (string), got {v!r}")
+    units = dict(data.get("units") or {})
+    bad = sorted(set(units) - set(_UNIT_KEYS))
+    if bad:
+        raise ConfigError(f"{src}: unknown key '{bad[0]}' in units. Allowed: {', '.join(_UNIT_KEYS)}")
+    if units.get("time", "s") not in (*TIME_UNITS, "datetime"):
+        raise ConfigError(f"{src}: units.time must be one of {', '.join(TIME_UNITS)} or datetime, got {units['time']!r}")
+    if units.get("duration", "s") not in TIME_UNITS:
+        raise ConfigError(f"{src}: units.duration must be one of {', '.join(TIME_UNITS)}, got {units['duration']!r}")
+    rd = dict(data.get("rules") or {})
+    rfields = {f.name for f in fields(MappingRules)}
+    bad = sorted(set(rd) - rfields)
+    if bad:
+        raise ConfigError(f"{src}: unknown key '{bad[0]}' in rules. Allowed: {', '.join(sorted(rfields))}")
+    for k in ("elastic_family_share", "elastic_min_fraction", "type_agnostic_fraction"):
+        _check_fraction(src, k, rd.get(k))
+    if "elastic_families" in rd:
+        rd["elastic_families"] = tuple(rd["elastic_families"])
+    if "families" in rd:
+        rd["families"] = {**DEFAULT_FAMILY_MAP, **dict(rd["families"])}
+    if rd.get("elastic_gpus_per_worker", 1) not in (1, 2, 4, 8):
+        raise ConfigError(f"{src}: rules.elastic_gpus_per_worker must be 1, 2, 4 or 8")
+    opts = dict(data.get("options") or {})
+    _check_options(opts, f"{src}: options")
+    return TraceMap(cols, units, str(data.get("delimiter", ",")), bool(data.get("sort", False)),
+                    MappingRules(**rd), opts, src)
+
+
+def _check_options(opts: Mapping[str, Any], where: str) -> None:
+    bad = sorted(set(opts) - set(TRACE_OPTION_KEYS))
+    if bad:
+        raise ConfigError(f"{where}: unknown trace option '{bad[0]}'. Allowed: {', '.join(TRACE_OPTION_KEYS)}")
+    if opts.get("duplicates", "error") not in ("error", "keep"):
+        raise ConfigError(f"{where}: duplicates must be 'error' (bad rows) or 'keep', got {opts['duplicates']!r}")
+    tc = opts.get("time_compression")
+    if tc is not None and (isinstance(tc, bool) or not isinstance(tc, (int, float)) or not tc > 0):
+        raise ConfigError(f"{where}: time_compression must be a number > 0, got {tc!r}")
+    mj = opts.get("max_jobs")
+    if mj is not None and (isinstance(mj, bool) or not isinstance(mj, int) or mj < 1):
+        raise ConfigError(f"{where}: max_jobs must be an integer >= 1, got {mj!r}")
+
+
+# ------------------------------------------------------------------------------------------------
+# time window
+# ------------------------------------------------------------------------------------------------
+def _parse_window_end(text: str, absolute: bool, t_first: float) -> float | None:
+    s = text.strip()
+    if not s:
+        return None
+    for unit in sorted(TIME_UNITS, key=len, reverse=True):
+        if s.endswith(unit) and s[: -len(unit)].replace(".", "", 1).lstrip("-").isdigit():
+            return t_first + float(s[: -len(unit)]) * TIME_UNITS[unit]
+    try:
+        return t_first + float(s)
+    except ValueError:
+        pass
+    if not absolute:
+        raise ConfigError(
+            f"time_window end {text!r}: this trace has relative times; give offsets like '2h' or '3600'"
+        )
+    try:
+        return parse_datetime(s)
+    except ValueError:
+        raise ConfigError(
+            f"time_window end {text!r}: give an offset from the first job ('12h', '2d', '3600') "
+            "or a timestamp 'YYYY-MM-DD HH:MM:SS'"
+        ) from None
+
+
+def parse_time_window(spec: Any, absolute: bool, t_first: float) -> tuple[float | None, float | None]:
+    """``"START,END"`` (either may be empty) or a two-element list -> absolute trace seconds."""
+    if spec is None:
+        return None, None
+    parts = list(spec) if isinstance(spec, (list, tuple)) else str(spec).split(",")
+    if len(parts) != 2:
+        raise ConfigError(f"time_window {spec!r}: give 'START,END' (e.g. '0h,48h' or '2017-10-01 00:00:00,2017-10-08 00:00:00')")
+    a = _parse_window_end(str(parts[0]), absolute, t_first)
+    b = _parse_window_end(str(parts[1]), absolute, t_first)
+    if a is not None and b is not None and not b > a:
+        raise ConfigError(f"time_window {spec!r}: the end must be after the start")
+    return a, b
+
+
+# ------------------------------------------------------------------------------------------------
+# the pipeline
+# ------------------------------------------------------------------------------------------------
+def _split_gpus(total: int, server_gpus: int, elastic: bool, elastic_g: int) -> tuple[int, int]:
+    """(g, w_max) with g * w_max == total; g in {1,2,4,8}, g <= server_gpus (rule 3)."""
+    cap = min(8, server_gpus)
+    cands = [c for c in (8, 4, 2, 1) if c <= cap and total % c == 0]
+    if elastic:
+        cands = [c for c in cands if c <= elastic_g] or [1]
+    g = cands[0]
+    return g, total // g
+
+
+def _gpu_types(cfg: ScenarioConfig | None) -> Mapping[str, Any]:
+    return cfg.gpu_types if cfg is not None else DEFAULT_GPU_TYPES
+
+
+def _as_scenario(cluster: ScenarioConfig | ClusterConfig | None) -> ScenarioConfig | None:
+    if cluster is None or isinstance(cluster, ScenarioConfig):
+        return cluster
+    if isinstance(cluster, ClusterConfig):
+        return ScenarioConfig(name="<cluster>", cluster=cluster)
+    raise TypeError(f"cluster must be a ScenarioConfig or ClusterConfig, got {type(cluster).__name__}")
+
+
+def load_trace(
+    path: str | os.PathLike[str],
+    fmt: str,
+    map: str | os.PathLike[str] | Mapping[str, Any] | TraceMap | None = None,
+    cluster: ScenarioConfig | ClusterConfig | None = None,
+    rng: np.random.Generator | None = None,
+    skip_bad_rows: bool = False,
+    data_root: str | os.PathLike[str] | None = None,
+    **opts: Any,
+) -> tuple[list[JobSpec], LoadReport]:
+    """Load, validate and map a trace to :class:`JobSpec` s (ids 0..n-1 in submit order).
+
+    Args:
+        path: the trace file (absolute, existing, or relative to the data root).
+        fmt: ``philly``, ``pollux``, ``gavel`` or ``csv``.
+        map: a map file / mapping / :class:`TraceMap`: CSV columns and units, mapping ``rules``,
+            default ``options``. Required for ``csv`` (or pass ``columns=`` in ``opts``).
+        cluster: the scenario (or its cluster section) the jobs are for: sizes are checked
+            against its training pool, GPUs split by its server size, rule defaults taken from
+            its ``workload``; ``None`` skips the size check (as ``trace-info`` does).
+        rng: generator for the seeded mapping draws (default: ``default_rng(0)``).
+        skip_bad_rows: skip and count bad rows instead of raising :class:`TraceError`.
+        data_root: the folder holding ``traces/`` (default ``$ARYL_GYM_DATA`` or ``../shared``).
+        **opts: trace options (``vc``, ``time_window``, ``time_compression``, ``max_jobs``,
+            ``duplicates``, ``sort``, ``delimiter``, ``profiles``, ``profile_gpu``,
+            ``profile_gpus_per_node``, ``throughputs``, ``gavel_gpu``, ``gavel_extrapolate``;
+            for ``csv`` also ``columns`` and ``units`` dicts). They override the map's options.
+
+    Returns:
+        ``(jobs, report)``.
+    """
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown trace format {fmt!r}; use one of {', '.join(FORMATS)}")
+    cfg = _as_scenario(cluster)
+    tmap = load_map(map)
+    csv_cols = opts.pop("columns", None)
+    csv_units = opts.pop("units", None)
+    if csv_cols is not None or csv_units is not None:
+        checked = load_map({"columns": {**tmap.columns, **(csv_cols or {})},
+                            "units": {**tmap.units, **(csv_units or {})}})
+        tmap = replace(tmap, columns=checked.columns, units=checked.units)
+    options = {**tmap.options, **opts}
+    _check_options(options, "trace options")
+    skip = bool(skip_bad_rows or options.pop("skip_bad_rows", False))
+    p = resolve_data_path(str(path), data_root)
+    report = LoadReport(str(path), fmt)
+    sink = RowSink(p, report, skip)
+    rules = tmap.rules.resolved(cfg)
+    rng = rng if rng is not None else np.random.default_rng(0)
+
+    # 1. read and validate rows ------------------------------------------------------------------
+    if fmt == "philly":
+        rows = read_philly(p, sink, report, options)
+    elif fmt == "pollux":
+        from aryl_gym.workload.traces_pollux import load_pollux_profiles
+
+        prof = options.get("profiles")
+        prof_dir = resolve_data_path(str(prof), data_root) if prof else p.parent.parent / "traces"
+        if not prof_dir.is_dir():
+            raise TraceError(p, f"Pollux profile folder {prof_dir} not found",
+                             "pass trace option profiles=<folder with bert/, cifar10/, ...> "
+                             "(relative to the data root)")
+        rows = read_pollux(p, sink, report, options, load_pollux_profiles(prof_dir))
+    elif fmt == "gavel":
+        tp = options.get("throughputs")
+        tp_path = resolve_data_path(str(tp), data_root) if tp else find_gavel_throughputs(p)
+        if tp_path is None:
+            raise TraceError(p, "no simulation_throughputs.json beside the trace",
+                             "pass trace option throughputs=<path to Gavel's simulation_throughputs.json>")
+        rows = read_gavel(p, sink, report, options, load_gavel_throughputs(tp_path, options.get("gavel_gpu", "v100")))
+    else:
+        cols = dict(tmap.columns)
+        missing = [k for k in ("submit", "gpus") if not cols.get(k)]
+        if not cols.get("duration") and not (cols.get("start") and cols.get("end")):
+            missing.append("duration (or start and end)")
+        if missing:
+            raise ConfigError(
+                f"{p}: csv format needs a column mapping for {', '.join(missing)}; pass --map FILE.yaml "
+                "(columns: {submit: ..., gpus: ..., duration: ...}) or --columns submit=COL,gpus=COL,duration=COL"
+            )
+        rows = read_generic(p, sink, report, {"columns": cols, "units": dict(tmap.units),
+                                              "delimiter": options.get("delimiter", tmap.delimiter)})
+    if report.rows == 0:
+        raise TraceError(p, "no data rows (empty trace)", "give a file with at least one job row", 2)
+    absolute = fmt in _ABSOLUTE or (fmt == "csv" and tmap.units.get("time") == "datetime")
+
+    # 2. order ------------------------------------------------------------------------------------
+    sort = fmt == "philly" or bool(options.get("sort", tmap.sort))
+    time_col = {"philly": "timestamp", "pollux": "time", "gavel": "arrival_time"}.get(fmt, tmap.columns.get("submit"))
+    if sort:
+        unsorted = any(b.submit < a.submit for a, b in itertools.pairwise(rows))
+        rows = sorted(rows, key=lambda r: (r.submit, r.line))
+        if unsorted:
+            report.notes.append("rows were not in time order; sorted by submit time (ties by line)")
+    else:
+        kept: list[TraceRow] = []
+        for r in rows:
+            if kept and r.submit < kept[-1].submit:
+                sink.bad(r.line, time_col, "unsorted",
+                         f"submit time {r.submit:g} is before the previous row's {kept[-1].submit:g} (line {kept[-1].line})",
+                         "sort the file by submit time, or set sort: true (map) / --trace-option sort=true")
+                continue
+            kept.append(r)
+        rows = kept
+
+    # 3. time window ---------------------------------------------------------------------------
+    t_first = rows[0].submit if rows else 0.0
+    w0, w1 = parse_time_window(options.get("time_window"), absolute, t_first)
+    if w0 is not None or w1 is not None:
+        kept = []
+        for r in rows:
+            if (w0 is not None and r.submit < w0) or (w1 is not None and r.submit >= w1):
+                report.filtered["outside time window"] += 1
+            else:
+                kept.append(r)
+        rows = kept
+    # 4. duplicates (within the window), then max_jobs ---------------------------------------
+    if options.get("duplicates", "error") != "keep":
+        seen: dict[tuple, int] = {}
+        kept = []
+        for r in rows:
+            if r.key in seen:
+                sink.bad(r.line, None, "duplicate", f"same job as line {seen[r.key]}",
+                         "remove the repeated row, or set trace option duplicates=keep if they are distinct jobs")
+                continue
+            seen[r.key] = r.line
+            kept.append(r)
+        rows = kept
+
+    mj = options.get("max_jobs")
+    if mj is not None and len(rows) > mj:
+        report.filtered["beyond max_jobs"] += len(rows) - mj
+        rows = rows[:mj]
+
+    # 5. map to JobSpec -----------------------------------------------------------------------------
+    origin = w0 if w0 is not None else ((rows[0].submit if rows else 0.0) if absolute else 0.0)
+    k = float(options.get("time_compression") or 1.0)
+    jobs = _map_rows(rows, rules, cfg, rng, origin, k, sink)
+    report.jobs = len(jobs)
+    if not jobs:
+        raise TraceError(p, "no jobs left after filters and skipped rows",
+                         "check the virtual cluster, time window and the report's skip reasons:\n" + report.summary())
+    return jobs, report
+
+
+def _map_rows(rows: Sequence[TraceRow], rules: MappingRules, cfg: ScenarioConfig | None,
+              rng: np.random.Generator, origin: float, k: float, sink: RowSink) -> list[JobSpec]:
+    n = len(rows)
+    # Draws in a fixed order, one vector each (rules 1, 5, 7).
+    u_fam = rng.random(n)
+    i_fam = rng.integers(0, 1 << 30, n)
+    u_ta = rng.random(n)
+    sigma = float(rules.prediction_sigma or 0.0)
+    err = np.exp(sigma * rng.standard_normal(n)) if sigma > 0 else np.ones(n)
+    server = cfg.cluster.train_gpus_per_server if cfg else 8
+    pool = cfg.cluster.train_gpus if cfg else None
+    types = _gpu_types(cfg)
+    el_set = set(rules.elastic_families)
+    jobs: list[JobSpec] = []
+    for i, r in enumerate(rows):
+        if r.model:
+            family = rules.family_of(r.model)
+        elif u_fam[i] < float(rules.elastic_family_share or 0.0):
+            family = ELASTIC_FAMILIES[int(i_fam[i]) % len(ELASTIC_FAMILIES)]
+        else:
+            family = INELASTIC_FAMILIES[int(i_fam[i]) % len(INELASTIC_FAMILIES)]
+        elastic = family in el_set
+        if r.extra.get("gpus_per_worker") == 1:  # Pollux replicas are 1-GPU workers
+            g, w_max = 1, r.gpus
+        else:
+            g, w_max = _split_gpus(r.gpus, server, elastic, rules.elastic_gpus_per_worker)
+        if pool is not None and r.gpus > pool:
+            sink.bad(r.line, None, "too-big",
+                     f"job needs {r.gpus} GPUs but the training pool has {pool}",
+                     "use a bigger cluster (--train-servers) or drop the job")
+            continue
+        w_min = max(1, math.ceil(w_max * float(rules.elastic_min_fraction or 0.0) - 1e-9)) if elastic else w_max
+        gname = r.gpu_type or rules.duration_gpu
+        gt = types.get(gname) or next((v for kk, v in types.items() if kk.lower() == gname.lower()), None)
+        if gt is None:
+            sink.bad(r.line, "gpu_type", "unknown-gpu", f"GPU type {gname!r} is not registered",
+                     f"use one of {', '.join(sorted(types))} or add it under gpu_types in the scenario")
+            continue
+        work = float(r.duration or 0.0) * w_max * gt.speed_for(family)  # V100 worker-seconds
+        extra = dict(r.extra)
+        extra["trace_line"] = r.line
+        extra["trace_gpus"] = r.gpus
+        extra["trace_duration_s"] = r.duration
+        jobs.append(JobSpec(
+            id=len(jobs), submit=round((r.submit - origin) / k, 3), family=family, g=g,
+            w_min=w_min, w_max=w_max, elastic=elastic, type_agnostic=bool(u_ta[i] < float(rules.type_agnostic_fraction or 0.0)),
+            work=work, pred_work=work * float(err[i]), name=r.name, app=r.app, batch_size=r.batch_size, extra=extra,
+        ))
+    return jobs
+
+
+# ------------------------------------------------------------------------------------------------
+# scenarios and statistics
+# ------------------------------------------------------------------------------------------------
+def load_scenario_trace(cfg: ScenarioConfig, rng: np.random.Generator, data_root: str | None = None) -> list[JobSpec]:
+    """The jobs of a scenario whose ``workload.trace`` is set (used by :mod:`aryl_gym.scenario`).
+
+    ``workload.trace_format`` (default ``philly`` for ``.csv`` files named philly, ``gavel`` for
+    ``.trace``), ``workload.trace_map`` (a map YAML, relative to the scenario file or the data root)
+    and ``workload.trace_options`` (see :data:`TRACE_OPTION_KEYS`) configure the load.
+    """
+    jobs, _ = load_scenario_trace_report(cfg, rng, data_root)
+    return jobs
+
+
+def _guess_format(path: str) -> str | None:
+    if path.endswith(".trace"):
+        return "gavel"
+    if Path(path).name == "philly.csv":
+        return "philly"
+    if "workload" in Path(path).name:
+        return "pollux"
+    return None
+
+
+def load_scenario_trace_report(cfg: ScenarioConfig, rng: np.random.Generator,
+                               data_root: str | None = None) -> tuple[list[JobSpec], LoadReport]:
+    w = cfg.workload
+    if not w.trace:
+        raise ConfigError(f"{cfg.source}: workload.trace is not set")
+    fmt = w.trace_format or _guess_format(w.trace)
+    if fmt is None:
+        raise ConfigError(f"{cfg.source}: set workload.trace_format to one of {', '.join(FORMATS)}")
+    opts = dict(w.trace_options or {})
+    _check_options(opts, f"{cfg.source}: workload.trace_options")
+    tmap: Any = None
+    if w.trace_map:
+        cand = Path(cfg.source).parent / w.trace_map if cfg.source and not cfg.source.startswith("<") else None
+        tmap = cand if cand is not None and cand.exists() else resolve_data_path(w.trace_map, data_root)
+    return load_trace(w.trace, fmt, map=tmap, cluster=cfg, rng=rng, data_root=data_root, **opts)
+
+
+def trace_stats(jobs: Sequence[JobSpec]) -> dict[str, Any]:
+    """Rows, span, GPU-size histogram, duration quantiles (at w_max on the job's own GPU)."""
+    if not jobs:
+        return {"jobs": 0}
+    sub = np.array([j.submit for j in jobs])
+    gpus = np.array([j.g * j.w_max for j in jobs])
+    dur = np.array([j.extra.get("trace_duration_s") or j.work / j.w_max for j in jobs], dtype=float)
+    hist: dict[int, int] = {}
+    for gg in gpus.tolist():
+        hist[int(gg)] = hist.get(int(gg), 0) + 1
+    return {
+        "jobs": len(jobs),
+        "span_h": float(sub.max() - sub.min()) / 3600.0,
+        "gpu_hist": dict(sorted(hist.items())),
+        "duration_q": {q: float(np.quantile(dur, q / 100)) for q in (0, 10, 50, 90, 99, 100)},
+        "gpu_hours": float((dur * gpus).sum() / 3600.0),
+        "elastic": int(sum(j.elastic for j in jobs)),
+        "type_agnostic": int(sum(j.type_agnostic for j in jobs)),
+        "families": dict(sorted({f: sum(j.family == f for j in jobs) for f in {j.family for j in jobs}}.items())),
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# command line
+# ------------------------------------------------------------------------------------------------
+def _kv_pairs(text: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        if "=" not in part:
+            raise argparse.ArgumentTypeError(f"expected KEY=VALUE pairs separated by commas, got {part!r}")
+        k, v = part.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _typed(v: str) -> Any:
+    low = v.lower()
+    if low in ("true", "yes"):
+        return True
+    if low in ("false", "no"):
+        return False
+    try:
+        return int(v)
+    except ValueError:
+        pass
+    try:
+        return float(v)
+    except ValueError:
+        return v
+
+
+def add_trace_arguments(parser: argparse.ArgumentParser, cluster: bool = True) -> None:
+    """Add ``--trace``, ``--trace-format``, ``--map`` and the trace/cluster options to ``parser``."""
+    g = parser.add_argument_group("real trace (docs/traces.md)")
+    g.add_argument("--trace", default=None, help="trace file (relative to --data-root or absolute)")
+    g.add_argument("--trace-format", choices=FORMATS, default=None, help="trace format")
+    g.add_argument("--map", default=None, help="map YAML: csv columns/units, mapping rules, options")
+    g.add_argument("--columns", type=_kv_pairs, default=None,
+                   help="csv columns, e.g. submit=ts,gpus=n,duration=dur (or start=..,end=..)")
+    g.add_argument("--units", type=_kv_pairs, default=None,
+                   help="csv units, e.g. time=s,duration=min or time=datetime")
+    g.add_argument("--skip-bad-rows", action="store_true", help="skip bad rows and report them by reason")
+    g.add_argument("--vc", default=None, help="Philly virtual cluster id(s), comma-separated")
+    g.add_argument("--time-window", default=None, help="START,END: offsets from the first job ('0h,48h') or timestamps")
+    g.add_argument("--time-compression", type=float, default=None, help="divide arrival offsets by this factor")
+    g.add_argument("--max-jobs", type=int, default=None, help="keep the first N jobs (after the window)")
+    g.add_argument("--trace-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="other trace options (duplicates=keep, profiles=..., throughputs=...)")
+    if cluster:
+        c = parser.add_argument_group("cluster overrides (else the scenario's)")
+        c.add_argument("--train-servers", type=int, default=None)
+        c.add_argument("--train-gpus-per-server", type=int, default=None)
+        c.add_argument("--train-gpu", default=None)
+        c.add_argument("--inf-servers", type=int, default=None)
+        c.add_argument("--inf-gpus-per-server", type=int, default=None)
+        c.add_argument("--inf-gpu", default=None)
+
+
+def trace_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    for item in getattr(args, "trace_option", None) or []:
+        for k, v in _kv_pairs(item).items():
+            opts[k] = _typed(v)
+    for key in ("vc", "time_window", "time_compression", "max_jobs"):
+        v = getattr(args, key, None)
+        if v is not None:
+            opts[key] = v
+    if getattr(args, "columns", None):
+        opts["columns"] = args.columns
+    if getattr(args, "units", None):
+        opts["units"] = args.units
+    return opts
+
+
+def scenario_from_args(args: argparse.Namespace) -> ScenarioConfig:
+    """The scenario named by ``args.scenario`` with the ``--train-*``/``--inf-*`` overrides."""
+    from aryl_gym.config import load_scenario, validate_scenario
+
+    cfg = load_scenario(args.scenario)
+    over = {k: getattr(args, k) for k in ("train_servers", "train_gpus_per_server", "train_gpu",
+                                          "inf_servers", "inf_gpus_per_server", "inf_gpu")
+            if getattr(args, k, None) is not None}
+    if over:
+        cfg = cfg.replace(cluster=over)
+        validate_scenario(cfg)
+    return cfg
+
+
+def episode_from_args(args: argparse.Namespace, seed: int):
+    """The episode for ``args``: the scenario's cluster/inference/sim, the jobs from ``--trace``.
+
+    The mapping draws use the same job stream as :func:`aryl_gym.scenario.make_episode`, so a
+    scenario with ``workload.trace`` set gives the same episode as the equivalent command line.
+    The load report is attached as ``episode.trace_report`` and printed on stderr when rows were
+    skipped or filtered.
+    """
+    import sys
+
+    from aryl_gym.scenario import _seed_streams, make_episode
+
+    cfg = scenario_from_args(args)
+    fmt = args.trace_format or _guess_format(args.trace)
+    if fmt is None:
+        raise ConfigError(f"{args.trace}: pass --trace-format ({'|'.join(FORMATS)})")
+    r_jobs = _seed_streams(seed)[0]
+    jobs, report = load_trace(args.trace, fmt, map=args.map, cluster=cfg, rng=r_jobs,
+                              skip_bad_rows=args.skip_bad_rows, data_root=args.data_root,
+                              **trace_options_from_args(args))
+    ep = make_episode(cfg, seed, jobs=jobs, data_root=args.data_root)
+    ep.trace_report = report  # type: ignore[attr-defined]
+    if report.skipped or report.notes:
+        print(report.summary(), file=sys.stderr)
+    return ep

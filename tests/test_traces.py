@@ -1,0 +1,417 @@
+"""Trace loaders, validation and the trace-to-JobSpec mapping (issue 6)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aryl_gym.config import ClusterConfig, ConfigError, load_scenario, scenario_from_dict
+from aryl_gym.workload.paths import default_data_root
+from aryl_gym.workload.traces import (
+    MappingRules,
+    TraceError,
+    load_map,
+    load_scenario_trace,
+    load_trace,
+    trace_stats,
+)
+from aryl_gym.workload.traces_pollux import PolluxApplication, packed_placement
+
+PHILLY_HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+NO_ELASTIC = {"rules": {"elastic_family_share": 0.0, "type_agnostic_fraction": 0.0}}
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def philly(tmp_path: Path, rows: list[str], name: str = "philly.csv") -> Path:
+    return write(tmp_path / name, PHILLY_HEADER + "".join(r + "\n" for r in rows))
+
+
+GOOD_PHILLY = [
+    "2017-10-01 00:10:00,100.0,1,100.0,vcA",
+    "2017-10-01 00:00:00,50.0,8,400.0,vcA",  # earlier: the file is unsorted, as upstream
+    "2017-10-01 01:00:00,30.0,12,360.0,vcA",
+    "2017-10-01 00:05:00,70.0,2,140.0,vcB",
+]
+
+
+# ------------------------------------------------------------------------------------------------
+# Philly
+# ------------------------------------------------------------------------------------------------
+def test_philly_hand_computed(tmp_path):
+    p = philly(tmp_path, GOOD_PHILLY)
+    jobs, rep = load_trace(p, "philly", map=NO_ELASTIC, vc="vcA")
+    assert rep.rows == 4 and rep.jobs == 3 and rep.filtered["other virtual cluster"] == 1
+    assert any("sorted" in n for n in rep.notes)
+    # sorted by time, submit relative to the first job (absolute-time trace)
+    assert [j.submit for j in jobs] == [0.0, 600.0, 3600.0]
+    assert [j.id for j in jobs] == [0, 1, 2]
+    # 8 GPUs -> one 8-GPU worker; 12 GPUs -> 3 workers of 4 (largest divisor <= server size 8)
+    assert [(j.g, j.w_max) for j in jobs] == [(8, 1), (1, 1), (4, 3)]
+    # work = duration x w_max (V100 seconds, inelastic)
+    assert [j.work for j in jobs] == [50.0, 100.0, 90.0]
+    assert all(not j.elastic and j.w_min == j.w_max for j in jobs)
+    assert sum(j.g * j.w_max for j in jobs) == 8 + 1 + 12  # GPU counts kept exactly
+
+
+def test_philly_time_window_compression_max_jobs(tmp_path):
+    p = philly(tmp_path, GOOD_PHILLY)
+    jobs, rep = load_trace(p, "philly", map=NO_ELASTIC, vc="vcA", time_window="5min,2h")
+    assert len(jobs) == 2 and rep.filtered["outside time window"] == 1
+    assert [j.submit for j in jobs] == [300.0, 3300.0]  # origin = window start (00:05)
+    jobs, _ = load_trace(p, "philly", map=NO_ELASTIC, vc="vcA",
+                         time_window="2017-10-01 00:00:00,2017-10-01 00:30:00")
+    assert [j.submit for j in jobs] == [0.0, 600.0]
+    jobs, _ = load_trace(p, "philly", map=NO_ELASTIC, vc="vcA", time_compression=4.0)
+    assert [j.submit for j in jobs] == [0.0, 150.0, 900.0]
+    assert [j.work for j in jobs] == [50.0, 100.0, 90.0]  # durations unchanged
+    jobs, rep = load_trace(p, "philly", map=NO_ELASTIC, vc="vcA", max_jobs=2)
+    assert len(jobs) == 2 and rep.filtered["beyond max_jobs"] == 1
+    with pytest.raises(ConfigError, match="time_window"):
+        load_trace(p, "philly", vc="vcA", time_window="2h,1h")
+
+
+def test_philly_unknown_vc_lists_known(tmp_path):
+    p = philly(tmp_path, GOOD_PHILLY)
+    with pytest.raises(TraceError, match=r"vcZ.*vcA \(3\)"):
+        load_trace(p, "philly", vc="vcZ")
+
+
+def test_mapping_rules_elastic_and_seeded(tmp_path):
+    rows = [f"2017-10-01 00:{i:02d}:00,600.0,8,4800.0,v" for i in range(40)]
+    p = philly(tmp_path, rows)
+    m = {"rules": {"elastic_family_share": 1.0, "elastic_min_fraction": 0.25, "type_agnostic_fraction": 0.5}}
+    jobs, _ = load_trace(p, "philly", map=m, rng=np.random.default_rng(3))
+    # every job draws an elastic family -> data-parallel 1-GPU workers, range [ceil(8*.25), 8]
+    assert all(j.elastic and j.family in ("resnet50", "vgg16", "bert", "gnmt16") for j in jobs)
+    assert all((j.g, j.w_min, j.w_max) == (1, 2, 8) for j in jobs)
+    assert all(j.work == 600.0 * 8 for j in jobs)
+    ta = sum(j.type_agnostic for j in jobs)
+    assert 8 <= ta <= 32  # Binomial(40, 0.5)
+    again, _ = load_trace(p, "philly", map=m, rng=np.random.default_rng(3))
+    assert [(j.family, j.type_agnostic) for j in again] == [(j.family, j.type_agnostic) for j in jobs]
+    other, _ = load_trace(p, "philly", map=m, rng=np.random.default_rng(4))
+    assert [(j.family, j.type_agnostic) for j in other] != [(j.family, j.type_agnostic) for j in jobs]
+
+
+def test_rules_default_from_scenario(tmp_path):
+    rows = [f"2017-10-01 00:{i:02d}:00,60.0,1,60.0,v" for i in range(30)]
+    p = philly(tmp_path, rows)
+    cfg = load_scenario("tiny").replace(workload={"elastic_fraction": 1.0, "type_agnostic_fraction": 0.0})
+    jobs, _ = load_trace(p, "philly", cluster=cfg)
+    assert all(j.elastic for j in jobs) and not any(j.type_agnostic for j in jobs)
+
+
+# ------------------------------------------------------------------------------------------------
+# bad input: error naming file, line, column, fix; or skip and count
+# ------------------------------------------------------------------------------------------------
+BAD_CASES = [
+    ("2017-10-01 00:00:00,100.0,1,100.0", "wrong-field-count", None),
+    ("2017-13-45 00:00:00,100.0,1,100.0,v", "bad-time", "timestamp"),
+    (",100.0,1,100.0,v", "missing-value", "timestamp"),
+    ("2017-10-01 00:00:00,-5.0,1,-5.0,v", "nonpositive-duration", "duration"),
+    ("2017-10-01 00:00:00,0.0,1,0.0,v", "nonpositive-duration", "duration"),
+    ("2017-10-01 00:00:00,10.0,0,0.0,v", "zero-gpus", "num_gpus"),
+    ("2017-10-01 00:00:00,abc,1,100.0,v", "bad-number", "duration"),
+    ("2017-10-01 00:00:00,10.0,2,99.0,v", "inconsistent", "gpu_time"),
+    ("2017-10-01 00:00:00,10.0,1,10.0,v", "duplicate", None),  # same as the good row below
+]
+
+
+@pytest.mark.parametrize("row,reason,column", BAD_CASES)
+def test_bad_philly_row_raises_then_skips(tmp_path, row, reason, column):
+    p = philly(tmp_path, ["2017-10-01 00:00:00,10.0,1,10.0,v", row])
+    with pytest.raises(TraceError) as ei:
+        load_trace(p, "philly")
+    err = ei.value
+    msg = str(err)
+    assert str(p) in msg and ":3" in msg and "Fix:" in msg and "--skip-bad-rows" in msg
+    assert err.line == 3 and err.reason == reason and err.column == column
+    if column:
+        assert f"column '{column}'" in msg
+    jobs, rep = load_trace(p, "philly", skip_bad_rows=True)
+    assert len(jobs) == 1 and rep.skipped == {reason: 1} and rep.skipped_total == 1
+    assert reason in rep.summary()
+
+
+def test_job_bigger_than_cluster(tmp_path):
+    p = philly(tmp_path, ["2017-10-01 00:00:00,10.0,1,10.0,v", "2017-10-01 00:01:00,10.0,64,640.0,v"])
+    cl = ClusterConfig(train_servers=2, train_gpus_per_server=8, inf_servers=0)
+    with pytest.raises(TraceError, match=r":3: job needs 64 GPUs but the training pool has 16"):
+        load_trace(p, "philly", cluster=cl)
+    jobs, rep = load_trace(p, "philly", cluster=cl, skip_bad_rows=True)
+    assert len(jobs) == 1 and rep.skipped["too-big"] == 1
+    jobs, _ = load_trace(p, "philly")  # no cluster given: no size check
+    assert len(jobs) == 2
+
+
+def test_file_level_errors(tmp_path):
+    with pytest.raises(TraceError, match="empty file"):
+        load_trace(write(tmp_path / "e.csv", ""), "philly")
+    with pytest.raises(TraceError, match="no data rows"):
+        load_trace(write(tmp_path / "h.csv", PHILLY_HEADER), "philly")
+    with pytest.raises(TraceError, match=r"missing column 'cluster'"):
+        load_trace(write(tmp_path / "m.csv", "timestamp,duration,num_gpus,gpu_time\n"), "philly")
+    semi = write(tmp_path / "s.csv", PHILLY_HEADER.replace(",", ";") + "2017-10-01 00:00:00;1;1;1;v\n")
+    with pytest.raises(TraceError, match="semicolon-separated"):
+        load_trace(semi, "philly")
+    jobs, _ = load_trace(semi, "philly", delimiter=";")
+    assert len(jobs) == 1
+    with pytest.raises(TraceError, match="file not found"):
+        load_trace(tmp_path / "nope.csv", "philly")
+    with pytest.raises(ConfigError, match="unknown trace format"):
+        load_trace(semi, "excel")
+    with pytest.raises(ConfigError, match="unknown trace option 'colour'"):
+        load_trace(semi, "philly", colour="red")
+    with pytest.raises(TraceError, match="no jobs left"):
+        load_trace(philly(tmp_path, ["2017-10-01 00:00:00,0,1,0,v"]), "philly", skip_bad_rows=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# Pollux: tiny hand-made profile
+# ------------------------------------------------------------------------------------------------
+def make_profiles(root: Path) -> Path:
+    app = root / "traces" / "toy"
+    app.mkdir(parents=True)
+    write(app / "placements.csv", "placement,local_bsz,step_time,sync_time\n"
+          "1,10,1.0,0.0\n1,20,2.0,0.0\n2,10,1.5,0.5\n2,20,2.5,0.5\n")
+    write(app / "scalability.csv", "num_nodes,num_replicas,local_bsz,step_time,sync_time\n"
+          "6,6,10,3.0,1.0\n6,6,20,5.0,1.0\n")
+    for b in (10, 20):
+        write(app / f"validation-{b}.csv", "progress,iteration,metric,grad_sqr,grad_var\n"
+              "100,100,0.5,1.0,1.0\n200,200,0.6,1.0,1.0\n")
+    return root / "traces"
+
+
+def test_pollux_run_time_hand_computed(tmp_path):
+    a = PolluxApplication(make_profiles(tmp_path) / "toy")
+    assert a.max_epochs == 2 and a.init_batch_size == 10 and a.max_batch_size == 20
+    # 1 replica, batch 10: 200 progress x 1.0 s / gain 1
+    assert a.run_time(1, 10) == pytest.approx(200.0)
+    # 2 replicas, batch 20: local 10, step 1.5 s, scale 2, gain 2 / (1/2 + 1) = 4/3
+    assert a.run_time(2, 20) == pytest.approx(200 * 1.5 / (4 / 3))
+    # 1 replica, batch 20 > base: upstream forces one accumulation step: 2 x 10 samples,
+    # step 1.0 + 1 x (1.0 - 0) = 2.0 s, gain 4/3
+    assert a.config(1, 20).accum_steps == 1
+    assert a.run_time(1, 20) == pytest.approx(200 * 2.0 / (4 / 3))
+    # 6 replicas on 4-GPU nodes -> not measured as a placement -> scalability rows (6 nodes? no)
+    assert packed_placement(6) == (4, 2)
+    with pytest.raises(ConfigError, match="no throughput profile"):
+        a.throughput((4, 2), 10)
+    assert a.throughput((1, 1, 1, 1, 1, 1), 15) == pytest.approx((4.0, 1.0))
+
+
+def test_pollux_workload_and_conversion(tmp_path):
+    prof = make_profiles(tmp_path)
+    wl = tmp_path / "workloads"
+    wl.mkdir()
+    p = write(wl / "workload-1.csv", "name,time,application,num_replicas,batch_size\n"
+              "toy-0,5,toy,1,10\ntoy-1,60,toy,2,20\n")
+    jobs, rep = load_trace(p, "pollux", rng=np.random.default_rng(0))  # profiles found at ../traces
+    assert rep.jobs == 2
+    t4 = 0.35  # built-in T4 default speed; the profiles were measured on T4
+    assert jobs[0].work == pytest.approx(200.0 * 1 * t4)
+    assert jobs[1].work == pytest.approx(225.0 * 2 * t4)
+    assert (jobs[1].app, jobs[1].batch_size, jobs[1].g, jobs[1].w_max) == ("toy", 20, 1, 2)
+    assert [j.submit for j in jobs] == [5.0, 60.0]  # relative trace: times kept
+    # explicit profiles option, and a bad application / batch / unsorted / duplicate name
+    bad = write(wl / "workload-2.csv", "name,time,application,num_replicas,batch_size\n"
+                "toy-0,5,toy,1,10\nx,6,nope,1,10\ny,7,toy,1,99\nz,3,toy,1,10\ntoy-0,9,toy,1,10\n"
+                "w,10,toy,0,10\n")
+    with pytest.raises(TraceError) as ei:  # the first bad row raises
+        load_trace(bad, "pollux", profiles=str(prof))
+    assert ei.value.line == 3 and ei.value.reason == "unknown-app" and ei.value.column == "application"
+    jobs, rep = load_trace(bad, "pollux", profiles=str(prof), skip_bad_rows=True)
+    assert len(jobs) == 1
+    assert rep.skipped == {"unknown-app": 1, "bad-batch": 1, "unsorted": 1, "duplicate": 1, "zero-gpus": 1}
+
+
+# ------------------------------------------------------------------------------------------------
+# Gavel
+# ------------------------------------------------------------------------------------------------
+def test_gavel_hand_computed(tmp_path):
+    write(tmp_path / "simulation_throughputs.json", json.dumps({"v100": {
+        "('ResNet-50 (batch size 64)', 1)": {"null": 2.0},
+        "('ResNet-50 (batch size 64)', 4)": {"null": 5.0},
+        "('LM (batch size 20)', 1)": {"null": 10.0},
+    }}))
+    d = tmp_path / "traces"
+    d.mkdir()
+    line = "{}\tcmd\t-n\t1\t{}\t{}\t{}\n"
+    p = write(d / "vc.trace", line.format("ResNet-50 (batch size 64)", 1000, 0.0, 4)
+              + line.format("LM (batch size 20)", 500, 30.0, 2))
+    jobs, rep = load_trace(p, "gavel", map=NO_ELASTIC)
+    # duration = steps / V100 steps-per-second
+    assert jobs[0].family == "resnet50" and jobs[0].elastic  # elastic family
+    assert (jobs[0].g, jobs[0].w_max, jobs[0].w_min) == (1, 4, 2)
+    assert jobs[0].work == pytest.approx(1000 / 5.0 * 4)
+    # LM has no 2-GPU entry: 1-GPU throughput scaled linearly, noted
+    assert jobs[1].family == "lstm" and not jobs[1].elastic
+    assert jobs[1].work == pytest.approx(500 / 20.0 * 1) and (jobs[1].g, jobs[1].w_max) == (2, 1)
+    assert any("scaled linearly" in n for n in rep.notes)
+    with pytest.raises(TraceError, match="no V100 throughput"):
+        load_trace(p, "gavel", gavel_extrapolate=False)
+    unsorted = write(d / "u.trace", line.format("LM (batch size 20)", 5, 30.0, 1)
+                     + line.format("LM (batch size 20)", 5, 10.0, 1))
+    with pytest.raises(TraceError, match=r"u.trace:2: column 'arrival_time'.*before the previous"):
+        load_trace(unsorted, "gavel")
+    jobs, _ = load_trace(unsorted, "gavel", sort=True)
+    assert [j.submit for j in jobs] == [10.0, 30.0]
+    comma = write(d / "c.trace", "a,b,c,d,e,f,g\n")
+    with pytest.raises(TraceError, match="not tab-separated"):
+        load_trace(comma, "gavel")
+
+
+# ------------------------------------------------------------------------------------------------
+# Generic CSV with a column mapping
+# ------------------------------------------------------------------------------------------------
+def test_generic_csv_map_yaml(tmp_path):
+    p = write(tmp_path / "mine.csv", "jid;sub;st;en;n;arch;hw\n"
+              "a;2020-01-01 10:00:00;2020-01-01 10:05:00;2020-01-01 11:05:00;4;VGG16;V100\n"
+              "b;2020-01-01 10:30:00;2020-01-01 10:30:00;2020-01-01 10:40:00;1;mystery;T4\n")
+    m = write(tmp_path / "map.yaml", """
+delimiter: ";"
+columns: {submit: sub, start: st, end: en, gpus: n, model: arch, gpu_type: hw, id: jid}
+units: {time: datetime}
+rules: {type_agnostic_fraction: 0.0}
+""")
+    jobs, _ = load_trace(p, "csv", map=m)
+    assert [j.submit for j in jobs] == [0.0, 1800.0]
+    assert jobs[0].family == "vgg16" and jobs[0].elastic and (jobs[0].g, jobs[0].w_max) == (1, 4)
+    assert jobs[0].work == pytest.approx(3600.0 * 4)  # V100: speed 1
+    assert jobs[1].family == "mystery" and not jobs[1].elastic
+    assert jobs[1].work == pytest.approx(600.0 * 0.35)  # measured on T4 -> V100 worker-seconds
+    assert jobs[0].name == "a"
+
+
+def test_generic_csv_cli_columns_units_and_errors(tmp_path):
+    p = write(tmp_path / "u.csv", "t,g,d\n0,1,2\n60,2,1.5\n30,1,1\n")
+    cols = {"submit": "t", "gpus": "g", "duration": "d"}
+    with pytest.raises(TraceError, match=r"u.csv:4: column 't'"):
+        load_trace(p, "csv", columns=cols, units={"duration": "min"})
+    jobs, rep = load_trace(p, "csv", columns=cols, units={"duration": "min"}, skip_bad_rows=True,
+                           map=NO_ELASTIC)
+    assert rep.skipped == {"unsorted": 1}
+    assert [j.work for j in jobs] == [120.0, 90.0 * 1]  # 2 GPUs as one 2-GPU worker
+    jobs, _ = load_trace(p, "csv", columns=cols, units={"time": "min"}, sort=True, map=NO_ELASTIC)
+    assert [j.submit for j in jobs] == [0.0, 1800.0, 3600.0]
+    with pytest.raises(ConfigError, match="needs a column mapping for duration"):
+        load_trace(p, "csv", columns={"submit": "t", "gpus": "g"})
+    with pytest.raises(TraceError, match="missing column 'dur'"):
+        load_trace(p, "csv", columns={**cols, "duration": "dur"})
+    with pytest.raises(ConfigError, match="units.time"):
+        load_trace(p, "csv", columns=cols, units={"time": "fortnights"})
+    with pytest.raises(ConfigError, match="unknown key 'colums'"):
+        load_map({"colums": {}})
+    with pytest.raises(ConfigError, match="rules.type_agnostic_fraction"):
+        load_map({"rules": {"type_agnostic_fraction": 2}})
+    bad_time = write(tmp_path / "b.csv", "t,g,d\nsoon,1,2\n")
+    with pytest.raises(TraceError, match=r"b.csv:2: column 't': not a number of s"):
+        load_trace(bad_time, "csv", columns=cols)
+
+
+def test_mapping_rules_family_map():
+    r = MappingRules()
+    assert r.family_of("ResNet-50") == "resnet50" and r.family_of("My Model-X") == "mymodelx"
+
+
+# ------------------------------------------------------------------------------------------------
+# scenario integration and CLI
+# ------------------------------------------------------------------------------------------------
+def test_scenario_trace_and_cli(tmp_path, capsys):
+    from aryl_gym.cli import main
+    from aryl_gym.scenario import make_episode
+
+    p = philly(tmp_path, [f"2017-10-01 00:{i:02d}:00,{300 + 60 * i}.0,{1 + i % 2},"
+                          f"{(300 + 60 * i) * (1 + i % 2)}.0,v" for i in range(20)])
+    data = load_scenario("tiny").to_dict()
+    data["workload"].update(trace=str(p), trace_format="philly", trace_options={"vc": "v"})
+    cfg = scenario_from_dict(data, source="<test>")
+    ep = make_episode(cfg, seed=1)
+    assert len(ep.jobs) == 20
+    jobs = load_scenario_trace(cfg, np.random.default_rng(0))
+    # GPU-seconds (work x g) do not depend on the seeded draws, worker splits may
+    assert [j.work * j.g for j in jobs] == [j.work * j.g for j in ep.jobs]
+    res = ep.simulator().run(__import__("aryl_gym.agents", fromlist=["make_policy"]).make_policy("fifo"))
+    assert res.jobs_completed == 20
+    # same episode through the command line
+    assert main(["simulate", "--scenario", "tiny", "--trace", str(p), "--trace-format", "philly",
+                 "--json", "--seed", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["jobs_completed"] == 20 and out["avg_jct"] == pytest.approx(res.avg_jct)
+    assert main(["trace-info", str(p), "--trace-format", "philly"]) == 0
+    text = capsys.readouterr().out
+    assert "20 jobs kept" in text and "GPUs per job" in text and "p50" in text
+    bad = philly(tmp_path, ["2017-10-01 00:00:00,10.0,0,0.0,v", "2017-10-01 00:01:00,10.0,1,10.0,v"], "b.csv")
+    assert main(["trace-info", str(bad), "--trace-format", "philly"]) == 2
+    assert "zero-gpus" not in capsys.readouterr().out
+    assert main(["trace-info", str(bad), "--trace-format", "philly", "--skip-bad-rows"]) == 0
+    assert "skipped       1  zero-gpus" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------------------
+# the real traces (read-only, ../shared/traces)
+# ------------------------------------------------------------------------------------------------
+ROOT = default_data_root()
+HAVE_REAL = ROOT is not None and (ROOT / "traces" / "pollux-philly").is_dir()
+real = pytest.mark.skipif(not HAVE_REAL, reason="real traces absent: set ARYL_GYM_DATA to the folder "
+                          "holding traces/pollux-philly and traces/gavel-philly-vc (read-only shared data)")
+
+
+@real
+def test_real_pollux_workload6():
+    cfg = load_scenario("pollux-w6")
+    jobs, rep = load_trace("traces/pollux-philly/workloads/workload-6.csv", "pollux", cluster=cfg)
+    assert rep.jobs == 160 and not rep.skipped
+    assert {j.app for j in jobs} == {"bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"}
+    runs = np.array([j.extra["profile_run_time_s"] for j in jobs])
+    assert 1000 < runs.mean() < 3000  # about 1,819 s at the workload's TunedJobs configurations
+    # a T4 job given its requested replicas runs exactly its profile time
+    t4 = cfg.gpu_types["T4"]
+    for j in jobs:
+        assert j.work / (j.w_max * t4.speed_for(j.family)) == pytest.approx(j.extra["profile_run_time_s"])
+    # TunedJobs configs scale at 50-80% efficiency (Pollux's workload generator), loosely
+    apps = {"cifar10": (6, 2048), "bert": (8, 384), "deepspeech2": (8, 320)}
+    from aryl_gym.workload.traces_pollux import load_pollux_profiles
+
+    prof = load_pollux_profiles(ROOT / "traces/pollux-philly/traces")
+    for name, (r, b) in apps.items():
+        eff = prof[name].run_time(1, prof[name].init_batch_size) / prof[name].run_time(r, b) / r
+        assert 0.4 < eff < 0.9, (name, eff)
+
+
+@real
+def test_real_philly_counts_match_readme():
+    jobs, rep = load_trace("traces/pollux-philly/traces/philly.csv", "philly", vc="6214e9", duplicates="keep")
+    assert rep.rows == 82247 and len(jobs) == 41226
+    with pytest.raises(TraceError, match="duplicate"):
+        load_trace("traces/pollux-philly/traces/philly.csv", "philly", vc="6214e9")
+
+
+@real
+def test_real_scenarios_run():
+    from aryl_gym.agents import make_policy
+
+    from aryl_gym.scenario import make_episode
+
+    for name, n in (("pollux-w6", 160), ("philly-6214e9", 1478)):
+        ep = make_episode(name, seed=0)
+        assert len(ep.jobs) == n
+        res = ep.simulator().run(make_policy("fifo"))
+        assert res.jobs_completed == n and math.isfinite(res.avg_jct)
+
+
+@real
+def test_real_gavel_vc():
+    if not (ROOT / "traces" / "gavel-philly-vc").is_dir():
+        pytest.skip("traces/gavel-philly-vc absent")
+    jobs, rep = load_trace("traces/gavel-philly-vc/traces/msr/seed=0/6214e9.trace", "gavel")
+    assert rep.rows == 2000 and len(jobs) == 2000
+    assert trace_stats(jobs)["gpu_hist"][1] > 1500
