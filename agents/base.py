@@ -51,7 +51,7 @@ def _load_all() -> None:
     # Importing the modules registers their policies.
     from aryl_gym.agents import fifo  # noqa: F401
 
-    for mod in ("aryl", "afs", "pollux", "gandiva", "random_policy"):
+    for mod in ("aryl", "afs", "pollux", "gandiva", "random_policy", "aryl_tuned"):
         try:
             __import__(f"aryl_gym.agents.{mod}")
         except ModuleNotFoundError as exc:  # a policy module not yet present

@@ -1,0 +1,172 @@
+"""Pollux (Qiao et al., OSDI '21): goodput model, GA invariants, determinism, rate tables."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+from aryl_gym.agents.base import make_policy
+from aryl_gym.agents.pollux import GAProblem, PolluxPolicy
+from aryl_gym.agents.pollux_model import family_model, load_profile, packed_placement
+
+from aryl_gym.sim.view import Decision
+from aryl_gym.workload.paths import default_data_root
+from tests.helpers import ScriptedPolicy, job, make_sim, small_config
+
+ROOT = default_data_root()
+PROFILES = ROOT / "traces/pollux-philly/traces" if ROOT else None
+needs_traces = pytest.mark.skipif(
+    PROFILES is None or not (PROFILES / "cifar10").exists(),
+    reason="Pollux profiles not found (../shared/traces/pollux-philly/traces or $ARYL_GYM_DATA)",
+)
+
+
+@needs_traces
+def test_goodput_model_matches_hand_numbers_from_cifar10_profile():
+    prof = load_profile("cifar10")
+    with open(PROFILES / "cifar10" / "placements.csv") as f:
+        rows = list(csv.DictReader(f))
+    step = {(r["placement"], int(r["local_bsz"])): float(r["step_time"]) for r in rows}
+    sync = {(r["placement"], int(r["local_bsz"])): float(r["sync_time"]) for r in rows}
+    # 4 replicas on one node at local batch 32: batch 128 = the initial batch, efficiency 1.
+    assert prof.init_batch_size == 128
+    assert prof.goodput(4, 128) == pytest.approx(128 / step[("4", 32)], rel=1e-9)
+    # Batch 256 on 4 replicas: local 64, scale 2; grad stats = mean over the 100 epochs of
+    # validation-128.csv; gain = (var + sqr) / (var / 2 + sqr); efficiency = gain / 2.
+    with open(PROFILES / "cifar10" / "validation-128.csv") as f:
+        val = list(csv.DictReader(f))[:100]
+    sqr = np.mean([float(r["grad_sqr"]) for r in val])
+    var = np.mean([float(r["grad_var"]) for r in val])
+    eff = (var + sqr) / (var / 2 + sqr) / 2
+    assert prof.goodput(4, 256) == pytest.approx(256 / step[("4", 64)] * eff, rel=1e-9)
+    # Accumulation (Pollux simulator): 1 replica above the initial batch uses >= 1 extra
+    # step that skips the all-reduce: batch 256 -> atomic 128, 1 accumulation step.
+    assert prof.config_for(1, 256) == (128, 1)
+    # local 128 lies between measured 91 and 129: linear interpolation of step and sync.
+    st = np.interp(128, [91, 129], [step[("1", 91)], step[("1", 129)]])
+    sy = np.interp(128, [91, 129], [sync[("1", 91)], sync[("1", 129)]])
+    assert prof.throughput(1, 128, 1) == pytest.approx(256 / (st + (st - sy)), rel=1e-9)
+
+
+@needs_traces
+def test_app_table_is_at_least_one_and_uses_reference_batch():
+    prof = load_profile("cifar10")
+    t = prof.table(8, 2048)
+    assert t[0] == 1.0 and np.all(t >= 1.0)
+    assert t[4] == pytest.approx(prof.best_goodput(4)[0] / prof.goodput(4, 2048))
+
+
+def test_missing_profile_is_a_clear_error(tmp_path):
+    from aryl_gym.config import ConfigError
+
+    with pytest.raises(ConfigError, match="Pollux profile for application 'nope'"):
+        load_profile("nope", str(tmp_path))
+
+
+def test_packed_placement_strings():
+    assert packed_placement(1) == "1"
+    assert packed_placement(6) == "24"
+    assert packed_placement(10) == "244"
+
+
+def test_family_table_never_slows_and_is_one_at_base():
+    for fam in ("resnet50", "vgg16", "bert", "gnmt16", "cnn"):
+        t = family_model(fam).table(16, 4)
+        assert t[0] == 1.0 and t[4] == pytest.approx(1.0, abs=0.01)  # little to gain at base
+        assert np.all(t >= 1.0)
+    # Larger scale, larger gain from a smaller batch (statistical efficiency).
+    t = family_model("resnet50").table(16, 4)
+    assert t[16] > t[8] > 1.0
+
+
+def _random_problem(rng: np.random.Generator, n: int) -> tuple[GAProblem, np.ndarray]:
+    g = rng.choice([1, 2, 4], n)
+    lo = rng.integers(1, 3, n)
+    hi = lo + rng.integers(0, 4, n)
+    cap = int(rng.integers(4, 24))
+    S = np.concatenate([np.zeros((n, 1)), np.cumsum(rng.random((n, int(hi.max()))), 1)], 1)
+    prob0 = GAProblem(list(range(n)), g, lo, hi, np.zeros(n, int), S, np.ones(n), cap, -1.0,
+                      np.zeros(n, bool))
+    base = prob0.repair(rng.integers(0, hi + 1, size=(1, n)))[0]
+    factor = rng.random(n)
+    return GAProblem(list(range(n)), g, lo, hi, base, S, factor, cap, -1.0, np.zeros(n, bool)), base
+
+
+def test_ga_never_worse_than_start_and_respects_capacity():
+    rng = np.random.default_rng(1)
+    for _ in range(25):
+        n = int(rng.integers(1, 12))
+        prob, base = _random_problem(rng, n)
+        pop = np.tile(base, (20, 1))
+        best, fit = prob.search(pop, 15, rng)
+        start = prob.objective(base[None, :])[0]
+        assert fit[0] >= start - 1e-12
+        assert prob.objective(best[:1])[0] == pytest.approx(fit[0])
+        assert np.all((best * prob.g).sum(1) <= prob.cap)
+        ok = (best == 0) | ((best >= prob.lo) & (best <= prob.hi))
+        assert ok.all()
+
+
+def test_power_mean_by_hand():
+    S = np.array([[0.0, 1.0, 2.0], [0.0, 4.0, 4.0]])
+    prob = GAProblem([0, 1], np.ones(2, int), np.ones(2, int), np.array([2, 2]),
+                     np.array([1, 1]), S, np.array([0.5, 0.5]), 4, -1.0, np.zeros(2, bool))
+    # [2, 1]: job 0 changed -> 2 * 0.5 = 1; job 1 unchanged -> 4. Mean_-1 = 2 / (1/1.001 + 1/4.001)
+    want = 2 / (1 / 1.001 + 1 / 4.001)
+    assert prob.objective(np.array([[2, 1]]))[0] == pytest.approx(want)
+
+
+def test_pollux_deterministic_per_seed_and_finishes_tiny():
+    from aryl_gym.scenario import make_episode
+
+    a = make_episode("tiny", 3).simulator().run(PolluxPolicy(generations=20))
+    b = make_episode("tiny", 3).simulator().run(PolluxPolicy(generations=20))
+    assert a.jobs_completed == a.jobs_total
+    assert a.jcts == b.jcts and a.scaling_events == b.scaling_events
+    assert a.unplaced_targets == 0 and a.invalid_decisions == 0
+
+
+def test_registered_variants():
+    assert make_policy("pollux").generations == 100
+    assert make_policy("pollux-250").generations == 250
+    assert make_policy("pollux").pop_size == 100
+
+
+def test_speedup_table_scales_progress_by_hand():
+    # One job, 2 workers, 1200 units of work; the table says 1.5x at 2 workers.
+    cfg = small_config(train_servers=1, train_gpus=4)
+    jobs = [job(0, work=1200.0, w=2, w_min=1, elastic=True)]
+
+    def fn(view):
+        return Decision(targets={0: 2}, speedup={0: [1.0, 1.0, 1.5]}) if view.now == 0 else Decision()
+
+    res = make_sim(cfg, jobs).run(ScriptedPolicy(fn, uses_loaning=False))
+    assert res.jcts == [pytest.approx(1200.0 / (2 * 1.5))]
+
+
+def test_bad_speedup_table_is_reported_not_applied():
+    cfg = small_config(train_servers=1, train_gpus=4)
+    sim = make_sim(cfg, [job(0, work=600.0)])
+    pol = ScriptedPolicy(lambda v: Decision(targets={0: 1}, speedup={0: [1.0, float("nan")]}),
+                         uses_loaning=False)
+    sim.begin(pol)
+    sim.pre_decision(pol)
+    rep = sim.apply(pol.decide(sim.view))
+    assert 0 in rep.invalid and sim.rate[0] == pytest.approx(1.0)
+
+
+def test_scaling_counts_match_placement_reports():
+    from aryl_gym.scenario import make_episode
+
+    sim = make_episode("tiny", 0).simulator()
+    pol = PolluxPolicy(generations=20)
+    pol.reset(sim.seed)
+    sim.begin(pol)
+    outs = ins = 0
+    while not sim.done:
+        info = sim.step(pol)
+        outs += len(info.report.scaled_out)
+        ins += len(info.report.scaled_in)
+    assert int(sim.scale_out_count.sum()) == outs  # no loaning: no reclaim scale-ins
+    assert int(sim.scale_in_count.sum()) == ins
