@@ -12,8 +12,6 @@ Because the same function places the real decision, "the dry run placed every ta
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from aryl_gym.sim.engine import Simulator
@@ -21,14 +19,11 @@ from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.placement import apply_decision
 from aryl_gym.sim.view import Decision, PlacementOptions, PlacementReport
 
-if TYPE_CHECKING:  # pragma: no cover
-    pass
-
 
 class _LazyDicts:
     """A list of dicts that copies an entry the first time it is read (copy on access)."""
 
-    __slots__ = ("_src", "_own")
+    __slots__ = ("_own", "_src")
 
     def __init__(self, src: list[dict[int, int]]):
         self._src = src
@@ -62,6 +57,11 @@ class _Scratch:
         self.elastic = sim.elastic
         self.type_agnostic = sim.type_agnostic
         self.srv_cap = sim.srv_cap
+        self.srv_pool = sim.srv_pool
+        # scalar counters the borrowed primitives may keep up to date (copied by value)
+        for name in ("busy_train_gpus", "busy_loan_gpus"):
+            if hasattr(sim, name):
+                setattr(self, name, getattr(sim, name))
         self.srv_loaned = sim.srv_loaned  # read only here
         self._train_mask = sim._train_mask
         self.srv_free = sim.srv_free.copy()

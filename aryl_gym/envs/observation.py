@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from aryl_gym.sim.engine import Simulator
-from aryl_gym.sim.view import INFER, TRAIN
+from aryl_gym.sim.view import INFER
 
 JOB_FEATURES: tuple[str, ...] = (
     "valid",  # 1 for a real job
@@ -115,10 +115,30 @@ def select_window(sim: Simulator, k: int) -> tuple[np.ndarray, np.ndarray, np.nd
     return np.concatenate([q_in, r_in]), q_out, r_out
 
 
-class ObservationBuilder:
-    """Builds the observation arrays in preallocated buffers (vectorised over the window)."""
+_G = np.array([1, 2, 4, 8], dtype=np.int64)
 
-    def __init__(self, sim_config, window: int, max_workers: int):  # noqa: ANN001
+
+def fit_tables(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
+    """Workers of ``g`` GPUs (indexed by g, 0..8) that fit in the free GPUs of each pool now
+    (fragmentation aware: a worker never spans servers)."""
+    free = sim.srv_free
+    ft = np.zeros(9, dtype=np.int64)
+    fi = np.zeros(9, dtype=np.int64)
+    ft[_G] = (free[sim._train_mask][:, None] // _G).sum(axis=0)
+    fl = free[sim.srv_loaned]
+    if len(fl):
+        fi[_G] = (fl[:, None] // _G).sum(axis=0)
+    return ft, fi
+
+
+class ObservationBuilder:
+    """Builds the observation arrays in preallocated buffers (vectorised over the window).
+
+    Per-job constant features are gathered from a per-episode table (:meth:`begin`), so a step
+    costs a fixed, small number of numpy operations whatever the window size.
+    """
+
+    def __init__(self, sim_config, window: int, max_workers: int):
         c = sim_config.cluster
         self.k = int(window)
         self.max_workers = int(max_workers)
@@ -129,6 +149,24 @@ class ObservationBuilder:
         self.jobs = np.zeros((self.k, F_JOB), dtype=np.float32)
         self.cluster = np.zeros(F_CLUSTER, dtype=np.float32)
         self.outside = np.zeros(F_OUTSIDE, dtype=np.float32)
+        self.static: np.ndarray | None = None
+
+    def begin(self, sim: Simulator) -> None:
+        """Per-episode tables: constant job features and inverse rates (hours per work unit)."""
+        W = float(self.max_workers)
+        n = sim.n_jobs
+        st = np.zeros((n, F_JOB), dtype=np.float64)
+        st[:, 0] = 1.0
+        st[:, 3] = sim.elastic
+        st[:, 4] = sim.type_agnostic
+        st[:, 5] = sim.g / 8.0
+        st[:, 6] = np.minimum(sim.w_min / W, 1.0)
+        st[:, 7] = np.minimum(sim.w_max / W, 1.0)
+        self.static = st
+        # hours per unit of predicted work: at w_max on V100, and per worker on each pool
+        self.inv_wmax = 1.0 / (sim.w_max * sim.speeds[:, 0] * 3600.0)
+        self.inv_speed = 1.0 / (sim.speeds * 3600.0)  # (N, 2)
+        self.w_min_f = sim.w_min.astype(np.float64)
 
     def build(
         self,
@@ -136,65 +174,57 @@ class ObservationBuilder:
         window: np.ndarray,
         q_out: np.ndarray,
         r_out: np.ndarray,
+        fits: tuple[np.ndarray, np.ndarray],
         target: np.ndarray | None = None,
         tentative_free: float | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Fill and return copies of (jobs, cluster, outside)."""
+        assert self.static is not None, "call begin(sim) first"
         J = self.jobs
-        J.fill(0.0)
         n = len(window)
         now = sim.now
         W = float(self.max_workers)
         if n:
             w = window
+            X = self.static[w]  # (n, F) float64, constant columns filled
             st = sim.state[w]
-            workers = sim.workers[w].astype(np.float64)
-            g = sim.g[w]
-            J[:n, 0] = 1.0
-            J[:n, 1] = st == 1
-            J[:n, 2] = st == 2
-            J[:n, 3] = sim.elastic[w]
-            J[:n, 4] = sim.type_agnostic[w]
-            J[:n, 5] = g / 8.0
-            J[:n, 6] = np.minimum(sim.w_min[w] / W, 1.0)
-            J[:n, 7] = np.minimum(sim.w_max[w] / W, 1.0)
-            J[:n, 8] = np.minimum(workers / W, 1.0)
-            J[:n, 9] = sim.pool[w] == INFER
+            wk = sim.workers[w]
+            pool = sim.pool[w]
+            on_inf = pool == INFER
+            X[:, 1] = st == 1
+            X[:, 2] = st == 2
+            X[:, 8] = wk / W
+            X[:, 9] = on_inf
             pr = sim.pred_remaining[w]
-            sp_train = sim.speeds[w, TRAIN]
-            t_wmax = pr / (sim.w_max[w] * sp_train) / 3600.0
-            J[:n, 10] = _sq(t_wmax)
-            p = np.where(sim.pool[w] == INFER, INFER, TRAIN)
-            sp_now = sim.speeds[w, p]
-            w_now = np.where(workers > 0, workers, sim.w_min[w])
-            J[:n, 11] = _sq(pr / (w_now * sp_now) / 3600.0)
-            J[:n, 12] = _sq(np.maximum(now - sim.submit[w], 0.0) / 3600.0)
-            pc = sim.preempt_count[w].astype(np.float64)
-            J[:n, 13] = _sq(pc)
-            J[:n, 14] = np.minimum(sim.overhead_left[w] / 300.0, 1.0)
-            tg = workers if target is None else target[:n]
-            J[:n, 15] = np.minimum(tg / W, 1.0)
-            # fits now: workers of g that fit in free space per pool (fragmentation aware)
-            free = sim.srv_free
-            tm = sim._train_mask
-            lm = sim.srv_loaned
-            fit = np.zeros(n)
-            for gg in (1, 2, 4, 8):
-                sel = g == gg
-                if not sel.any():
-                    continue
-                ft = int((free[tm] // gg).sum())
-                fi = int((free[lm] // gg).sum()) if lm.any() else 0
-                fit[sel] = np.where(sim.type_agnostic[w[sel]], max(ft, fi), ft)
-            J[:n, 16] = np.minimum(fit / W, 1.0)
+            X[:, 10] = pr * self.inv_wmax[w]
+            w_now = np.where(wk > 0, wk, self.w_min_f[w])
+            X[:, 11] = pr * self.inv_speed[w, on_inf.view(np.int8)] / w_now
+            X[:, 12] = (now - sim.submit[w]) / 3600.0
+            X[:, 13] = sim.preempt_count[w]
+            X[:, 14] = sim.overhead_left[w] / 300.0
+            X[:, 15] = (wk if target is None else target[:n]) / W
+            ft, fi = fits
+            g = sim.g[w]
+            X[:, 16] = np.where(sim.type_agnostic[w], np.maximum(ft[g], fi[g]), ft[g]) / W
+            sq = X[:, 10:14]
+            np.divide(sq, 1.0 + sq, out=sq)  # squash times (hours) and counts
+            np.minimum(X, 1.0, out=X)  # all features are >= 0 by construction
+            J[:n] = X
+        J[n:] = 0.0
         C = self.cluster
-        tm = sim._train_mask
-        lm = sim.srv_loaned
+        n_loaned = int(np.count_nonzero(sim.srv_loaned))
+        if hasattr(sim, "busy_train_gpus"):  # the kernel's incremental counters (GPUs)
+            loaned_cap = float(n_loaned * sim.config.cluster.inf_gpus_per_server)
+            loaned_free = loaned_cap - float(sim.busy_loan_gpus)
+            train_free = self.train_gpus - float(sim.busy_train_gpus)
+        else:  # pragma: no cover - older kernels
+            loaned_cap = float(sim.srv_cap[sim.srv_loaned].sum()) if n_loaned else 0.0
+            loaned_free = float(sim.srv_free[sim.srv_loaned].sum()) if n_loaned else 0.0
+            train_free = float(sim.srv_free[sim._train_mask].sum())
         C[0] = self.train_gpus / self.total_gpus
-        C[1] = sim.srv_free[tm].sum() / max(self.train_gpus, 1.0)
-        loaned_cap = float(sim.srv_cap[lm].sum())
+        C[1] = train_free / max(self.train_gpus, 1.0)
         C[2] = loaned_cap / self.inf_gpus
-        C[3] = sim.srv_free[lm].sum() / loaned_cap if loaned_cap > 0 else 0.0
+        C[3] = loaned_free / loaned_cap if loaned_cap > 0 else 0.0
         C[4] = min(sim.loanable_now / self.n_inf, 1.0)
         u = sim.loan.utilization(now)
         u_prev = sim.loan.utilization(max(now - 3600.0, 0.0))
@@ -210,26 +240,25 @@ class ObservationBuilder:
         if nq:
             Q = np.fromiter(sim._queued, dtype=np.int64, count=nq)
             gq = sim.g[Q]
-            C[11] = _sq(float((gq * sim.w_min[Q]).sum()) / self.total_gpus)
-            C[12] = _sq(float((gq * sim.w_max[Q]).sum()) / self.total_gpus)
+            C[11] = _sq(float(gq @ sim.w_min[Q]) / self.total_gpus)
+            C[12] = _sq(float(gq @ sim.w_max[Q]) / self.total_gpus)
         else:
             C[11] = C[12] = 0.0
         C[13] = sim.done_count / max(sim.n_jobs, 1)
         if tentative_free is None:
-            tentative_free = float(sim.srv_free[tm].sum() + sim.srv_free[lm].sum())
+            tentative_free = train_free + loaned_free
         C[14] = min(tentative_free / self.total_gpus, 1.0)
         O = self.outside
         O[0] = _sq(len(q_out) / 10.0)
         O[1] = _sq(len(r_out) / 10.0)
         if len(q_out):
-            O[2] = _sq(float((sim.g[q_out] * sim.w_min[q_out]).sum()) / self.total_gpus)
+            O[2] = _sq(float(sim.g[q_out] @ sim.w_min[q_out]) / self.total_gpus)
             O[4] = _sq(max(now - float(sim.submit[q_out].min()), 0.0) / 3600.0)
-            t = sim.pred_remaining[q_out] / (sim.w_max[q_out] * sim.speeds[q_out, TRAIN])
-            O[5] = _sq(float(t.min()) / 3600.0)
+            O[5] = _sq(float((sim.pred_remaining[q_out] * self.inv_wmax[q_out]).min()))
         else:
             O[2] = O[4] = O[5] = 0.0
         O[3] = (
-            min(float((sim.g[r_out] * sim.workers[r_out]).sum()) / self.total_gpus, 1.0)
+            min(float(sim.g[r_out] @ sim.workers[r_out]) / self.total_gpus, 1.0)
             if len(r_out)
             else 0.0
         )

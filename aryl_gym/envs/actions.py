@@ -1,0 +1,325 @@
+"""Action interfaces of the allocation env (SPEC 6), all feeding one simulator.
+
+Every mode turns actions into a :class:`~aryl_gym.sim.view.Decision` for the jobs in the window;
+the shared placement engine (:mod:`aryl_gym.sim.placement`) applies it. **Jobs outside the
+window** keep what they have: running jobs keep their workers, queued jobs stay queued.
+
+``targets`` -- ``MultiDiscrete([L] * K)``, ``L = max_workers + 1``
+    Slot ``i``'s level is the worker target of the job in slot ``i`` (0 = not running). The level
+    ``max_workers`` means ``w_max`` for a job whose ``w_max`` is larger. Allowed levels (mask,
+    flattened ``K x L``): padding slots only 0; queued jobs 0 or ``w_min..w_max`` up to what fits
+    in the free GPUs of their best allowed pool now; running elastic jobs ``w_min..w_max`` up to
+    current + what fits in their pool; running inelastic jobs their current count; 0 for running
+    jobs only with ``allow_preempt``. The per-slot masks ignore the other slots, so the targets
+    of one step may conflict; **conflict rule**: the placement engine's fixed order (releases
+    first; then growth best-fit decreasing by GPUs per worker, then slot order, then id), and a
+    target that does not fit gets the largest feasible count ``>= w_min`` or stays queued (the
+    shortfall is in ``info["unplaced"]``). The round is committed every step.
+
+``sequential`` -- ``Discrete(2K + 1)`` (``Discrete(K + 1)`` with ``release=False``)
+    Sub-steps inside one decision point. Action ``i < K`` *grants* the job in slot ``i`` its base
+    demand ``w_min`` when it is queued, or one more worker when it is running (or granted this
+    round), elastic and below ``w_max``. Action ``K + i`` *releases* one worker of the running
+    job in slot ``i`` (elastic, down to ``w_min``; below that, a release preempts the job and
+    needs ``allow_preempt``). A job only moves one way per round (no grant after a release and
+    vice versa), so a round ends. The last action *commits* the round: the tentative targets go
+    to the engine in grant order. Masks are **exact**: an action is allowed only when the whole
+    tentative decision with it would be placed in full (checked by a dry run of the engine
+    itself, :mod:`aryl_gym.envs.dryrun`), so committed grants are never cut.
+
+``priority`` -- ``Box(-1, 1, (K,))``
+    Scores into a greedy packer: queued window jobs with a score > 0 are started at ``w_max``,
+    highest score first (the engine places what fits, ``>= w_min``, in that order); running
+    jobs keep their workers. The mask (``K``) marks valid slots.
+
+Invalid actions (a masked level or action, an out-of-range value, NaN, a wrong shape) are a
+no-op for the part they concern, are counted in ``info["invalid"]`` and never raise.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+from gymnasium import spaces
+
+from aryl_gym.envs.dryrun import fully_placed
+from aryl_gym.sim.jobs import JobState
+from aryl_gym.sim.view import Decision
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aryl_gym.envs.allocation import ArylEnv
+
+MODES: tuple[str, ...] = ("targets", "sequential", "priority")
+
+
+class ActionCodec:
+    """Base of the action modes."""
+
+    mode = ""
+    space: spaces.Space
+    mask_size: int
+
+    def begin_round(self, env: ArylEnv) -> None:
+        """Called at each new decision point (after the window is chosen)."""
+
+    def mask(self, env: ArylEnv) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def decode(self, env: ArylEnv, action) -> tuple[Decision | None, int]:
+        """Returns (decision to commit or None for a sub-step, invalid parts)."""
+        raise NotImplementedError  # pragma: no cover
+
+    def target_feature(self, env: ArylEnv) -> np.ndarray | None:
+        return None
+
+    def tentative_free(self, env: ArylEnv) -> float | None:
+        return None
+
+
+class TargetsCodec(ActionCodec):
+    mode = "targets"
+
+    def __init__(self, k: int, max_workers: int, allow_preempt: bool):
+        self.k = k
+        self.W = max_workers
+        self.L = max_workers + 1
+        self.allow_preempt = allow_preempt
+        self.space = spaces.MultiDiscrete(np.full(k, self.L, dtype=np.int64))
+        self.mask_size = k * self.L
+        self._levels = np.arange(self.L)[None, :]
+        self._rows = np.arange(k)
+        self._mask: np.ndarray | None = None
+
+    def begin_round(self, env: ArylEnv) -> None:
+        self._mask = None
+
+    def begin_episode(self, env: ArylEnv) -> None:
+        sim = env.sim
+        W = self.W
+        self._lo = np.minimum(sim.w_min, W)  # lowest level per job (>= 1)
+        self._wmax = np.minimum(sim.w_max, W)  # highest level per job
+        self._top_inelastic = np.where(sim.elastic, 0, -(10**9))  # running inelastic: no range
+        if not hasattr(self, "_range"):
+            L = self.L
+            lv = np.arange(L)
+            # _range[lo, hi] = levels lo..hi (empty when hi < lo); _eye[L] is an all-False row
+            self._range = (lv[None, None, :] >= lv[:, None, None]) & (lv[None, None, :] <= lv[None, :, None])
+            self._eye = np.vstack([np.eye(L, dtype=bool), np.zeros((1, L), dtype=bool)])
+            self._pad = np.zeros((self.k, L), dtype=bool)
+            self._pad[:, 0] = True
+
+    def mask2d(self, env: ArylEnv) -> np.ndarray:
+        """(K, L) allowed levels; vectorised, a fixed number of numpy operations."""
+        if self._mask is not None:
+            return self._mask
+        sim = env.sim
+        w = env.window
+        n = len(w)
+        m = self._pad.copy()
+        if n:
+            ft, fi = env.fits
+            g = sim.g[w]
+            wk = sim.workers[w]
+            running = sim.state[w] == JobState.RUNNING
+            f_train = ft[g]
+            f_inf = fi[g]
+            if sim.srv_loaned.any():
+                f_q = np.where(sim.type_agnostic[w], np.maximum(f_train, f_inf), f_train)
+                f_r = np.where(sim.pool[w] == 1, f_inf, f_train)
+            else:
+                f_q = f_r = f_train
+            # most workers that could be asked for: running elastic current + free, queued free
+            top = np.where(running, wk + f_r + self._top_inelastic[w], f_q)
+            hi = np.clip(np.minimum(self._wmax[w], top), 0, self.W)
+            sub = self._range[self._lo[w], hi]
+            sub |= self._eye[np.where(running, np.minimum(wk, self.W), self.L)]
+            sub[:, 0] = True if self.allow_preempt else ~running
+            m[:n] = sub
+        self._mask = m
+        return m
+
+    def mask(self, env: ArylEnv) -> np.ndarray:
+        return self.mask2d(env).reshape(-1)
+
+    def decode(self, env: ArylEnv, action) -> tuple[Decision | None, int]:
+        sim = env.sim
+        try:
+            a = np.asarray(action, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            return Decision(), self.k
+        if a.shape != (self.k,):
+            return Decision(), self.k
+        m = self.mask2d(env)
+        ok = np.isfinite(a) & (a >= 0) & (a < self.L)
+        lvl = np.where(ok, a, 0).astype(np.int64)
+        ok &= lvl == a  # whole numbers only
+        ok &= m[self._rows, lvl]
+        invalid = int(self.k - np.count_nonzero(ok))
+        w = env.window
+        n = len(w)
+        targets: dict[int, int] = {}
+        order: list[int] = []
+        if n:
+            lv = lvl[:n]
+            wmax = sim.w_max[w]
+            t = np.where((lv == self.W) & (wmax > self.W), wmax, lv)
+            ch = ok[:n] & (t != sim.workers[w])
+            for i in np.flatnonzero(ch):
+                j = int(w[i])
+                targets[j] = int(t[i])
+                order.append(j)
+        return Decision(targets=targets, order=order), invalid
+
+
+class SequentialCodec(ActionCodec):
+    mode = "sequential"
+
+    def __init__(self, k: int, release: bool, allow_preempt: bool):
+        self.k = k
+        self.release = release
+        self.allow_preempt = allow_preempt
+        self.n = 2 * k + 1 if release else k + 1
+        self.commit = self.n - 1
+        self.space = spaces.Discrete(self.n)
+        self.mask_size = self.n
+        self.tent = np.zeros(k, dtype=np.int64)
+        self.touched: list[int] = []
+        self._mask: np.ndarray | None = None
+        self._cand = np.full(self.n, -1, dtype=np.int64)  # candidate target per action
+
+    def begin_round(self, env: ArylEnv) -> None:
+        w = env.window
+        self.tent[:] = 0
+        self.tent[: len(w)] = env.sim.workers[w]
+        self.touched = []
+        self._mask = None
+
+    def _decision(self, env: ArylEnv, i: int = -1, t: int = -1) -> Decision:
+        sim = env.sim
+        w = env.window
+        targets: dict[int, int] = {}
+        for s in range(len(w)):
+            v = t if s == i else int(self.tent[s])
+            j = int(w[s])
+            if v != int(sim.workers[j]):
+                targets[j] = v
+        order = list(self.touched)
+        if i >= 0 and int(w[i]) not in order:
+            order.append(int(w[i]))
+        return Decision(targets=targets, order=order)
+
+    def mask(self, env: ArylEnv) -> np.ndarray:
+        if self._mask is not None:
+            return self._mask
+        sim = env.sim
+        k = self.k
+        m = np.zeros(self.n, dtype=bool)
+        cand = self._cand
+        cand.fill(-1)
+        w = env.window
+        for i in range(len(w)):
+            j = int(w[i])
+            t = int(self.tent[i])
+            cur = int(sim.workers[j])
+            st = sim.state[j]
+            # grant
+            if t >= cur:
+                c = -1
+                if st == JobState.QUEUED and t == 0:
+                    c = int(sim.w_min[j])
+                elif t > 0 and sim.elastic[j] and t < int(sim.w_max[j]):
+                    c = t + 1
+                if c > 0 and fully_placed(sim, self._decision(env, i, c), env.placement):
+                    m[i] = True
+                    cand[i] = c
+            # release
+            if self.release and st == JobState.RUNNING and 0 < t <= cur:
+                c = -1
+                if sim.elastic[j] and t > int(sim.w_min[j]):
+                    c = t - 1
+                elif self.allow_preempt:
+                    c = 0
+                if c >= 0 and fully_placed(sim, self._decision(env, i, c), env.placement):
+                    m[k + i] = True
+                    cand[k + i] = c
+        m[self.commit] = True
+        self._mask = m
+        return m
+
+    def decode(self, env: ArylEnv, action) -> tuple[Decision | None, int]:
+        try:
+            x = float(np.asarray(action).reshape(-1)[0]) if np.size(action) == 1 else float("nan")
+        except (TypeError, ValueError):
+            return None, 1
+        if math.isnan(x) or x != int(x) or not 0 <= x < self.n:
+            return None, 1
+        a = int(x)
+        m = self.mask(env)
+        if not m[a]:
+            return None, 1
+        if a == self.commit:
+            return self._decision(env), 0
+        i = a if a < self.k else a - self.k
+        self.tent[i] = self._cand[a]
+        j = int(env.window[i])
+        if j not in self.touched:
+            self.touched.append(j)
+        self._mask = None
+        return None, 0
+
+    def target_feature(self, env: ArylEnv) -> np.ndarray:
+        return self.tent
+
+    def tentative_free(self, env: ArylEnv) -> float:
+        sim = env.sim
+        w = env.window
+        n = len(w)
+        delta = float(((self.tent[:n] - sim.workers[w]) * sim.g[w]).sum()) if n else 0.0
+        free = float(sim.srv_free[sim._train_mask].sum() + sim.srv_free[sim.srv_loaned].sum())
+        return max(free - delta, 0.0)
+
+
+class PriorityCodec(ActionCodec):
+    mode = "priority"
+
+    def __init__(self, k: int):
+        self.k = k
+        self.space = spaces.Box(-1.0, 1.0, shape=(k,), dtype=np.float32)
+        self.mask_size = k
+
+    def mask(self, env: ArylEnv) -> np.ndarray:
+        m = np.zeros(self.k, dtype=bool)
+        m[: len(env.window)] = True
+        return m
+
+    def decode(self, env: ArylEnv, action) -> tuple[Decision | None, int]:
+        sim = env.sim
+        try:
+            a = np.asarray(action, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            return Decision(), 1
+        if a.shape != (self.k,):
+            return Decision(), 1
+        bad = ~np.isfinite(a)
+        invalid = int(bad.sum())
+        w = env.window
+        cands = [
+            (-float(a[i]), i, int(w[i]))
+            for i in range(len(w))
+            if not bad[i] and a[i] > 0 and sim.state[w[i]] == JobState.QUEUED
+        ]
+        cands.sort()
+        targets = {j: int(sim.w_max[j]) for _, _, j in cands}
+        return Decision(targets=targets, order=[j for _, _, j in cands]), invalid
+
+
+def make_codec(mode: str, k: int, max_workers: int, allow_preempt: bool, release: bool) -> ActionCodec:
+    if mode == "targets":
+        return TargetsCodec(k, max_workers, allow_preempt)
+    if mode == "sequential":
+        return SequentialCodec(k, release, allow_preempt)
+    if mode == "priority":
+        return PriorityCodec(k)
+    raise ValueError(f"unknown action_mode {mode!r}; choose one of {', '.join(MODES)}")

@@ -1,0 +1,422 @@
+"""The allocation environment ``aryl_gym/Aryl-v0`` (SPEC 6).
+
+The agent is the cluster scheduler of the paper (section 5): at each decision point it sets the
+worker counts of the jobs in a window; the simulator (:mod:`aryl_gym.sim.engine`) does the rest
+exactly as for the reference policies.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from aryl_gym.agents.base import BasePolicy
+from aryl_gym.config import ScenarioConfig, load_scenario
+from aryl_gym.envs.actions import MODES, make_codec
+from aryl_gym.envs.observation import (
+    F_CLUSTER,
+    F_JOB,
+    F_OUTSIDE,
+    ObservationBuilder,
+    fit_tables,
+    select_window,
+)
+from aryl_gym.envs.reward import RewardTracker, parse_weights
+from aryl_gym.scenario import make_episode
+from aryl_gym.sim.engine import Simulator
+from aryl_gym.sim.jobs import JobSpec
+from aryl_gym.sim.view import ClusterView, Decision, PlacementOptions
+
+ReclaimFn = Callable[[ClusterView, int], "Sequence[int] | None"]
+
+#: Aryl's placement options (paper 5.3): elastic jobs prefer loaned servers, flexible grouping.
+ARYL_PLACEMENT = PlacementOptions(elastic_prefer_inference=True, group_flexible=True)
+
+
+def resolve_reclaim(reclaim: str | ReclaimFn | None) -> ReclaimFn | None:
+    """``"aryl"`` (Aryl's reclaim when ``agents/reclaim.py`` or the ``aryl`` policy provides it,
+    else the simulator's default), ``"default"``/``None`` (the simulator's default rule: fewest
+    busy GPUs first), another policy name (that policy's ``reclaim``), or a callable
+    ``(view, n) -> server ids``."""
+    if reclaim is None or reclaim == "default":
+        return None
+    if callable(reclaim):
+        return reclaim
+    if not isinstance(reclaim, str):
+        raise ValueError(f"reclaim must be a policy name, 'default' or a callable, got {reclaim!r}")
+    if reclaim in ("aryl", "aryl-optimal"):
+        try:
+            from aryl_gym.agents import reclaim as _rc
+        except ModuleNotFoundError:  # agents/reclaim.py not present: the default rule
+            return None
+        return _rc.aryl_reclaim_view if reclaim == "aryl" else _rc.optimal_reclaim_view
+    from aryl_gym.agents import make_policy, policy_names
+
+    if reclaim not in policy_names():
+        raise ValueError(
+            f"unknown reclaim {reclaim!r}; use 'aryl', 'aryl-optimal', 'default', a policy name "
+            "or a callable (view, n) -> server ids"
+        )
+    return make_policy(reclaim).reclaim
+
+
+class EnvPolicy(BasePolicy):
+    """The agent as the simulator sees it: a policy like any other (SPEC 3), whose decisions come
+    from the env's actions. ``event_driven`` is switched off while the cluster is *stalled*
+    (nothing running, nothing left to arrive, jobs queued) so that every round of a stall is a
+    decision point instead of being fast-forwarded forever."""
+
+    name = "env"
+
+    def __init__(self, uses_loaning: bool, placement: PlacementOptions, reclaim_fn: ReclaimFn | None):
+        self.uses_loaning = uses_loaning
+        self.placement = placement
+        self.reclaim_fn = reclaim_fn
+        self.sim: Simulator | None = None
+
+    @property  # type: ignore[override]
+    def event_driven(self) -> bool:
+        sim = self.sim
+        if sim is None:
+            return True
+        return not (not sim._running and sim._next_arrival >= sim.n_jobs and sim._queued)
+
+    def decide(self, view: ClusterView) -> Decision:  # pragma: no cover - the env decides
+        raise RuntimeError("the env policy's decisions come from env.step()")
+
+    def reclaim(self, view: ClusterView, n: int) -> Sequence[int] | None:
+        return self.reclaim_fn(view, n) if self.reclaim_fn is not None else None
+
+
+class ArylEnv(gym.Env):
+    """Allocation for GPU training jobs on a training cluster plus loaned inference servers.
+
+    ## Description
+    Each scheduling round (paper section 5) the scheduler gives every active job a worker count.
+    The env acts only at **decision points**: rounds in which something happened (arrival,
+    completion, loan change, or the previous decision changed allocations); eventless rounds are
+    fast-forwarded by the simulator exactly as for the reference policies. Inference servers are
+    loaned and reclaimed by the loan controller (paper section 4); the servers to reclaim are
+    chosen by ``reclaim`` (Aryl's rule by default). A K-job window of the active jobs is exposed
+    (:mod:`aryl_gym.envs.observation` documents its order); jobs outside it keep what they have.
+
+    ## Observation Space
+    ``Dict`` of float32 ``Box(0, 1)``: ``jobs`` (K, 17), ``cluster`` (15,), ``outside`` (6,),
+    ``action_mask`` (mask size of the mode). Feature names:
+    :data:`aryl_gym.envs.observation.JOB_FEATURES` and friends.
+
+    ## Action Space
+    ``action_mode="targets"``: ``MultiDiscrete([max_workers + 1] * K)``;
+    ``"sequential"``: ``Discrete(2K + 1)`` (grant, release, commit); ``"priority"``:
+    ``Box(-1, 1, (K,))``. Rules in :mod:`aryl_gym.envs.actions`. ``action_masks()`` returns the
+    boolean mask (MaskablePPO). Invalid actions are no-ops counted in ``info["invalid"]``.
+
+    ## Rewards
+    Named components in ``info["reward_components"]`` weighted by ``reward``; the default
+    ``"jct"`` is ``-(jobs in system) x elapsed / reward_scale``, summing to ``-total JCT /
+    reward_scale`` over a finished episode (:mod:`aryl_gym.envs.reward`).
+
+    ## Episode End
+    Terminated when every job of the trace is done. Truncated at ``max_steps`` env steps, at the
+    scenario's horizon, or after ``stall_hours`` with nothing running and jobs queued. The final
+    ``info`` holds ``episode_result`` (:class:`~aryl_gym.metrics.EpisodeResult`) and
+    ``episode_metrics`` (its ``to_dict()``).
+
+    ## Arguments
+    ``scenario`` (name or YAML path or ScenarioConfig, default ``"tiny"``), ``action_mode``
+    (``"targets"``), ``window`` K (16), ``reward`` (name, ``"a+b"`` or dict of weights),
+    ``reward_scale`` (3600 s), ``invalid_penalty`` (0), ``max_steps`` (None), ``max_workers``
+    (levels of ``targets``; default from the scenario), ``allow_preempt`` (False), ``release``
+    (True: release actions in ``sequential``), ``uses_loaning`` (True), ``placement``
+    (Aryl's), ``reclaim`` (``"aryl"``), ``jobs`` (a fixed trace: list of JobSpec), ``trace`` /
+    ``trace_format`` (a trace file), ``data_root``, ``stall_hours`` (48), ``render_mode``.
+    ``reset(options=...)`` accepts ``jobs``, ``trace``, ``trace_format`` and ``episode_seed``.
+
+    ## Version History
+    * v0: first version.
+
+    ## Example
+    See ``docs/env.md`` (a test executes it).
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        scenario: str | Path | ScenarioConfig = "tiny",
+        action_mode: str = "targets",
+        window: int = 16,
+        reward: str | dict[str, float] | None = "jct",
+        reward_scale: float = 3600.0,
+        invalid_penalty: float = 0.0,
+        max_steps: int | None = None,
+        max_workers: int | None = None,
+        allow_preempt: bool = False,
+        release: bool = True,
+        uses_loaning: bool = True,
+        placement: PlacementOptions | None = None,
+        reclaim: str | ReclaimFn | None = "aryl",
+        jobs: Sequence[JobSpec] | None = None,
+        trace: str | None = None,
+        trace_format: str | None = None,
+        data_root: str | None = None,
+        stall_hours: float = 48.0,
+        render_mode: str | None = None,
+    ):
+        if action_mode not in MODES:
+            raise ValueError(f"unknown action_mode {action_mode!r}; choose one of {', '.join(MODES)}")
+        if not (isinstance(window, (int, np.integer)) and window >= 1):
+            raise ValueError(f"window must be an integer >= 1, got {window!r}")
+        if max_steps is not None and max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
+        self.config = scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario)
+        self.action_mode = action_mode
+        self.k = int(window)
+        c = self.config.cluster
+        if max_workers is None:
+            max_workers = int(self.config.workload.max_job_gpus or c.train_gpus)
+            max_workers = max(1, min(max_workers, c.train_gpus))
+        self.max_workers = int(max_workers)
+        self.weights = parse_weights(reward, invalid_penalty)
+        self.reward_scale = float(reward_scale)
+        self.max_steps = max_steps
+        self.allow_preempt = bool(allow_preempt)
+        self.placement = placement if placement is not None else ARYL_PLACEMENT
+        self._reclaim_spec = reclaim
+        self.policy = EnvPolicy(bool(uses_loaning), self.placement, resolve_reclaim(reclaim))
+        self.fixed_jobs = list(jobs) if jobs is not None else None
+        self.trace = trace
+        self.trace_format = trace_format
+        self.data_root = data_root
+        self.stall_hours = float(stall_hours)
+        self.render_mode = render_mode
+        self.codec = make_codec(action_mode, self.k, self.max_workers, self.allow_preempt, release)
+        self.action_space = self.codec.space
+        self.observation_space = spaces.Dict(
+            {
+                "jobs": spaces.Box(0.0, 1.0, (self.k, F_JOB), np.float32),
+                "cluster": spaces.Box(0.0, 1.0, (F_CLUSTER,), np.float32),
+                "outside": spaces.Box(0.0, 1.0, (F_OUTSIDE,), np.float32),
+                "action_mask": spaces.Box(0.0, 1.0, (self.codec.mask_size,), np.float32),
+            }
+        )
+        self._obs_builder = ObservationBuilder(self.config, self.k, self.max_workers)
+        self.sim: Simulator | None = None
+        self.window = np.zeros(0, dtype=np.int64)
+        self._q_out = self.window
+        self._r_out = self.window
+        self.episode_count = 0
+        self.decision_point = 0  # decision points reached in this episode
+        self.substep = 0  # sub-steps inside the current decision point (sequential)
+
+    # -- configuration ------------------------------------------------------------------------
+    def set_reclaim(self, reclaim: str | ReclaimFn | None) -> None:
+        """Change the reclaim rule (takes effect from the next round)."""
+        self._reclaim_spec = reclaim
+        self.policy.reclaim_fn = resolve_reclaim(reclaim)
+
+    # -- episode ------------------------------------------------------------------------------
+    def _draw_jobs(self, options: dict[str, Any]) -> list[JobSpec] | None:
+        if options.get("jobs") is not None:
+            return list(options["jobs"])
+        trace = options.get("trace", self.trace)
+        if trace:
+            try:
+                from aryl_gym.workload.traces import load_trace
+            except ModuleNotFoundError as exc:  # pragma: no cover - module from another issue
+                raise ValueError(
+                    "loading a trace file needs aryl_gym.workload.traces; pass jobs= instead"
+                ) from exc
+            fmt = options.get("trace_format", self.trace_format)
+            return list(load_trace(trace, fmt) if fmt else load_trace(trace))
+        return self.fixed_jobs
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = dict(options or {})
+        ep_seed = options.get("episode_seed")
+        if ep_seed is None:
+            # The trace seed comes from self.np_random only (SPEC 6).
+            ep_seed = int(self.np_random.integers(0, 2**31 - 1))
+        jobs = self._draw_jobs(options)
+        ep = make_episode(self.config, int(ep_seed), jobs=jobs, data_root=self.data_root)
+        self.episode = ep
+        sim = ep.simulator()
+        self.sim = sim
+        self.policy.sim = sim
+        self.policy.reset(sim.seed)
+        sim.begin(self.policy)
+        self._obs_builder.begin(sim)
+        if hasattr(self.codec, "begin_episode"):
+            self.codec.begin_episode(self)
+        self.episode_count += 1
+        self.steps = 0
+        self.decision_point = 0
+        self.invalid_total = 0
+        self._idle_since: float | None = None
+        self._finished = False
+        self._wall0 = time.perf_counter()
+        self._tracker = RewardTracker(sim, self.weights, self.reward_scale)
+        self._advance_to_decision()
+        return self._obs(), self._info({}, 0, None)
+
+    def _ended(self) -> bool:
+        sim = self.sim
+        assert sim is not None
+        return sim.done or sim.horizon_reached()
+
+    def _advance_to_decision(self) -> None:
+        """Run rounds until one needs a decision (a decision point) or the episode ends."""
+        sim = self.sim
+        assert sim is not None
+        pol = self.policy
+        while not self._ended():
+            sim.pre_decision(pol)
+            if sim.decision_needed(pol):
+                self._new_round()
+                return
+            sim.acc.sample(sim)
+            sim.post_decision(pol)
+        self._new_round()
+
+    def _new_round(self) -> None:
+        sim = self.sim
+        assert sim is not None
+        self.window, self._q_out, self._r_out = select_window(sim, self.k)
+        self.fits = fit_tables(sim)
+        self.decision_point += 1
+        self.substep = 0
+        self._round_t0 = time.perf_counter()
+        self.codec.begin_round(self)
+
+    def _commit(self, decision: Decision):
+        sim = self.sim
+        assert sim is not None
+        report = sim.apply(decision)
+        # The agent thinks outside the env: env results carry 0 decision times and 0 wall time
+        # (deterministic info; measure speed with aryl_gym.bench_env).
+        sim.decision_times.append(0.0)
+        sim.acc.sample(sim)
+        sim.post_decision(self.policy)
+        self._advance_to_decision()
+        return report
+
+    def step(self, action):
+        if self.sim is None:
+            raise RuntimeError("call reset() before step()")
+        sim = self.sim
+        if self._finished:
+            raise RuntimeError("the episode has ended; call reset()")
+        decision, invalid = self.codec.decode(self, action)
+        report = None
+        if decision is not None:
+            report = self._commit(decision)
+        else:
+            self.substep += 1
+        self.steps += 1
+        self.invalid_total += invalid
+        reward, comp = self._tracker.step(invalid, len(sim._queued))
+        terminated = sim.done
+        truncated = False
+        if not terminated:
+            if self.max_steps is not None and self.steps >= self.max_steps or sim.horizon_reached() or self._stall_check():
+                truncated = True
+        info = self._info(comp, invalid, report)
+        if terminated or truncated:
+            self._finished = True
+            res = self.episode_result()
+            info["episode_result"] = res
+            info["episode_metrics"] = res.to_dict()
+        return self._obs(), float(reward), bool(terminated), bool(truncated), info
+
+    def _stall_check(self) -> bool:
+        sim = self.sim
+        assert sim is not None
+        if not sim._running and sim._next_arrival >= sim.n_jobs and sim._queued:
+            if self._idle_since is None:
+                self._idle_since = sim.now
+            if sim.now - self._idle_since > self.stall_hours * 3600.0:
+                sim.stalled = True
+                return True
+        else:
+            self._idle_since = None
+        return False
+
+    def episode_result(self):
+        """The :class:`~aryl_gym.metrics.EpisodeResult` of the episode so far."""
+        from aryl_gym.metrics import episode_result
+
+        assert self.sim is not None
+        return episode_result(self.sim, policy_name=f"env:{self.action_mode}", wall_s=0.0)
+
+    # -- observation, mask, info --------------------------------------------------------------
+    def action_masks(self) -> np.ndarray:
+        """Boolean mask of allowed actions (flattened ``K x L`` in ``targets`` mode)."""
+        if self.sim is None:
+            raise RuntimeError("call reset() before action_masks()")
+        return self.codec.mask(self).copy()
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        sim = self.sim
+        assert sim is not None
+        jobs, cluster, outside = self._obs_builder.build(
+            sim,
+            self.window,
+            self._q_out,
+            self._r_out,
+            self.fits,
+            self.codec.target_feature(self),
+            self.codec.tentative_free(self),
+        )
+        return {
+            "jobs": jobs,
+            "cluster": cluster,
+            "outside": outside,
+            "action_mask": self.codec.mask(self).astype(np.float32),
+        }
+
+    def _window_padded(self) -> np.ndarray:
+        """The window's job ids, padded with -1 to K (fixed shape for vector envs)."""
+        out = np.full(self.k, -1, dtype=np.int64)
+        out[: len(self.window)] = self.window
+        return out
+
+    def _info(self, comp: dict[str, float], invalid: int, report) -> dict[str, Any]:
+        sim = self.sim
+        assert sim is not None
+        info: dict[str, Any] = {
+            "time": sim.now,
+            "decision_point": self.decision_point,
+            "substep": self.substep,
+            "invalid": invalid,
+            "invalid_total": self.invalid_total,
+            "queued": len(sim._queued),
+            "running": len(sim._running),
+            "done": sim.done_count,
+            "reward_components": comp,
+            "window": self._window_padded(),
+        }
+        if report is not None:
+            info["unplaced"] = len(report.unplaced)
+        return info
+
+    # -- rendering ----------------------------------------------------------------------------
+    def render(self):
+        if self.render_mode is None or self.sim is None:
+            return None
+        from aryl_gym.envs.render import render_ansi, render_rgb
+
+        if self.render_mode == "ansi":
+            return render_ansi(self.sim, self.window)
+        return render_rgb(self.sim)
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,122 @@
+"""Reward components (SPEC 6), named and weighted by config (HighwayEnv style).
+
+Every env step covers the simulated time from one decision point ``t0`` to the next ``t1``
+(``t1 == t0`` for a ``sequential`` sub-step that does not commit). Components, each reported
+unweighted in ``info["reward_components"]``:
+
+``jct`` (default weight 1)
+    ``-(A(t1) - A(t0)) / scale`` where ``A(t)`` is the job time accrued by ``t``: the sum over
+    submitted jobs of ``min(finish, t) - submit``. It equals the integral of *jobs in system*
+    (submitted, not finished) over ``[t0, t1]`` with exact submit and finish times, so an
+    episode that finishes every job sums to exactly ``-(total JCT) / scale``.
+``queue``
+    ``-(queued jobs after the decision) x (t1 - t0) / scale`` (counts held constant over the
+    step: an approximation of the queue-length integral).
+``preemption``
+    ``-(preemptions during the step)`` (reclaims and decisions).
+``usage``
+    ``+(GPU-seconds used by training during the step) / (all GPUs x scale)``: busy fraction of
+    the cluster times elapsed hours when ``scale`` is 3600.
+``slowdown``
+    ``-sum over jobs finished in the step of (JCT / lower bound - 1)``.
+``invalid``
+    ``-(invalid action parts in the step)``; weight 0 unless ``invalid_penalty`` is set.
+
+``scale`` defaults to 3600 s, so ``jct`` is in job-hours.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aryl_gym.sim.engine import Simulator
+
+COMPONENTS: tuple[str, ...] = ("jct", "queue", "preemption", "usage", "slowdown", "invalid")
+
+
+def parse_weights(reward: str | dict[str, float] | None, invalid_penalty: float) -> dict[str, float]:
+    """``"jct"`` or ``{"jct": 1, "preemption": 0.1}`` -> a weight per component (0 for the rest)."""
+    if reward is None:
+        reward = "jct"
+    if isinstance(reward, str):
+        names = [r.strip() for r in reward.split("+") if r.strip()]
+        w = {n: 1.0 for n in names}
+    elif isinstance(reward, dict):
+        w = {str(k): float(v) for k, v in reward.items()}
+    else:
+        raise ValueError(f"reward must be a component name or a dict of weights, got {reward!r}")
+    for k in w:
+        if k not in COMPONENTS:
+            raise ValueError(f"unknown reward component {k!r}; known: {', '.join(COMPONENTS)}")
+    out = {c: float(w.get(c, 0.0)) for c in COMPONENTS}
+    if invalid_penalty:
+        out["invalid"] = float(invalid_penalty)
+    return out
+
+
+class RewardTracker:
+    """Keeps the running integrals the components need; one per episode."""
+
+    def __init__(self, sim: Simulator, weights: dict[str, float], scale: float = 3600.0):
+        if not scale > 0:
+            raise ValueError(f"reward_scale must be > 0, got {scale}")
+        self.sim = sim
+        self.w = weights
+        self.scale = float(scale)
+        self._prefix_submit = np.concatenate([[0.0], np.cumsum(sim.submit)])
+        from aryl_gym.metrics import lower_bounds
+
+        self._lb = lower_bounds(sim)
+        self._finish_sum = 0.0  # sum of finish times of done jobs (s)
+        self._done_seen = 0
+        self._done_mask = np.zeros(sim.n_jobs, dtype=bool)
+        self.t = sim.now
+        self.a = self._accrued(sim.now)
+        self.preempt = int(sim.preempt_count.sum())
+        self.busy_gs = sim.acc.train_busy_gs + sim.acc.loan_used_gs
+        self.total = 0.0
+
+    def _sync_done(self) -> np.ndarray:
+        sim = self.sim
+        if sim.done_count == self._done_seen:
+            return np.zeros(0, dtype=np.int64)
+        new = np.flatnonzero((sim.state == 3) & ~self._done_mask)
+        self._done_mask[new] = True
+        self._finish_sum += float(sim.finish[new].sum())
+        self._done_seen = sim.done_count
+        return new
+
+    def _accrued(self, t: float) -> float:
+        """A(t) = sum over jobs submitted by t of min(finish, t) - submit (seconds)."""
+        m = int(np.searchsorted(self.sim.submit, t, side="right"))
+        d = self._done_seen
+        return (m - d) * t - float(self._prefix_submit[m]) + self._finish_sum
+
+    def step(self, invalid: int, queued_after: int) -> tuple[float, dict[str, float]]:
+        """Components for the time from the last call to ``sim.now``; returns (reward, parts)."""
+        sim = self.sim
+        new_done = self._sync_done()
+        t1 = sim.now
+        a1 = self._accrued(t1)
+        dt = t1 - self.t
+        comp: dict[str, float] = {}
+        comp["jct"] = -(a1 - self.a) / self.scale
+        comp["queue"] = -queued_after * dt / self.scale
+        pc = int(sim.preempt_count.sum())
+        comp["preemption"] = -float(pc - self.preempt)
+        busy = sim.acc.train_busy_gs + sim.acc.loan_used_gs
+        c = sim.config.cluster
+        comp["usage"] = (busy - self.busy_gs) / ((c.train_gpus + c.inf_gpus) * self.scale)
+        if len(new_done):
+            jct = sim.finish[new_done] - sim.submit[new_done]
+            comp["slowdown"] = -float((jct / self._lb[new_done] - 1.0).sum())
+        else:
+            comp["slowdown"] = 0.0
+        comp["invalid"] = -float(invalid)
+        self.t, self.a, self.preempt, self.busy_gs = t1, a1, pc, busy
+        r = 0.0
+        for k, wk in self.w.items():
+            if wk:
+                r += wk * comp[k]
+        self.total += r
+        return r, comp
