@@ -12,8 +12,8 @@ This module is independent of the simulator: :func:`solve_mckp` works on plain l
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -63,30 +63,63 @@ def solve_mckp(groups: Sequence[Sequence[Item]], capacity: int) -> MckpResult:
     G = len(groups)
     if G == 0:
         return MckpResult(0.0, [], 0)
-    for gi, items in enumerate(groups):
-        for w, v in items:
-            if int(w) != w or w < 0:
-                raise ValueError(f"group {gi}: item weight {w!r} must be a whole number >= 0")
-            if not np.isfinite(v):
-                raise ValueError(f"group {gi}: item value {v!r} must be finite")
+    arrs = [np.asarray(items, dtype=np.float64).reshape(-1, 2) for items in groups]
+    flat = np.concatenate(arrs) if arrs else np.zeros((0, 2))
+    if len(flat):
+        fw, fv = flat[:, 0], flat[:, 1]
+        if not (np.all(fw >= 0) and np.all(fw == np.floor(fw)) and np.all(np.isfinite(fv))):
+            for gi, a in enumerate(arrs):  # name the offending group
+                w, v = a[:, 0], a[:, 1]
+                if not (np.all(w >= 0) and np.all(w == np.floor(w))):
+                    raise ValueError(
+                        f"group {gi}: item weights must be whole numbers >= 0, got {w.tolist()}"
+                    )
+                if not np.all(np.isfinite(v)):
+                    raise ValueError(f"group {gi}: item values must be finite, got {v.tolist()}")
+    ws = [a[:, 0].astype(np.int64) for a in arrs]
+    vs = [a[:, 1] for a in arrs]
+    return solve_mckp_arrays(ws, vs, capacity)
+
+
+def solve_mckp_arrays(
+    ws: Sequence[np.ndarray], vs: Sequence[np.ndarray], capacity: int
+) -> MckpResult:
+    """:func:`solve_mckp` on pre-validated arrays: ``ws[g]`` integer weights (>= 0) and
+    ``vs[g]`` finite values of group ``g``'s items. No input checks (the hot path of Aryl)."""
+    G = len(ws)
+    if G == 0:
+        return MckpResult(0.0, [], 0)
     cap = max(int(capacity), 0)
-    max_total = sum(max((int(w) for w, _ in items), default=0) for items in groups)
-    C = min(cap, max_total)
+    max_total = int(sum(int(w.max()) for w in ws if len(w)))
+    if cap >= max_total:
+        # Every group's heaviest item fits at once: groups are independent, take each group's
+        # best item (first maximum; "no item" when no value is positive).
+        choice = []
+        for v in vs:
+            i = int(np.argmax(v)) if len(v) else -1
+            choice.append(i if i >= 0 and v[i] > 0 else -1)
+        total_v = float(sum(vs[g][i] for g, i in enumerate(choice) if i >= 0))
+        total_w = int(sum(ws[g][i] for g, i in enumerate(choice) if i >= 0))
+        return MckpResult(total_v, choice, total_w)
+    C = cap
     dp = np.zeros(C + 1, dtype=np.float64)
     pick = np.full((G, C + 1), -1, dtype=np.int32)
-    for gi, items in enumerate(groups):
+    for gi in range(G):
+        w, v = ws[gi], vs[gi]
         best = dp.copy()
         arg = pick[gi]
-        for ii, (w, v) in enumerate(items):
-            w = int(w)
-            if w > C:
+        for ii in range(len(w)):
+            wi = int(w[ii])
+            if wi > C:
                 continue
-            cand = dp[: C + 1 - w] + float(v)
-            tail = best[w:]
+            # capacities c >= wi: take item ii on top of the previous groups' best at c - wi;
+            # replace only when strictly better, so "no item", lighter and lower-index items
+            # win ties.
+            cand = dp[: C + 1 - wi] + float(v[ii])
+            tail = best[wi:]
             better = cand > tail
-            if better.any():
-                tail[better] = cand[better]
-                arg[w:][better] = ii
+            np.copyto(tail, cand, where=better)
+            arg[wi:][better] = ii
         dp = best
     # Backtrack from the full capacity.
     choice = [-1] * G
@@ -96,7 +129,7 @@ def solve_mckp(groups: Sequence[Sequence[Item]], capacity: int) -> MckpResult:
         ii = int(pick[gi, c])
         choice[gi] = ii
         if ii >= 0:
-            w = int(groups[gi][ii][0])
+            w = int(ws[gi][ii])
             c -= w
             weight += w
     return MckpResult(float(dp[C]), choice, weight)

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -136,7 +136,9 @@ def reclaim_preemptions(inst: ReclaimInstance | ClusterView, servers: Iterable[i
 
 
 def _preempted(inst: ReclaimInstance, j: int, removed: int) -> bool:
-    return removed > 0 and not (inst.elastic.get(j, False) and inst.workers[j] - removed >= inst.w_min[j])
+    return removed > 0 and not (
+        inst.elastic.get(j, False) and inst.workers[j] - removed >= inst.w_min[j]
+    )
 
 
 def _flex_only(inst: ReclaimInstance, s: int) -> bool:
@@ -158,6 +160,13 @@ def aryl_reclaim(inst: ReclaimInstance, n: int) -> list[int]:
     dead: set[int] = set()  # jobs marked for preemption
     taken: list[int] = []
     cand = sorted(inst.loaned)
+    # live busy GPUs per server (jobs not marked for preemption), updated as jobs die
+    busy = {s: inst.busy(s) for s in cand}
+    where: dict[int, list[int]] = {}
+    for s in cand:
+        for j in inst.srv_jobs.get(s, {}):
+            where.setdefault(j, []).append(s)
+    flex_only = [s for s in cand if _flex_only(inst, s)]
 
     def take(s: int) -> None:
         for j, k in inst.srv_jobs.get(s, {}).items():
@@ -166,33 +175,28 @@ def aryl_reclaim(inst: ReclaimInstance, n: int) -> list[int]:
             left[j] -= k
             if not (inst.elastic.get(j, False) and left[j] >= inst.w_min[j]):
                 dead.add(j)
+                gj = inst.g.get(j, 1)
+                for s2 in where[j]:
+                    busy[s2] -= inst.srv_jobs[s2][j] * gj
+            else:
+                busy[s] -= k * inst.g.get(j, 1)
         taken.append(s)
         cand.remove(s)
 
-    def live_busy(s: int) -> int:
-        return sum(k * inst.g.get(j, 1) for j, k in inst.srv_jobs.get(s, {}).items() if j not in dead)
-
     # (1) servers holding only flexible workers: scale-in without preemption.
-    while len(taken) < n:
+    while len(taken) < n and flex_only:
         best: tuple[float, int, int] | None = None
-        for s in cand:
-            if not _flex_only(inst, s):
-                continue
+        for s in flex_only:
             loss = 0.0
             for j, k in inst.srv_jobs.get(s, {}).items():
-                if j in dead:
-                    continue
                 w = left[j]
                 a = inst.time_one.get(j, 0.0)
-                if w - k <= 0:  # pragma: no cover - flexible workers never take a job below 1
-                    loss = math.inf
-                    break
-                loss += a / (w - k) - a / w
-            key = (loss, live_busy(s), s)
+                loss += a / (w - k) - a / w  # flexible workers never take a job below w_min >= 1
+            key = (loss, busy[s], s)
             if best is None or key < best:
                 best = key
-        if best is None:
-            break
+        assert best is not None
+        flex_only.remove(best[2])
         take(best[2])
     # (2) greedy lowest server preemption cost.
     while len(taken) < n:
@@ -204,7 +208,7 @@ def aryl_reclaim(inst: ReclaimInstance, n: int) -> list[int]:
                     continue
                 if not (inst.elastic.get(j, False) and left[j] - k >= inst.w_min[j]):
                     cost += 1
-            key = (cost, live_busy(s), s)
+            key = (cost, busy[s], s)
             if best2 is None or key < best2:
                 best2 = key
         assert best2 is not None
@@ -320,8 +324,11 @@ def random_instance(
     workers on training servers too; elastic jobs' flexible workers on servers apart from their
     base when ``group_flexible`` (paper 5.3). Built by filling servers to about ``fill``."""
     free = {s: gpus_per_server for s in range(n_servers)}
-    inst = ReclaimInstance(loaned=list(range(n_servers)), srv_jobs={s: {} for s in free},
-                           srv_flex={s: {} for s in free})
+    inst = ReclaimInstance(
+        loaned=list(range(n_servers)),
+        srv_jobs={s: {} for s in free},
+        srv_flex={s: {} for s in free},
+    )
     target = fill * gpus_per_server * n_servers
     used = 0
     j = 0
@@ -384,16 +391,16 @@ def overlap(a: Sequence[int], b: Sequence[int]) -> float:
 
 
 __all__ = [
-    "ReclaimInstance",
-    "instance_from_view",
-    "reclaim_preemptions",
-    "aryl_reclaim",
-    "optimal_reclaim",
-    "default_reclaim_instance",
-    "aryl_reclaim_view",
-    "optimal_reclaim_view",
-    "default_reclaim_view",
-    "random_instance",
-    "overlap",
     "RECLAIM_RULES",
+    "ReclaimInstance",
+    "aryl_reclaim",
+    "aryl_reclaim_view",
+    "default_reclaim_instance",
+    "default_reclaim_view",
+    "instance_from_view",
+    "optimal_reclaim",
+    "optimal_reclaim_view",
+    "overlap",
+    "random_instance",
+    "reclaim_preemptions",
 ]

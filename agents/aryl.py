@@ -1,0 +1,493 @@
+"""Aryl, the reference elastic scheduler with capacity loaning (paper sections 4-5; SPEC 3).
+
+Each round (``event_driven``: the simulator asks again at every event -- an arrival, a
+completion, a loan change or a change made by the previous decision -- and fast-forwards the
+rounds in between, where Aryl's decision would be the same):
+
+1. **Reclaim** (paper section 4), before the decision, when inference wants servers back:
+   :func:`aryl_gym.agents.reclaim.aryl_reclaim` (flexible-only servers first, then greedy lowest
+   server preemption cost). ``aryl-optimal-reclaim`` uses the exhaustive optimum where it is
+   small enough (else the heuristic); ``aryl-default-reclaim`` the simulator's default rule.
+2. **Loan**: every loanable server is accepted (``uses_loaning``).
+3. **Phase one** (paper 5.2): the inelastic workload first -- inelastic jobs and elastic jobs'
+   base demand ``w_min``. Running jobs keep their base allocation; their flexible workers are
+   re-decided in phase two, so phase one may use the GPUs they hold (the inelastic workload is
+   "the first class citizen"). Queued jobs are taken in order of predicted running time at base
+   demand on a V100 (``pred_remaining / rate(w_min, TRAIN)``), shortest first, ties by id; each
+   is admitted when its base fits (a best-fit trial placement on a copy of the free GPUs, with
+   the engine's ``best_fit``), otherwise skipped. Pools: type-specific jobs only on training
+   servers; type-agnostic jobs also on loaned inference servers, elastic ones preferring them
+   (paper 5.3), inelastic ones preferring training servers.
+4. **Phase two** (paper 5.2, Appendix D): a multiple-choice knapsack over the GPUs left, solved
+   exactly by :func:`aryl_gym.agents.knapsack.solve_mckp`, separately per pool [ours: flexible
+   workers stay in the GPU type of the job's base workers]. One group per elastic job with
+   ``w_max > w_min`` (running ones included, in their current pool; newly admitted ones in
+   their chosen pool); item ``k`` = ``k`` extra workers, weight ``k * g`` GPUs, value
+   ``T(w_min) - T(w_min + k)`` seconds with ``T(w) = pred_remaining / rate(w, pool)``.
+   The paper re-solves every round: a running job may scale in when it gets fewer extra workers
+   than it has (no hysteresis; each change costs the scaling overhead).
+5. **Placement** by the shared engine with ``group_flexible`` (paper 5.3).
+
+**Placeability [ours].** Phase two's capacity is a GPU count, but a worker needs ``g`` GPUs on one
+server, and flexible workers on inference servers must avoid the job's base servers. The
+decision is therefore replayed on a copy of the cluster with the engine's own rules (scale-ins
+first, then best-fit decreasing by per-worker size, the same pool and group tiers) and every
+target is cut to what that trial placed. If a base admitted in phase one no longer fits (flexible
+workers of running jobs stand where the phase-one trial expected free GPUs), phase two is redone
+for that pool without growth, then with every elastic job of the pool at ``w_min``; a base that
+still does not fit waits for the next round. So the engine reports no unplaced targets, and
+the inelastic workload keeps its priority.
+
+Variants (registry names):
+
+* ``aryl`` -- all of the above;
+* ``aryl-noloan`` -- no capacity loaning (``uses_loaning`` False): training servers only;
+* ``aryl-noelastic`` -- no elastic scaling: elastic jobs are treated like inelastic ones at their
+  requested size ``w_max`` (as Baseline runs them) and phase two is skipped. This is our reading
+  of the paper's "without elastic scaling" ablation (section 7.3: loaning alone). The simulator's
+  reclaim still scales an elastic job in rather than preempting it (the job model is elastic);
+  the scheduler never grows it back;
+* ``aryl-nogroup`` -- no special placement of elastic jobs (paper Table 6): they prefer
+  training servers like inelastic jobs and flexible workers are not grouped apart;
+* ``aryl-trainfirst`` [ours] -- as ``aryl`` but elastic type-agnostic jobs prefer training
+  servers (V100) and use loaned T4 servers only when the training pool cannot host them (flexible
+  workers on loaned servers stay grouped). The paper prefers inference servers for elastic jobs
+  (5.3); with T4 at about 1/3 of a V100 that costs running time whenever V100s are free;
+* ``aryl-optimal-reclaim`` -- exhaustive optimal reclaim (heuristic above 200,000 subsets);
+* ``aryl-default-reclaim`` -- the simulator's default reclaim (fewest busy GPUs first).
+
+What we measure (``aryl-gym compare``, seeds 0-2; see the helper report for the full tables):
+on ``basic`` Aryl cuts average queuing 41x but average JCT only to 0.89x of Baseline's, and
+``sjf`` alone gets the same (0.89x). In our model an elastic job's work is defined at ``w_max``
+(its request), so elasticity and slow loaned T4s can only make a job start earlier, never run
+faster than Baseline runs it: Aryl's JCT gain is bounded by Baseline's queuing share of JCT
+(``basic``: 1 - 1,860 / 15,949 = 0.883; Aryl reaches 0.894). On ``ideal`` Baseline barely
+queues (44 s) and preferring T4 servers for elastic jobs costs running time (JCT 1.29x
+Baseline's); ``aryl-trainfirst`` matches Baseline there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from aryl_gym.agents.base import BasePolicy, register
+from aryl_gym.agents.knapsack import solve_mckp_arrays
+from aryl_gym.agents.reclaim import aryl_reclaim_view, default_reclaim_view, optimal_reclaim_view
+
+from aryl_gym.sim.jobs import JobState
+from aryl_gym.sim.placement import best_fit
+from aryl_gym.sim.view import INFER, TRAIN, ClusterView, Decision, PlacementOptions
+
+_GS = (1, 2, 4, 8)
+_RUNNING = int(JobState.RUNNING)
+_QUEUED = int(JobState.QUEUED)
+
+
+@dataclass
+class ArylStats:
+    """Per-episode counters for benchmarks and reports."""
+
+    knapsack_s: list[float] = field(default_factory=list)  # wall seconds per MCKP solve round
+    knapsack_groups: list[int] = field(default_factory=list)
+    repairs: int = 0  # rounds that needed the placeability repair
+    waited: int = 0  # admitted bases that could not be placed after repair
+
+
+def _fill(
+    free: np.ndarray, cap: np.ndarray, cand: np.ndarray, g: int, need: int
+) -> list[tuple[int, int]]:
+    """Best-fit ``need`` workers of ``g`` GPUs onto ``cand`` servers (as the engine's ``_plan``),
+    as many as fit; ``free`` is updated in place. Returns ``[(server, workers), ...]``."""
+    plan: list[tuple[int, int]] = []
+    while need > 0:
+        s = best_fit(free, cap, cand, g)
+        if s < 0:
+            break
+        k = min(need, int(free[s]) // g)
+        free[s] -= k * g
+        plan.append((s, k))
+        need -= k
+    return plan
+
+
+class ArylPolicy(BasePolicy):
+    """Aryl (module docstring). Construct variants with the keyword arguments.
+
+    Args:
+        name: registry name.
+        loaning: accept loaned inference servers.
+        elastic: run phase two (elastic scaling); off = elastic jobs at ``w_max``.
+        group: ``PlacementOptions(elastic_prefer_inference=group, group_flexible=group)``.
+        reclaim: ``"aryl"``, ``"optimal"`` or ``"default"``.
+        prefer_inference: elastic type-agnostic jobs prefer loaned inference servers (default:
+            as ``group``); ``False`` with ``group`` on is the ``aryl-trainfirst`` variant.
+    """
+
+    event_driven = True
+
+    def __init__(
+        self,
+        name: str = "aryl",
+        loaning: bool = True,
+        elastic: bool = True,
+        group: bool = True,
+        reclaim: str = "aryl",
+        prefer_inference: bool | None = None,
+    ):
+        if reclaim not in ("aryl", "optimal", "default"):
+            raise ValueError(f"reclaim rule {reclaim!r}; use 'aryl', 'optimal' or 'default'")
+        self.name = name
+        self.uses_loaning = loaning
+        self.elastic_scaling = elastic
+        prefer = group if prefer_inference is None else prefer_inference
+        self.placement = PlacementOptions(elastic_prefer_inference=prefer, group_flexible=group)
+        self.reclaim_rule = reclaim
+        self.stats = ArylStats()
+        self._jobs_ref: object = None
+
+    # ------------------------------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> None:
+        self.stats = ArylStats()
+        self._jobs_ref = None
+
+    def reclaim(self, view: ClusterView, n: int) -> Sequence[int] | None:
+        if self.reclaim_rule == "aryl":
+            return aryl_reclaim_view(view, n)
+        if self.reclaim_rule == "optimal":
+            return optimal_reclaim_view(view, n)
+        return default_reclaim_view(view, n)
+
+    # ------------------------------------------------------------------------------------------
+    def _static(self, view: ClusterView) -> None:
+        """Per-trace arrays (built once per episode)."""
+        if self._jobs_ref is view.jobs:
+            return
+        jobs = view.jobs
+        self._jobs_ref = jobs
+        self._item_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self.g = np.array([j.g for j in jobs], dtype=np.int64)
+        self.w_min = np.array([j.w_min for j in jobs], dtype=np.int64)
+        self.w_max = np.array([j.w_max for j in jobs], dtype=np.int64)
+        self.elastic = np.array([j.elastic for j in jobs], dtype=bool)
+        self.ta = np.array([j.type_agnostic for j in jobs], dtype=bool)
+        # rate of one worker per pool (V100 worker-seconds per second)
+        self.rate1 = np.array(
+            [[view.rate(j.id, 1, TRAIN), view.rate(j.id, 1, INFER)] for j in jobs], dtype=np.float64
+        ).reshape(len(jobs), 2)
+
+    def _base(self, j: int) -> int:
+        return int(self.w_min[j]) if self.elastic_scaling else int(self.w_max[j])
+
+    def _pool_order(self, j: int, infer_ok: bool) -> tuple[int, ...]:
+        if not (self.ta[j] and infer_ok):
+            return (TRAIN,)
+        if self.elastic[j] and self.placement.elastic_prefer_inference:
+            return (INFER, TRAIN)
+        return (TRAIN, INFER)
+
+    # ------------------------------------------------------------------------------------------
+    def decide(self, view: ClusterView) -> Decision:
+        self._static(view)
+        cap = np.asarray(view.srv_cap)
+        masks = {
+            TRAIN: np.asarray(view.usable(TRAIN)).copy(),
+            INFER: np.asarray(view.usable(INFER)).copy(),
+        }
+        infer_ok = bool(masks[INFER].any())
+        running = view.running()
+
+        # ---------------- phase one: the inelastic workload ----------------
+        trial = np.asarray(view.srv_free, dtype=np.int64).copy()
+        if self.elastic_scaling:
+            trial += np.asarray(view.srv_flex_gpus, dtype=np.int64)  # flexible demand is re-decided
+        admitted: list[int] = []
+        pool_of: dict[int, int] = {}
+        q = np.asarray(view.queued(), dtype=np.int64)
+        if len(q) and trial.any():
+            base = self.w_min[q] if self.elastic_scaling else self.w_max[q]
+            t_base = np.asarray(view.pred_remaining)[q] / (base * self.rate1[q, TRAIN])
+            q = q[np.lexsort((q, t_base))]
+            base = self.w_min[q] if self.elastic_scaling else self.w_max[q]
+            gq = self.g[q]
+            # workers of each size that fit per pool now (fragmentation aware; exact feasibility
+            # test for w identical workers: sum over servers of floor(free / g) >= w)
+            cnt = {p: {g: int((trial[masks[p]] // g).sum()) for g in _GS} for p in (TRAIN, INFER)}
+            gi = np.searchsorted(np.array(_GS), gq)
+            c_tr = np.array([cnt[TRAIN][g] for g in _GS])[gi]
+            c_in = (
+                np.array([cnt[INFER][g] for g in _GS])[gi]
+                if infer_ok
+                else np.zeros(len(q), np.int64)
+            )
+            maybe = (c_tr >= base) | (self.ta[q] & (c_in >= base))
+            # Counts only shrink as bases are admitted, so jobs that do not fit now never will
+            # this round: the Python loop runs over candidates only.
+            for j, b, g in zip(q[maybe].tolist(), base[maybe].tolist(), gq[maybe].tolist()):
+                for p in self._pool_order(j, infer_ok):
+                    if cnt[p][g] < b:
+                        continue
+                    _fill(trial, cap, masks[p], g, b)
+                    admitted.append(j)
+                    pool_of[j] = p
+                    m = masks[p]
+                    cnt[p] = {gg: int((trial[m] // gg).sum()) for gg in _GS}
+                    break
+                if cnt[TRAIN][1] == 0 and cnt[INFER][1] == 0:
+                    break
+
+        targets: dict[int, int] = {j: self._base(j) for j in admitted}
+        pools_now = np.asarray(view.pool)
+        workers_now = np.asarray(view.workers)
+        if not self.elastic_scaling:
+            final, waited = self._validate(view, targets, pool_of, admitted, running, strict=True)
+            self.stats.waited += len(waited)
+            return Decision(
+                targets=final, pools={j: pool_of[j] for j in final if j in pool_of}, order=admitted
+            )
+
+        # ---------------- phase two: the multiple-choice knapsack per pool ----------------
+        elastic_jobs: list[tuple[int, int]] = []  # (job, pool)
+        for j in running:
+            if self.elastic[j]:
+                elastic_jobs.append((j, int(pools_now[j])))
+                targets[j] = int(self.w_min[j])
+        for j in admitted:
+            if self.elastic[j]:
+                elastic_jobs.append((j, pool_of[j]))
+        extra = self._knapsack(view, elastic_jobs, trial, masks)
+        for j, k in extra.items():
+            targets[j] += k
+
+        # ---------------- placeability: replay on a copy with the engine's rules -------------
+        order = admitted + [j for j in running if self.elastic[j]]
+        final, waited = self._validate(view, targets, pool_of, order, running, strict=False)
+        if waited:
+            self.stats.repairs += 1
+            bad_pools = {pool_of[j] for j in waited}
+            for step in (1, 2):
+                t2 = dict(targets)
+                for j, p in elastic_jobs:
+                    if p not in bad_pools:
+                        continue
+                    if step == 1 and j in pool_of:
+                        t2[j] = int(self.w_min[j])
+                    elif step == 1:
+                        t2[j] = min(t2[j], int(workers_now[j]))
+                    else:
+                        t2[j] = int(self.w_min[j])
+                final, waited = self._validate(view, t2, pool_of, order, running, strict=False)
+                if not waited:
+                    break
+            self.stats.waited += len(waited)
+        # Running jobs whose target equals what they have need not be listed.
+        final = {j: t for j, t in final.items() if j in pool_of or t != int(workers_now[j])}
+        return Decision(
+            targets=final, pools={j: pool_of[j] for j in final if j in pool_of}, order=order
+        )
+
+    # ------------------------------------------------------------------------------------------
+    def _knapsack(
+        self,
+        view: ClusterView,
+        elastic_jobs: list[tuple[int, int]],
+        trial: np.ndarray,
+        masks: dict[int, np.ndarray],
+    ) -> dict[int, int]:
+        """Phase two: extra workers per elastic job, by an exact MCKP per pool (paper App. D)."""
+        out: dict[int, int] = {}
+        tic = time.perf_counter()
+        ngroups = 0
+        pred = np.asarray(view.pred_remaining)
+        for p in (TRAIN, INFER):
+            members = [j for j, pj in elastic_jobs if pj == p and self.w_max[j] > self.w_min[j]]
+            if not members:
+                continue
+            capacity = int(trial[masks[p]].sum())
+            if capacity <= 0:
+                continue
+            ws: list[np.ndarray] = []
+            vs: list[np.ndarray] = []
+            for j in members:
+                w_gpu, gain = self._items(view, j, p)
+                ws.append(w_gpu)
+                vs.append(float(pred[j]) * gain)
+            res = solve_mckp_arrays(ws, vs, capacity)
+            ngroups += len(ws)
+            for j, c in zip(members, res.choice):
+                if c >= 0:
+                    out[j] = c + 1
+        self.stats.knapsack_s.append(time.perf_counter() - tic)
+        self.stats.knapsack_groups.append(ngroups)
+        return out
+
+    def _items(self, view: ClusterView, j: int, p: int) -> tuple[np.ndarray, np.ndarray]:
+        """Static part of job ``j``'s knapsack items on pool ``p``: weights ``k * g`` (GPUs) and
+        ``1 / rate(w_min) - 1 / rate(w_min + k)`` (s per unit of work), k = 1..w_max-w_min.
+        Times the predicted remaining work, the second is ``T(w_min) - T(w_min + k)``."""
+        key = (j, p)
+        hit = self._item_cache.get(key)
+        if hit is None:
+            wmin, wmax, g = int(self.w_min[j]), int(self.w_max[j]), int(self.g[j])
+            inv = np.array([1.0 / view.rate(j, w, p) for w in range(wmin, wmax + 1)])
+            hit = (np.arange(1, wmax - wmin + 1, dtype=np.int64) * g, inv[0] - inv[1:])
+            self._item_cache[key] = hit
+        return hit
+
+    # ------------------------------------------------------------------------------------------
+    def _validate(
+        self,
+        view: ClusterView,
+        targets: dict[int, int],
+        pool_of: dict[int, int],
+        order: list[int],
+        running: list[int],
+        strict: bool,
+    ) -> tuple[dict[int, int], list[int]]:
+        """Replay the decision with the placement engine's rules on copies of the free GPUs.
+
+        Mirrors :func:`aryl_gym.sim.placement.apply_decision`: scale-ins first (flexible workers
+        from loaned servers first, then fewest workers), then growth by best-fit decreasing
+        (per-worker GPUs descending, then ``order``, then id), each queued job's base then its
+        flexible workers (apart from its base servers on loaned servers when grouping).
+
+        Returns (targets cut to what was placed, queued jobs whose base did not fit). With
+        ``strict`` a queued job is started only at its full target.
+        """
+        free = np.asarray(view.srv_free, dtype=np.int64).copy()
+        base_g = np.asarray(view.srv_base_gpus, dtype=np.int64).copy()
+        cap = np.asarray(view.srv_cap)
+        loaned = np.asarray(view.srv_loaned)
+        masks = {TRAIN: np.asarray(view.usable(TRAIN)), INFER: np.asarray(view.usable(INFER))}
+        workers = np.asarray(view.workers)
+        state = np.asarray(view.state)
+        grouped_opt = self.placement.group_flexible
+        out = dict(targets)
+        places: dict[int, tuple[dict[int, int], dict[int, int]]] = {}
+        # 1. releases
+        for j in sorted(targets):
+            if state[j] != _RUNNING:
+                continue
+            t, cur = targets[j], int(workers[j])
+            if t < cur:
+                b, f = view.placement(j)
+                places[j] = (b, f)
+                g = int(self.g[j])
+                k = cur - t
+                for s, have in sorted(f.items(), key=lambda kv: (not loaned[kv[0]], kv[1], kv[0])):
+                    if k == 0:
+                        break
+                    r = min(k, have)
+                    free[s] += r * g
+                    k -= r
+        # 2. growth
+        prio = {j: i for i, j in enumerate(order)}
+        far = len(prio)
+        grow = [
+            j
+            for j, t in targets.items()
+            if (state[j] == _RUNNING and t > workers[j]) or (state[j] == _QUEUED and t > 0)
+        ]
+        grow.sort(key=lambda j: (-int(self.g[j]), prio.get(j, far), j))
+        waited: list[int] = []
+        for j in grow:
+            g = int(self.g[j])
+            t = targets[j]
+            if state[j] == _RUNNING:
+                p = int(view.pool[j])
+                own = list(places[j][0]) if j in places else list(view.placement(j)[0])
+                got = self._place_flex(
+                    free, base_g, cap, masks[p], p, j, g, t - int(workers[j]), own, grouped_opt
+                )
+                out[j] = int(workers[j]) + got
+                continue
+            p = pool_of[j]
+            wmin = int(self.w_min[j])
+            m = masks[p]
+            if int((free[m] // g).sum()) < wmin:
+                waited.append(j)
+                del out[j]
+                continue
+            snap = free.copy() if strict else None
+            plan = _fill(free, cap, m, g, wmin)
+            for s, k in plan:
+                base_g[s] += k * g
+            got = self._place_flex(
+                free, base_g, cap, m, p, j, g, t - wmin, [s for s, _ in plan], grouped_opt
+            )
+            if strict and got < t - wmin:
+                assert snap is not None
+                free[:] = snap
+                for s, k in plan:
+                    base_g[s] -= k * g
+                waited.append(j)
+                del out[j]
+                continue
+            out[j] = wmin + got
+        return out, waited
+
+    def _place_flex(
+        self,
+        free: np.ndarray,
+        base_g: np.ndarray,
+        cap: np.ndarray,
+        usable: np.ndarray,
+        p: int,
+        j: int,
+        g: int,
+        n: int,
+        own_base: list[int],
+        grouped_opt: bool,
+    ) -> int:
+        """Place up to ``n`` flexible workers as the engine's ``_plan`` does; returns how many."""
+        if n <= 0:
+            return 0
+        if grouped_opt and p == INFER and bool(self.elastic[j]):
+            allowed = usable.copy()
+            allowed[own_base] = False
+            tiers = (allowed & (base_g == 0), allowed & (base_g > 0))
+        else:
+            tiers = (usable,)
+        got = 0
+        for cand in tiers:
+            if got == n:
+                break
+            got += sum(k for _, k in _fill(free, cap, cand, g, n - got))
+        return got
+
+
+@register("aryl")
+def _aryl() -> BasePolicy:
+    return ArylPolicy("aryl")
+
+
+@register("aryl-noloan")
+def _aryl_noloan() -> BasePolicy:
+    return ArylPolicy("aryl-noloan", loaning=False)
+
+
+@register("aryl-noelastic")
+def _aryl_noelastic() -> BasePolicy:
+    return ArylPolicy("aryl-noelastic", elastic=False)
+
+
+@register("aryl-nogroup")
+def _aryl_nogroup() -> BasePolicy:
+    return ArylPolicy("aryl-nogroup", group=False)
+
+
+@register("aryl-trainfirst")
+def _aryl_trainfirst() -> BasePolicy:
+    return ArylPolicy("aryl-trainfirst", prefer_inference=False)
+
+
+@register("aryl-optimal-reclaim")
+def _aryl_opt() -> BasePolicy:
+    return ArylPolicy("aryl-optimal-reclaim", reclaim="optimal")
+
+
+@register("aryl-default-reclaim")
+def _aryl_def() -> BasePolicy:
+    return ArylPolicy("aryl-default-reclaim", reclaim="default")

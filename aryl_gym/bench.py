@@ -1,0 +1,151 @@
+"""Benchmarks behind ``aryl-gym bench`` (SPEC 8).
+
+A benchmark is a function ``fn(quick: bool) -> list[dict]`` registered in :data:`BENCHMARKS`
+under a name; each returns rows (dicts with the same keys) that ``aryl-gym bench`` prints as one
+table per benchmark. To add one, append ``Benchmark(name, title, fn)`` to :data:`BENCHMARKS`
+(or call :func:`register`) in this module.
+
+Built in:
+
+* ``sim`` -- whole episodes: scenario, policy, rounds, jobs, wall seconds (and CPU seconds of
+  this process, which a busy machine does not inflate), simulated seconds per wall second, mean
+  decision time per decision round (ms); fifo and aryl on tiny, testbed, basic
+  and (unless quick) production. Target: production under aryl in under 60 s on one core.
+* ``knapsack`` -- Aryl's phase-two knapsack time per round at production size (ms): the mean,
+  p99 and max over the decision rounds of a production episode (or testbed when quick), and a
+  synthetic tight instance (every GPU of the production cluster, 300 elastic jobs).
+* ``env`` and ``pollux`` -- :mod:`aryl_gym.bench_env` and :mod:`aryl_gym.bench_pollux` when
+  those modules are present (skipped with ``--quick``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Rows = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    title: str
+    fn: Callable[[bool], Rows]
+
+
+BENCHMARKS: list[Benchmark] = []
+
+
+def register(name: str, title: str) -> Callable[[Callable[[bool], Rows]], Callable[[bool], Rows]]:
+    def deco(fn: Callable[[bool], Rows]) -> Callable[[bool], Rows]:
+        BENCHMARKS.append(Benchmark(name, title, fn))
+        return fn
+
+    return deco
+
+
+def run_episode(scenario: str, policy: str, seed: int = 0) -> tuple[dict[str, Any], Any]:
+    """One episode; returns (row, policy object)."""
+    from aryl_gym.agents import make_policy
+    from aryl_gym.scenario import make_episode
+
+    ep = make_episode(scenario, seed)
+    sim = ep.simulator()
+    pol = make_policy(policy)
+    tic, cpu0 = time.perf_counter(), time.process_time()
+    res = sim.run(pol)
+    wall = time.perf_counter() - tic
+    cpu = time.process_time() - cpu0
+    row = {
+        "scenario": scenario,
+        "policy": policy,
+        "rounds": res.rounds,
+        "decision rounds": res.decision_rounds,
+        "jobs": res.jobs_total,
+        "wall s": wall,
+        "cpu s": cpu,
+        "sim s / wall s": res.sim_seconds / wall if wall > 0 else float("inf"),
+        "decision ms": res.decision_ms_mean,
+    }
+    return row, pol
+
+
+@register("sim", "whole episodes (target: production under aryl < 60 s on one core)")
+def bench_sim(quick: bool) -> Rows:
+    scenarios = ["tiny", "testbed", "basic"] + ([] if quick else ["production"])
+    rows: Rows = []
+    for sc in scenarios:
+        for pol in ("fifo", "aryl"):
+            rows.append(run_episode(sc, pol)[0])
+    return rows
+
+
+def _knapsack_stats(label: str, secs: list[float], groups: list[int]) -> dict[str, Any]:
+    ms = np.asarray(secs) * 1000.0
+    return {
+        "case": label,
+        "solves": len(ms),
+        "groups (mean)": float(np.mean(groups)) if groups else 0.0,
+        "ms mean": float(ms.mean()) if len(ms) else 0.0,
+        "ms p99": float(np.percentile(ms, 99)) if len(ms) else 0.0,
+        "ms max": float(ms.max()) if len(ms) else 0.0,
+    }
+
+
+@register("knapsack", "Aryl's phase-two knapsack per round (ms)")
+def bench_knapsack(quick: bool) -> Rows:
+    from aryl_gym.agents.knapsack import solve_mckp_arrays
+
+    rows: Rows = []
+    sc = "testbed" if quick else "production"
+    _, pol = run_episode(sc, "aryl")
+    rows.append(
+        _knapsack_stats(
+            f"{sc} episode, per decision round", pol.stats.knapsack_s, pol.stats.knapsack_groups
+        )
+    )
+    # Synthetic tight instance at production size: 300 elastic jobs of 1-4 GPUs per worker with
+    # 4-32 GPUs each, capacity = 2,048 training GPUs (less than their flexible demand).
+    rng = np.random.default_rng(0)
+    ws, vs = [], []
+    for _ in range(300):
+        g = int(rng.choice([1, 2, 4]))
+        wmax = max(int(rng.choice([4, 8, 16, 32])) // g, 2)
+        wmin = max(1, wmax // 2)
+        R = float(rng.uniform(1e3, 1e6))
+        k = np.arange(1, wmax - wmin + 1)
+        ws.append(k * g)
+        vs.append(R / wmin - R / (wmin + k))
+    secs = []
+    for _ in range(3 if quick else 10):
+        tic = time.perf_counter()
+        solve_mckp_arrays(ws, vs, 2048)
+        secs.append(time.perf_counter() - tic)
+    rows.append(_knapsack_stats("synthetic: 300 jobs, 2,048 GPUs", secs, [300] * len(secs)))
+    return rows
+
+
+@register("env", "environment steps per second (aryl_gym.bench_env)")
+def bench_env_rows(quick: bool) -> Rows:
+    if quick:
+        return []
+    try:
+        from aryl_gym.bench_env import bench_env
+    except ModuleNotFoundError:
+        return []
+    return bench_env()
+
+
+@register("pollux", "Pollux decision time (aryl_gym.bench_pollux)")
+def bench_pollux_rows(quick: bool) -> Rows:
+    if quick:
+        return []
+    try:
+        from aryl_gym.bench_pollux import bench_pollux
+    except ModuleNotFoundError:
+        return []
+    return bench_pollux()

@@ -1,0 +1,45 @@
+"""``aryl-gym bench``: the SPEC 8 performance table (see :mod:`aryl_gym.bench`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+NAME = "bench"
+HELP = "benchmarks: episode wall time per scenario and policy, knapsack ms per round, ..."
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--quick", action="store_true", help="small scenarios only (no production, env, pollux)"
+    )
+    p.add_argument("--only", default=None, help="comma-separated benchmark names (default all)")
+    p.add_argument("--json", action="store_true", help="print one JSON object {name: rows}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from aryl_gym.bench import BENCHMARKS
+    from aryl_gym.commands._common import table
+
+    names = [b.name for b in BENCHMARKS]
+    only = [s.strip() for s in args.only.split(",")] if args.only else names
+    bad = [s for s in only if s not in names]
+    if bad:
+        raise ValueError(f"unknown benchmark(s) {', '.join(bad)}; known: {', '.join(names)}")
+    out = {}
+    for b in BENCHMARKS:
+        if b.name not in only:
+            continue
+        print(f"running {b.name} ...", file=sys.stderr, flush=True)
+        rows = b.fn(args.quick)
+        out[b.name] = rows
+        if args.json or not rows:
+            continue
+        print(f"## {b.name}: {b.title}")
+        header = list(rows[0])
+        print(table([[r.get(h) for h in header] for r in rows], header))
+        print()
+    if args.json:
+        print(json.dumps(out, default=float))
+    return 0

@@ -1,0 +1,178 @@
+"""``aryl-gym compare``: several policies on one scenario over several seeds, side by side.
+
+Prints the SPEC 5 metrics (mean over seeds) per policy and their ratios to the first policy.
+``--json`` prints one object: ``{"rows": [{"policy", "seed", <metrics>}...], "ratios": {policy:
+{metric: mean(policy) / mean(first)}}}``. A ratio below 1 on a time metric means the policy is
+faster than the first one (the paper's "1.53x lower queuing time" is ``1 / ratio``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from typing import Any
+
+from aryl_gym.commands._common import add_scenario_args, fmt_num, seeds_arg, table
+
+NAME = "compare"
+HELP = "run several policies on one scenario and seeds; table of SPEC 5 metrics and ratios"
+
+#: SPEC 5 metrics, in table order.
+METRICS = [
+    "avg_jct",
+    "median_jct",
+    "p95_jct",
+    "avg_queue_time",
+    "p95_queue_time",
+    "total_wait_time",
+    "makespan",
+    "train_util",
+    "combined_usage",
+    "loaned_gpu_hours_offered",
+    "loaned_gpu_hours_used",
+    "preemptions",
+    "preemption_ratio",
+    "scaling_events",
+    "decision_ms_mean",
+    "decision_ms_max",
+    "jct_lower_bound",
+    "mean_slowdown",
+    "jobs_completed",
+    "jobs_unfinished",
+    "wall_s",
+]
+
+#: columns of the text table (all metrics are in the JSON)
+TABLE = [
+    "avg_jct",
+    "median_jct",
+    "p95_jct",
+    "avg_queue_time",
+    "p95_queue_time",
+    "train_util",
+    "combined_usage",
+    "loaned_gpu_hours_used",
+    "preemption_ratio",
+    "scaling_events",
+    "decision_ms_mean",
+    "jobs_unfinished",
+]
+
+SHORT = {
+    "avg_jct": "avg JCT",
+    "median_jct": "med JCT",
+    "p95_jct": "p95 JCT",
+    "avg_queue_time": "avg queue",
+    "p95_queue_time": "p95 queue",
+    "train_util": "train util",
+    "combined_usage": "usage",
+    "loaned_gpu_hours_used": "loan GPU-h",
+    "preemption_ratio": "preempt",
+    "scaling_events": "scalings",
+    "decision_ms_mean": "dec ms",
+    "jobs_unfinished": "unfinished",
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_scenario_args(p, default="basic")
+    p.add_argument(
+        "--policies",
+        default="fifo,aryl",
+        help="comma-separated policy names; the first is the reference",
+    )
+    p.add_argument(
+        "--seeds", type=seeds_arg, default=[0], help="seeds like 0,1,2 or 0-4 (default 0)"
+    )
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    from aryl_gym.commands.simulate import add_trace_args
+
+    add_trace_args(p)
+
+
+def _mean(vals: list[Any]) -> float:
+    xs = [float(v) for v in vals if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def summarize(
+    rows: list[dict[str, Any]], policies: list[str]
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """(means per policy and metric, ratios mean(policy) / mean(first policy))."""
+    means: dict[str, dict[str, float]] = {}
+    for p in policies:
+        mine = [r for r in rows if r["policy"] == p]
+        means[p] = {m: _mean([r.get(m) for r in mine]) for m in METRICS}
+    ref = means[policies[0]]
+    ratios: dict[str, dict[str, float]] = {}
+    for p in policies:
+        ratios[p] = {}
+        for m in METRICS:
+            a, b = means[p][m], ref[m]
+            ratios[p][m] = a / b if b and math.isfinite(a) and math.isfinite(b) else float("nan")
+    return means, ratios
+
+
+def run(args: argparse.Namespace) -> int:
+    from aryl_gym.agents import make_policy
+    from aryl_gym.commands.simulate import load_episode
+
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not policies:
+        raise ValueError("--policies: give at least one policy name, e.g. fifo,aryl")
+    for p in policies:
+        make_policy(p)  # unknown names fail before any run, listing the known ones
+    rows: list[dict[str, Any]] = []
+    total = len(policies) * len(args.seeds)
+    i = 0
+    for seed in args.seeds:
+        ep = load_episode(args, seed)
+        for name in policies:
+            i += 1
+            tic = time.perf_counter()
+            res = ep.simulator().run(make_policy(name))
+            d = res.to_dict()
+            rows.append({"policy": name, "seed": seed, **{m: d.get(m) for m in METRICS}})
+            if not args.quiet:
+                print(
+                    f"[{i}/{total}] {res.scenario} seed {seed} {name}: avg JCT {fmt_num(res.avg_jct)} s, "
+                    f"avg queue {fmt_num(res.avg_queue_time)} s, {time.perf_counter() - tic:.1f} s wall",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    means, ratios = summarize(rows, policies)
+    if args.json:
+        clean = lambda v: None if isinstance(v, float) and not math.isfinite(v) else v
+        out = {
+            "scenario": args.scenario,
+            "seeds": list(args.seeds),
+            "rows": [{k: clean(v) for k, v in r.items()} for r in rows],
+            "ratios": {p: {m: clean(v) for m, v in r.items()} for p, r in ratios.items()},
+        }
+        print(json.dumps(out))
+        return 0
+    seeds = ",".join(str(s) for s in args.seeds)
+    print(f"scenario {args.scenario}, seeds {seeds}: mean over seeds")
+    print(
+        table(
+            [[p, *[means[p][m] for m in TABLE]] for p in policies],
+            ["policy", *[SHORT[m] for m in TABLE]],
+        )
+    )
+    print()
+    print(f"ratio to {policies[0]} (policy / {policies[0]}; < 1 on times = faster)")
+    print(
+        table(
+            [[p, *[_ratio(ratios[p][m]) for m in TABLE]] for p in policies[1:]],
+            ["policy", *[SHORT[m] for m in TABLE]],
+        )
+    )
+    return 0
+
+
+def _ratio(v: float) -> str:
+    return "-" if not math.isfinite(v) else f"{v:.3f}"
