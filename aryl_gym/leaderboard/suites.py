@@ -4,7 +4,8 @@ A suite is a YAML file in ``configs/suites/`` (or any path)::
 
     name: quick
     description: testbed, 3 seeds, every reference policy and the shipped agent
-    scenarios: [testbed]          # names (configs/scenarios/NAME.yaml) or YAML paths
+    scenarios: [testbed]          # names (configs/scenarios/NAME.yaml), YAML paths, or
+                                  # {name: X, optional: true} (skipped with a note if unknown)
     seeds: [0, 1, 2]              # a list, or a string such as "0-4"
     baseline: fifo                # ratios in the table are relative to this policy
     env: aryl_gym/Aryl-v0         # the env through which learned agents act
@@ -26,9 +27,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from aryl_gym.config import ConfigError, configs_dir, load_scenario, load_yaml
 
@@ -83,6 +85,8 @@ class Suite:
     source: str = "<dict>"
     #: policies listed as optional that are not registered (skipped with a note)
     missing: tuple[str, ...] = ()
+    #: scenarios listed as optional that do not exist here (skipped with a note)
+    missing_scenarios: tuple[str, ...] = ()
 
     @property
     def policies(self) -> list[Entrant]:
@@ -92,7 +96,7 @@ class Suite:
     def agents(self) -> list[Entrant]:
         return [e for e in self.entrants if e.kind == "agent"]
 
-    def with_agents(self, extra: Mapping[str, str]) -> "Suite":
+    def with_agents(self, extra: Mapping[str, str]) -> Suite:
         """A copy with user agents ``{name: source}`` added (``--agent NAME=SOURCE``)."""
         names = {e.name for e in self.entrants}
         added = []
@@ -227,6 +231,48 @@ def _parse_agents(value: Any, source: str) -> list[Entrant]:
     return out
 
 
+def _parse_scenarios(value: Any, source: str, check: bool) -> tuple[list[str], list[str]]:
+    """Scenario entries: names or paths, or ``{name, optional}``; returns (kept, missing)."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{source}: scenarios must be a non-empty list of scenario names or paths")
+    entries: list[tuple[str, bool]] = []
+    for item in value:
+        if isinstance(item, str) and item:
+            entries.append((item, False))
+        elif isinstance(item, Mapping):
+            bad = sorted(set(item) - {"name", "optional"})
+            if bad:
+                raise ConfigError(
+                    f"{source}: unknown key '{bad[0]}' in a scenarios entry. Allowed keys: name, optional"
+                )
+            nm, opt = item.get("name"), item.get("optional", False)
+            if not isinstance(nm, str) or not nm or not isinstance(opt, bool):
+                raise ConfigError(f"{source}: a scenarios entry needs name (a string) and optional (true/false)")
+            entries.append((nm, opt))
+        else:
+            raise ConfigError(f"{source}: scenarios entries are names, paths or {{name, optional}}, got {item!r}")
+    names = [n for n, _ in entries]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ConfigError(f"{source}: scenarios has duplicates: {dup[0]!r}")
+    kept, missing = [], []
+    for nm, opt in entries:
+        if check:
+            try:
+                load_scenario(nm)
+            except ConfigError as exc:
+                if opt:
+                    missing.append(nm)
+                    continue
+                raise ConfigError(f"{source}: scenarios: {exc}") from None
+        kept.append(nm)
+    if not kept:
+        raise ConfigError(f"{source}: none of the suite's scenarios is available ({', '.join(missing)})")
+    return kept, missing
+
+
 def suite_from_dict(
     data: Any, source: str = "<dict>", allow_missing: bool = False, check_scenarios: bool = True
 ) -> Suite:
@@ -246,19 +292,7 @@ def suite_from_dict(
         if key not in data:
             raise ConfigError(f"{source}: missing key '{key}'")
     name = _check_name(data["name"], "name", source)
-    scen = data["scenarios"]
-    if isinstance(scen, str):
-        scen = [scen]
-    if not isinstance(scen, list) or not scen or not all(isinstance(s, str) and s for s in scen):
-        raise ConfigError(f"{source}: scenarios must be a non-empty list of scenario names or paths")
-    if len(set(scen)) != len(scen):
-        raise ConfigError(f"{source}: scenarios has duplicates: {scen}")
-    if check_scenarios:
-        for s in scen:
-            try:
-                load_scenario(s)
-            except ConfigError as exc:
-                raise ConfigError(f"{source}: scenarios: {exc}") from None
+    scen, missing_scen = _parse_scenarios(data["scenarios"], source, check_scenarios)
     seeds = parse_seeds(data["seeds"], source)
     entrants = _parse_policies(data.get("policies"), source) + _parse_agents(data.get("agents"), source)
     if not entrants:
@@ -318,6 +352,7 @@ def suite_from_dict(
         rank_by=rank_by,
         source=source,
         missing=tuple(missing),
+        missing_scenarios=tuple(missing_scen),
     )
 
 

@@ -1,0 +1,159 @@
+"""``aryl-gym leaderboard``: run a suite, write the table, plots and TensorBoard logs; or validate.
+
+Examples::
+
+    aryl-gym leaderboard --suite quick                      # -> results/quick/
+    aryl-gym leaderboard --suite standard --workers 8 --resume
+    aryl-gym leaderboard --suite quick --agent mine=runs/x/model.zip --agent h=my_pkg:make
+    aryl-gym leaderboard --suite full --backend ray --ray-address auto
+    aryl-gym leaderboard --validate results/quick/results.csv --validate-sample 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+NAME = "leaderboard"
+HELP = "rank policies and learned agents on a fixed suite (CSV rows, table, plots, TensorBoard)"
+
+
+def _agent_arg(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(
+            f"--agent takes NAME=SOURCE (SOURCE: path to an SB3 model, a shipped agent name, or "
+            f"module:factory), got {text!r}"
+        )
+    name, src = text.split("=", 1)
+    if not name or not src:
+        raise argparse.ArgumentTypeError(f"--agent NAME=SOURCE: both parts are needed, got {text!r}")
+    return name, src
+
+
+def add_run_arguments(p: argparse.ArgumentParser, default_workers: int | None = None) -> None:
+    """Options shared by ``leaderboard`` and ``main``."""
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=default_workers,
+        help="parallel episodes (processes locally, CPUs of a local Ray instance); default: CPU count",
+    )
+    p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-tensorboard", action="store_true", help="skip the TensorBoard logs")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", help="suite name (configs/suites/NAME.yaml) or path to a suite YAML")
+    p.add_argument("--out", default=None, help="output folder (default results/SUITE)")
+    p.add_argument(
+        "--agent",
+        action="append",
+        type=_agent_arg,
+        default=[],
+        metavar="NAME=SOURCE",
+        help="add a learned agent: a path to an SB3 model (.zip), a shipped agent name, or "
+        "module:factory returning an object with predict(obs, state, episode_start, deterministic); "
+        "repeatable",
+    )
+    p.add_argument("--backend", choices=("local", "ray"), default="local")
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        help="Ray cluster to use (default $RAY_ADDRESS, else a local Ray instance)",
+    )
+    p.add_argument("--resume", action="store_true", help="keep finished rows of OUT/results.csv, run the rest")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh: move an existing OUT/results.csv aside (results.csv.bak-TIME)",
+    )
+    p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="skip (with a note) suite policies that are not registered instead of failing",
+    )
+    p.add_argument("--validate", metavar="CSV", default=None, help="replay a sample of rows of CSV and compare")
+    p.add_argument("--validate-sample", type=int, default=5, help="rows to replay (0 = all; default 5)")
+    p.add_argument("--validate-seed", type=int, default=0, help="seed of the row sample")
+    p.add_argument("--list", action="store_true", help="list the suites and exit")
+    add_run_arguments(p)
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    head = text.split(". ")[0].rstrip(".")
+    return head if len(head) <= 90 else head[:87] + "..."
+
+
+def default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def print_outputs(res, stream=None) -> None:  # type: ignore[no-untyped-def]
+    """The table and where everything is."""
+    stream = stream or sys.stdout
+    print(res.table, file=stream)
+    print(file=stream)
+    s = res.summary
+    print(
+        f"{len(s.rows)} episodes ({s.new} run now, {s.resumed} resumed) in {s.wall_s:.1f} s",
+        file=stream,
+    )
+    print(f"  table        {res.markdown}  (and {res.json.name})", file=stream)
+    print(f"  rows         {res.csv}", file=stream)
+    if res.plots:
+        print(f"  plots        {res.plots[0].parent}/ ({', '.join(p.name for p in res.plots)})", file=stream)
+    if res.tensorboard is not None:
+        print(f"  TensorBoard  tensorboard --logdir {res.tensorboard}", file=stream)
+    for n in res.notes:
+        print(f"  note: {n}", file=stream)
+
+
+def run(args: argparse.Namespace) -> int:
+    from aryl_gym.leaderboard import list_suites, load_suite, run_leaderboard
+
+    if args.list:
+        for name in list_suites():
+            s = load_suite(name, allow_missing=True)
+            print(f"{name:10s} {len(s.scenarios)} scenario(s) x {len(s.seeds)} seeds x "
+                  f"{len(s.entrants) + len(s.missing)} entrants  {_first_sentence(s.description)}")
+        return 0
+    if args.validate:
+        from aryl_gym.leaderboard.validate import validate_csv
+
+        rep = validate_csv(
+            args.validate, sample=args.validate_sample, seed=args.validate_seed, data_root=args.data_root
+        )
+        print(rep.render())
+        return 0 if rep.ok else 1
+    if not args.suite:
+        raise ValueError("give --suite NAME (see --list) or --validate CSV")
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    suite = load_suite(args.suite, allow_missing=args.allow_missing)
+    if args.agent:
+        names = [n for n, _ in args.agent]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"--agent {dup[0]}=...: the name is given twice; names must be unique")
+        suite = suite.with_agents(dict(args.agent))
+    out = Path(args.out) if args.out else Path("results") / suite.name
+    res = run_leaderboard(
+        suite,
+        out,
+        workers=args.workers or default_workers(),
+        backend=args.backend,
+        ray_address=args.ray_address,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        data_root=args.data_root,
+        progress=not args.no_progress,
+        plots=not args.no_plots,
+        tensorboard=not args.no_tensorboard,
+    )
+    print_outputs(res)
+    return 1 if res.summary.failed else 0

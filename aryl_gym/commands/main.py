@@ -1,0 +1,54 @@
+"""``aryl-gym main``: the README's main job -- the ``quick`` leaderboard, end to end.
+
+Runs the ``quick`` suite (testbed, 3 seeds, every reference policy and the shipped learned
+agent) into ``./results/quick`` (or ``--out``), resuming finished episodes, prints the table and
+says where the table, the plots and the TensorBoard logs are.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from aryl_gym.commands.leaderboard import add_run_arguments, default_workers, print_outputs
+
+NAME = "main"
+HELP = "the main job: run the quick leaderboard and show where its table, plots and logs are"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", default="quick", help="suite to run (default quick)")
+    p.add_argument("--out", default=None, help="output folder (default results/SUITE)")
+    p.add_argument("--fresh", action="store_true", help="recompute everything (moves old results aside)")
+    add_run_arguments(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from aryl_gym.leaderboard import load_suite, run_leaderboard
+
+    # A reference policy missing from this checkout is skipped with a note rather than failing
+    # the main job; `aryl-gym leaderboard` is strict.
+    suite = load_suite(args.suite, allow_missing=True)
+    out = Path(args.out) if args.out else Path("results") / suite.name
+    print(
+        f"aryl-gym main: leaderboard suite '{suite.name}' -> {out}/ "
+        f"({len(suite.scenarios)} scenario(s) x {len(suite.seeds)} seeds x "
+        f"{len(suite.entrants)} entrants; finished episodes are reused)",
+        flush=True,
+    )
+    res = run_leaderboard(
+        suite,
+        out,
+        workers=args.workers or default_workers(),
+        resume=not args.fresh,
+        overwrite=args.fresh,
+        data_root=args.data_root,
+        progress=not args.no_progress,
+        plots=not args.no_plots,
+        tensorboard=not args.no_tensorboard,
+    )
+    print()
+    print_outputs(res)
+    print()
+    print(f"Read {res.markdown} for the protocol and the full table.")
+    return 1 if res.summary.failed else 0

@@ -1,0 +1,107 @@
+"""Leaderboards: fixed suites of episodes, one replayable CSV row each, tables, plots, TensorBoard.
+
+Modules:
+
+* :mod:`~aryl_gym.leaderboard.suites` -- suite YAML (scenarios x seeds x entrants), validated;
+* :mod:`~aryl_gym.leaderboard.runner` -- episodes -> CSV rows as they finish, ``--resume``;
+* :mod:`~aryl_gym.leaderboard.report` -- ``leaderboard.md`` / ``leaderboard.json``;
+* :mod:`~aryl_gym.leaderboard.plots` -- usage over time (paper Figure 9), JCT CDF, queuing bars;
+* :mod:`~aryl_gym.leaderboard.tb` -- TensorBoard runs per entrant under the same tags;
+* :mod:`~aryl_gym.leaderboard.ray_backend` -- episodes as Ray tasks;
+* :mod:`~aryl_gym.leaderboard.validate` -- replay a sample of rows and compare.
+
+:func:`run_leaderboard` is the whole pipeline (what ``aryl-gym leaderboard`` runs). Nothing here
+imports matplotlib, TensorBoard, Ray or torch at import time.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aryl_gym.leaderboard.runner import RunSummary, run_suite, series_for
+from aryl_gym.leaderboard.suites import Entrant, Suite, list_suites, load_suite, suite_from_dict
+
+__all__ = [
+    "Entrant",
+    "LeaderboardOutputs",
+    "RunSummary",
+    "Suite",
+    "list_suites",
+    "load_suite",
+    "run_leaderboard",
+    "run_suite",
+    "suite_from_dict",
+]
+
+
+@dataclass
+class LeaderboardOutputs:
+    """Where a leaderboard run put things, and what it found."""
+
+    out_dir: Path
+    csv: Path
+    markdown: Path
+    json: Path
+    summary: RunSummary
+    table: str
+    data: dict[str, Any]
+    plots: list[Path] = field(default_factory=list)
+    tensorboard: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def run_leaderboard(
+    suite: Suite,
+    out_dir: str | os.PathLike[str],
+    *,
+    workers: int = 1,
+    backend: str = "local",
+    ray_address: str | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    data_root: str | None = None,
+    progress: bool = True,
+    plots: bool = True,
+    tensorboard: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> LeaderboardOutputs:
+    """Run ``suite`` (see :func:`run_suite`), then write the tables, plots and TensorBoard logs."""
+    from aryl_gym.leaderboard.report import render_console, write_report
+
+    say = log or (lambda m: print(m, file=sys.stderr))
+    summary = run_suite(
+        suite,
+        out_dir,
+        workers=workers,
+        backend=backend,
+        ray_address=ray_address,
+        resume=resume,
+        overwrite=overwrite,
+        data_root=data_root,
+        progress=progress,
+        log=say,
+    )
+    out = Path(out_dir)
+    md, js, data = write_report(out, suite, summary.rows, summary)
+    res = LeaderboardOutputs(out, summary.csv_path, md, js, summary, render_console(data), data)
+    series = series_for(out, summary.rows) if (plots or tensorboard) and summary.rows else {}
+    if plots and summary.rows:
+        try:
+            from aryl_gym.leaderboard.plots import make_plots
+
+            res.plots = make_plots(out, suite, summary.rows, series)
+        except ImportError as exc:
+            res.notes.append(f"no plots: {exc}")
+    if tensorboard and summary.rows:
+        try:
+            from aryl_gym.leaderboard.tb import write_tensorboard
+
+            res.tensorboard = write_tensorboard(out, suite, summary.rows, series)
+        except ImportError as exc:
+            res.notes.append(f"no TensorBoard logs: {exc}")
+    return res

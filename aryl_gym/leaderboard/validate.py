@@ -1,0 +1,158 @@
+"""Validation by replay (CompilerGym's leaderboard rule): ``--validate results.csv``.
+
+A row records its scenario, seed, entrant (policy name, or agent source), env id and kwargs and
+the hash of the resolved configuration. Validation draws a seeded sample of rows, checks the
+configuration hash against today's scenario files, replays each episode with
+:func:`~aryl_gym.leaderboard.runner.run_episode` and compares every metric except the
+wall-clock ones (:data:`~aryl_gym.leaderboard.runner.WALL_METRICS`): integers and booleans
+exactly, floats to a relative tolerance of ``rtol`` (1e-9 by default; the simulator is
+deterministic, so a replay matches bit for bit unless the code or the row changed).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aryl_gym.config import ConfigError, load_scenario
+from aryl_gym.leaderboard.runner import (
+    METRIC_TYPES,
+    WALL_METRICS,
+    EpisodeTask,
+    config_hash,
+    git_commit,
+    read_rows,
+    run_episode,
+)
+from aryl_gym.leaderboard.suites import Entrant
+
+
+@dataclass
+class RowCheck:
+    """The verdict on one replayed row."""
+
+    key: tuple[str, str, int, str]
+    status: str  # "ok" | "mismatch" | "config-changed" | "skipped" | "failed"
+    diffs: list[tuple[str, Any, Any]] = field(default_factory=list)  # (metric, recorded, replayed)
+    message: str = ""
+
+
+@dataclass
+class ValidationReport:
+    path: Path
+    rows_total: int
+    checks: list[RowCheck]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status in ("ok", "skipped") for c in self.checks)
+
+    def render(self) -> str:
+        lines = [f"validated {len(self.checks)} of {self.rows_total} rows of {self.path}"]
+        for c in self.checks:
+            _suite, scen, seed, pol = c.key
+            head = f"  {c.status.upper():15s} {pol} on {scen} seed {seed}"
+            if c.message:
+                head += f": {c.message}"
+            lines.append(head)
+            for k, a, b in c.diffs[:8]:
+                lines.append(f"      {k}: recorded {a!r}, replayed {b!r}")
+            if len(c.diffs) > 8:
+                lines.append(f"      ... and {len(c.diffs) - 8} more")
+        bad = sum(c.status not in ("ok", "skipped") for c in self.checks)
+        lines.append("all sampled rows match" if self.ok else f"{bad} row(s) do NOT match")
+        return "\n".join(lines)
+
+
+def same(a: Any, b: Any, t: type, rtol: float) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if t is float:
+        a, b = float(a), float(b)
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return math.isclose(a, b, rel_tol=rtol, abs_tol=1e-12)
+    return a == b
+
+
+def task_from_row(row: Mapping[str, Any], data_root: str | None = None) -> EpisodeTask:
+    """The :class:`EpisodeTask` that produced ``row`` (config hash recomputed from today's files)."""
+    kind = str(row["kind"])
+    if kind not in ("policy", "agent"):
+        raise ValueError(f"row kind must be policy or agent, got {kind!r}")
+    env_kwargs = json.loads(row["env_kwargs"]) if row.get("env_kwargs") else {}
+    ent = Entrant(name=str(row["policy"]), kind=kind, source=str(row.get("source") or ""))
+    cfg = load_scenario(str(row["scenario"]))
+    return EpisodeTask(
+        suite=str(row["suite"]),
+        scenario=str(row["scenario"]),
+        seed=int(row["seed"]),
+        entrant=ent,
+        env_id=str(row["env_id"]),
+        env_kwargs=env_kwargs,
+        data_root=data_root,
+        config_hash=config_hash(cfg, ent, str(row["env_id"]), env_kwargs),
+        commit=git_commit(),
+        keep_timeline=False,
+    )
+
+
+def validate_csv(
+    path: str | Path,
+    sample: int = 5,
+    seed: int = 0,
+    rtol: float = 1e-9,
+    data_root: str | None = None,
+    progress: Callable[[RowCheck], None] | None = None,
+) -> ValidationReport:
+    """Replay ``sample`` rows (all when ``sample <= 0``), drawn with ``random.Random(seed)``."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"{p}: file not found (give the results.csv of a leaderboard run)")
+    rows, bad = read_rows(p)
+    if not rows:
+        raise ConfigError(f"{p}: no complete rows to validate" + (f" ({bad} malformed)" if bad else ""))
+    picked = list(range(len(rows)))
+    if 0 < sample < len(rows):
+        picked = sorted(random.Random(seed).sample(picked, sample))
+    checks = []
+    for i in picked:
+        row = rows[i]
+        key = (str(row["suite"]), str(row["scenario"]), int(row["seed"]), str(row["policy"]))
+        try:
+            task = task_from_row(row, data_root)
+        except (ConfigError, ValueError) as exc:
+            checks.append(RowCheck(key, "failed", message=f"cannot rebuild the episode: {exc}"))
+            continue
+        if task.config_hash != row["config_hash"]:
+            checks.append(
+                RowCheck(
+                    key,
+                    "config-changed",
+                    message=f"config hash {row['config_hash']} recorded, {task.config_hash} now "
+                    "(the scenario or env settings changed since the row was made)",
+                )
+            )
+            continue
+        out = run_episode(task)
+        if out.status != "ok" or out.row is None:
+            checks.append(RowCheck(key, out.status, message=out.message.splitlines()[0] if out.message else ""))
+            continue
+        diffs = [
+            (k, row[k], out.row[k])
+            for k, t in METRIC_TYPES.items()
+            if k not in WALL_METRICS and not same(row[k], out.row[k], t, rtol)
+        ]
+        msg = ""
+        if diffs and row["commit"] != task.commit:
+            msg = f"row made at commit {str(row['commit'])[:12]}, replayed at {task.commit[:12]}"
+        check = RowCheck(key, "mismatch" if diffs else "ok", diffs, msg)
+        if progress is not None:
+            progress(check)
+        checks.append(check)
+    return ValidationReport(p, len(rows), checks)

@@ -1,0 +1,381 @@
+"""The leaderboard: suites, rows, tables, plots, TensorBoard, resume, validation, Ray (issue 8)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from aryl_gym.cli import main as cli_main
+from aryl_gym.config import ConfigError
+from aryl_gym.leaderboard import load_suite, run_leaderboard, suite_from_dict
+from aryl_gym.leaderboard.runner import (
+    COLUMNS,
+    VOLATILE_COLUMNS,
+    EpisodeOutput,
+    EpisodeTask,
+    local_executor,
+    read_rows,
+    run_suite,
+)
+from aryl_gym.leaderboard.validate import validate_csv
+
+SEEDS = [0, 1]
+AGENT_SOURCE = "tests.test_leaderboard:greedy_agent"
+
+
+# ----------------------------------------------------------------------------------------------
+# a user agent of the module:factory kind (acts through the env in `sequential` mode)
+# ----------------------------------------------------------------------------------------------
+
+
+class _GreedyAgent:
+    """Grant the first valid window slot, else commit: a FIFO-like agent with SB3's ``predict``."""
+
+    def __init__(self, env: Any):
+        self.k = int(env.unwrapped.k)
+
+    def predict(self, obs, state=None, episode_start=None, deterministic=True, action_masks=None):
+        mask = np.asarray(action_masks if action_masks is not None else obs["action_mask"]) > 0.5
+        valid = np.flatnonzero(mask)
+        grants = valid[valid < self.k]
+        return np.int64(grants[0] if len(grants) else valid[-1]), state
+
+
+def greedy_agent(env: Any) -> _GreedyAgent:
+    return _GreedyAgent(env)
+
+
+def _env_registered() -> bool:
+    import gymnasium as gym
+
+    import aryl_gym  # noqa: F401
+
+    return "aryl_gym/Aryl-v0" in gym.envs.registry
+
+
+def _suite_dict(**over: Any) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "name": "tinytest",
+        "description": "tiny end-to-end test suite",
+        "scenarios": ["tiny"],
+        "seeds": list(SEEDS),
+        "baseline": "fifo",
+        "env_kwargs": {"action_mode": "sequential"},
+        "policies": ["fifo", "sjf"],
+        "agents": {"greedy": AGENT_SOURCE},
+    }
+    d.update(over)
+    return d
+
+
+def _write_suite(path: Path, **over: Any) -> Path:
+    path.write_text(yaml.safe_dump(_suite_dict(**over)))
+    return path
+
+
+def _stable(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in VOLATILE_COLUMNS}
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One run of the tiny suite through the command line (serial, in this process)."""
+    d = tmp_path_factory.mktemp("lb")
+    suite_file = _write_suite(d / "tiny.yaml")
+    out = d / "out"
+    t0 = time.perf_counter()
+    rc = cli_main(
+        ["leaderboard", "--suite", str(suite_file), "--out", str(out), "--workers", "1", "--no-progress"]
+    )
+    return {"rc": rc, "out": out, "suite_file": suite_file, "wall": time.perf_counter() - t0}
+
+
+# ----------------------------------------------------------------------------------------------
+# end to end
+# ----------------------------------------------------------------------------------------------
+
+
+def test_e2e_rows(e2e: dict[str, Any]) -> None:
+    assert e2e["rc"] == 0
+    with open(e2e["out"] / "results.csv", newline="") as fh:
+        header = next(csv.reader(fh))
+    assert header == COLUMNS
+    rows, bad = read_rows(e2e["out"] / "results.csv")
+    assert bad == 0
+    entrants = ["fifo", "sjf"] + (["greedy"] if _env_registered() else [])
+    assert sorted((r["policy"], r["seed"]) for r in rows) == sorted(
+        (p, s) for p in entrants for s in SEEDS
+    )
+    for r in rows:
+        assert r["suite"] == "tinytest" and r["scenario"] == "tiny"
+        assert r["env_id"] == "aryl_gym/Aryl-v0" and r["env_version"] == "v0"
+        assert len(r["config_hash"]) == 16 and r["commit"]
+        assert r["jobs_total"] == 30 and r["wall_time_s"] > 0
+        assert r["note"] == ""  # for agents: the env's trace is the native one
+
+
+def test_rows_equal_native_runs(e2e: dict[str, Any]) -> None:
+    """A policy row is exactly the simulator's own result for that scenario and seed."""
+    from aryl_gym.agents import make_policy
+
+    from aryl_gym.scenario import make_episode
+
+    rows, _ = read_rows(e2e["out"] / "results.csv")
+    for r in rows:
+        if r["kind"] != "policy":
+            continue
+        res = make_episode("tiny", r["seed"]).simulator().run(make_policy(r["policy"])).to_dict()
+        for k in ("avg_jct", "p95_jct", "avg_queue_time", "makespan", "combined_usage", "rounds"):
+            assert r[k] == res[k], (r["policy"], r["seed"], k)
+
+
+def test_e2e_table(e2e: dict[str, Any]) -> None:
+    out = e2e["out"]
+    rows, _ = read_rows(out / "results.csv")
+    data = json.loads((out / "leaderboard.json").read_text())
+    entrants = data["scenarios"]["tiny"]["entrants"]
+    # rank = order of mean avg JCT, computed here from the rows by hand
+    means = {}
+    for r in rows:
+        means.setdefault(r["policy"], []).append(r["avg_jct"])
+    expect = sorted(means, key=lambda p: (sum(means[p]) / len(means[p]), p))
+    assert [e["policy"] for e in entrants] == expect
+    assert [e["rank"] for e in entrants] == list(range(1, len(expect) + 1))
+    for e in entrants:
+        vals = means[e["policy"]]
+        m = e["metrics"]["avg_jct"]
+        assert m["mean"] == pytest.approx(np.mean(vals))
+        assert m["std"] == pytest.approx(np.std(vals, ddof=1))
+        base = np.mean(means["fifo"])
+        assert e["ratio_to_baseline"]["avg_jct"] == pytest.approx(np.mean(vals) / base)
+    md = (out / "leaderboard.md").read_text()
+    assert "## Protocol" in md and "x Baseline" in md and "fifo (Baseline)" in md
+    assert "mean and sample standard deviation" in md
+    assert "±" in md  # mean +- std cells
+
+
+def test_e2e_plots(e2e: dict[str, Any]) -> None:
+    for name in ("usage_tiny.png", "jct_cdf_tiny.png", "queue_tiny.png"):
+        p = e2e["out"] / "plots" / name
+        assert p.exists() and p.stat().st_size > 5000, name
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_e2e_tensorboard(e2e: dict[str, Any]) -> None:
+    pytest.importorskip("tensorboard", reason="tensorboard not installed (the train extra)")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    rows, _ = read_rows(e2e["out"] / "results.csv")
+    tags_by_run = {}
+    for run in sorted({r["policy"] for r in rows}):
+        acc = EventAccumulator(str(e2e["out"] / "tensorboard" / run))
+        acc.Reload()
+        tags = set(acc.Tags()["scalars"])
+        tags_by_run[run] = tags
+        for s in SEEDS:
+            for t in ("combined_usage", "queue_len", "loaned_servers", "running_jobs"):
+                assert f"tiny/seed{s}/{t}" in tags, (run, t)
+        # final metrics at step = seed equal the CSV (float32 in the event file)
+        final = {e.step: e.value for e in acc.Scalars("tiny/final/avg_jct")}
+        for r in rows:
+            if r["policy"] == run:
+                assert final[r["seed"]] == pytest.approx(r["avg_jct"], rel=1e-6)
+        q = [e.value for e in acc.Scalars("tiny/seed0/queue_len")]
+        assert len(q) > 10 and min(q) >= 0 and max(q) <= 30
+        u = [e.value for e in acc.Scalars("tiny/seed0/combined_usage")]
+        assert 0.0 <= min(u) and max(u) <= 1.0 + 1e-6
+    # the same tags for every policy, heuristic or learned
+    assert len({frozenset(t) for t in tags_by_run.values()}) == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# resume
+# ----------------------------------------------------------------------------------------------
+
+
+class _Counting:
+    """An executor that counts the episodes it runs, optionally 'crashing' after ``stop_after``."""
+
+    def __init__(self, stop_after: int | None = None):
+        self.ran: list[tuple[str, str, int, str]] = []
+        self.stop_after = stop_after
+
+    def __call__(self, tasks: Sequence[EpisodeTask], workers: int) -> Iterator[EpisodeOutput]:
+        for out in local_executor(tasks, 1):
+            if self.stop_after is not None and len(self.ran) >= self.stop_after:
+                raise KeyboardInterrupt
+            self.ran.append(out.task.key)
+            yield out
+
+
+def test_resume_after_interruption(tmp_path: Path) -> None:
+    suite = suite_from_dict(_suite_dict(agents=None, policies=["fifo", "sjf", "aryl"]))
+    out = tmp_path / "out"
+    first = _Counting(stop_after=3)
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(suite, out, executor=first, progress=False, log=lambda m: None)
+    rows_before, _ = read_rows(out / "results.csv")
+    assert len(rows_before) == 3
+    # ... and the kill cut the next row in the middle of its line
+    with open(out / "results.csv", "a") as fh:
+        fh.write("tinytest,tiny,tiny,aryl_gym/Aryl-v0,v0,1,sjf,policy,,,30,3")
+    with pytest.raises(ConfigError, match="--resume"):
+        run_suite(suite, out, progress=False, log=lambda m: None)
+    second = _Counting()
+    summ = run_suite(suite, out, resume=True, executor=second, progress=False, log=lambda m: None)
+    assert summ.resumed == 3 and summ.new == 3 and summ.dropped_bad_rows == 1
+    assert len(second.ran) == 3  # finished rows were not recomputed
+    assert not set(second.ran) & {(r["suite"], r["scenario"], r["seed"], r["policy"]) for r in rows_before}
+    rows_after, bad = read_rows(out / "results.csv")
+    assert bad == 0 and len(rows_after) == 6
+    for r in rows_before:  # untouched, byte for byte (their wall times and stamps too)
+        assert r in rows_after
+    # a complete run resumes to nothing
+    third = _Counting()
+    summ = run_suite(suite, out, resume=True, executor=third, progress=False, log=lambda m: None)
+    assert third.ran == [] and summ.new == 0 and len(summ.rows) == 6
+
+
+def test_resume_refuses_rows_of_another_config(tmp_path: Path) -> None:
+    suite = suite_from_dict(_suite_dict(agents=None, policies=["fifo"], seeds=[0]))
+    out = tmp_path / "out"
+    run_suite(suite, out, progress=False, log=lambda m: None)
+    text = (out / "results.csv").read_text()
+    rows, _ = read_rows(out / "results.csv")
+    (out / "results.csv").write_text(text.replace(rows[0]["config_hash"], "0123456789abcdef"))
+    with pytest.raises(ConfigError, match="another configuration"):
+        run_suite(suite, out, resume=True, progress=False, log=lambda m: None)
+
+
+# ----------------------------------------------------------------------------------------------
+# skips, bad suites
+# ----------------------------------------------------------------------------------------------
+
+
+def test_unavailable_agent_is_skipped_with_a_note(tmp_path: Path) -> None:
+    suite = suite_from_dict(
+        _suite_dict(agents={"ghost": "no-such-shipped-agent", "lost": "missing/model.zip"}, seeds=[0])
+    )
+    res = run_leaderboard(suite, tmp_path / "o", progress=False, plots=False, tensorboard=False, log=lambda m: None)
+    assert {r["policy"] for r in res.summary.rows} == {"fifo", "sjf"}
+    assert set(res.summary.skipped) == {"ghost", "lost"}
+    md = res.markdown.read_text()
+    assert "## Skipped" in md and "ghost" in md and "missing/model.zip" in md
+
+
+BAD_SUITES = [
+    ({"colour": "red"}, "unknown key 'colour'"),
+    ({"seeds": []}, "seeds is empty"),
+    ({"seeds": "a-b"}, "seeds must be"),
+    ({"seeds": [0, 0]}, "duplicates"),
+    ({"scenarios": ["no-such-scenario"]}, "unknown scenario 'no-such-scenario'"),
+    ({"policies": ["fifo", "no-such-policy"]}, "policy 'no-such-policy' is not registered"),
+    ({"policies": ["fifo", "fifo"]}, "'fifo' appears twice"),
+    ({"policies": [], "agents": None}, "no policies and no agents"),
+    ({"baseline": "aryl-x"}, "baseline 'aryl-x' must be one of"),
+    ({"agents": ["x"]}, "agents must be a mapping"),
+    ({"agents": {"x": {"path": "m.zip"}}}, "unknown key 'path' in agents.x"),
+    ({"rank_by": "happiness"}, "rank_by 'happiness' is not a metric"),
+    ({"policies": [{"name": "fifo", "weight": 2}]}, "unknown key 'weight'"),
+    ({"env_kwargs": {"scenario": "tiny"}}, "must not set 'scenario'"),
+]
+
+
+@pytest.mark.parametrize("over,msg", BAD_SUITES, ids=[m for _, m in BAD_SUITES])
+def test_bad_suites_give_clear_errors(tmp_path: Path, over: dict[str, Any], msg: str) -> None:
+    path = _write_suite(tmp_path / "bad.yaml", **over)
+    with pytest.raises(ConfigError) as exc:
+        load_suite(path)
+    assert msg in str(exc.value)
+    assert str(path) in str(exc.value)  # names the file
+
+
+def test_bad_suite_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write_suite(tmp_path / "bad.yaml", policies=["fifo", "nope"])
+    assert cli_main(["leaderboard", "--suite", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "'nope' is not registered" in err and "Known policies" in err and "--allow-missing" in err
+    assert cli_main(["leaderboard", "--suite", "no-such-suite"]) == 2
+    assert "Known suites" in capsys.readouterr().err
+
+
+def test_optional_and_allowed_missing_policies(tmp_path: Path) -> None:
+    s = suite_from_dict(_suite_dict(policies=["fifo", {"name": "not-yet", "optional": True}]))
+    assert s.missing == ("not-yet",) and "not-yet" not in [e.name for e in s.entrants]
+    s = suite_from_dict(_suite_dict(policies=["fifo", "not-yet"]), allow_missing=True)
+    assert s.missing == ("not-yet",)
+
+
+def test_shipped_suites_load() -> None:
+    for name, n_seeds in (("quick", 3), ("standard", 5), ("full", 5)):
+        s = load_suite(name, allow_missing=True)
+        listed = {e.name for e in s.entrants} | set(s.missing)
+        assert {"fifo", "sjf", "aryl", "afs", "pollux", "gandiva", "ppo-testbed"} <= listed
+        assert len(s.seeds) == n_seeds and s.baseline == "fifo"
+    assert load_suite("quick", allow_missing=True).scenarios == ("testbed",)
+
+
+# ----------------------------------------------------------------------------------------------
+# validation, parallel and Ray backends
+# ----------------------------------------------------------------------------------------------
+
+
+def test_validate_catches_a_tampered_row(e2e: dict[str, Any], tmp_path: Path) -> None:
+    src = e2e["out"] / "results.csv"
+    rep = validate_csv(src, sample=0)
+    assert rep.ok and all(c.status == "ok" for c in rep.checks)
+    rows, _ = read_rows(src)
+    lines = src.read_text().splitlines(keepends=True)
+    i = next(k for k, r in enumerate(rows) if r["policy"] == "sjf" and r["seed"] == 1)
+    old = repr(rows[i]["avg_jct"])
+    assert lines[i + 1].count(old) == 1
+    lines[i + 1] = lines[i + 1].replace(old, repr(rows[i]["avg_jct"] * 0.9))
+    bad = tmp_path / "tampered.csv"
+    bad.write_text("".join(lines))
+    rep = validate_csv(bad, sample=0)
+    assert not rep.ok
+    wrong = [c for c in rep.checks if c.status != "ok"]
+    assert [c.key[2:] for c in wrong] == [(1, "sjf")]
+    assert [d[0] for d in wrong[0].diffs] == ["avg_jct"]
+    assert cli_main(["leaderboard", "--validate", str(bad), "--validate-sample", "0"]) == 1
+
+
+def test_parallel_workers_give_the_same_rows(e2e: dict[str, Any], tmp_path: Path) -> None:
+    suite = suite_from_dict(_suite_dict(agents=None))
+    summ = run_suite(suite, tmp_path / "par", workers=2, progress=False, log=lambda m: None)
+    serial = {(r["policy"], r["seed"]): _stable(r) for r in read_rows(e2e["out"] / "results.csv")[0]}
+    assert summ.new == 4
+    for r in summ.rows:
+        assert _stable(r) == serial[(r["policy"], r["seed"])]
+
+
+@pytest.mark.slow
+def test_ray_gives_the_same_rows(e2e: dict[str, Any], tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="ray is not installed (pip install 'aryl-gym[ray]')")
+    suite = suite_from_dict(_suite_dict(agents=None))
+    summ = run_suite(suite, tmp_path / "ray", workers=2, backend="ray", progress=False, log=lambda m: None)
+    serial = {(r["policy"], r["seed"]): _stable(r) for r in read_rows(e2e["out"] / "results.csv")[0]}
+    assert summ.new == 4 and not summ.failed
+    for r in summ.rows:
+        assert _stable(r) == serial[(r["policy"], r["seed"])]
+
+
+def test_main_command_says_where_outputs_are(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite_file = _write_suite(tmp_path / "s.yaml", agents=None, seeds=[0])
+    out = tmp_path / "res"
+    assert cli_main(["main", "--suite", str(suite_file), "--out", str(out), "--no-progress", "--workers", "1"]) == 0
+    text = capsys.readouterr().out
+    assert str(out / "leaderboard.md") in text and "tensorboard --logdir" in text and "plots" in text
+    # a second main run resumes everything
+    assert cli_main(["main", "--suite", str(suite_file), "--out", str(out), "--no-progress", "--workers", "1"]) == 0
+    assert "0 run now, 2 resumed" in capsys.readouterr().out
+    shutil.rmtree(out)
