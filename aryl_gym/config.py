@@ -360,12 +360,16 @@ def validate_scenario(cfg: ScenarioConfig) -> None:
 def configs_dir() -> Path:
     """The folder holding ``scenarios/``, ``algos/`` and ``suites/``.
 
-    ``ARYL_GYM_CONFIGS`` overrides; otherwise the repository's ``configs/`` (editable install).
+    ``ARYL_GYM_CONFIGS`` overrides; otherwise the repository's ``configs/`` (a checkout or an
+    editable install), else the copy installed inside the package (``aryl_gym/configs``).
     """
     env = os.environ.get("ARYL_GYM_CONFIGS")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "configs"
+    repo = Path(__file__).resolve().parent.parent / "configs"
+    if (repo / "scenarios").is_dir():
+        return repo
+    return Path(__file__).resolve().parent / "configs"
 
 
 def list_scenarios() -> list[str]:
