@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from aryl_gym.agents.aryl import ArylPolicy
 from aryl_gym.agents.base import BasePolicy, register
-from aryl_gym.agents.pollux_model import tuning_table
+from aryl_gym.agents.pollux_model import scaling_of, tuning_table
 
 from aryl_gym.sim.view import ClusterView, Decision
 
@@ -50,7 +50,8 @@ class ArylTunedPolicy(ArylPolicy):
             spec = view.jobs[j]
             t = self.table(view, j)
             w = np.arange(spec.w_min, spec.w_max + 1)
-            rate = w * view.speed(j, p) * t[np.minimum(w, len(t) - 1)]
+            sc = scaling_of(spec)  # the job's own scaling curve (ones if linear)
+            rate = w * view.speed(j, p) * sc[w] * t[np.minimum(w, len(t) - 1)]
             inv = 1.0 / rate
             hit = (np.arange(1, spec.w_max - spec.w_min + 1, dtype=np.int64) * spec.g, inv[0] - inv[1:])
             self._tuned_items[key] = hit

@@ -4,8 +4,10 @@ Goodput-Optimized Deep Learning", OSDI '21, section 4.2 "PolluxSched").
 Each round (paper 4.2; upstream ``simulator/pollux.py`` at the artifact commit):
 
 1. **Goodput model** per job (:mod:`aryl_gym.agents.pollux_model`): ``G_j(w)`` = the
-   simulator's rate ``w x speed`` times the batch-size-tuning multiplier ``m_j[w]`` (goodput at
-   the tuned batch over goodput at the job's reference batch). The tables are handed to the
+   simulator's rate ``w x speed x scaling_j[w]`` (the job's own scaling curve,
+   ``JobSpec.scaling``; profiles-derived for Pollux workloads, linear otherwise) times the
+   batch-size-tuning multiplier ``m_j[w]`` (goodput at the tuned batch over goodput at the job's
+   reference batch, at the same ``w``). The tables are handed to the
    simulator in ``Decision.speedup``, so tuning shows up in progress exactly as the policy
    models it (the job's "co-adaptation", paper section 3).
 2. **Speedup** ``SPEEDUP_j(w) = G_j(w) / G_j(fair)`` with ``fair`` the job's fair share
@@ -31,7 +33,10 @@ Each round (paper 4.2; upstream ``simulator/pollux.py`` at the artifact commit):
    on the GA's own objective. Jobs are ordered as upstream: least attained GPU-service first,
    then submission. The final population seeds the next round (upstream ``_prev_states``).
    Randomness comes only from ``view.rng``.
-5. The chosen counts are made placeable with a trial placement (:func:`agents._alloc.fit_targets`).
+5. **Exploration cap** (upstream ``simulator.py``, ``JobInfo.max_replicas``): a job may get
+   at most ``max(2 x the most workers it has run with, 1)`` workers (never below its ``w_min``),
+   so it grows by at most doubling per re-allocation (``explore=False`` lifts it).
+6. The chosen counts are made placeable with a trial placement (:func:`agents._alloc.fit_targets`).
 
 Adaptations [ours]: our jobs have a worker size ``g`` and a range ``[w_min, w_max]`` (an
 inelastic job is 0 or ``w_max``), so the GA works on worker counts per job instead of replicas
@@ -46,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 from aryl_gym.agents._alloc import fit_targets
 from aryl_gym.agents.base import BasePolicy, register
-from aryl_gym.agents.pollux_model import tuning_table
+from aryl_gym.agents.pollux_model import scaling_of, tuning_table
 
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.view import TRAIN, ClusterView, Decision, PlacementOptions
@@ -61,6 +66,7 @@ class PolluxPolicy(BasePolicy):
         p: exponent of the generalised mean (upstream -1).
         tune: batch-size tuning on (multiplier tables sent to the simulator).
         data_root: folder that holds ``traces/`` for Pollux-workload jobs.
+        explore: upstream's exploration cap (module docstring, step 5).
     """
 
     uses_loaning = False
@@ -75,6 +81,7 @@ class PolluxPolicy(BasePolicy):
         tune: bool = True,
         name: str = "pollux",
         data_root: str | None = None,
+        explore: bool = True,
     ):
         if pop_size < 2 or pop_size % 2:
             raise ValueError(f"pop_size must be an even number >= 2, got {pop_size}")
@@ -88,6 +95,7 @@ class PolluxPolicy(BasePolicy):
         self.tune = tune
         self.name = name
         self.data_root = data_root
+        self.explore = explore
         self.reset()
 
     def reset(self, seed: int | None = None) -> None:
@@ -96,6 +104,7 @@ class PolluxPolicy(BasePolicy):
         self._tables: dict[int, np.ndarray] = {}
         self._reallocs: dict[int, int] = {}
         self._attained: dict[int, float] = {}  # GPU-seconds of service, by job
+        self._max_seen: dict[int, int] = {}  # most workers each job has run with (exploration)
         self._last_now: float | None = None
         self._sent: set[int] = set()  # jobs whose tuning table the simulator has
         self.last_objective: tuple[float, float] | None = None  # (start, best) of last round
@@ -111,6 +120,10 @@ class PolluxPolicy(BasePolicy):
 
     def _update_attained(self, view: ClusterView) -> None:
         now = view.now
+        for j in view.running():
+            w = int(view.workers[j])
+            if w > self._max_seen.get(j, 0):
+                self._max_seen[j] = w
         if self._last_now is not None:
             dt = now - self._last_now
             for j in view.running():
@@ -128,21 +141,27 @@ class PolluxPolicy(BasePolicy):
         specs = [view.jobs[j] for j in jobs]
         g = np.array([s.g for s in specs], dtype=np.int64)
         lo = np.array([s.w_min for s in specs], dtype=np.int64)
-        hi = np.array([s.w_max for s in specs], dtype=np.int64)
+        hi = hi_full = np.array([s.w_max for s in specs], dtype=np.int64)
+        if self.explore:
+            # Upstream JobInfo.max_replicas = max(2 x most replicas profiled so far, 1): a job
+            # grows at most by doubling per re-allocation (never below its own w_min).
+            seen = np.array([self._max_seen.get(j, 0) for j in jobs], dtype=np.int64)
+            hi = np.maximum(np.minimum(hi, np.maximum(2 * seen, 1)), lo)
         base = np.array([int(view.workers[j]) for j in jobs], dtype=np.int64)
         running = np.array([view.state[j] == JobState.RUNNING for j in jobs], dtype=bool)
         # A running inelastic job may only keep its size or stop.
         cap = view.capacity(TRAIN)
-        wmax = int(hi.max()) if n else 0
+        wmax = int(hi_full.max()) if n else 0
         # Goodput table G[j, w] in work units per second (sim rate x tuning multiplier).
         G = np.zeros((n, wmax + 1))
         for i, j in enumerate(jobs):
             t = self.table(view, j)
-            w = np.arange(1, hi[i] + 1)
+            w = np.arange(1, hi_full[i] + 1)
             pool = int(view.pool[j]) if running[i] else TRAIN
-            G[i, 1 : hi[i] + 1] = w * view.speed(j, pool) * t[np.minimum(w, len(t) - 1)]
-        fair = np.clip(np.ceil(cap / np.maximum(g * max(n, 1), 1)), lo, hi).astype(np.int64)
-        fair = np.where(lo == hi, hi, fair)
+            sc = scaling_of(specs[i])  # the job's own curve (JobSpec.scaling), ones if linear
+            G[i, 1 : hi_full[i] + 1] = w * view.speed(j, pool) * sc[w] * t[np.minimum(w, len(t) - 1)]
+        fair = np.clip(np.ceil(cap / np.maximum(g * max(n, 1), 1)), lo, hi_full).astype(np.int64)
+        fair = np.where(lo == hi_full, hi_full, fair)
         base_gp = G[np.arange(n), fair]
         share = g / max(cap, 1)
         n_srv = int(view.usable(TRAIN).sum())
@@ -215,7 +234,20 @@ class PolluxPolicy(BasePolicy):
 
 
 class GAProblem:
-    """The per-round optimisation problem, vectorised over a population (P, n) of counts."""
+    """The per-round optimisation problem, vectorised over a population (P, n) of counts.
+
+    Speed [ours, same results]: every per-job rule is a lookup table indexed by
+    ``job x count`` (counts are small integers), built once per round, so a generation is a
+    handful of whole-population numpy calls: repair is one gather (plus a second one when
+    capacity binds), the fitness of the whole population one gather and one row sum over
+    precomputed ``1 / (penalised speedup + 1e-3)``. Random numbers for many generations are
+    drawn in one call (the same stream, in the same order, as one call per generation) and
+    turned into tournament, crossover and mutation masks in bulk. Results are bit-identical
+    to the straightforward per-generation formulation (``tests/test_pollux.py`` checks it).
+    """
+
+    #: most random numbers drawn (and masks built) at once, to bound memory (doubles)
+    CHUNK_DOUBLES = 1 << 21
 
     def __init__(
         self,
@@ -234,18 +266,37 @@ class GAProblem:
         self.g, self.lo, self.hi, self.base = g, lo, hi, base
         self.S, self.factor, self.cap, self.p = S, factor, cap, p
         self.inel_run = inel_run
-        self._any_ir = bool(inel_run.any())
-        self._S_flat = S.reshape(-1)
-        self._offs = np.arange(len(jobs)) * S.shape[1]  # row offsets into the flat table
+        n = len(jobs)
+        V = S.shape[1]  # counts 0..V-1 (V - 1 = the largest w_max)
+        self._V = V
+        self._offs = np.arange(n, dtype=np.int64) * V  # row offsets into flat (n, V) tables
+        self._unit_g = bool(np.all(g == 1))
+        v = np.arange(V, dtype=np.int64)[None, :]  # (1, V)
+        lo_, hi_, b_ = lo[:, None], hi[:, None], base[:, None]
+        ir = inel_run[:, None]
+        # repair step 1: clamp to [.., hi], below lo -> 0, running inelastic: keep size or stop
+        f1 = np.minimum(v, hi_)
+        f1 = np.where(f1 < lo_, 0, f1)
+        f1 = np.where(ir, np.where(f1 > 0, b_, 0), f1)
+        # repair step 2 (after the capacity cut): below lo -> 0, running inelastic: == base or 0
+        f2 = np.where(v < lo_, 0, np.broadcast_to(v, (n, V)))
+        f2 = np.where(ir, np.where(f2 == b_, f2, 0), f2)
+        self._fix1 = np.ascontiguousarray(f1, dtype=np.int64).reshape(-1)
+        self._fix2 = np.ascontiguousarray(f2, dtype=np.int64).reshape(-1)
+        # fitness terms: speedup, times the re-allocation factor where the count differs
+        pen = np.where(v != b_, S * factor[:, None], S)
+        if p == -1.0:
+            self._term = (1.0 / (pen + 1e-3)).reshape(-1)
+        else:
+            self._term = ((pen + 1e-3) ** p).reshape(-1)
 
     def objective(self, pop: np.ndarray) -> np.ndarray:
         """Generalised mean (power ``p``) of penalised speedups, per individual: (P,)."""
-        s = np.take(self._S_flat, pop + self._offs)
-        s = np.where(pop != self.base, s * self.factor, s)
+        t = self._term.take(pop + self._offs)
         n = pop.shape[1]
         if self.p == -1.0:
-            return n / np.add.reduce(1.0 / (s + 1e-3), axis=1)
-        return (np.add.reduce((s + 1e-3) ** self.p, axis=1) / n) ** (1.0 / self.p)
+            return n / t.sum(axis=1)
+        return (t.sum(axis=1) / n) ** (1.0 / self.p)
 
     def repair(self, pop: np.ndarray) -> np.ndarray:
         """Valid counts in range, then GPU capacity by cumulative sum over the job order.
@@ -254,19 +305,16 @@ class GAProblem:
         earlier in the order keep their allocation; a job cut below ``w_min`` gets 0 and a
         running inelastic job either keeps its size or stops. Counts must be >= 0 on entry.
         """
-        x = np.minimum(pop, self.hi)
-        x[x < self.lo] = 0
-        ir = self.inel_run
-        if self._any_ir:
-            x[:, ir] = np.where(x[:, ir] > 0, self.base[ir], 0)
-        cum = np.cumsum(x * self.g, axis=1)
+        return self._repair(np.minimum(pop, self._V - 1))
+
+    def _repair(self, pop: np.ndarray) -> np.ndarray:
+        x = self._fix1.take(pop + self._offs)
+        cum = (x if self._unit_g else x * self.g).cumsum(axis=1)
         if cum[:, -1].max() > self.cap:
             np.minimum(cum, self.cap, out=cum)
             cum[:, 1:] -= cum[:, :-1].copy()
-            x = cum // self.g
-            x[x < self.lo] = 0
-            if self._any_ir:
-                x[:, ir] = np.where(x[:, ir] == self.base[ir], x[:, ir], 0)
+            x = cum if self._unit_g else cum // self.g
+            x = self._fix2.take(x + self._offs)
         return x
 
     def search(
@@ -274,8 +322,10 @@ class GAProblem:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Elitist GA; returns (population sorted best first, fitness).
 
-        One ``rng.random`` draw per generation feeds the tournaments, the crossover points and
-        the mutations (fewer numpy calls; the draw order is fixed, so a seed repeats exactly).
+        Per generation ``2P + P/2 + 4Pn`` uniform draws, in this order: binary tournaments
+        (2 per child), single-point crossover points (one per pair), then four (P, n) blocks for
+        mutation: reset to the current allocation (< 0.1), zero (< 0.01), raise (< 1/n) and the
+        raised value. The draw order is fixed, so a seed repeats exactly.
         """
         P, n = pop.shape
         fit = self.objective(pop)
@@ -287,27 +337,44 @@ class GAProblem:
         cols = np.arange(n)
         half = P // 2
         k1, k2 = 2 * P, 2 * P + half
-        for _ in range(generations):
-            R = rng.random(k2 + 4 * P * n)
-            a = (R[:k1] * P).astype(np.intp).reshape(P, 2)
-            win = np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])
-            p1, p2 = pop[win[:half]], pop[win[half:]]
-            # single-point crossover over the job order
-            mask = cols < (R[k1:k2] * n).astype(np.intp)[:, None]
-            kids = np.concatenate([np.where(mask, p1, p2), np.where(mask, p2, p1)])
-            # mutation: reset to current (0.1), zero (0.01), raise at random (1/n)
-            r = R[k2:].reshape(4, P, n)
-            kids = np.where(r[0] < 0.1, self.base, kids)
-            kids[r[1] < 0.01] = 0
-            inc = r[2] < p_inc
-            kids[inc] = (kids + (r[3] * (span - kids)).astype(np.int64))[inc]
-            kids = self.repair(kids)
-            kf = self.objective(kids)
-            allp = np.concatenate([pop, kids])
-            allf = np.concatenate([fit, kf])
-            idx = np.argsort(-allf, kind="stable")[:P]
-            pop, fit = allp[idx], allf[idx]
-        return pop, fit
+        per = k2 + 4 * P * n  # draws per generation
+        other = np.concatenate([np.arange(half, P), np.arange(half)])  # partner of child i
+        flat_cols = cols[None, :]
+        chunk = max(1, min(generations, self.CHUNK_DOUBLES // per))
+        # parents in rows [0, P), children in rows [P, 2P): survival gathers the best P back
+        allp = np.concatenate([pop, pop])
+        allf = np.concatenate([fit, fit])
+        done = 0
+        while done < generations:
+            c = min(chunk, generations - done)
+            R = rng.random(c * per).reshape(c, per)
+            A = (R[:, :k1] * P).astype(np.intp).reshape(c, P, 2)
+            pts = (R[:, k1:k2] * n).astype(np.intp)  # (c, half)
+            cross = cols[None, None, :] < pts[:, :, None]  # (c, half, n)
+            cross = np.concatenate([cross, cross], axis=1)  # same point for both children
+            r = R[:, k2:].reshape(c, 4, P, n)
+            zero = r[:, 1] < 0.01
+            keep = ~((r[:, 0] < 0.1) | zero)  # mutation (1)-(2) leave the child as bred
+            fixed = np.where(zero, 0, self.base)  # ... else it becomes this value
+            inc = r[:, 2] < p_inc
+            r3 = r[:, 3]
+            for t in range(c):
+                a = A[t]
+                win = np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])
+                # crossover: child i takes parent win[i] before the point, its partner after
+                src = np.where(cross[t], win[:, None], win[other][:, None])
+                kids = allp.take(src * n + flat_cols)  # parents are allp[:P]
+                kids = np.where(keep[t], kids, fixed[t])
+                kids = np.where(inc[t], kids + (r3[t] * (span - kids)).astype(np.int64), kids)
+                kids = self._repair(kids)
+                allp[P:] = kids
+                allf[P:] = self.objective(kids)
+                idx = (-allf).argsort(kind="stable")[:P]
+                allp[:P] = allp[idx]
+                allf[:P] = allf[idx]
+                fit = allf[:P]
+            done += c
+        return allp[:P].copy(), allf[:P].copy()
 
 
 @register("pollux")

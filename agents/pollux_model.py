@@ -303,8 +303,39 @@ def load_profile(app: str, data_root: str | None = None) -> AppProfile:
     return _PROFILE_CACHE[key]
 
 
+def scaling_of(spec: JobSpec, w_max: int | None = None) -> np.ndarray:
+    """The job's own scaling curve ``scaling[0..w_max]`` (``JobSpec.scaling``; ones if linear)."""
+    n = int(spec.w_max if w_max is None else w_max) + 1
+    if spec.scaling is None:
+        return np.ones(n)
+    sc = np.asarray(spec.scaling, dtype=np.float64)
+    return sc[np.minimum(np.arange(n), len(sc) - 1)]
+
+
 def tuning_table(spec: JobSpec, data_root: str | None = None) -> np.ndarray:
-    """Rate-multiplier table ``m[0..w_max]`` for ``spec`` (see the module docstring)."""
+    """Rate-multiplier table ``m[0..w_max]`` for ``spec`` (see the module docstring).
+
+    Pollux-workload jobs whose trace gave a scaling curve (``JobSpec.scaling``, filled by the
+    trace loader from the profiles at the job's fixed batch) use the per-epoch tuned run time of
+    :meth:`aryl_gym.workload.traces_pollux.PolluxApplication.tuning_table`, *relative to that
+    curve*: the simulator multiplies both, so a tuned job runs Pollux's tuned time exactly.
+    Inelastic Pollux jobs (ncf) keep their batch as in Pollux's simulator (table of ones).
+    """
+    if spec.app and spec.scaling is not None:
+        if not spec.elastic:
+            return np.ones(spec.w_max + 1)
+        from aryl_gym.workload.traces_pollux import load_pollux_profiles
+
+        folder = spec.extra.get("profiles_dir")
+        if folder is None:
+            from aryl_gym.workload.paths import resolve_data_path
+
+            folder = str(resolve_data_path("traces/pollux-philly/traces", data_root))
+        app = load_pollux_profiles(folder)[spec.app]
+        return app.tuning_table(
+            spec.w_max, int(spec.batch_size or app.init_batch_size),
+            int(spec.extra.get("profile_gpus_per_node", 4)),
+        )
     if spec.app:
         return load_profile(spec.app, data_root).table(spec.w_max, spec.batch_size)
     if not spec.elastic:

@@ -95,7 +95,7 @@ class EpisodeResult:
         return json.dumps(self.to_dict(series=series), sort_keys=False)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "EpisodeResult":
+    def from_dict(cls, d: dict[str, Any]) -> EpisodeResult:
         names = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -120,13 +120,18 @@ def _mean(a: np.ndarray) -> float:
     return float(a.mean()) if len(a) else float("nan")
 
 
-def lower_bounds(sim: "Simulator") -> np.ndarray:
+def lower_bounds(sim: Simulator) -> np.ndarray:
     """Each job alone at ``w_max`` on its fastest allowed GPU type (seconds)."""
     fastest = np.where(sim.type_agnostic, sim.speeds.max(axis=1), sim.speeds[:, 0])
-    return sim.work / (sim.w_max * fastest)
+    # scaling efficiency at w_max (JobSpec.scaling; 1 for linear jobs)
+    eff = np.array(
+        [1.0 if sc is None else float(sc[min(int(w), len(sc) - 1)])
+         for sc, w in zip(getattr(sim, "scaling", [None] * sim.n_jobs), sim.w_max)]
+    )
+    return sim.work / (sim.w_max * fastest * eff)
 
 
-def episode_result(sim: "Simulator", policy_name: str, wall_s: float) -> EpisodeResult:
+def episode_result(sim: Simulator, policy_name: str, wall_s: float) -> EpisodeResult:
     done = sim.state == JobState.DONE
     jct = (sim.finish - sim.submit)[done]
     started = ~np.isnan(sim.first_start)

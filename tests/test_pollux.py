@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 
 import numpy as np
 import pytest
@@ -170,3 +171,98 @@ def test_scaling_counts_match_placement_reports():
         ins += len(info.report.scaled_in)
     assert int(sim.scale_out_count.sum()) == outs  # no loaning: no reclaim scale-ins
     assert int(sim.scale_in_count.sum()) == ins
+
+
+# ------------------------------------------------------------------------------------------------
+# The vectorised GA gives exactly the straightforward formulation's result
+# ------------------------------------------------------------------------------------------------
+def _reference_search(prob: GAProblem, pop, generations, rng):
+    """One generation at a time, rules applied literally (the pre-table implementation)."""
+    lo, hi, base, g, cap, ir = prob.lo, prob.hi, prob.base, prob.g, prob.cap, prob.inel_run
+    offs = np.arange(len(prob.jobs)) * prob.S.shape[1]
+
+    def objective(x):
+        s = np.take(prob.S.reshape(-1), x + offs)
+        s = np.where(x != base, s * prob.factor, s)
+        return x.shape[1] / np.add.reduce(1.0 / (s + 1e-3), axis=1)
+
+    def repair(x):
+        x = np.minimum(x, hi)
+        x[x < lo] = 0
+        x[:, ir] = np.where(x[:, ir] > 0, base[ir], 0)
+        cum = np.cumsum(x * g, axis=1)
+        if cum[:, -1].max() > cap:
+            np.minimum(cum, cap, out=cum)
+            cum[:, 1:] -= cum[:, :-1].copy()
+            x = cum // g
+            x[x < lo] = 0
+            x[:, ir] = np.where(x[:, ir] == base[ir], x[:, ir], 0)
+        return x
+
+    P, n = pop.shape
+    fit = objective(pop)
+    span, cols, half = (hi + 1).astype(np.float64), np.arange(n), P // 2
+    k1, k2 = 2 * P, 2 * P + half
+    for _ in range(generations):
+        R = rng.random(k2 + 4 * P * n)
+        a = (R[:k1] * P).astype(np.intp).reshape(P, 2)
+        win = np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])
+        p1, p2 = pop[win[:half]], pop[win[half:]]
+        mask = cols < (R[k1:k2] * n).astype(np.intp)[:, None]
+        kids = np.concatenate([np.where(mask, p1, p2), np.where(mask, p2, p1)])
+        r = R[k2:].reshape(4, P, n)
+        kids = np.where(r[0] < 0.1, base, kids)
+        kids[r[1] < 0.01] = 0
+        inc = r[2] < 1.0 / n
+        kids[inc] = (kids + (r[3] * (span - kids)).astype(np.int64))[inc]
+        kids = repair(kids)
+        allp, allf = np.concatenate([pop, kids]), np.concatenate([fit, objective(kids)])
+        idx = np.argsort(-allf, kind="stable")[:P]
+        pop, fit = allp[idx], allf[idx]
+    return pop, fit
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_vectorised_ga_is_bit_identical_to_reference(seed):
+    rs = np.random.default_rng(100 + seed)
+    n = int(rs.integers(3, 25))
+    g = rs.choice([1, 1, 2, 4], n)
+    hi = rs.integers(1, 9, n)
+    lo = np.where(rs.random(n) < 0.3, hi, np.maximum(1, hi // 3))
+    base = np.where(rs.random(n) < 0.5, rs.integers(0, 9, n), 0)
+    base = np.where(base >= lo, np.minimum(base, hi), 0)
+    ir = (lo == hi) & (base > 0)
+    S = np.concatenate([np.zeros((n, 1)), np.cumsum(rs.random((n, hi.max())), axis=1)], axis=1)
+    factor = rs.random(n)
+    prob = GAProblem(list(range(n)), g, lo, hi, base, S, factor, int(rs.integers(8, 64)), -1.0, ir)
+    start = prob.repair(rs.integers(0, 9, (40, n)))
+    # a small chunk forces several random-number blocks per search
+    prob.CHUNK_DOUBLES = 3 * (2 * 40 + 20 + 4 * 40 * n)
+    r1, r2 = np.random.default_rng(seed), np.random.default_rng(seed)
+    got = prob.search(start.copy(), 17, r1)
+    want = _reference_search(prob, start.copy(), 17, r2)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert r1.random() == r2.random()  # same draws consumed
+    assert np.array_equal(prob.repair(start), start)  # repaired stays repaired
+
+
+def test_exploration_cap_doubles_replicas_per_reallocation():
+    """Upstream JobInfo.max_replicas = max(2 x most replicas profiled, 1): 1, 2, 4, 8 ..."""
+    cfg = small_config(train_servers=4, train_gpus=4, inf_servers=0)
+    sim = make_sim(cfg, [job(0, work=1e6, w=16, w_min=1, elastic=True)])
+    pol = PolluxPolicy(generations=30, tune=False)
+    pol.reset(sim.seed)
+    sim.begin(pol)
+    seen = []
+    while len(seen) < 5:
+        sim.step(pol)
+        seen.append(int(sim.workers[0]))
+    assert seen[0] == 1
+    assert all(b <= max(2 * a, 1) for a, b in itertools.pairwise(seen))
+    assert seen[-1] > 4  # it does grow
+    unc = PolluxPolicy(generations=30, tune=False, explore=False)
+    sim2 = make_sim(cfg, [job(0, work=1e6, w=16, w_min=1, elastic=True)])
+    unc.reset(sim2.seed)
+    sim2.begin(unc)
+    sim2.step(unc)
+    assert int(sim2.workers[0]) > 2  # without the cap it may jump at once

@@ -415,3 +415,93 @@ def test_real_gavel_vc():
     jobs, rep = load_trace("traces/gavel-philly-vc/traces/msr/seed=0/6214e9.trace", "gavel")
     assert rep.rows == 2000 and len(jobs) == 2000
     assert trace_stats(jobs)["gpu_hist"][1] > 1500
+
+
+# ------------------------------------------------------------------------------------------------
+# Pollux scaling curves (JobSpec.scaling) and tuning relative to them
+# ------------------------------------------------------------------------------------------------
+def test_pollux_scaling_curve_and_tuning_hand_computed(tmp_path):
+    prof = make_profiles(tmp_path)
+    a = PolluxApplication(prof / "toy")
+    # batch 20 fixed: T(2) = 225 s (above), T(1) = 300 s (one accumulation step)
+    # scaling[w] = T(2) x 2 / (T(w) x w): [unused, 450 / 300, 1]
+    assert a.scaling_curve(2, 20) == pytest.approx((1.0, 1.5, 1.0))
+    # tuned: 1 replica may drop to batch 10 (200 s) -> 300 / 200; 2 replicas: only batch 20
+    assert a.tuning_table(2, 20) == pytest.approx([1.0, 1.5, 1.0])
+    wl = tmp_path / "workloads"
+    wl.mkdir()
+    p = write(wl / "workload-1.csv", "name,time,application,num_replicas,batch_size\n"
+              "toy-0,0,toy,1,10\ntoy-1,0,toy,2,20\n")
+    jobs, _ = load_trace(p, "pollux", rng=np.random.default_rng(0))
+    assert jobs[0].scaling == pytest.approx((1.0, 1.0))
+    assert jobs[1].scaling == pytest.approx((1.0, 1.5, 1.0))
+
+
+def test_scaling_curve_job_runs_profile_time_at_each_fixed_worker_count(tmp_path):
+    """A job with a curve, held at w workers, takes exactly the profile's T(w) (no overheads)."""
+    from dataclasses import replace
+
+    from aryl_gym.sim.view import Decision
+    from tests.helpers import ScriptedPolicy, make_sim
+
+    prof = make_profiles(tmp_path)
+    wl = tmp_path / "workloads"
+    wl.mkdir()
+    p = write(wl / "workload-1.csv", "name,time,application,num_replicas,batch_size\n"
+              "toy-0,0,toy,2,20\n")
+    cfg = scenario_from_dict({
+        "name": "t4", "cluster": {"train_servers": 1, "train_gpus_per_server": 4, "train_gpu": "T4",
+                                  "inf_servers": 0, "inf_gpus_per_server": 4},
+        "inference": {"mode": "constant", "mean": 0.0, "headroom": 0.0},
+        "sim": {"interval": 60.0, "first_start_overhead_s": 0.0}})  # T4: the profiles' GPU
+    (spec,), _ = load_trace(p, "pollux", rng=np.random.default_rng(0))
+    a = PolluxApplication(prof / "toy")
+    spec = replace(spec, w_min=1, elastic=True)
+    for w in (1, 2):
+        sim = make_sim(cfg, [spec])
+        pol = ScriptedPolicy(lambda v, w=w: Decision(targets={0: w}) if v.now == 0 else Decision(),
+                             uses_loaning=False)
+        res = sim.run(pol)
+        assert res.jcts == [pytest.approx(a.run_time(w, 20))]
+    # a linear job (no curve) would have taken T(2) x 2 = 450 s on one worker, not 300 s
+    sim = make_sim(cfg, [replace(spec, scaling=None)])
+    res = sim.run(ScriptedPolicy(lambda v: Decision(targets={0: 1}) if v.now == 0 else Decision(),
+                                 uses_loaning=False))
+    assert res.jcts == [pytest.approx(450.0)]
+
+
+def test_scaling_curve_validation():
+    from dataclasses import replace
+
+    from tests.helpers import job
+
+    with pytest.raises(ValueError, match="scaling curve"):
+        replace(job(0), scaling=(1.0, 0.0)).validate()
+    with pytest.raises(ValueError, match="scaling curve"):
+        replace(job(0), scaling=(1.0,)).validate()
+    replace(job(0), scaling=(1.0, 0.9)).validate()
+
+
+@real
+def test_real_w6_fifo_alone_gives_profile_run_time():
+    """fifo, each Pollux-w6 application's first job alone at its requested replicas: JCT = the
+    30 s first-start delay + the profile's run time (the curve is 1 at w_max)."""
+    from dataclasses import replace
+
+    from aryl_gym.agents import make_policy
+
+    from aryl_gym.scenario import make_episode
+
+    cfg = load_scenario("pollux-w6")
+    ep = make_episode(cfg, 0)
+    first: dict[str, object] = {}
+    for j in ep.jobs:
+        first.setdefault(j.app, j)
+    assert len(first) == 6
+    for spec in first.values():
+        assert spec.scaling is not None and len(spec.scaling) == spec.w_max + 1
+        assert spec.scaling[spec.w_max] == pytest.approx(1.0)
+        alone = make_episode(cfg, 0, jobs=[replace(spec, id=0, submit=0.0)])
+        res = alone.simulator().run(make_policy("fifo"))
+        want = cfg.sim.first_start_overhead_s + spec.extra["profile_run_time_s"]
+        assert res.jcts == [pytest.approx(want)], spec.name

@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from aryl_gym.envs.allocation import ArylEnv
 
 MODES: tuple[str, ...] = ("targets", "sequential", "priority")
+_RUNNING = int(JobState.RUNNING)
 
 
 class ActionCodec:
@@ -98,47 +99,68 @@ class TargetsCodec(ActionCodec):
     def begin_episode(self, env: ArylEnv) -> None:
         sim = env.sim
         W = self.W
-        self._lo = np.minimum(sim.w_min, W)  # lowest level per job (>= 1)
-        self._wmax = np.minimum(sim.w_max, W)  # highest level per job
-        self._top_inelastic = np.where(sim.elastic, 0, -(10**9))  # running inelastic: no range
-        if not hasattr(self, "_range"):
+        # per-job lists (plain Python is faster than numpy on a window of tens of jobs)
+        self._lo = np.minimum(sim.w_min, W).tolist()  # lowest level per job (>= 1)
+        self._wmax = np.minimum(sim.w_max, W).tolist()  # highest level per job
+        self._wmax_true = sim.w_max.tolist()
+        self._elastic = sim.elastic.tolist()
+        self._ta = sim.type_agnostic.tolist()
+        self._g = sim.g.tolist()
+        if not hasattr(self, "_pad_bytes"):
             L = self.L
-            lv = np.arange(L)
-            # _range[lo, hi] = levels lo..hi (empty when hi < lo); _eye[L] is an all-False row
-            self._range = (lv[None, None, :] >= lv[:, None, None]) & (lv[None, None, :] <= lv[None, :, None])
-            self._eye = np.vstack([np.eye(L, dtype=bool), np.zeros((1, L), dtype=bool)])
-            self._pad = np.zeros((self.k, L), dtype=bool)
-            self._pad[:, 0] = True
+            pad = bytearray(self.k * L)
+            pad[::L] = b"\x01" * self.k  # padding slots: level 0 only
+            self._pad_bytes = bytes(pad)
+            self._ones = b"\x01" * L
 
     def mask2d(self, env: ArylEnv) -> np.ndarray:
-        """(K, L) allowed levels; vectorised, a fixed number of numpy operations."""
+        """(K, L) allowed levels, computed once per decision point (plain Python per slot)."""
         if self._mask is not None:
             return self._mask
         sim = env.sim
         w = env.window
         n = len(w)
-        m = self._pad.copy()
+        L, W = self.L, self.W
+        buf = bytearray(self._pad_bytes)
         if n:
             ft, fi = env.fits
-            g = sim.g[w]
-            wk = sim.workers[w]
-            running = sim.state[w] == JobState.RUNNING
-            f_train = ft[g]
-            f_inf = fi[g]
-            if sim.srv_loaned.any():
-                f_q = np.where(sim.type_agnostic[w], np.maximum(f_train, f_inf), f_train)
-                f_r = np.where(sim.pool[w] == 1, f_inf, f_train)
-            else:
-                f_q = f_r = f_train
-            # most workers that could be asked for: running elastic current + free, queued free
-            top = np.where(running, wk + f_r + self._top_inelastic[w], f_q)
-            hi = np.clip(np.minimum(self._wmax[w], top), 0, self.W)
-            sub = self._range[self._lo[w], hi]
-            sub |= self._eye[np.where(running, np.minimum(wk, self.W), self.L)]
-            sub[:, 0] = True if self.allow_preempt else ~running
-            m[:n] = sub
-        self._mask = m
-        return m
+            wl, stl, wkl, pooll = env._wsnap  # the window's ids, states, workers, pools
+            loaned = sim.n_loaned > 0
+            lo_l, wmax_l, el_l, ta_l, g_l = self._lo, self._wmax, self._elastic, self._ta, self._g
+            ones = self._ones
+            col0_running = 1 if self.allow_preempt else 0
+            for i in range(n):
+                j = wl[i]
+                gj = g_l[j]
+                f = ft[gj]
+                base = i * L
+                if stl[i] == _RUNNING:
+                    wk = wkl[i]
+                    if loaned and pooll[i] == 1:
+                        f = fi[gj]
+                    # most workers that could be asked for: current + what fits in its pool
+                    top = wk + f if el_l[j] else wk + f - 10**9
+                    hi = wmax_l[j] if wmax_l[j] < top else top
+                    if hi < 0:
+                        hi = 0
+                    lo = lo_l[j]
+                    if hi >= lo:
+                        buf[base + lo : base + hi + 1] = ones[: hi - lo + 1]
+                    buf[base + (wk if wk < W else W)] = 1  # keep the current count
+                    buf[base] = col0_running
+                else:
+                    if loaned and ta_l[j]:
+                        f2 = fi[gj]
+                        if f2 > f:
+                            f = f2
+                    hi = wmax_l[j] if wmax_l[j] < f else f
+                    lo = lo_l[j]
+                    if hi >= lo:
+                        buf[base + lo : base + hi + 1] = ones[: hi - lo + 1]
+                    # level 0 (stay queued) is already allowed
+        self._mbuf = buf
+        self._mask = np.frombuffer(buf, dtype=bool).reshape(self.k, L)
+        return self._mask
 
     def mask(self, env: ArylEnv) -> np.ndarray:
         return self.mask2d(env).reshape(-1)
@@ -151,25 +173,32 @@ class TargetsCodec(ActionCodec):
             return Decision(), self.k
         if a.shape != (self.k,):
             return Decision(), self.k
-        m = self.mask2d(env)
-        ok = np.isfinite(a) & (a >= 0) & (a < self.L)
-        lvl = np.where(ok, a, 0).astype(np.int64)
-        ok &= lvl == a  # whole numbers only
-        ok &= m[self._rows, lvl]
-        invalid = int(self.k - np.count_nonzero(ok))
+        self.mask2d(env)
+        buf = self._mbuf
+        L, W = self.L, self.W
+        al = a.tolist()
         w = env.window
         n = len(w)
         targets: dict[int, int] = {}
         order: list[int] = []
+        invalid = 0
         if n:
-            lv = lvl[:n]
-            wmax = sim.w_max[w]
-            t = np.where((lv == self.W) & (wmax > self.W), wmax, lv)
-            ch = ok[:n] & (t != sim.workers[w])
-            for i in np.flatnonzero(ch):
-                j = int(w[i])
-                targets[j] = int(t[i])
-                order.append(j)
+            wl, _, wkl, _ = env._wsnap
+            wmax = self._wmax_true
+        for i in range(self.k):
+            x = al[i]
+            # allowed: a finite whole number in [0, L) whose level the mask allows (NaN fails)
+            if 0.0 <= x < L:
+                lv = int(x)
+                if lv == x and buf[i * L + lv]:
+                    if i < n:
+                        j = wl[i]
+                        t = wmax[j] if lv == W and wmax[j] > W else lv
+                        if t != wkl[i]:
+                            targets[j] = t
+                            order.append(j)
+                    continue
+            invalid += 1
         return Decision(targets=targets, order=order), invalid
 
 

@@ -24,8 +24,8 @@ from aryl_gym.envs.observation import (
     F_JOB,
     F_OUTSIDE,
     ObservationBuilder,
-    fit_tables,
-    select_window,
+    fit_lists,
+    window_lists,
 )
 from aryl_gym.envs.reward import RewardTracker, parse_weights
 from aryl_gym.scenario import make_episode
@@ -209,6 +209,7 @@ class ArylEnv(gym.Env):
             }
         )
         self._obs_builder = ObservationBuilder(self.config, self.k, self.max_workers)
+        self._pad_ids = np.full(self.k, -1, dtype=np.int64)
         self.sim: Simulator | None = None
         self.window = np.zeros(0, dtype=np.int64)
         self._q_out = self.window
@@ -290,11 +291,17 @@ class ArylEnv(gym.Env):
     def _new_round(self) -> None:
         sim = self.sim
         assert sim is not None
-        self.window, self._q_out, self._r_out = select_window(sim, self.k)
-        self.fits = fit_tables(sim)
+        w, self._q_out, self._r_out = window_lists(sim, self.k, self._obs_builder.elastic)
+        win = self.window = np.array(w, dtype=np.int64)
+        self.fits = fit_lists(sim)  # (train, loaned): workers of g GPUs that fit, by g
+        # The window's dynamic state as lists (ids, state, workers, pool); the simulator does not
+        # change until the next commit, so the codec and the observation share this snapshot.
+        if w:
+            self._wsnap = (w, sim.state[win].tolist(), sim.workers[win].tolist(), sim.pool[win].tolist())
+        else:
+            self._wsnap = (w, w, w, w)
         self.decision_point += 1
         self.substep = 0
-        self._round_t0 = time.perf_counter()
         self.codec.begin_round(self)
 
     def _commit(self, decision: Decision):
@@ -375,6 +382,7 @@ class ArylEnv(gym.Env):
             self.fits,
             self.codec.target_feature(self),
             self.codec.tentative_free(self),
+            self._wsnap,
         )
         return {
             "jobs": jobs,
@@ -385,9 +393,10 @@ class ArylEnv(gym.Env):
 
     def _window_padded(self) -> np.ndarray:
         """The window's job ids, padded with -1 to K (fixed shape for vector envs)."""
-        out = np.full(self.k, -1, dtype=np.int64)
-        out[: len(self.window)] = self.window
-        return out
+        w = self.window
+        if len(w) == self.k:
+            return w.copy()
+        return np.concatenate((w, self._pad_ids[: self.k - len(w)]))
 
     def _info(self, comp: dict[str, float], invalid: int, report) -> dict[str, Any]:
         sim = self.sim

@@ -87,35 +87,78 @@ def _sq(x: np.ndarray | float) -> np.ndarray | float:
     return x / (1.0 + x)
 
 
-def select_window(sim: Simulator, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The window's job ids in the documented order, plus the queued and running ids outside it.
-
-    Returns ``(window, queued_outside, running_outside)``, int64 arrays; ``window`` has at most
-    ``k`` entries.
-    """
-    Q = np.fromiter(sorted(sim._queued), dtype=np.int64, count=len(sim._queued))
-    R = sim.running_array()
+def window_lists(sim: Simulator, k: int, elastic) -> tuple[list[int], list[int], list[int]]:
+    """:func:`select_window` on plain lists (the env's hot path; K is small, so plain Python
+    beats numpy here). ``elastic`` is indexable by job id (a list is fastest)."""
+    Q = sorted(sim._queued)
+    R = sorted(sim._running)
     nq, nr = len(Q), len(R)
     n_r = min(nr, max(k // 2, k - nq))
     n_q = min(nq, k - n_r)
     if nq > n_q:
         tail = n_q // 4
         head = n_q - tail
-        q_in = np.concatenate([Q[:head], Q[nq - tail :]]) if tail else Q[:head]
+        q_in = Q[:head] + Q[nq - tail :] if tail else Q[:head]
         q_out = Q[head : nq - tail]
     else:
-        q_in, q_out = Q, Q[:0]
-    if nr:
-        # elastic first, then by id (R is ascending already; stable sort keeps it)
-        order = np.argsort(~sim.elastic[R], kind="stable")
-        Rs = R[order]
-    else:
-        Rs = R
-    r_in, r_out = Rs[:n_r], Rs[n_r:]
-    return np.concatenate([q_in, r_in]), q_out, r_out
+        q_in, q_out = Q, []
+    # elastic first, then by id (R is ascending)
+    Rs = [j for j in R if elastic[j]] + [j for j in R if not elastic[j]] if nr else R
+    return q_in + Rs[:n_r], q_out, Rs[n_r:]
+
+
+def select_window(sim: Simulator, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The window's job ids in the documented order, plus the queued and running ids outside it.
+
+    Returns ``(window, queued_outside, running_outside)``, int64 arrays; ``window`` has at most
+    ``k`` entries.
+    """
+    w, qo, ro = window_lists(sim, k, sim.elastic)
+    return (
+        np.array(w, dtype=np.int64),
+        np.array(qo, dtype=np.int64),
+        np.array(ro, dtype=np.int64),
+    )
 
 
 _G = np.array([1, 2, 4, 8], dtype=np.int64)
+#: Above this many servers :func:`fit_lists` uses numpy instead of a Python loop.
+_PY_SERVERS = 64
+
+
+def fit_lists(sim: Simulator) -> tuple[list[int], list[int]]:
+    """:func:`fit_tables` as two lists of 9 ints (indexed by g); plain Python on small clusters.
+
+    Training servers come first in the server arrays (ids ``0 .. n_train - 1``)."""
+    S = sim.n_servers
+    if S > _PY_SERVERS:
+        ft, fi = fit_tables(sim)
+        return ft.tolist(), fi.tolist()
+    free = sim.srv_free.tolist()
+    pool = sim.srv_pool.tolist()
+    a1 = a2 = a4 = a8 = 0
+    for s in range(S):
+        if pool[s] == 0:  # TRAIN
+            f = free[s]
+            a1 += f
+            a2 += f >> 1
+            a4 += f >> 2
+            a8 += f >> 3
+    ft = [0, a1, a2, 0, a4, 0, 0, 0, a8]
+    if sim.n_loaned:
+        loaned = sim.srv_loaned.tolist()
+        a1 = a2 = a4 = a8 = 0
+        for s in range(S):
+            if loaned[s]:
+                f = free[s]
+                a1 += f
+                a2 += f >> 1
+                a4 += f >> 2
+                a8 += f >> 3
+        fi = [0, a1, a2, 0, a4, 0, 0, 0, a8]
+    else:
+        fi = [0] * 9
+    return ft, fi
 
 
 def fit_tables(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
@@ -132,10 +175,13 @@ def fit_tables(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
 
 
 class ObservationBuilder:
-    """Builds the observation arrays in preallocated buffers (vectorised over the window).
+    """Builds the observation arrays (plain Python over the window, numpy for big sets).
 
-    Per-job constant features are gathered from a per-episode table (:meth:`begin`), so a step
-    costs a fixed, small number of numpy operations whatever the window size.
+    Per-job constant features and inverse rates are per-episode lists (:meth:`begin`); a step
+    gathers the window's dynamic state with a few fancy-indexing reads and fills the rows in
+    plain Python, which beats a sequence of small numpy operations at window sizes of tens.
+    The values are computed with the same float64 operations, in the same order, as the
+    vectorised formulas in the comments of :data:`JOB_FEATURES`.
     """
 
     def __init__(self, sim_config, window: int, max_workers: int):
@@ -146,120 +192,168 @@ class ObservationBuilder:
         self.train_gpus = float(c.train_gpus)
         self.inf_gpus = float(max(c.inf_gpus, 1))
         self.n_inf = float(max(c.inf_servers, 1))
-        self.jobs = np.zeros((self.k, F_JOB), dtype=np.float32)
-        self.cluster = np.zeros(F_CLUSTER, dtype=np.float32)
-        self.outside = np.zeros(F_OUTSIDE, dtype=np.float32)
-        self.static: np.ndarray | None = None
+        self.inf_gpus_per_server = int(c.inf_gpus_per_server)
+        self.static: list[list[float]] | None = None
+        self._zero_row = [0.0] * F_JOB
 
     def begin(self, sim: Simulator) -> None:
         """Per-episode tables: constant job features and inverse rates (hours per work unit)."""
         W = float(self.max_workers)
-        n = sim.n_jobs
-        st = np.zeros((n, F_JOB), dtype=np.float64)
-        st[:, 0] = 1.0
-        st[:, 3] = sim.elastic
-        st[:, 4] = sim.type_agnostic
-        st[:, 5] = sim.g / 8.0
-        st[:, 6] = np.minimum(sim.w_min / W, 1.0)
-        st[:, 7] = np.minimum(sim.w_max / W, 1.0)
-        self.static = st
+        # constant columns 3..7 (elastic, type_agnostic, g / 8, w_min / W, w_max / W), clipped;
+        # rows 0..7 as tuples for a queued job and for a running one (columns 1, 2 = state)
+        st = np.zeros((sim.n_jobs, 5), dtype=np.float64)
+        st[:, 0] = sim.elastic
+        st[:, 1] = sim.type_agnostic
+        st[:, 2] = sim.g / 8.0
+        st[:, 3] = np.minimum(sim.w_min / W, 1.0)
+        st[:, 4] = np.minimum(sim.w_max / W, 1.0)
+        self.static = st.tolist()
+        self.head_q = [(1.0, 1.0, 0.0, *r) for r in self.static]
+        self.head_r = [(1.0, 0.0, 1.0, *r) for r in self.static]
         # hours per unit of predicted work: at w_max on V100, and per worker on each pool
-        self.inv_wmax = 1.0 / (sim.w_max * sim.speeds[:, 0] * 3600.0)
-        self.inv_speed = 1.0 / (sim.speeds * 3600.0)  # (N, 2)
-        self.w_min_f = sim.w_min.astype(np.float64)
+        self.inv_wmax_a = 1.0 / (sim.w_max * sim.speeds[:, 0] * 3600.0)
+        self.inv_wmax = self.inv_wmax_a.tolist()
+        inv_speed = 1.0 / (sim.speeds * 3600.0)  # (N, 2)
+        self.inv_s0 = inv_speed[:, 0].tolist()
+        self.inv_s1 = inv_speed[:, 1].tolist()
+        self.w_min = sim.w_min.tolist()
+        self.w_min_f = [float(x) for x in self.w_min]
+        self.g = sim.g.tolist()
+        self.ta = sim.type_agnostic.tolist()
+        self.elastic = sim.elastic.tolist()
+        self.submit = sim.submit.tolist()
+        self.gw_min = (sim.g * sim.w_min).tolist()  # base GPU demand per job
+        self.gw_max = (sim.g * sim.w_max).tolist()  # maximum GPU demand per job
 
     def build(
         self,
         sim: Simulator,
-        window: np.ndarray,
-        q_out: np.ndarray,
-        r_out: np.ndarray,
-        fits: tuple[np.ndarray, np.ndarray],
-        target: np.ndarray | None = None,
+        window,
+        q_out,
+        r_out,
+        fits,
+        target=None,
         tentative_free: float | None = None,
+        snapshot: tuple[list[int], list[int], list[int], list[int]] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Fill and return copies of (jobs, cluster, outside)."""
+        """Return new (jobs, cluster, outside) arrays for the current state.
+
+        ``window``, ``q_out``, ``r_out``: job ids (int arrays or lists); ``fits``: the two
+        per-g fit tables of :func:`fit_lists` / :func:`fit_tables`; ``target``: per-slot
+        tentative targets (sequential mode) or None for the current workers; ``snapshot``:
+        the window's (ids, state, workers, pool) as lists when the caller already has them.
+        """
         assert self.static is not None, "call begin(sim) first"
-        J = self.jobs
         n = len(window)
         now = sim.now
         W = float(self.max_workers)
+        flat: list[float] = []
         if n:
-            w = window
-            X = self.static[w]  # (n, F) float64, constant columns filled
-            st = sim.state[w]
-            wk = sim.workers[w]
-            pool = sim.pool[w]
-            on_inf = pool == INFER
-            X[:, 1] = st == 1
-            X[:, 2] = st == 2
-            X[:, 8] = wk / W
-            X[:, 9] = on_inf
-            pr = sim.pred_remaining[w]
-            X[:, 10] = pr * self.inv_wmax[w]
-            w_now = np.where(wk > 0, wk, self.w_min_f[w])
-            X[:, 11] = pr * self.inv_speed[w, on_inf.view(np.int8)] / w_now
-            X[:, 12] = (now - sim.submit[w]) / 3600.0
-            X[:, 13] = sim.preempt_count[w]
-            X[:, 14] = sim.overhead_left[w] / 300.0
-            X[:, 15] = (wk if target is None else target[:n]) / W
+            w = window if isinstance(window, np.ndarray) else np.asarray(window, dtype=np.int64)
+            if snapshot is None:
+                wl = w.tolist()
+                stl = sim.state[w].tolist()
+                wkl = sim.workers[w].tolist()
+                pooll = sim.pool[w].tolist()
+            else:
+                wl, stl, wkl, pooll = snapshot
+            prl = sim.pred_remaining[w].tolist()
+            pcl = sim.preempt_count[w].tolist()
+            ovl = sim.overhead_left[w].tolist()
+            tgl = wkl if target is None else [int(x) for x in target[:n]]
             ft, fi = fits
-            g = sim.g[w]
-            X[:, 16] = np.where(sim.type_agnostic[w], np.maximum(ft[g], fi[g]), ft[g]) / W
-            sq = X[:, 10:14]
-            np.divide(sq, 1.0 + sq, out=sq)  # squash times (hours) and counts
-            np.minimum(X, 1.0, out=X)  # all features are >= 0 by construction
-            J[:n] = X
-        J[n:] = 0.0
-        C = self.cluster
-        n_loaned = int(np.count_nonzero(sim.srv_loaned))
-        if hasattr(sim, "busy_train_gpus"):  # the kernel's incremental counters (GPUs)
-            loaned_cap = float(n_loaned * sim.config.cluster.inf_gpus_per_server)
-            loaned_free = loaned_cap - float(sim.busy_loan_gpus)
-            train_free = self.train_gpus - float(sim.busy_train_gpus)
-        else:  # pragma: no cover - older kernels
-            loaned_cap = float(sim.srv_cap[sim.srv_loaned].sum()) if n_loaned else 0.0
-            loaned_free = float(sim.srv_free[sim.srv_loaned].sum()) if n_loaned else 0.0
-            train_free = float(sim.srv_free[sim._train_mask].sum())
-        C[0] = self.train_gpus / self.total_gpus
-        C[1] = train_free / max(self.train_gpus, 1.0)
-        C[2] = loaned_cap / self.inf_gpus
-        C[3] = loaned_free / loaned_cap if loaned_cap > 0 else 0.0
-        C[4] = min(sim.loanable_now / self.n_inf, 1.0)
+            # fits_now by g, for type-specific and type-agnostic jobs: min(fit / W, 1)
+            fit_s = [0.0] * 9
+            fit_a = [0.0] * 9
+            for gg in (1, 2, 4, 8):
+                x = ft[gg] / W
+                fit_s[gg] = x if x < 1.0 else 1.0
+                x = max(ft[gg], fi[gg]) / W
+                fit_a[gg] = x if x < 1.0 else 1.0
+            head_q, head_r, inv_wmax, inv_s0, inv_s1 = (
+                self.head_q, self.head_r, self.inv_wmax, self.inv_s0, self.inv_s1
+            )
+            g_l, ta_l, wmin_f, submit = self.g, self.ta, self.w_min_f, self.submit
+            ext = flat.extend
+            for i in range(n):
+                j = wl[i]
+                wk = wkl[i]
+                on_inf = pooll[i] == INFER
+                pr = prl[i]
+                a = pr * inv_wmax[j]  # hours at w_max on V100
+                a = a / (1.0 + a)
+                # hours at the current workers (w_min when queued) on its pool
+                b = pr * (inv_s1[j] if on_inf else inv_s0[j]) / (wk if wk > 0 else wmin_f[j])
+                b = b / (1.0 + b)
+                c = (now - submit[j]) / 3600.0
+                c = c / (1.0 + c)
+                d = pcl[i]
+                d = d / (1.0 + d)
+                e = ovl[i] / 300.0
+                f8 = wk / W
+                t15 = f8 if target is None else tgl[i] / W
+                ext(head_r[j] if stl[i] == 2 else head_q[j])
+                ext((
+                    f8 if f8 < 1.0 else 1.0,
+                    1.0 if on_inf else 0.0,
+                    a if a < 1.0 else 1.0,
+                    b if b < 1.0 else 1.0,
+                    c if c < 1.0 else 1.0,
+                    d if d < 1.0 else 1.0,
+                    e if e < 1.0 else 1.0,
+                    t15 if t15 < 1.0 else 1.0,
+                    fit_a[g_l[j]] if ta_l[j] else fit_s[g_l[j]],
+                ))
+        J = np.zeros((self.k, F_JOB), dtype=np.float32)
+        if n:
+            J.reshape(-1)[: n * F_JOB] = flat
+        # cluster features (the kernel's incremental counters, GPUs)
+        n_loaned = sim.n_loaned
+        loaned_cap = float(n_loaned * self.inf_gpus_per_server)
+        loaned_free = loaned_cap - float(sim.busy_loan_gpus)
+        train_free = self.train_gpus - float(sim.busy_train_gpus)
         u = sim.loan.utilization(now)
         u_prev = sim.loan.utilization(max(now - 3600.0, 0.0))
-        C[5] = u
-        C[6] = min(max(0.5 + (u - u_prev) / 2.0, 0.0), 1.0)
         ang = 2.0 * math.pi * ((now / 3600.0) % 24.0) / 24.0
-        C[7] = (1.0 + math.sin(ang)) / 2.0
-        C[8] = (1.0 + math.cos(ang)) / 2.0
         nq = len(sim._queued)
         nr = len(sim._running)
-        C[9] = _sq(nq / 10.0)
-        C[10] = _sq(nr / 10.0)
         if nq:
-            Q = np.fromiter(sim._queued, dtype=np.int64, count=nq)
-            gq = sim.g[Q]
-            C[11] = _sq(float(gq @ sim.w_min[Q]) / self.total_gpus)
-            C[12] = _sq(float(gq @ sim.w_max[Q]) / self.total_gpus)
+            gw_min, gw_max = self.gw_min, self.gw_max
+            c11 = _sq(sum([gw_min[j] for j in sim._queued]) / self.total_gpus)
+            c12 = _sq(sum([gw_max[j] for j in sim._queued]) / self.total_gpus)
         else:
-            C[11] = C[12] = 0.0
-        C[13] = sim.done_count / max(sim.n_jobs, 1)
+            c11 = c12 = 0.0
         if tentative_free is None:
             tentative_free = train_free + loaned_free
-        C[14] = min(tentative_free / self.total_gpus, 1.0)
-        O = self.outside
+        C = np.array(
+            [
+                self.train_gpus / self.total_gpus,
+                train_free / max(self.train_gpus, 1.0),
+                loaned_cap / self.inf_gpus,
+                loaned_free / loaned_cap if loaned_cap > 0 else 0.0,
+                min(sim.loanable_now / self.n_inf, 1.0),
+                u,
+                min(max(0.5 + (u - u_prev) / 2.0, 0.0), 1.0),
+                (1.0 + math.sin(ang)) / 2.0,
+                (1.0 + math.cos(ang)) / 2.0,
+                _sq(nq / 10.0),
+                _sq(nr / 10.0),
+                c11,
+                c12,
+                sim.done_count / max(sim.n_jobs, 1),
+                min(tentative_free / self.total_gpus, 1.0),
+            ],
+            dtype=np.float32,
+        )
+        O = np.zeros(F_OUTSIDE, dtype=np.float32)
         O[0] = _sq(len(q_out) / 10.0)
         O[1] = _sq(len(r_out) / 10.0)
         if len(q_out):
-            O[2] = _sq(float(sim.g[q_out] @ sim.w_min[q_out]) / self.total_gpus)
-            O[4] = _sq(max(now - float(sim.submit[q_out].min()), 0.0) / 3600.0)
-            O[5] = _sq(float((sim.pred_remaining[q_out] * self.inv_wmax[q_out]).min()))
-        else:
-            O[2] = O[4] = O[5] = 0.0
-        O[3] = (
-            min(float(sim.g[r_out] @ sim.workers[r_out]) / self.total_gpus, 1.0)
-            if len(r_out)
-            else 0.0
-        )
-        return J.copy(), C.copy(), O.copy()
+            q = np.asarray(q_out, dtype=np.int64)
+            O[2] = _sq(float(sim.g[q] @ sim.w_min[q]) / self.total_gpus)
+            O[4] = _sq(max(now - float(sim.submit[q].min()), 0.0) / 3600.0)
+            O[5] = _sq(float((sim.pred_remaining[q] * self.inv_wmax_a[q]).min()))
+        if len(r_out):
+            r = np.asarray(r_out, dtype=np.int64)
+            O[3] = min(float(sim.g[r] @ sim.workers[r]) / self.total_gpus, 1.0)
+        return J, C, O

@@ -27,6 +27,8 @@ unweighted in ``info["reward_components"]``:
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 import numpy as np
 
 from aryl_gym.sim.engine import Simulator
@@ -63,7 +65,8 @@ class RewardTracker:
         self.sim = sim
         self.w = weights
         self.scale = float(scale)
-        self._prefix_submit = np.concatenate([[0.0], np.cumsum(sim.submit)])
+        self._prefix_submit = np.concatenate([[0.0], np.cumsum(sim.submit)]).tolist()
+        self._submit = sim.submit.tolist()  # sorted (the trace is sorted by submit time)
         from aryl_gym.metrics import lower_bounds
 
         self._lb = lower_bounds(sim)
@@ -73,6 +76,7 @@ class RewardTracker:
         self.t = sim.now
         self.a = self._accrued(sim.now)
         self.preempt = int(sim.preempt_count.sum())
+        self._total_gpus = float(sim.config.cluster.train_gpus + sim.config.cluster.inf_gpus)
         self.busy_gs = sim.acc.train_busy_gs + sim.acc.loan_used_gs
         self.total = 0.0
 
@@ -88,9 +92,9 @@ class RewardTracker:
 
     def _accrued(self, t: float) -> float:
         """A(t) = sum over jobs submitted by t of min(finish, t) - submit (seconds)."""
-        m = int(np.searchsorted(self.sim.submit, t, side="right"))
+        m = bisect_right(self._submit, t)  # == np.searchsorted(submit, t, side="right")
         d = self._done_seen
-        return (m - d) * t - float(self._prefix_submit[m]) + self._finish_sum
+        return (m - d) * t - self._prefix_submit[m] + self._finish_sum
 
     def step(self, invalid: int, queued_after: int) -> tuple[float, dict[str, float]]:
         """Components for the time from the last call to ``sim.now``; returns (reward, parts)."""
@@ -102,11 +106,10 @@ class RewardTracker:
         comp: dict[str, float] = {}
         comp["jct"] = -(a1 - self.a) / self.scale
         comp["queue"] = -queued_after * dt / self.scale
-        pc = int(sim.preempt_count.sum())
+        pc = sim.preemptions_total  # == preempt_count.sum()
         comp["preemption"] = -float(pc - self.preempt)
         busy = sim.acc.train_busy_gs + sim.acc.loan_used_gs
-        c = sim.config.cluster
-        comp["usage"] = (busy - self.busy_gs) / ((c.train_gpus + c.inf_gpus) * self.scale)
+        comp["usage"] = (busy - self.busy_gs) / (self._total_gpus * self.scale)
         if len(new_done):
             jct = sim.finish[new_done] - sim.submit[new_done]
             comp["slowdown"] = -float((jct / self._lb[new_done] - 1.0).sum())

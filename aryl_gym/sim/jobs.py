@@ -11,6 +11,7 @@ running time"), so with linear scaling ``T(w) = W / w`` inside ``[w_min, w_max]`
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -46,6 +47,12 @@ class JobSpec:
         name: the trace's name for the job, if any.
         app: application profile name for Pollux-workload jobs (``None`` for synthetic jobs).
         batch_size: initial global batch size for Pollux-workload jobs.
+        scaling: optional scaling-efficiency curve, the rate multiplier relative to linear
+            scaling indexed by worker count (``scaling[w]``; index 0 unused, counts beyond the
+            end use the last entry). The rate with ``w`` workers is ``w x speed x scaling[w]``.
+            ``None`` = linear (SPEC 1.3). Pollux-workload jobs get it from the application's
+            profiles at the job's fixed global batch, normalised to 1 at ``w_max``
+            (docs/traces.md), so ``work`` still means running time at ``w_max`` times ``w_max``.
     """
 
     id: int
@@ -61,6 +68,7 @@ class JobSpec:
     name: str = ""
     app: str | None = None
     batch_size: int | None = None
+    scaling: tuple[float, ...] | None = None
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -85,5 +93,12 @@ class JobSpec:
             raise ValueError(f"{where}: inelastic job needs w_min == w_max")
         if not (self.work > 0) or not (self.pred_work > 0):
             raise ValueError(f"{where}: work must be positive, got {self.work} / {self.pred_work}")
+        if self.scaling is not None:
+            sc = self.scaling
+            if len(sc) < 2 or not all(math.isfinite(x) and x > 0 for x in sc[1:]):
+                raise ValueError(
+                    f"{where}: scaling curve must have an entry for w >= 1 and all entries from "
+                    f"index 1 finite and > 0, got {sc!r}"
+                )
         if not (self.submit >= 0):
             raise ValueError(f"{where}: submit time must be >= 0, got {self.submit}")

@@ -119,6 +119,9 @@ class LoanController:
         need = np.ceil(self.n_inf * np.minimum(1.0, self.util + self.headroom) - 1e-9)
         self.loanable_series = (self.n_inf - need).astype(np.int64)
         self._day = max(1, int(round(86400.0 / self.sample_seconds)))
+        # plain-list copies for the per-round scalar look-ups (faster than numpy indexing)
+        self._util_list: list[float] = self.util.tolist()
+        self._loanable_list: list[int] = self.loanable_series.tolist()
 
     def _index(self, t: float) -> int:
         i = int(t // self.sample_seconds)
@@ -129,7 +132,7 @@ class LoanController:
         return i
 
     def utilization(self, t: float) -> float:
-        return float(self.util[self._index(t)])
+        return self._util_list[self._index(t)]
 
     def loanable(self, t: float) -> int:
-        return int(self.loanable_series[self._index(t)])
+        return self._loanable_list[self._index(t)]

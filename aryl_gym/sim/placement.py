@@ -53,6 +53,31 @@ def best_fit(free: np.ndarray, cap: np.ndarray, cand: np.ndarray, g: int) -> int
     return int(idx[0])
 
 
+def best_fit_list(free: list[int], cap: list[int], cands: list[int], g: int) -> int:
+    """:func:`best_fit` on plain lists: ``cands`` are candidate server ids in ascending order.
+
+    Same rule and tie-breaks (least free non-empty server, lowest id; else the lowest-id empty
+    one); faster than numpy for the tens of servers of small clusters.
+    """
+    best = -1
+    best_free = 1 << 62
+    empty = -1
+    for s in cands:
+        f = free[s]
+        if f >= g:
+            if f < cap[s]:
+                if f < best_free:
+                    best, best_free = s, f
+            elif empty < 0:
+                empty = s
+    return best if best >= 0 else empty
+
+
+#: Clusters with at most this many servers are planned with plain-Python lists (faster than
+#: numpy at this size); bigger ones with numpy masks. Both give the same plan (tested).
+PY_SERVERS = 64
+
+
 def _plan(
     sim: "Simulator",
     j: int,
@@ -66,6 +91,71 @@ def _plan(
     Returns ``[(server, workers, is_flex), ...]``; an empty list when the base does not fit.
     Nothing is changed on the simulator.
     """
+    if sim.n_servers <= PY_SERVERS:
+        return _plan_list(sim, j, pool, n_base, n_flex, opts)
+    return _plan_np(sim, j, pool, n_base, n_flex, opts)
+
+
+def _plan_list(
+    sim: "Simulator",
+    j: int,
+    pool: int,
+    n_base: int,
+    n_flex: int,
+    opts: PlacementOptions,
+) -> list[tuple[int, int, bool]]:
+    """:func:`_plan` with plain lists (small clusters); the same plan as :func:`_plan_np`."""
+    g = int(sim.g[j])
+    free = sim.srv_free.tolist()
+    cap = sim.srv_cap.tolist()
+    if pool == TRAIN:
+        cands = [s for s, p in enumerate(sim.srv_pool.tolist()) if p == TRAIN]
+    else:
+        cands = [s for s, on in enumerate(sim.srv_loaned.tolist()) if on]
+    plan: list[tuple[int, int, bool]] = []
+    need = n_base
+    while need > 0:
+        s = best_fit_list(free, cap, cands, g)
+        if s < 0:
+            return []
+        k = min(need, free[s] // g)
+        free[s] -= k * g
+        plan.append((s, k, False))
+        need -= k
+    if n_flex <= 0:
+        return plan
+    if opts.group_flexible and pool == INFER and bool(sim.elastic[j]):
+        own_base = set(sim.base[j])
+        base_gpus = sim.srv_base_gpus.tolist()
+        for s, k, _ in plan:
+            own_base.add(s)
+            base_gpus[s] += k * g
+        allowed = [s for s in cands if s not in own_base]
+        tiers = ([s for s in allowed if base_gpus[s] == 0], [s for s in allowed if base_gpus[s] > 0])
+    else:
+        tiers = (cands,)
+    need = n_flex
+    for cand in tiers:
+        while need > 0:
+            s = best_fit_list(free, cap, cand, g)
+            if s < 0:
+                break
+            k = min(need, free[s] // g)
+            free[s] -= k * g
+            plan.append((s, k, True))
+            need -= k
+    return plan
+
+
+def _plan_np(
+    sim: "Simulator",
+    j: int,
+    pool: int,
+    n_base: int,
+    n_flex: int,
+    opts: PlacementOptions,
+) -> list[tuple[int, int, bool]]:
+    """:func:`_plan` with numpy masks (big clusters)."""
     g = int(sim.g[j])
     free = sim.srv_free.copy()
     cap = sim.srv_cap

@@ -1,18 +1,23 @@
 """Behaviour cloning warm start from demonstrations (``aryl-gym demos``).
 
 The demonstrations are an ``.npz`` with the observations (one array per Dict key, stored as
-``obs/KEY``; ``obs_KEY`` and ``observations/KEY`` are accepted too), ``actions`` and the action
-``masks`` at each step. :func:`pretrain` maximises the masked log-likelihood of the demonstrated
+``obs_KEY`` by ``aryl-gym demos``; ``obs/KEY`` and ``observations/KEY`` are accepted too),
+``actions`` and the action ``masks`` at each step, optionally ``rewards`` with episode ends
+(``terminated``/``truncated`` or ``dones``). Record them with ``aryl-gym demos --policy aryl``
+(Aryl acting through the env, exact replay) or :func:`collect_demos` (any ``act(env, obs)``). :func:`pretrain` maximises the masked log-likelihood of the demonstrated
 actions under the model's policy (``policy.evaluate_actions``) for a few epochs, which starts RL
 from an imitation of the demonstrator (Aryl by default) instead of from a random policy.
 
-Only the actor (and the shared feature extractor) is trained here; the value head is left to PPO.
+The actor is trained on the demonstrated actions; when the file also has ``rewards`` and ``dones``
+(:func:`collect_demos` writes them), the value head is regressed on the discounted returns too, so
+PPO starts with a critic that matches the imitated policy and does not wreck it in its first
+updates.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -59,6 +64,29 @@ def load_demos(path: str | Path) -> tuple[dict[str, np.ndarray] | np.ndarray, np
     return (obs if obs else flat_obs), act, (masks.astype(bool) if masks is not None else None)  # type: ignore[return-value]
 
 
+def discounted_returns(path: str | Path, gamma: float) -> np.ndarray | None:
+    """Discounted reward-to-go per demonstration step, if the file has ``rewards`` and
+    ``dones`` (episode ends); used to pretrain the value head alongside the actor."""
+    data = np.load(path, allow_pickle=False)
+    if "rewards" not in data.files:
+        return None
+    if "dones" in data.files:
+        d = data["dones"].astype(bool)
+    elif "terminated" in data.files and "truncated" in data.files:  # `aryl-gym demos` layout
+        d = data["terminated"].astype(bool) | data["truncated"].astype(bool)
+    else:
+        return None
+    r = data["rewards"].astype(np.float64)
+    out = np.zeros_like(r)
+    acc = 0.0
+    for i in range(len(r) - 1, -1, -1):
+        if d[i]:
+            acc = 0.0
+        acc = r[i] + gamma * acc
+        out[i] = acc
+    return out.astype(np.float32)
+
+
 def pretrain(
     model: Any,
     demos: str | Path,
@@ -85,37 +113,46 @@ def pretrain(
             vn.obs_rms[k].update(obs[k])
         obs = vn.normalize_obs(obs)
     n = len(actions)
+    returns = discounted_returns(demos, float(getattr(model, "gamma", 0.99)))
     use_masks = masks is not None and "action_masks" in policy.evaluate_actions.__code__.co_varnames
     opt = torch.optim.Adam(policy.parameters(), lr=learning_rate)
     rng = np.random.default_rng(0)
     policy.set_training_mode(True)
-    last_loss = float("nan")
+    last_loss = last_vloss = float("nan")
     for ep in range(int(epochs)):
         order = rng.permutation(n)
-        losses = []
+        losses: list[float] = []
+        vlosses: list[float] = []
         for i in range(0, n, batch_size):
             idx = order[i : i + batch_size]
             o = {k: v[idx] for k, v in obs.items()} if isinstance(obs, dict) else obs[idx]
             ot, _ = policy.obs_to_tensor(o)
             at = torch.as_tensor(actions[idx], device=policy.device)
             if use_masks:
-                _, logp, ent = policy.evaluate_actions(ot, at, action_masks=masks[idx])
+                values, logp, ent = policy.evaluate_actions(ot, at, action_masks=masks[idx])
             else:
-                _, logp, ent = policy.evaluate_actions(ot, at)
-            loss = -logp.mean()
+                values, logp, ent = policy.evaluate_actions(ot, at)
+            nll = -logp.mean()
+            loss = nll
+            if returns is not None:
+                rt = torch.as_tensor(returns[idx], device=policy.device)
+                vloss = torch.nn.functional.mse_loss(values.flatten(), rt)
+                loss = loss + 0.5 * vloss
+                vlosses.append(float(vloss.detach()))
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 0.5)
             opt.step()
-            losses.append(float(loss.detach()))
+            losses.append(float(nll.detach()))
         last_loss = float(np.mean(losses)) if losses else float("nan")
+        last_vloss = float(np.mean(vlosses)) if vlosses else float("nan")
         if log:
-            log(f"bc epoch {ep + 1}/{epochs}: nll {last_loss:.4f}")
+            log(f"bc epoch {ep + 1}/{epochs}: nll {last_loss:.4f}  value mse {last_vloss:.3g}")
     policy.set_training_mode(False)
     acc = accuracy(model, obs, actions, masks)
     if log:
         log(f"bc: {n} demonstration steps, action accuracy {acc:.3f}")
-    return {"nll": last_loss, "accuracy": acc, "steps": float(n)}
+    return {"nll": last_loss, "value_mse": last_vloss, "accuracy": acc, "steps": float(n)}
 
 
 def accuracy(model: Any, obs: Any, actions: np.ndarray, masks: np.ndarray | None, limit: int = 4096) -> float:
@@ -128,3 +165,101 @@ def accuracy(model: Any, obs: Any, actions: np.ndarray, masks: np.ndarray | None
     pred, _ = model.predict(o, **kw)
     a = actions[:n].reshape(n, -1)
     return float(np.mean(np.all(np.asarray(pred).reshape(n, -1) == a, axis=1)))
+
+
+# ---------------------------------------------------------------------------------------------
+# collecting demonstrations
+# ---------------------------------------------------------------------------------------------
+def sjf_grant(env: Any, obs: Mapping[str, np.ndarray]) -> int:
+    """A greedy shortest-predicted-job-first demonstrator for the ``sequential`` action mode
+    [ours]: grant the allowed slot with the shortest predicted remaining time at ``w_max``
+    (job feature ``pred_time_wmax``), ties to the lower slot; commit when no grant is allowed.
+
+    Like Aryl's phase one (paper section 5: queued jobs by predicted running time, shortest
+    first), then elastic jobs grow by one worker at a time, shortest first, while they fit.
+    """
+    from aryl_gym.envs.observation import JOB_FEATURES
+
+    u = env.unwrapped
+    m = u.action_masks()
+    k = u.k
+    grants = np.flatnonzero(m[:k])
+    if not len(grants):
+        return int(len(m) - 1)  # commit
+    pt = np.asarray(obs["jobs"])[grants, JOB_FEATURES.index("pred_time_wmax")]
+    return int(grants[int(np.argmin(pt))])
+
+
+def collect_demos(
+    env: Any,
+    act: Callable[[Any, Mapping[str, np.ndarray]], Any],
+    seeds: Sequence[int],
+    out: str | Path,
+) -> dict[str, float]:
+    """Play ``act(env, obs) -> action`` on ``seeds`` (``episode_seed`` = seed) and write the
+    ``.npz`` :func:`load_demos` reads (``obs/KEY``, ``actions``, ``masks``). Returns the mean
+    avg JCT of the demonstrator and the number of steps."""
+    from aryl_gym.train.evaluation import env_action_masks, result_from_info
+
+    obs_buf: dict[str, list[np.ndarray]] = {}
+    acts: list[Any] = []
+    masks: list[np.ndarray] = []
+    rewards: list[float] = []
+    dones: list[bool] = []
+    jcts: list[float] = []
+    for s in seeds:
+        obs, _ = env.reset(seed=int(s), options={"episode_seed": int(s)})
+        while True:
+            a = act(env, obs)
+            for k, v in obs.items():
+                obs_buf.setdefault(k, []).append(np.asarray(v))
+            masks.append(env_action_masks(env))
+            acts.append(a)
+            obs, r, term, trunc, info = env.step(a)
+            rewards.append(float(r))
+            dones.append(bool(term or trunc))
+            if term or trunc:
+                res = result_from_info(info)
+                if res is not None:
+                    jcts.append(res.avg_jct)
+                break
+    arrays = {f"obs/{k}": np.stack(v) for k, v in obs_buf.items()}
+    arrays["actions"] = np.asarray(acts)
+    arrays["masks"] = np.stack(masks).astype(bool)
+    arrays["rewards"] = np.asarray(rewards, dtype=np.float32)
+    arrays["dones"] = np.asarray(dones, dtype=bool)
+    np.savez_compressed(out, **arrays)
+    return {"avg_jct": float(np.mean(jcts)) if jcts else float("nan"), "steps": float(len(acts))}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m aryl_gym.train.bc --config maskable_ppo --scenario testbed --episodes 48
+    --out demos.npz``: record the greedy SJF demonstrator (:func:`sjf_grant`) through the env
+    configured exactly as the training config's (same kwargs, so the same reward scale).
+    For Aryl's own demonstrations use ``aryl-gym demos --policy aryl``."""
+    import argparse
+    import time
+
+    from aryl_gym.train.config import load_train_config
+    from aryl_gym.train.runner import make_single_env
+
+    p = argparse.ArgumentParser(prog="python -m aryl_gym.train.bc", description=main.__doc__)
+    p.add_argument("--config", default="maskable_ppo")
+    p.add_argument("--scenario", default="testbed")
+    p.add_argument("--episodes", type=int, default=48)
+    p.add_argument("--seed", type=int, default=0, help="episode seeds seed .. seed+episodes-1")
+    p.add_argument("--out", required=True)
+    a = p.parse_args(argv)
+    cfg = load_train_config(a.config, a.scenario)
+    if cfg.env_kwargs.get("action_mode", "targets") != "sequential":
+        raise SystemExit("the sjf-grant demonstrator needs action_mode: sequential")
+    env = make_single_env(cfg)
+    tic = time.perf_counter()
+    stats = collect_demos(env, sjf_grant, range(a.seed, a.seed + a.episodes), a.out)
+    print(f"wrote {a.out}: {a.episodes} episodes, {int(stats['steps'])} steps, demonstrator avg JCT "
+          f"{stats['avg_jct']:,.0f} s, {time.perf_counter() - tic:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

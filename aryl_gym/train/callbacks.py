@@ -5,7 +5,7 @@
   (means over the episodes that ended since the last dump), besides SB3's own ``rollout/`` and
   ``train/`` tags.
 * :class:`ArylEvalCallback`: every ``freq`` environment steps, the agent plays the fixed held-out
-  seeds with action masks (like sb3-contrib's ``MaskableEvalCallback``); its figures go under
+  seeds (all at once, one batched forward pass per step) with action masks (like sb3-contrib's ``MaskableEvalCallback``); its figures go under
   ``eval/`` next to the reference heuristics' figures on the same seeds (``eval/aryl_avg_jct``,
   ``eval/fifo_avg_jct``, ...), computed once natively, so the gap to Aryl is a curve. The curve is
   also written to ``eval.csv`` in the run folder.
@@ -29,7 +29,7 @@ from aryl_gym.train.evaluation import (
     invalid_from_info,
     mean_metrics,
     result_from_info,
-    run_agent,
+    run_agent_batch,
     run_reference,
 )
 
@@ -128,7 +128,7 @@ class ArylEvalCallback(BaseCallback):
         self.history: list[dict[str, float]] = []
         self.best_avg_jct = math.inf
         self._last_eval = -1
-        self._env: Any = None
+        self._envs: list[Any] | None = None
 
     # -- references ---------------------------------------------------------------------------
     def _init_callback(self) -> None:
@@ -158,19 +158,15 @@ class ArylEvalCallback(BaseCallback):
     # -- evaluation ---------------------------------------------------------------------------
     def evaluate(self) -> dict[str, float]:
         """Play every seed once; return the mean figures (and log them)."""
-        if self._env is None:
-            self._env = self.make_env()
+        if self._envs is None:
+            self._envs = [self.make_env() for _ in self.seeds]
         tic = time.perf_counter()
-        results: list[EpisodeResult] = []
-        returns: list[float] = []
-        steps = 0
-        for s in self.seeds:
-            res, ret, n = run_agent(
-                self.model, self._env, s, self.deterministic, obs_transform=self._obs_transform()
-            )
-            results.append(res)
-            returns.append(ret)
-            steps += n
+        out = run_agent_batch(
+            self.model, self._envs, self.seeds, self.deterministic, obs_transform=self._obs_transform()
+        )
+        results: list[EpisodeResult] = [r for r, _, _ in out]
+        returns: list[float] = [t for _, t, _ in out]
+        steps = sum(n for _, _, n in out)
         m = mean_metrics(results)
         row: dict[str, float] = {"timesteps": float(self.num_timesteps)}
         for field, tag in CLUSTER_TAGS.items():

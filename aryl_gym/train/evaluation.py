@@ -4,9 +4,10 @@
   passing the env's action masks when the agent accepts them, and returns the final
   :class:`~aryl_gym.metrics.EpisodeResult` (from the last ``info``).
 * :func:`run_reference` runs a reference policy natively on the simulator
-  (``make_episode(scenario, seed).simulator().run(make_policy(name))``); the env's
-  ``reset(seed=s)`` draws the same episode as ``make_episode(scenario, s)``, so the two are
-  comparable seed by seed.
+  (``make_episode(scenario, seed).simulator().run(make_policy(name))``); :func:`run_agent` resets
+  the env with ``options={"episode_seed": seed}``, which draws exactly that episode, so the two
+  are comparable seed by seed (a plain ``reset(seed=s)`` draws the trace seed from the env's
+  ``np_random`` instead).
 * :func:`summarize` / :func:`ratios` give the ``compare``-style JSON.
 
 No torch here: the agent object brings its own.
@@ -41,7 +42,7 @@ KEY_METRICS = (
 #: keys of the final ``info`` that may carry the episode's result (the env's choice first)
 RESULT_KEYS = ("episode_result", "result", "final_result")
 #: keys of ``info`` that may carry the episode's count of invalid actions
-INVALID_KEYS = ("invalid_actions", "invalid_actions_total", "invalid")
+INVALID_KEYS = ("invalid_total", "invalid_actions", "invalid_actions_total")
 
 
 def result_from_info(info: Mapping[str, Any] | None) -> EpisodeResult | None:
@@ -105,7 +106,9 @@ def run_agent(
     what the agent expects (e.g. a VecNormalize's ``normalize_obs``).
     """
     use_masks = _accepts_masks(agent.predict)
-    obs, info = env.reset(seed=int(seed))
+    # ``episode_seed`` makes the env draw exactly ``make_episode(scenario, seed)`` (the episode
+    # the native references run on); ``seed`` alone would draw a trace seed from np_random.
+    obs, info = env.reset(seed=int(seed), options={"episode_seed": int(seed)})
     total = 0.0
     steps = 0
     state = None
@@ -129,6 +132,85 @@ def run_agent(
             f"{', '.join(RESULT_KEYS)}); the env must put it in the last step's info"
         )
     return res, total, steps
+
+
+def run_agent_batch(
+    agent: Any,
+    envs: Sequence[Any],
+    seeds: Sequence[int],
+    deterministic: bool = True,
+    obs_transform: Callable[[Any], Any] | None = None,
+) -> list[tuple[EpisodeResult, float, int]]:
+    """:func:`run_agent` on several seeds at once: ``envs[i]`` plays ``seeds[i]``; the agent is
+    asked once per step for all unfinished episodes (one batched forward pass), which is what
+    makes periodic evaluation affordable. Recurrent state is not supported here (use
+    :func:`run_agent`). Results come back in seed order and equal :func:`run_agent`'s for a
+    deterministic agent."""
+    if len(envs) != len(seeds):
+        raise ValueError(f"{len(envs)} envs for {len(seeds)} seeds; give one env per seed")
+    use_masks = _accepts_masks(agent.predict)
+    n = len(seeds)
+    obs: list[Any] = [None] * n
+    for i, (e, s) in enumerate(zip(envs, seeds)):
+        obs[i], _ = e.reset(seed=int(s), options={"episode_seed": int(s)})
+    totals = [0.0] * n
+    steps = [0] * n
+    results: list[EpisodeResult | None] = [None] * n
+    active = list(range(n))
+    while active:
+        o = [obs[i] for i in active]
+        if isinstance(o[0], Mapping):
+            batch: Any = {k: np.stack([x[k] for x in o]) for k in o[0]}
+        else:
+            batch = np.stack(o)
+        if obs_transform is not None:
+            batch = obs_transform(batch)
+        kw: dict[str, Any] = {"deterministic": deterministic}
+        if use_masks:
+            kw["action_masks"] = np.stack([env_action_masks(envs[i]) for i in active])
+        actions, _ = agent.predict(batch, **kw)
+        still = []
+        for a, i in zip(actions, active):
+            obs[i], r, term, trunc, info = envs[i].step(a)
+            totals[i] += float(r)
+            steps[i] += 1
+            if term or trunc:
+                results[i] = result_from_info(info)
+                if results[i] is None:
+                    raise RuntimeError("the env's final info carries no EpisodeResult")
+            else:
+                still.append(i)
+        active = still
+    return [(r, t, k) for r, t, k in zip(results, totals, steps)]  # type: ignore[misc]
+
+
+class RandomMaskedAgent:
+    """Uniformly random *valid* actions (SPEC 3 "Random") through the env: a masked action
+    drawn with its own seeded generator. Discrete masks pick one allowed action; MultiDiscrete
+    masks (flattened per slot, ``nvec`` given) pick one allowed level per slot."""
+
+    def __init__(self, seed: int = 0, nvec: Sequence[int] | None = None):
+        self.rng = np.random.default_rng(seed)
+        self.nvec = list(nvec) if nvec is not None else None
+
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
+                deterministic: bool = False, action_masks: np.ndarray | None = None):
+        if action_masks is None:
+            action_masks = np.asarray(observation["action_mask"]) > 0.5
+        m = np.asarray(action_masks, dtype=bool)
+        batched = m.ndim == 2
+        rows = m if batched else m[None]
+        out = [self._one(r) for r in rows]
+        return (np.asarray(out) if batched else out[0]), state
+
+    def _one(self, m: np.ndarray) -> Any:
+        if self.nvec is None:
+            return int(self.rng.choice(np.flatnonzero(m)))
+        acts, off = [], 0
+        for n in self.nvec:
+            acts.append(int(self.rng.choice(np.flatnonzero(m[off:off + n]))))
+            off += n
+        return np.asarray(acts)
 
 
 def run_reference(

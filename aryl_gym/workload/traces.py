@@ -514,13 +514,17 @@ def _map_rows(rows: Sequence[TraceRow], rules: MappingRules, cfg: ScenarioConfig
             continue
         work = float(r.duration or 0.0) * w_max * gt.speed_for(family)  # V100 worker-seconds
         extra = dict(r.extra)
+        scaling = extra.pop("scaling", None)  # Pollux: profile curve at the fixed batch
+        if scaling is not None and len(scaling) != w_max + 1:
+            scaling = None  # only defined for 1-GPU replicas, w = 0..num_replicas
         extra["trace_line"] = r.line
         extra["trace_gpus"] = r.gpus
         extra["trace_duration_s"] = r.duration
         jobs.append(JobSpec(
             id=len(jobs), submit=round((r.submit - origin) / k, 3), family=family, g=g,
             w_min=w_min, w_max=w_max, elastic=elastic, type_agnostic=bool(u_ta[i] < float(rules.type_agnostic_fraction or 0.0)),
-            work=work, pred_work=work * float(err[i]), name=r.name, app=r.app, batch_size=r.batch_size, extra=extra,
+            work=work, pred_work=work * float(err[i]), name=r.name, app=r.app, batch_size=r.batch_size,
+            scaling=None if scaling is None else tuple(float(x) for x in scaling), extra=extra,
         ))
     return jobs
 

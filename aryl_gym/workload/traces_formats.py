@@ -370,6 +370,8 @@ def read_pollux(path: Path, sink: RowSink, report: LoadReport, opts: Mapping[str
             try:
                 dur = app.run_time(int(n), int(b), gpus_per_node)
                 cfg = app.config(int(n), int(b), gpus_per_node)
+                # rate multiplier by worker count at this fixed batch (JobSpec.scaling)
+                curve = app.scaling_curve(int(n), int(b), gpus_per_node)
             except ConfigError as exc:
                 sink.bad(line, "num_replicas", "no-profile", str(exc), "use a configuration the profiles cover")
                 continue
@@ -387,6 +389,9 @@ def read_pollux(path: Path, sink: RowSink, report: LoadReport, opts: Mapping[str
                         "max_batch_size": app.max_batch_size,
                         "max_epochs": app.max_epochs,
                         "gpus_per_worker": 1,
+                        "scaling": curve,
+                        "profiles_dir": str(app.folder.parent),
+                        "profile_gpus_per_node": gpus_per_node,
                     },
                 )
             )

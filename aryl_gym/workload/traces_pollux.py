@@ -216,22 +216,138 @@ class PolluxApplication:
 
     def run_time(self, num_replicas: int, batch_size: int, gpus_per_node: int = 4) -> float:
         """Seconds to train to ``max_epochs`` at a fixed configuration (no restart delays)."""
-        c = self.config(num_replicas, batch_size, gpus_per_node)
-        if c.atomic_bsz < 1:
-            raise ConfigError(
-                f"{self.name}: batch {batch_size} on {num_replicas} replicas leaves no samples "
-                "per GPU; lower num_replicas or raise batch_size"
-            )
-        step, sync = self.throughput(c.placement, c.atomic_bsz)
-        total_step = step + (step - sync) * c.accum_steps  # seconds per optimizer step
-        scale = c.batch_size / self.init_batch_size
-        t = 0.0
-        for e in range(self.max_epochs):
-            sqr, var = self.grad_stats(c.batch_size, e)
-            gain = (var + sqr) / (var / scale + sqr)  # progress per step
-            need = self.progress(e + 1) - self.progress(e)
-            t += need * total_step / gain
-        return t
+        return float(self.epoch_times(num_replicas, batch_size, gpus_per_node).sum())
+
+    # -- vectorised per-epoch times (memoised: a workload repeats few configurations) ----------
+    def _need(self) -> np.ndarray:
+        """Scale-invariant iterations of each epoch, ``progress(e + 1) - progress(e)``: (E,)."""
+        if not hasattr(self, "_need_arr"):
+            prog = np.array([self.progress(e) for e in range(self.max_epochs + 1)])
+            self._need_arr = np.diff(prog)
+        return self._need_arr
+
+    def _grad_arrays(self, batch_size: float) -> tuple[np.ndarray, np.ndarray]:
+        """(grad_sqr, grad_var) over the first ``max_epochs`` epochs at ``batch_size``: (E,) each."""
+        lo, hi = self._bracket(batch_size)
+        E = self.max_epochs
+        a, b = self.validation[lo], self.validation[hi]
+        if lo == hi:
+            return a["grad_sqr"][:E], a["grad_var"][:E]
+        x = (batch_size - lo) / (hi - lo)
+        sqr = (1 - x) * a["grad_sqr"][:E] + x * b["grad_sqr"][:E]
+        var = (1 - x) * a["grad_var"][:E] + x * b["grad_var"][:E]
+        return sqr, var
+
+    def _epoch_times_cfg(self, placement: tuple[int, ...], atomic: int, accum: int,
+                         batch: float) -> np.ndarray:
+        step, sync = self.throughput(placement, atomic)
+        total_step = step + (step - sync) * accum  # seconds per optimizer step
+        scale = batch / self.init_batch_size
+        sqr, var = self._grad_arrays(batch)
+        gain = (var + sqr) / (var / scale + sqr)  # progress per step, by epoch
+        return self._need() * total_step / gain
+
+    def epoch_times(self, num_replicas: int, batch_size: int, gpus_per_node: int = 4) -> np.ndarray:
+        """Seconds spent in each of the ``max_epochs`` epochs at a fixed configuration: (E,)."""
+        memo = self.__dict__.setdefault("_et_memo", {})
+        key = (int(num_replicas), int(batch_size), int(gpus_per_node))
+        hit = memo.get(key)
+        if hit is None:
+            c = self.config(num_replicas, batch_size, gpus_per_node)
+            if c.atomic_bsz < 1:
+                raise ConfigError(
+                    f"{self.name}: batch {batch_size} on {num_replicas} replicas leaves no "
+                    "samples per GPU; lower num_replicas or raise batch_size"
+                )
+            hit = self._epoch_times_cfg(c.placement, c.atomic_bsz, c.accum_steps, c.batch_size)
+            memo[key] = hit
+        return hit
+
+    def tuned_epoch_times(self, num_replicas: int, gpus_per_node: int = 4,
+                          candidates: int = 50) -> np.ndarray | None:
+        """Per-epoch seconds when the batch size is re-tuned every epoch (Pollux), or None.
+
+        Candidates as upstream ``GoodputFunction.optimize``: ``candidates`` global batches in
+        geometric space from ``max(init batch, min local batch x r)`` to the largest validated
+        batch, split into ``accum_steps + 1`` micro-batches above the largest local batch (one
+        replica above the initial batch always accumulates once), micro-batches outside
+        ``[min_local_bsz, max_local_bsz]`` invalid; then the simulator's cap ``atomic <=
+        max_batch / (r (accum + 1))``. Each epoch takes the candidate with the best goodput,
+        which is the one with the fewest seconds for that epoch (goodput = progress per second
+        x init batch). Pollux picks with a *fitted* throughput model; we use the measured one
+        (an oracle of its choice) [ours]. ``None`` when no batch is valid for ``r`` replicas.
+        """
+        memo = self.__dict__.setdefault("_tuned_memo", {})
+        key = (int(num_replicas), int(gpus_per_node), int(candidates))
+        if key in memo:
+            return memo[key]
+        r = int(num_replicas)
+        eps = 1e-8
+        lo = max(self.init_batch_size, self.min_local_bsz * r)
+        best: np.ndarray | None = None
+        if lo <= self.max_batch_size:
+            place = packed_placement(r, gpus_per_node)
+            seen: set[tuple[int, int]] = set()
+            for b in np.geomspace(lo, self.max_batch_size, candidates):
+                local = b / r
+                accum = math.ceil(local / self.max_local_bsz - eps) - 1
+                if r == 1 and local > self.init_batch_size + eps:
+                    accum = max(accum, 1)
+                atomic = math.ceil(local / (accum + 1) - eps)
+                if not self.min_local_bsz <= atomic <= self.max_local_bsz:
+                    continue
+                atomic = min(atomic, int(self.max_batch_size / (r * (accum + 1))))
+                if atomic < 1 or (atomic, accum) in seen:
+                    continue
+                seen.add((atomic, accum))
+                try:
+                    t = self._epoch_times_cfg(place, atomic, accum, r * atomic * (accum + 1))
+                except ConfigError:
+                    continue
+                best = t if best is None else np.minimum(best, t)
+        memo[key] = best
+        return best
+
+    def scaling_curve(self, num_replicas: int, batch_size: int,
+                      gpus_per_node: int = 4) -> tuple[float, ...]:
+        """``JobSpec.scaling`` for a job that keeps its global batch: index ``w = 0..r``.
+
+        ``scaling[w] = T(r) r / (T(w) w)`` with ``T`` the run time at ``w`` replicas and the
+        fixed ``batch_size`` (:meth:`run_time`), so ``scaling[r] = 1`` and the rate
+        ``w x speed x scaling[w]`` makes the job run exactly ``T(w)``. A count the profiles
+        cannot run at that batch keeps linear scaling (1.0). Index 0 is 1.0 (unused).
+        """
+        r = int(num_replicas)
+        t_r = self.run_time(r, batch_size, gpus_per_node)
+        out = [1.0]
+        for w in range(1, r + 1):
+            try:
+                t_w = self.run_time(w, batch_size, gpus_per_node)
+            except ConfigError:
+                out.append(1.0)
+                continue
+            out.append(t_r * r / (t_w * w))
+        return tuple(out)
+
+    def tuning_table(self, w_max: int, batch_size: int, gpus_per_node: int = 4) -> np.ndarray:
+        """``m[w]``, ``w = 0..w_max``: run time at the fixed batch over run time when tuned.
+
+        Relative to the job's own scaling curve (:meth:`scaling_curve`), so the simulator's rate
+        ``w x speed x scaling[w] x m[w]`` is the tuned job's: it runs ``sum_e min_B t_e(w, B)``
+        seconds at a constant ``w`` (:meth:`tuned_epoch_times`). ``m >= 1`` (the fixed batch is
+        among Pollux's choices in effect: we never let tuning slow a job).
+        """
+        out = np.ones(int(w_max) + 1)
+        for w in range(1, int(w_max) + 1):
+            tuned = self.tuned_epoch_times(w, gpus_per_node)
+            if tuned is None:
+                continue
+            try:
+                fixed = self.epoch_times(w, batch_size, gpus_per_node)
+            except ConfigError:
+                continue
+            out[w] = max(float(fixed.sum()) / float(np.minimum(tuned, fixed).sum()), 1.0)
+        return out
 
     @property
     def max_replicas(self) -> int:

@@ -1,0 +1,112 @@
+"""``aryl-gym evaluate``: a learned agent (or a reference policy) on fixed seeds, as JSON.
+
+``--agent`` takes a shipped agent name (``ppo-testbed``), a model ``.zip`` or a run folder (the
+agent acts through the env with action masks), or a reference policy name (run natively). The
+``--against`` policies run natively on the same seeds. The output is the same JSON as
+``aryl-gym compare``: ``{"scenario", "seeds", "rows": [{"policy", "seed", <metrics>}...],
+"ratios": {policy: {metric: mean(policy) / mean(baseline)}}}`` with ``--baseline`` (default
+fifo) first, as compare puts its first policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from aryl_gym.commands._common import seeds_arg
+
+NAME = "evaluate"
+HELP = "evaluate a learned agent or a policy on fixed seeds; JSON like `compare`"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agent", action="append", required=True, metavar="PATH_OR_NAME",
+                   help="shipped agent name, model .zip, run folder, a policy name, or random "
+                        "(masked random actions through the env) (repeatable)")
+    p.add_argument("--scenario", default=None,
+                   help="scenario name or YAML path (default: the agent's training scenario, else testbed)")
+    p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
+    p.add_argument("--seeds", type=seeds_arg, default=[1000, 1001, 1002, 1003, 1004],
+                   help="seeds, e.g. 1000-1004 (default; held out from training)")
+    p.add_argument("--against", default="fifo", help="comma-separated reference policies run natively too")
+    p.add_argument("--baseline", default="fifo", help="policy the ratios are relative to")
+    p.add_argument("--stochastic", action="store_true", help="sample actions instead of the mode")
+    p.add_argument("--table", action="store_true", help="print a table instead of JSON")
+
+
+def _is_policy_name(name: str) -> bool:
+    from aryl_gym.agents import policy_names
+
+    return name in policy_names()
+
+
+def run(args: argparse.Namespace) -> int:
+    from aryl_gym.train.evaluation import (
+        mean_metrics,
+        rows_for,
+        run_agent,
+        run_agent_batch,
+        run_reference,
+    )
+
+    by_policy: dict = {}
+    scenario = args.scenario
+    for name in args.agent:
+        if _is_policy_name(name):
+            scen = scenario or "testbed"
+            by_policy[name] = [run_reference(name, scen, s, args.data_root) for s in args.seeds]
+            continue
+        if name == "random":  # no native random policy registered: masked random through the env
+            import gymnasium as gym
+
+            from aryl_gym.train.evaluation import RandomMaskedAgent
+
+            scen = scenario or "testbed"
+            kw = {"data_root": args.data_root} if args.data_root else {}
+            env = gym.make("aryl_gym/Aryl-v0", scenario=scen, action_mode="sequential", **kw)
+            rnd = RandomMaskedAgent(seed=0)
+            by_policy[name] = [run_agent(rnd, env, s, deterministic=False)[0] for s in args.seeds]
+            continue
+        from aryl_gym.agents.learned import load_agent
+
+        agent = load_agent(name)
+        scen = scenario or agent.scenario or "testbed"
+        scenario = scen
+        kw = {"data_root": args.data_root} if args.data_root else {}
+        envs = [agent.make_env(scen, **kw) for _ in args.seeds]
+        out = run_agent_batch(agent, envs, args.seeds, deterministic=not args.stochastic)
+        for e in envs:
+            e.close()
+        by_policy[agent.name] = [r for r, _, _ in out]
+    scen = scenario or "testbed"
+    for ref in [r.strip() for r in args.against.split(",") if r.strip()]:
+        if ref not in by_policy:
+            by_policy[ref] = [run_reference(ref, scen, s, args.data_root) for s in args.seeds]
+    from aryl_gym.commands.compare import METRICS, summarize
+
+    order = ([args.baseline] if args.baseline in by_policy else []) + [
+        p for p in by_policy if p != args.baseline
+    ]
+    rows = [
+        {"policy": r["policy"], "seed": r["seed"], **{m: r.get(m) for m in METRICS}}
+        for name in order
+        for r in rows_for(name, by_policy[name])
+    ]
+    _, rat = summarize(rows, order)
+    rat = {p: {m: (v if math.isfinite(v) else None) for m, v in r.items()} for p, r in rat.items()}
+    if args.table:
+        from aryl_gym.commands._common import table
+
+        keys = ["avg_jct", "p95_jct", "avg_queue_time", "combined_usage", "preemptions"]
+        body = []
+        for name, rs in by_policy.items():
+            m = mean_metrics(rs, keys)
+            body.append([name, *[m[k] for k in keys], (rat.get(name) or {}).get("avg_jct")])
+        print(f"scenario {scen}  seeds {','.join(map(str, args.seeds))}")
+        print(table(body, ["policy", *keys, f"jct/{args.baseline}"]))
+        return 0
+    json.dump({"scenario": str(scen), "seeds": list(args.seeds), "rows": rows, "ratios": rat}, sys.stdout)
+    print()
+    return 0

@@ -1,0 +1,110 @@
+"""``aryl-gym train``: train an SB3 agent (PPO, MaskablePPO, ...) on a scenario (SPEC 7).
+
+Hyperparameters come from ``configs/algos/NAME.yaml`` keyed by scenario; command-line options
+override them. Needs the ``train`` extra (torch, stable-baselines3, sb3-contrib, tensorboard).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+NAME = "train"
+HELP = "train a learned agent with stable-baselines3 (run folder, TensorBoard, checkpoints)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=None,
+                   help="algorithm YAML (configs/algos/NAME.yaml) or its NAME, e.g. maskable_ppo")
+    p.add_argument("--scenario", default=None, help="scenario name or YAML path (default testbed)")
+    p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
+    p.add_argument("--timesteps", type=int, default=None, help="total environment steps (overrides the config)")
+    p.add_argument("--seed", type=int, default=None, help="training seed (env i starts at seed + i)")
+    p.add_argument("--out", default="runs", help="parent folder of run folders (default runs/)")
+    p.add_argument("--n-envs", type=int, default=None, help="parallel envs (overrides the config)")
+    p.add_argument("--vec-env", choices=("dummy", "subproc"), default=None)
+    p.add_argument("--resume", default=None, metavar="CKPT",
+                   help="checkpoint .zip to continue from (keeps its step count)")
+    p.add_argument("--bc-demos", default=None, metavar="FILE",
+                   help="demonstrations .npz (aryl-gym demos) for a behaviour-cloning warm start")
+    p.add_argument("--bc-epochs", type=int, default=None, help="behaviour-cloning epochs")
+    p.add_argument("--eval-freq", type=int, default=None, help="env steps between evaluations (0 = off)")
+    p.add_argument("--eval-seeds", default=None, help="held-out evaluation seeds, e.g. 1000-1004")
+    p.add_argument("--checkpoint-freq", type=int, default=None, help="env steps between checkpoints (0 = off)")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="override an env keyword argument, e.g. --env window=8 (YAML value)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a hyperparameter, e.g. --set learning_rate=1e-4 (YAML value)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--verbose", action="store_true", help="also print SB3's log table")
+
+
+def build_config(args: argparse.Namespace):
+    import yaml
+
+    from aryl_gym.commands._common import seeds_arg
+    from aryl_gym.config import ConfigError
+    from aryl_gym.train.config import load_train_config
+    from aryl_gym.train.runner import checkpoint_run_dir, load_run_config
+
+    overrides: dict = {
+        "total_timesteps": args.timesteps,
+        "seed": args.seed,
+        "n_envs": args.n_envs,
+        "vec_env": args.vec_env,
+        "checkpoint_freq": args.checkpoint_freq,
+    }
+    ev: dict = {}
+    if args.eval_freq is not None:
+        ev["freq"] = args.eval_freq
+    if args.eval_seeds:
+        ev["seeds"] = seeds_arg(args.eval_seeds)
+    if ev:
+        overrides["eval"] = ev
+    bc: dict = {}
+    if args.bc_demos:
+        bc["demos"] = str(Path(args.bc_demos))
+    if args.bc_epochs is not None:
+        bc["epochs"] = args.bc_epochs
+    if bc:
+        overrides["bc"] = bc
+    for opt, key in (("set", "hyperparams"), ("env", "env_kwargs")):
+        kv: dict = {}
+        for item in getattr(args, opt):
+            if "=" not in item:
+                raise ConfigError(f"--{opt} {item!r}: expected KEY=VALUE")
+            k, v = item.split("=", 1)
+            kv[k.strip()] = yaml.safe_load(v)
+        if kv:
+            overrides[key] = kv
+    if args.config is None:
+        if not args.resume:
+            raise ConfigError("give --config configs/algos/NAME.yaml (or --resume a checkpoint of a run)")
+        run_dir = checkpoint_run_dir(Path(args.resume))
+        if run_dir is None:
+            raise ConfigError(f"--resume {args.resume}: no config.yaml in its run folder; also give --config")
+        from aryl_gym.train.config import _merge, config_from_run_dict
+
+        base = load_run_config(run_dir).to_dict()
+        merged = _merge(base, {k: v for k, v in overrides.items() if v is not None})
+        return config_from_run_dict(merged, str(run_dir / "config.yaml"))
+    return load_train_config(args.config, scenario=args.scenario, overrides=overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from aryl_gym.train.runner import train
+    except ModuleNotFoundError as exc:  # pragma: no cover - extra not installed
+        print(f"aryl-gym train needs the train extra (pip install -e '.[train]'): {exc}")
+        return 2
+    cfg = build_config(args)
+    res = train(
+        cfg,
+        out=args.out,
+        resume=args.resume,
+        args={k: v for k, v in vars(args).items() if not k.startswith("_")},
+        data_root=args.data_root,
+        verbose=0 if args.quiet else (2 if args.verbose else 1),
+    )
+    print(res.run_dir)
+    return 0
