@@ -177,6 +177,14 @@ class ArylPolicy(BasePolicy):
         self.rate1 = np.array(
             [[view.rate(j.id, 1, TRAIN), view.rate(j.id, 1, INFER)] for j in jobs], dtype=np.float64
         ).reshape(len(jobs), 2)
+        # rate at the base demand per pool (includes a job's own scaling curve, if any)
+        self.rate_base = np.array(
+            [
+                [view.rate(j.id, self._base(j.id), TRAIN), view.rate(j.id, self._base(j.id), INFER)]
+                for j in jobs
+            ],
+            dtype=np.float64,
+        ).reshape(len(jobs), 2)
 
     def _base(self, j: int) -> int:
         return int(self.w_min[j]) if self.elastic_scaling else int(self.w_max[j])
@@ -208,7 +216,7 @@ class ArylPolicy(BasePolicy):
         q = np.asarray(view.queued(), dtype=np.int64)
         if len(q) and trial.any():
             base = self.w_min[q] if self.elastic_scaling else self.w_max[q]
-            t_base = np.asarray(view.pred_remaining)[q] / (base * self.rate1[q, TRAIN])
+            t_base = np.asarray(view.pred_remaining)[q] / self.rate_base[q, TRAIN]
             q = q[np.lexsort((q, t_base))]
             base = self.w_min[q] if self.elastic_scaling else self.w_max[q]
             gq = self.g[q]
