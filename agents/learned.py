@@ -16,9 +16,10 @@ torch and stable-baselines3 are imported only when an agent is loaded (never on
 from __future__ import annotations
 
 import pickle
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -17,12 +17,12 @@ pytest.importorskip("stable_baselines3")
 pytest.importorskip("sb3_contrib")
 pytest.importorskip("tensorboard")
 
-import gymnasium as gym  # noqa: E402
-from gymnasium import spaces  # noqa: E402
+import gymnasium as gym
+from gymnasium import spaces
 
-from aryl_gym.config import ConfigError  # noqa: E402
-from aryl_gym.metrics import EpisodeResult  # noqa: E402
-from aryl_gym.train.config import load_train_config  # noqa: E402
+from aryl_gym.config import ConfigError
+from aryl_gym.metrics import EpisodeResult
+from aryl_gym.train.config import load_train_config
 
 STUB_ID = "aryl_gym_test/Stub-v0"
 _RESULT: dict = {}
@@ -32,6 +32,7 @@ def _stub_result(seed: int, invalid: int) -> EpisodeResult:
     """A real EpisodeResult (fifo on tiny) with the given seed, cached."""
     if "r" not in _RESULT:
         from aryl_gym.agents import make_policy
+
         from aryl_gym.scenario import make_episode
 
         _RESULT["r"] = make_episode("tiny", 0).simulator().run(make_policy("fifo"))
@@ -44,7 +45,7 @@ def _stub_result(seed: int, invalid: int) -> EpisodeResult:
 class StubEnv(gym.Env):
     """Three actions, the third always masked; reward +1 for action 0. 40 steps per episode."""
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": []}  # noqa: RUF012 (gymnasium convention)
 
     def __init__(self, scenario: str = "tiny", length: int = 40, action_mode: str = "x"):
         self.observation_space = spaces.Dict(
@@ -249,6 +250,7 @@ def test_bad_demos_file_is_a_clear_error(tmp_path):
 
 def test_load_agent_from_run_and_evaluate_json(tmp_path, capsys):
     from aryl_gym.agents.learned import load_agent
+
     from aryl_gym.train.evaluation import run_agent
     from aryl_gym.train.runner import train
 
@@ -257,7 +259,7 @@ def test_load_agent_from_run_and_evaluate_json(tmp_path, capsys):
     agent = load_agent(res.run_dir)
     assert agent.masked and agent.scenario == "tiny"
     env = agent.make_env()
-    r, ret, steps = run_agent(agent, env, seed=3)
+    r, _ret, steps = run_agent(agent, env, seed=3)
     assert steps == 40 and r.seed == 3 and r.invalid_decisions == 0
     # predict takes the mask from the observation when none is given
     obs, _ = env.reset(seed=0)
@@ -301,6 +303,7 @@ needs_env = pytest.mark.skipif(not _real_env_available(), reason="aryl_gym/Aryl-
 @needs_env
 def test_smoke_training_on_tiny_writes_cluster_tags_and_a_loadable_model(tmp_path):
     from aryl_gym.agents.learned import load_agent
+
     from aryl_gym.cli import main
     from aryl_gym.train.evaluation import run_agent, run_reference
 
@@ -326,10 +329,10 @@ def test_smoke_training_on_tiny_writes_cluster_tags_and_a_loadable_model(tmp_pat
     agent = load_agent(run)
     env = agent.make_env()
     assert agent.env_kwargs["stall_hours"] == 2
-    res, _, steps = run_agent(agent, env, seed=1000)
+    res, _, _steps = run_agent(agent, env, seed=1000)
     assert res.seed == 1000 and res.jobs_total == 30 and res.invalid_decisions == 0
     # resume from the first checkpoint continues the step count in the same run folder
-    ck = sorted((run / "checkpoints").glob("rl_model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[-2]))[0]
+    ck = min((run / "checkpoints").glob("rl_model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[-2]))
     rc = main(["train", "--resume", str(ck), "--timesteps", "2560", "--quiet", "--eval-freq", "0"])
     assert rc == 0
     import yaml
@@ -362,3 +365,26 @@ def test_shipped_agent_loads_and_acts_with_masks():
         assert info["invalid"] == 0
         if term or trunc:
             break
+
+
+@needs_env
+def test_reference_reward_sums_to_the_jct_difference():
+    """Undiscounted, the wrapped return is (total JCT of the reference - the agent's) / scale."""
+    from aryl_gym.train.bc import sjf_grant
+    from aryl_gym.train.evaluation import run_reference
+    from aryl_gym.train.wrappers import ReferenceJCTReward
+
+    env = ReferenceJCTReward(gym.make("aryl_gym/Aryl-v0", scenario="tiny", action_mode="sequential"), "fifo")
+    obs, _ = env.reset(seed=0, options={"episode_seed": 7})
+    total = 0.0
+    while True:
+        obs, r, term, trunc, info = env.step(sjf_grant(env, obs))
+        total += r
+        if term or trunc:
+            break
+    assert term
+    agent = info["episode_result"]
+    ref = run_reference("fifo", "tiny", 7)
+    assert ref.jobs_completed == ref.jobs_total
+    expected = (sum(ref.jcts) - sum(agent.jcts)) / 3600.0
+    assert total == pytest.approx(expected, rel=1e-9, abs=1e-6)

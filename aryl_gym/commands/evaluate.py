@@ -101,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
 
         keys = ["avg_jct", "p95_jct", "avg_queue_time", "combined_usage", "preemptions"]
         body = []
-        for name, rs in by_policy.items():
-            m = mean_metrics(rs, keys)
+        for name in order:
+            m = mean_metrics(by_policy[name], keys)
             body.append([name, *[m[k] for k in keys], (rat.get(name) or {}).get("avg_jct")])
         print(f"scenario {scen}  seeds {','.join(map(str, args.seeds))}")
         print(table(body, ["policy", *keys, f"jct/{args.baseline}"]))

@@ -166,11 +166,13 @@ class TargetsCodec(ActionCodec):
         return self.mask2d(env).reshape(-1)
 
     def decode(self, env: ArylEnv, action) -> tuple[Decision | None, int]:
-        sim = env.sim
-        try:
-            a = np.asarray(action, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError):
-            return Decision(), self.k
+        if isinstance(action, np.ndarray) and action.dtype.kind in "iuf":
+            a = action.reshape(-1)  # tolist() gives the same values as a float64 cast would
+        else:
+            try:
+                a = np.asarray(action, dtype=np.float64).reshape(-1)
+            except (TypeError, ValueError):
+                return Decision(), self.k
         if a.shape != (self.k,):
             return Decision(), self.k
         self.mask2d(env)
@@ -185,20 +187,22 @@ class TargetsCodec(ActionCodec):
         if n:
             wl, _, wkl, _ = env._wsnap
             wmax = self._wmax_true
-        for i in range(self.k):
+        for i in range(n):
             x = al[i]
             # allowed: a finite whole number in [0, L) whose level the mask allows (NaN fails)
             if 0.0 <= x < L:
                 lv = int(x)
                 if lv == x and buf[i * L + lv]:
-                    if i < n:
-                        j = wl[i]
-                        t = wmax[j] if lv == W and wmax[j] > W else lv
-                        if t != wkl[i]:
-                            targets[j] = t
-                            order.append(j)
+                    j = wl[i]
+                    t = wmax[j] if lv == W and wmax[j] > W else lv
+                    if t != wkl[i]:
+                        targets[j] = t
+                        order.append(j)
                     continue
             invalid += 1
+        for i in range(n, self.k):  # padding slots allow level 0 only
+            if al[i] != 0:
+                invalid += 1
         return Decision(targets=targets, order=order), invalid
 
 

@@ -209,9 +209,10 @@ class ArylEnv(gym.Env):
             }
         )
         self._obs_builder = ObservationBuilder(self.config, self.k, self.max_workers)
-        self._pad_ids = np.full(self.k, -1, dtype=np.int64)
+        self._pad_list = [-1] * self.k
         self.sim: Simulator | None = None
-        self.window = np.zeros(0, dtype=np.int64)
+        self._wpad = np.full(self.k, -1, dtype=np.int64)
+        self.window = self._wpad[:0]
         self._q_out = self.window
         self._r_out = self.window
         self.episode_count = 0
@@ -292,7 +293,10 @@ class ArylEnv(gym.Env):
         sim = self.sim
         assert sim is not None
         w, self._q_out, self._r_out = window_lists(sim, self.k, self._obs_builder.elastic)
-        win = self.window = np.array(w, dtype=np.int64)
+        # the window's ids padded with -1 to K (info["window"]) and the window itself (a view)
+        n = len(w)
+        self._wpad = np.array(w + self._pad_list[n:] if n < self.k else w, dtype=np.int64)
+        win = self.window = self._wpad[:n]
         self.fits = fit_lists(sim)  # (train, loaned): workers of g GPUs that fit, by g
         # The window's dynamic state as lists (ids, state, workers, pool); the simulator does not
         # change until the next commit, so the codec and the observation share this snapshot.
@@ -394,9 +398,11 @@ class ArylEnv(gym.Env):
     def _window_padded(self) -> np.ndarray:
         """The window's job ids, padded with -1 to K (fixed shape for vector envs)."""
         w = self.window
-        if len(w) == self.k:
-            return w.copy()
-        return np.concatenate((w, self._pad_ids[: self.k - len(w)]))
+        if w.base is self._wpad:  # this round's window: its padded form is ready
+            return self._wpad.copy()
+        out = np.full(self.k, -1, dtype=np.int64)
+        out[: len(w)] = w
+        return out
 
     def _info(self, comp: dict[str, float], invalid: int, report) -> dict[str, Any]:
         sim = self.sim

@@ -52,6 +52,10 @@ class _Scratch:
         self.n_jobs = sim.n_jobs
         self.n_servers = sim.n_servers
         self.g = sim.g
+        self.g_list = sim.g_list
+        self.w_min_list = sim.w_min_list
+        self.w_max_list = sim.w_max_list
+        self.elastic_list = sim.elastic_list
         self.w_min = sim.w_min
         self.w_max = sim.w_max
         self.elastic = sim.elastic
@@ -63,7 +67,9 @@ class _Scratch:
             if hasattr(sim, name):
                 setattr(self, name, getattr(sim, name))
         self.srv_loaned = sim.srv_loaned  # read only here
+        self.n_loaned = sim.n_loaned
         self._train_mask = sim._train_mask
+        self._train_ids = sim._train_ids
         self.srv_free = sim.srv_free.copy()
         self.srv_base_gpus = sim.srv_base_gpus.copy()
         self.srv_flex_gpus = sim.srv_flex_gpus.copy()

@@ -79,11 +79,15 @@ class RewardTracker:
         self._total_gpus = float(sim.config.cluster.train_gpus + sim.config.cluster.inf_gpus)
         self.busy_gs = sim.acc.train_busy_gs + sim.acc.loan_used_gs
         self.total = 0.0
+        # the non-zero weights, in the order of ``weights`` (the sum's order)
+        self._weighted = [(k, wk) for k, wk in weights.items() if wk]
+
+    _NONE = np.zeros(0, dtype=np.int64)
 
     def _sync_done(self) -> np.ndarray:
         sim = self.sim
         if sim.done_count == self._done_seen:
-            return np.zeros(0, dtype=np.int64)
+            return self._NONE
         new = np.flatnonzero((sim.state == 3) & ~self._done_mask)
         self._done_mask[new] = True
         self._finish_sum += float(sim.finish[new].sum())
@@ -103,23 +107,26 @@ class RewardTracker:
         t1 = sim.now
         a1 = self._accrued(t1)
         dt = t1 - self.t
-        comp: dict[str, float] = {}
-        comp["jct"] = -(a1 - self.a) / self.scale
-        comp["queue"] = -queued_after * dt / self.scale
         pc = sim.preemptions_total  # == preempt_count.sum()
-        comp["preemption"] = -float(pc - self.preempt)
-        busy = sim.acc.train_busy_gs + sim.acc.loan_used_gs
-        comp["usage"] = (busy - self.busy_gs) / (self._total_gpus * self.scale)
+        acc = sim.acc
+        busy = acc.train_busy_gs + acc.loan_used_gs
         if len(new_done):
             jct = sim.finish[new_done] - sim.submit[new_done]
-            comp["slowdown"] = -float((jct / self._lb[new_done] - 1.0).sum())
+            slowdown = -float((jct / self._lb[new_done] - 1.0).sum())
         else:
-            comp["slowdown"] = 0.0
-        comp["invalid"] = -float(invalid)
+            slowdown = 0.0
+        scale = self.scale
+        comp: dict[str, float] = {
+            "jct": -(a1 - self.a) / scale,
+            "queue": -queued_after * dt / scale,
+            "preemption": -float(pc - self.preempt),
+            "usage": (busy - self.busy_gs) / (self._total_gpus * scale),
+            "slowdown": slowdown,
+            "invalid": -float(invalid),
+        }
         self.t, self.a, self.preempt, self.busy_gs = t1, a1, pc, busy
         r = 0.0
-        for k, wk in self.w.items():
-            if wk:
-                r += wk * comp[k]
+        for k, wk in self._weighted:
+            r += wk * comp[k]
         self.total += r
         return r, comp

@@ -32,6 +32,7 @@ import numpy as np
 from aryl_gym.config import ConfigError, ScenarioConfig
 from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.loaning import LoanController
+from aryl_gym.sim.placement import apply_decision
 from aryl_gym.sim.view import (
     INFER,
     TRAIN,
@@ -115,6 +116,11 @@ class Simulator:
         self.type_agnostic = np.array([j.type_agnostic for j in self.jobs], dtype=bool)
         self.work = np.array([j.work for j in self.jobs], dtype=np.float64)
         self.pred_work = np.array([j.pred_work for j in self.jobs], dtype=np.float64)
+        # plain-list copies of the static per-job arrays, for scalar look-ups on hot paths
+        self.g_list: list[int] = self.g.tolist()
+        self.w_min_list: list[int] = self.w_min.tolist()
+        self.w_max_list: list[int] = self.w_max.tolist()
+        self.elastic_list: list[bool] = self.elastic.tolist()
         # speed per pool: (N, 2)
         self.speeds = np.array(
             [
@@ -179,6 +185,7 @@ class Simulator:
         self.srv_base_gpus = np.zeros(S, dtype=np.int64)
         self.srv_flex_gpus = np.zeros(S, dtype=np.int64)
         self._train_mask = self.srv_pool == TRAIN
+        self._train_ids: list[int] = list(range(self.n_train))  # training servers come first
 
     def _reset_dynamic(self) -> None:
         n = self.n_jobs
@@ -253,7 +260,7 @@ class Simulator:
         return self.srv_loaned
 
     def allowed_pools(self, j: int) -> tuple[int, ...]:
-        if self.type_agnostic[j] and self.srv_loaned.any():
+        if self.type_agnostic[j] and self.n_loaned:  # n_loaned == srv_loaned.sum()
             return (TRAIN, INFER)
         return (TRAIN,)
 
@@ -306,10 +313,11 @@ class Simulator:
     # worker bookkeeping primitives
     # ------------------------------------------------------------------------------------------
     def _add_workers(self, j: int, s: int, k: int, flex: bool) -> None:
-        gpus = k * int(self.g[j])
-        self.srv_free[s] -= gpus
-        if self.srv_free[s] < 0:  # pragma: no cover - guarded by placement
+        gpus = k * self.g_list[j]
+        free = self.srv_free.item(s) - gpus
+        if free < 0:  # pragma: no cover - guarded by placement
             raise AssertionError(f"server {s} over-committed by job {j}")
+        self.srv_free[s] = free
         d = self.flex[j] if flex else self.base[j]
         d[s] = d.get(s, 0) + k
         if flex:
@@ -318,13 +326,13 @@ class Simulator:
             self.srv_base_gpus[s] += gpus
         self.srv_jobs[s][j] = self.srv_jobs[s].get(j, 0) + k
         self.workers[j] += k
-        if self.srv_pool[s] == TRAIN:
+        if self.srv_pool.item(s) == TRAIN:
             self.busy_train_gpus += gpus
         else:
             self.busy_loan_gpus += gpus
 
     def _remove_workers(self, j: int, s: int, k: int, flex: bool) -> None:
-        gpus = k * int(self.g[j])
+        gpus = k * self.g_list[j]
         d = self.flex[j] if flex else self.base[j]
         left = d[s] - k
         if left < 0:  # pragma: no cover
@@ -344,7 +352,7 @@ class Simulator:
         else:
             del self.srv_jobs[s][j]
         self.workers[j] -= k
-        if self.srv_pool[s] == TRAIN:
+        if self.srv_pool.item(s) == TRAIN:
             self.busy_train_gpus -= gpus
         else:
             self.busy_loan_gpus -= gpus
@@ -357,7 +365,7 @@ class Simulator:
 
     def _rebalance(self, j: int) -> None:
         """Keep ``min(workers, w_min)`` workers labelled base: relabel flexible ones if needed."""
-        need = min(int(self.workers[j]), int(self.w_min[j])) - sum(self.base[j].values())
+        need = min(self.workers.item(j), self.w_min_list[j]) - sum(self.base[j].values())
         if need <= 0:
             return
         gpus_per = int(self.g[j])
@@ -374,8 +382,8 @@ class Simulator:
             need -= k
 
     def _update_rate(self, j: int) -> None:
-        p = int(self.pool[j])
-        self.rate[j] = self.rate_for(j, int(self.workers[j]), p) if p >= 0 else 0.0
+        p = self.pool.item(j)
+        self.rate[j] = self.rate_for(j, self.workers.item(j), p) if p >= 0 else 0.0
 
     def _mark_started(self, j: int, pool: int) -> None:
         """Book-keeping for a queued job whose workers were just placed."""
@@ -507,8 +515,6 @@ class Simulator:
         return list(servers), preempted
 
     def apply(self, decision: Decision) -> PlacementReport:
-        from aryl_gym.sim.placement import apply_decision
-
         report = apply_decision(self, decision, self.placement_options)
         speedup = getattr(decision, "speedup", None)
         if speedup:
@@ -528,24 +534,31 @@ class Simulator:
         ovl = self.overhead_left[R].tolist()
         ratel = self.rate[R].tolist()
         reml = self.remaining[R].tolist()
+        predl = self.pred_remaining[R].tolist()
         has_ov = any(ovl)
-        progl = []
+        lim = dt + _EPS
+        eff = dt
         for i in range(len(reml)):
+            rate = ratel[i]
             if has_ov:
-                eff = dt - ovl[i]
+                ov = ovl[i]
+                eff = dt - ov
                 if not eff > 0.0:  # np.maximum(dt - ov, 0.0)
                     eff = 0.0
-            else:
-                eff = dt
-            rate = ratel[i]
-            if not rate > 0.0 or reml[i] / rate <= eff + _EPS:
-                return False  # someone finishes: the vectorised path does it
-            progl.append(rate * eff)
-        self.remaining[R] = [r - p for r, p in zip(reml, progl)]
-        predl = self.pred_remaining[R].tolist()
-        self.pred_remaining[R] = [x if x > 0.0 else 0.0 for x in [a - p for a, p in zip(predl, progl)]]
+                lim = eff + _EPS
+                ov -= dt
+                ovl[i] = ov if ov > 0.0 else 0.0  # np.maximum(ov - dt, 0.0)
+            r = reml[i]
+            if not rate > 0.0 or r / rate <= lim:
+                return False  # someone finishes: the vectorised path does it (nothing changed)
+            prog = rate * eff
+            reml[i] = r - prog
+            x = predl[i] - prog
+            predl[i] = x if x > 0.0 else 0.0  # np.maximum(pred - prog, 0.0)
+        self.remaining[R] = reml
+        self.pred_remaining[R] = predl
         if has_ov:
-            self.overhead_left[R] = [x if x > 0.0 else 0.0 for x in [o - dt for o in ovl]]
+            self.overhead_left[R] = ovl
         self.running_time[R] += dt
         self.acc.add_busy(t0, dt, self.busy_train_gpus * dt, self.busy_loan_gpus * dt)
         return True

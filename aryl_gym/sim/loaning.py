@@ -122,10 +122,11 @@ class LoanController:
         # plain-list copies for the per-round scalar look-ups (faster than numpy indexing)
         self._util_list: list[float] = self.util.tolist()
         self._loanable_list: list[int] = self.loanable_series.tolist()
+        self._n = len(self._util_list)
 
     def _index(self, t: float) -> int:
         i = int(t // self.sample_seconds)
-        n = len(self.util)
+        n = self._n
         if i >= n:
             period = min(self._day, n)
             i = n - period + (i - n) % period

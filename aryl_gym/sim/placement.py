@@ -29,6 +29,7 @@ from aryl_gym.sim.jobs import JobState
 
 _QUEUED = int(JobState.QUEUED)
 _RUNNING = int(JobState.RUNNING)
+_EXACT = 2**53  # ints below this convert to float exactly
 from aryl_gym.sim.view import INFER, TRAIN, Decision, PlacementOptions, PlacementReport
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -105,11 +106,11 @@ def _plan_list(
     opts: PlacementOptions,
 ) -> list[tuple[int, int, bool]]:
     """:func:`_plan` with plain lists (small clusters); the same plan as :func:`_plan_np`."""
-    g = int(sim.g[j])
+    g = sim.g_list[j]
     free = sim.srv_free.tolist()
     cap = sim.srv_cap.tolist()
     if pool == TRAIN:
-        cands = [s for s, p in enumerate(sim.srv_pool.tolist()) if p == TRAIN]
+        cands = sim._train_ids  # ascending; never modified here
     else:
         cands = [s for s, on in enumerate(sim.srv_loaned.tolist()) if on]
     plan: list[tuple[int, int, bool]] = []
@@ -221,7 +222,8 @@ def _commit(sim: "Simulator", j: int, plan: list[tuple[int, int, bool]]) -> int:
 
 def _scale_in(sim: "Simulator", j: int, k: int) -> None:
     """Remove ``k`` flexible workers of job ``j``: loaned servers first, then fewest workers."""
-    order = sorted(sim.flex[j].items(), key=lambda kv: (not sim.srv_loaned[kv[0]], kv[1], kv[0]))
+    loaned = sim.srv_loaned.item
+    order = sorted(sim.flex[j].items(), key=lambda kv: (not loaned(kv[0]), kv[1], kv[0]))
     for s, have in order:
         if k == 0:
             break
@@ -229,7 +231,7 @@ def _scale_in(sim: "Simulator", j: int, k: int) -> None:
         sim._remove_workers(j, s, r, True)
         k -= r
     if k:  # only reachable if base workers must go; targets are clamped to >= w_min
-        for s, have in sorted(sim.base[j].items(), key=lambda kv: (not sim.srv_loaned[kv[0]], kv[0])):
+        for s, have in sorted(sim.base[j].items(), key=lambda kv: (not loaned(kv[0]), kv[0])):
             if k == 0:
                 break
             r = min(k, have)
@@ -246,22 +248,25 @@ def _validate_target(sim: "Simulator", j: object, t: object) -> tuple[int, int, 
         return -1, 0, f"job id {j!r} is not an integer"
     if not 0 <= jj < sim.n_jobs:
         return -1, 0, f"job id {jj} is not in the trace"
-    st = sim.state[jj]
+    st = sim.state.item(jj)
     if st != _QUEUED and st != _RUNNING:
         return -1, 0, f"job {jj} is not active (state {JobState(st).name})"
-    try:
-        tf = float(t)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return -1, 0, f"target {t!r} for job {jj} is not a number"
-    if not math.isfinite(tf) or tf < 0 or tf != int(tf):
-        return -1, 0, f"target {t!r} for job {jj} must be a whole number >= 0"
-    ti = int(tf)
-    wmin, wmax = int(sim.w_min[jj]), int(sim.w_max[jj])
+    if type(t) is int and 0 <= t < _EXACT:  # the common case: float(t) is exact
+        ti = t
+    else:
+        try:
+            tf = float(t)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return -1, 0, f"target {t!r} for job {jj} is not a number"
+        if not math.isfinite(tf) or tf < 0 or tf != int(tf):
+            return -1, 0, f"target {t!r} for job {jj} must be a whole number >= 0"
+        ti = int(tf)
+    wmin, wmax = sim.w_min_list[jj], sim.w_max_list[jj]
     if ti > wmax:
         return jj, wmax, f"target {ti} above w_max={wmax}; clamped"
     if 0 < ti < wmin:
         return jj, wmin, f"target {ti} below w_min={wmin}; clamped"
-    if st == _RUNNING and not sim.elastic[jj] and ti not in (0, int(sim.workers[jj])):
+    if st == _RUNNING and not sim.elastic_list[jj] and ti not in (0, int(sim.workers[jj])):
         return -1, 0, f"job {jj} is inelastic; target must be 0 or {int(sim.workers[jj])}"
     return jj, ti, ""
 
@@ -276,12 +281,13 @@ def apply_decision(sim: "Simulator", decision: Decision, opts: PlacementOptions)
             rep.invalid[jj if jj >= 0 else -1 - len(rep.invalid)] = why
         if jj >= 0:
             targets[jj] = ti
+    state, workers = sim.state, sim.workers
     # 1. releases
     for j in sorted(targets):
         t = targets[j]
-        if sim.state[j] != _RUNNING:
+        if state.item(j) != _RUNNING:
             continue
-        cur = int(sim.workers[j])
+        cur = workers.item(j)
         if t == 0:
             sim._preempt(j)
             rep.preempted.append(j)
@@ -290,21 +296,21 @@ def apply_decision(sim: "Simulator", decision: Decision, opts: PlacementOptions)
             sim._charge_scale(j, out=False)
             rep.scaled_in.append(j)
     # 2. growth, best-fit decreasing
-    grow = [
-        j
-        for j, t in targets.items()
-        if (sim.state[j] == _RUNNING and t > sim.workers[j])
-        or (sim.state[j] == _QUEUED and t > 0)
-    ]
+    grow = []
+    for j, t in targets.items():
+        st = state.item(j)
+        if (st == _RUNNING and t > workers.item(j)) or (st == _QUEUED and t > 0):
+            grow.append(j)
     prio = {int(j): i for i, j in enumerate(decision.order or [])}
     far = len(prio)
-    grow.sort(key=lambda j: (-int(sim.g[j]), prio.get(j, far), j))
+    g_list = sim.g_list
+    grow.sort(key=lambda j: (-g_list[j], prio.get(j, far), j))
     for j in grow:
         t = targets[j]
-        wmin = int(sim.w_min[j])
-        if sim.state[j] == _RUNNING:
-            cur = int(sim.workers[j])
-            plan = _plan(sim, j, int(sim.pool[j]), 0, t - cur, opts)
+        wmin = sim.w_min_list[j]
+        if state.item(j) == _RUNNING:
+            cur = workers.item(j)
+            plan = _plan(sim, j, sim.pool.item(j), 0, t - cur, opts)
             got = _commit(sim, j, plan)
             if got:
                 sim._charge_scale(j, out=True)

@@ -16,8 +16,9 @@ updates.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -129,9 +130,9 @@ def pretrain(
             ot, _ = policy.obs_to_tensor(o)
             at = torch.as_tensor(actions[idx], device=policy.device)
             if use_masks:
-                values, logp, ent = policy.evaluate_actions(ot, at, action_masks=masks[idx])
+                values, logp, _ = policy.evaluate_actions(ot, at, action_masks=masks[idx])
             else:
-                values, logp, ent = policy.evaluate_actions(ot, at)
+                values, logp, _ent = policy.evaluate_actions(ot, at)
             nll = -logp.mean()
             loss = nll
             if returns is not None:

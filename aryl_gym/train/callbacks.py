@@ -18,8 +18,9 @@ from __future__ import annotations
 import csv
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
@@ -192,13 +193,17 @@ class ArylEvalCallback(BaseCallback):
         self.logger.dump(self.num_timesteps)
         self.history.append(row)
         self._write_row(row)
-        if self.save_best and self.run_dir is not None and _finite(m["avg_jct"]):
-            if m["avg_jct"] < self.best_avg_jct:
-                self.best_avg_jct = m["avg_jct"]
-                self.model.save(self.run_dir / "best_model.zip")
-                vn = self.model.get_vec_normalize_env()
-                if vn is not None:
-                    vn.save(str(self.run_dir / "best_vecnormalize.pkl"))
+        if (
+            self.save_best
+            and self.run_dir is not None
+            and _finite(m["avg_jct"])
+            and m["avg_jct"] < self.best_avg_jct
+        ):
+            self.best_avg_jct = m["avg_jct"]
+            self.model.save(self.run_dir / "best_model.zip")
+            vn = self.model.get_vec_normalize_env()
+            if vn is not None:
+                vn.save(str(self.run_dir / "best_vecnormalize.pkl"))
         if self.verbose:
             refs = "  ".join(f"{k} {v.get('avg_jct', float('nan')):,.0f}" for k, v in self.references.items())
             print(

@@ -22,9 +22,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from aryl_gym.config import ConfigError, configs_dir, load_yaml
 
@@ -74,6 +75,7 @@ class TrainConfig:
     total_timesteps: int = 100_000
     normalize_obs: bool = False  # VecNormalize on observation keys (never the action mask)
     normalize_reward: bool = False
+    reward_reference: str | None = None  # ReferenceJCTReward: jct reward relative to this policy
     policy: str = "MultiInputPolicy"
     policy_kwargs: Mapping[str, Any] = field(default_factory=dict)
     hyperparams: Mapping[str, Any] = field(default_factory=dict)
@@ -97,7 +99,7 @@ class TrainConfig:
         d["eval"]["references"] = list(self.eval.references)
         return d
 
-    def replace(self, **changes: Any) -> "TrainConfig":
+    def replace(self, **changes: Any) -> TrainConfig:
         return dataclasses.replace(self, **changes)
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

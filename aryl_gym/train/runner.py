@@ -25,9 +25,10 @@ import os
 import platform
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -66,6 +67,10 @@ def make_single_env(cfg: TrainConfig, data_root: str | None = None) -> Any:
         env = gym.make(cfg.env_id, **kwargs)
     except gym.error.Error as exc:
         raise ConfigError(f"cannot make env {cfg.env_id!r} with {kwargs}: {exc}") from None
+    if cfg.reward_reference:
+        from aryl_gym.train.wrappers import ReferenceJCTReward
+
+        env = ReferenceJCTReward(env, cfg.reward_reference)
     if cfg.masked and not callable(getattr(env.unwrapped, "action_masks", None)):
         from sb3_contrib.common.wrappers import ActionMasker
 
@@ -133,7 +138,7 @@ def algo_class(algo: str) -> type:
 
 def resolve_policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """YAML-friendly ``policy_kwargs``: ``activation_fn: tanh`` -> ``torch.nn.Tanh``."""
-    import torch.nn as nn
+    from torch import nn
 
     out = dict(kwargs)
     act = out.get("activation_fn")
@@ -168,13 +173,14 @@ def git_commit(repo: Path | None = None) -> str:
     root = repo or Path(__file__).resolve().parents[2]
     try:
         head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10,
+            check=False,
         )
         if head.returncode != 0:
             return "unknown"
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root, capture_output=True, text=True, timeout=10,
+            cwd=root, capture_output=True, text=True, timeout=10, check=False,
         )
         return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
@@ -265,7 +271,11 @@ def train(
     from stable_baselines3.common.logger import configure
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from aryl_gym.train.callbacks import ArylEvalCallback, ClusterMetricsCallback, HParamsTextCallback
+    from aryl_gym.train.callbacks import (
+        ArylEvalCallback,
+        ClusterMetricsCallback,
+        HParamsTextCallback,
+    )
 
     say = progress or (lambda s: print(s, flush=True) if verbose else None)
     torch.set_num_threads(max(int(cfg.torch_threads), 1))
