@@ -294,20 +294,16 @@ class ObservationBuilder:
             )
             g_l, ta_l, wmin_f, submit = self.g, self.ta, self.w_min_f, self.submit
             ext = flat.extend
-            for i in range(n):
-                j = wl[i]
-                wk = wkl[i]
-                on_inf = pooll[i] == INFER
-                pr = prl[i]
+            for j, s, wk, p, pr, d, ov, tg in zip(wl, stl, wkl, pooll, prl, pcl, ovl, tgl):
+                on_inf = p == INFER
                 # squashed x / (1 + x) with x >= 0 is <= 1 already: no clipping needed
                 a = pr * inv_wmax[j]  # hours at w_max on V100
                 b = pr * (inv_s1[j] if on_inf else inv_s0[j]) / (wk if wk > 0 else wmin_f[j])
                 c = (now - submit[j]) / 3600.0  # age, hours
-                d = pcl[i]
-                e = ovl[i] / 300.0
+                e = ov / 300.0
                 f8 = wk / W
-                t15 = f8 if target is None else tgl[i] / W
-                ext(head_r[j] if stl[i] == 2 else head_q[j])
+                t15 = f8 if target is None else tg / W
+                ext(head_r[j] if s == 2 else head_q[j])
                 ext((
                     f8 if f8 < 1.0 else 1.0,
                     1.0 if on_inf else 0.0,
@@ -338,7 +334,7 @@ class ObservationBuilder:
             c11 = c12 = 0.0
         if tentative_free is None:
             tentative_free = train_free + loaned_free
-        C = _f32(
+        C = np.array(
             [
                 self.train_gpus / self.total_gpus,
                 train_free / max(self.train_gpus, 1.0),
@@ -356,7 +352,7 @@ class ObservationBuilder:
                 sim.done_count / max(sim.n_jobs, 1),
                 min(tentative_free / self.total_gpus, 1.0),
             ],
-            F_CLUSTER,
+            dtype=np.float32,
         )
         o = [_sq(len(q_out) / 10.0), _sq(len(r_out) / 10.0), 0.0, 0.0, 0.0, 0.0]
         if len(q_out):
@@ -367,4 +363,4 @@ class ObservationBuilder:
         if len(r_out):
             r = np.asarray(r_out, dtype=np.int64)
             o[3] = min(float(sim.g[r] @ sim.workers[r]) / self.total_gpus, 1.0)
-        return J, C, _f32(o, F_OUTSIDE)
+        return J, C, np.array(o, dtype=np.float32)
