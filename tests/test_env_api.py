@@ -297,3 +297,19 @@ def test_reclaim_env_rollouts_and_masks():
     res = info["episode_result"]
     assert res.reclaimed_servers == steps or steps == 1
     assert res.jobs_completed == res.jobs_total
+
+
+def test_trace_file_as_kwarg_and_reset_option(tmp_path):
+    # a generic CSV trace written here: submit time, GPUs, duration (seconds)
+    p = tmp_path / "mine.csv"
+    p.write_text("submit,gpus,duration\n0,1,600\n30,2,1200\n90,4,300\n")
+    m = tmp_path / "map.yaml"
+    m.write_text("columns:\n  submit: submit\n  gpus: gpus\n  duration: duration\n")
+    env = ArylEnv(scenario="tiny", trace=str(p), trace_format="csv", trace_map=str(m))
+    env.reset(seed=0)
+    assert env.sim.n_jobs == 3
+    assert [j.g * j.w_max for j in env.sim.jobs] == [1, 2, 4]
+    env.reset(seed=1, options={"trace": str(p), "trace_format": "csv", "trace_map": str(m)})
+    assert env.sim.n_jobs == 3
+    with pytest.raises(ValueError, match="trace_format"):
+        env.reset(seed=2, options={"trace": str(p), "trace_format": None})

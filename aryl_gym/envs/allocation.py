@@ -24,6 +24,7 @@ from aryl_gym.envs.observation import (
     F_JOB,
     F_OUTSIDE,
     ObservationBuilder,
+    base_inverse_rates,
     fit_lists,
     window_lists,
 )
@@ -34,6 +35,9 @@ from aryl_gym.sim.jobs import JobSpec
 from aryl_gym.sim.view import ClusterView, Decision, PlacementOptions
 
 ReclaimFn = Callable[[ClusterView, int], "Sequence[int] | None"]
+
+#: Orders of the queued part of the window (:mod:`aryl_gym.envs.observation`).
+WINDOW_ORDERS: tuple[str, ...] = ("submit", "pred_time")
 
 #: Aryl's placement options (paper 5.3): elastic jobs prefer loaned servers, flexible grouping.
 ARYL_PLACEMENT = PlacementOptions(elastic_prefer_inference=True, group_flexible=True)
@@ -135,11 +139,16 @@ class ArylEnv(gym.Env):
     (levels of ``targets``; default from the scenario), ``allow_preempt`` (False), ``release``
     (True: release actions in ``sequential``), ``uses_loaning`` (True), ``placement``
     (Aryl's), ``reclaim`` (``"aryl"``), ``jobs`` (a fixed trace: list of JobSpec), ``trace`` /
-    ``trace_format`` (a trace file), ``data_root``, ``stall_hours`` (48), ``render_mode``.
-    ``reset(options=...)`` accepts ``jobs``, ``trace``, ``trace_format`` and ``episode_seed``.
+    ``trace_format`` / ``trace_map`` (a trace file, loaded with
+    :func:`aryl_gym.workload.traces.load_trace` on the scenario's cluster), ``data_root``, ``stall_hours`` (6 h), ``render_mode``,
+    ``window_order`` (``"submit"`` or ``"pred_time"``: queued jobs shortest predicted time
+    at base demand first).
+    ``reset(options=...)`` accepts ``jobs``, ``trace``, ``trace_format``, ``trace_map`` and
+    ``episode_seed``.
 
     ## Version History
-    * v0: first version.
+    * v0: first version. Still v0 (unreleased): ``window_order``, ``info["elapsed"]`` added and
+      the default ``stall_hours`` lowered from 48 to 6 (only truncation of stalled episodes).
 
     ## Example
     See ``docs/env.md`` (a test executes it).
@@ -165,9 +174,11 @@ class ArylEnv(gym.Env):
         jobs: Sequence[JobSpec] | None = None,
         trace: str | None = None,
         trace_format: str | None = None,
+        trace_map: str | None = None,
         data_root: str | None = None,
-        stall_hours: float = 48.0,
+        stall_hours: float = 6.0,
         render_mode: str | None = None,
+        window_order: str = "submit",
     ):
         if action_mode not in MODES:
             raise ValueError(f"unknown action_mode {action_mode!r}; choose one of {', '.join(MODES)}")
@@ -175,6 +186,12 @@ class ArylEnv(gym.Env):
             raise ValueError(f"window must be an integer >= 1, got {window!r}")
         if max_steps is not None and max_steps < 1:
             raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+        if window_order not in WINDOW_ORDERS:
+            raise ValueError(
+                f"unknown window_order {window_order!r}; choose one of {', '.join(WINDOW_ORDERS)}"
+            )
+        if not (isinstance(stall_hours, (int, float)) and stall_hours > 0):
+            raise ValueError(f"stall_hours must be a number > 0 (hours), got {stall_hours!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
         self.config = scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario)
@@ -195,8 +212,11 @@ class ArylEnv(gym.Env):
         self.fixed_jobs = list(jobs) if jobs is not None else None
         self.trace = trace
         self.trace_format = trace_format
+        self.trace_map = trace_map
         self.data_root = data_root
         self.stall_hours = float(stall_hours)
+        self.window_order = window_order
+        self._inv_base: list[float] | None = None  # window_order="pred_time" key, per episode
         self.render_mode = render_mode
         self.codec = make_codec(action_mode, self.k, self.max_workers, self.allow_preempt, release)
         self.action_space = self.codec.space
@@ -238,7 +258,19 @@ class ArylEnv(gym.Env):
                     "loading a trace file needs aryl_gym.workload.traces; pass jobs= instead"
                 ) from exc
             fmt = options.get("trace_format", self.trace_format)
-            return list(load_trace(trace, fmt) if fmt else load_trace(trace))
+            if not fmt:
+                raise ValueError(
+                    f"trace {trace!r} needs trace_format (philly, pollux, gavel or csv)"
+                )
+            jobs, _report = load_trace(
+                trace,
+                fmt,
+                map=options.get("trace_map", self.trace_map),
+                cluster=self.config,
+                rng=np.random.default_rng(0),
+                data_root=self.data_root,
+            )
+            return list(jobs)
         return self.fixed_jobs
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -257,6 +289,7 @@ class ArylEnv(gym.Env):
         self.policy.reset(sim.seed)
         sim.begin(self.policy)
         self._obs_builder.begin(sim)
+        self._inv_base = base_inverse_rates(sim) if self.window_order == "pred_time" else None
         if hasattr(self.codec, "begin_episode"):
             self.codec.begin_episode(self)
         self.episode_count += 1
@@ -292,7 +325,7 @@ class ArylEnv(gym.Env):
     def _new_round(self) -> None:
         sim = self.sim
         assert sim is not None
-        w, self._q_out, self._r_out = window_lists(sim, self.k, self._obs_builder.elastic)
+        w, self._q_out, self._r_out = window_lists(sim, self.k, self._obs_builder.elastic, self._inv_base)
         # the window's ids padded with -1 to K (info["window"]) and the window itself (a view)
         n = len(w)
         self._wpad = np.array(w + self._pad_list[n:] if n < self.k else w, dtype=np.int64)
@@ -326,6 +359,7 @@ class ArylEnv(gym.Env):
         sim = self.sim
         if self._finished:
             raise RuntimeError("the episode has ended; call reset()")
+        t0 = sim.now
         decision, invalid = self.codec.decode(self, action)
         report = None
         if decision is not None:
@@ -341,6 +375,7 @@ class ArylEnv(gym.Env):
             if self.max_steps is not None and self.steps >= self.max_steps or sim.horizon_reached() or self._stall_check():
                 truncated = True
         info = self._info(comp, invalid, report)
+        info["elapsed"] = sim.now - t0  # simulated seconds this step covered (0 for a sub-step)
         if terminated or truncated:
             self._finished = True
             res = self.episode_result()
