@@ -16,8 +16,11 @@ Unbounded quantities are squashed with ``x / (1 + x)`` after dividing by a docum
 
 **Window order** (documented, fixed): the window holds up to K active jobs,
 
-1. queued jobs: the head of the queue (oldest submissions first) and, when the queue does not fit,
-   its tail (the newest quarter of the queued slots), both in submit order;
+1. queued jobs. ``window_order="submit"`` (default): the head of the queue (oldest submissions
+   first) and, when the queue does not fit, its tail (the newest quarter of the queued slots),
+   both in submit order. ``window_order="pred_time"``: the queued jobs with the shortest
+   predicted running time at base demand (``pred_remaining / rate(j, w_min, training pool)``,
+   the job's scaling curve included), shortest first, ties by id; the longer ones are outside;
 2. running jobs: elastic ones first (they are the ones that can be scaled), then the others,
    each by id.
 
@@ -106,33 +109,58 @@ def _f32(values: list[float], size: int) -> np.ndarray:
     return np.frombuffer(buf, dtype=np.float32)
 
 
-def window_lists(sim: Simulator, k: int, elastic) -> tuple[list[int], list[int], list[int]]:
+def window_lists(
+    sim: Simulator, k: int, elastic, inv_base: list[float] | None = None
+) -> tuple[list[int], list[int], list[int]]:
     """:func:`select_window` on plain lists (the env's hot path; K is small, so plain Python
-    beats numpy here). ``elastic`` is indexable by job id (a list is fastest)."""
-    Q = sorted(sim._queued)
+    beats numpy here). ``elastic`` is indexable by job id (a list is fastest).
+
+    ``inv_base`` (``window_order="pred_time"``): per job, seconds per unit of work at its base
+    demand on the training pool (``1 / rate_for(j, w_min, TRAIN)``); queued jobs are then ranked
+    by predicted running time ``pred_remaining x inv_base``, shortest first, ties by id, and the
+    window holds the shortest ones (no tail)."""
     R = sorted(sim._running)
-    nq, nr = len(Q), len(R)
+    nq, nr = len(sim._queued), len(R)
     n_r = min(nr, max(k // 2, k - nq))
     n_q = min(nq, k - n_r)
-    if nq > n_q:
+    if inv_base is not None:
+        pr = sim.pred_remaining
+        Q = sorted(sim._queued, key=lambda j: (pr[j] * inv_base[j], j))
+        q_in, q_out = (Q[:n_q], Q[n_q:]) if nq > n_q else (Q, [])
+    elif nq > n_q:
+        Q = sorted(sim._queued)
         tail = n_q // 4
         head = n_q - tail
         q_in = Q[:head] + Q[nq - tail :] if tail else Q[:head]
         q_out = Q[head : nq - tail]
     else:
-        q_in, q_out = Q, []
+        q_in, q_out = sorted(sim._queued), []
     # elastic first, then by id (R is ascending)
     Rs = [j for j in R if elastic[j]] + [j for j in R if not elastic[j]] if nr else R
     return q_in + Rs[:n_r], q_out, Rs[n_r:]
 
 
-def select_window(sim: Simulator, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def base_inverse_rates(sim: Simulator) -> list[float]:
+    """Per job, seconds per unit of predicted work at its base demand ``w_min`` on the training
+    pool (``1 / rate_for(j, w_min, TRAIN)``, the job's scaling curve included; ``inf`` when the
+    rate is 0): the ``window_order="pred_time"`` key is ``pred_remaining x`` this."""
+    out = []
+    for j in range(sim.n_jobs):
+        r = sim.rate_for(j, int(sim.w_min[j]), 0)
+        out.append(1.0 / r if r > 0 else math.inf)
+    return out
+
+
+def select_window(
+    sim: Simulator, k: int, order: str = "submit"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The window's job ids in the documented order, plus the queued and running ids outside it.
 
     Returns ``(window, queued_outside, running_outside)``, int64 arrays; ``window`` has at most
-    ``k`` entries.
+    ``k`` entries. ``order``: ``"submit"`` or ``"pred_time"`` (see the module docstring).
     """
-    w, qo, ro = window_lists(sim, k, sim.elastic)
+    inv = base_inverse_rates(sim) if order == "pred_time" else None
+    w, qo, ro = window_lists(sim, k, sim.elastic, inv)
     return (
         np.array(w, dtype=np.int64),
         np.array(qo, dtype=np.int64),
