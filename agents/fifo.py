@@ -12,8 +12,8 @@ None of them loans servers or scales jobs: elastic jobs run at ``w_max`` (their 
 from __future__ import annotations
 
 import numpy as np
-
 from aryl_gym.agents.base import BasePolicy, register
+
 from aryl_gym.sim.view import TRAIN, ClusterView, Decision
 
 

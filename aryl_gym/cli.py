@@ -11,7 +11,7 @@ import argparse
 import importlib
 import pkgutil
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from aryl_gym.config import ConfigError
 

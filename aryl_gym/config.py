@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -176,7 +177,7 @@ class ScenarioConfig:
     gpu_types: Mapping[str, GpuType] = field(default_factory=lambda: dict(DEFAULT_GPU_TYPES))
     source: str = "<built-in>"
 
-    def replace(self, **sections: Any) -> "ScenarioConfig":
+    def replace(self, **sections: Any) -> ScenarioConfig:
         """A copy with whole sections or fields of sections replaced.
 
         ``cfg.replace(sim={"interval": 30})`` updates one field of a section.

@@ -7,9 +7,9 @@ independent child generators of ``numpy.random.SeedSequence(seed)``, and the sim
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

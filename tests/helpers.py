@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-
 from aryl_gym.agents.base import BasePolicy
+
 from aryl_gym.config import ScenarioConfig, scenario_from_dict
 from aryl_gym.sim.engine import Simulator
 from aryl_gym.sim.jobs import JobSpec

@@ -211,7 +211,10 @@ def test_cli_compare_reclaim_study_and_bench(capsys: pytest.CaptureFixture[str])
         ("aryl", 1),
     ]
     assert out["ratios"]["fifo"]["avg_jct"] == pytest.approx(1.0)
-    mean = lambda p: sum(r["avg_jct"] for r in out["rows"] if r["policy"] == p) / 2
+
+    def mean(p):
+        return sum(r["avg_jct"] for r in out["rows"] if r["policy"] == p) / 2
+
     assert out["ratios"]["aryl"]["avg_jct"] == pytest.approx(mean("aryl") / mean("fifo"))
     assert cap.err.count("tiny seed") == 4  # one progress line per episode
     assert main(["compare", "--scenario", "tiny", "--policies", "fifo,nope"]) == 2

@@ -49,7 +49,7 @@ def test_unknown_scenario_lists_known():
 
 def test_frozen_and_replace():
     cfg = load_scenario("tiny")
-    with pytest.raises(Exception):
+    with pytest.raises(AttributeError):
         cfg.sim.interval = 5  # type: ignore[misc]
     cfg2 = cfg.replace(sim={"interval": 30.0})
     assert cfg2.sim.interval == 30.0 and cfg.sim.interval == 60.0

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from aryl_gym.agents import make_policy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import aryl_gym.sim.engine as engine
 import aryl_gym.sim.placement as placement
-from aryl_gym.agents import make_policy
 from aryl_gym.envs.observation import fit_lists, fit_tables, select_window, window_lists
 from aryl_gym.scenario import make_episode
 from aryl_gym.sim.placement import best_fit, best_fit_list

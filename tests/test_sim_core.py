@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from aryl_gym.agents import make_policy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aryl_gym.agents import make_policy
 from aryl_gym.scenario import make_episode
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.view import INFER, TRAIN, Decision

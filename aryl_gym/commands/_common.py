@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 
 def seeds_arg(text: str) -> list[int]:

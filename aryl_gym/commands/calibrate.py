@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     res = ep.simulator().run(make_policy("fifo"))
     figures = {**summary, **res.to_dict()}
     rows = []
-    for label, key, paper, text in PAPER_FACTS:
+    for label, key, _paper, text in PAPER_FACTS:
         ours = figures.get(key)
         rows.append([label, ours, text])
     if args.json:

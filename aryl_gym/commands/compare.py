@@ -146,7 +146,10 @@ def run(args: argparse.Namespace) -> int:
                 )
     means, ratios = summarize(rows, policies)
     if args.json:
-        clean = lambda v: None if isinstance(v, float) and not math.isfinite(v) else v
+
+        def clean(v):
+            return None if isinstance(v, float) and not math.isfinite(v) else v
+
         out = {
             "scenario": args.scenario,
             "seeds": list(args.seeds),

@@ -24,7 +24,7 @@ from aryl_gym.envs.observation import (
     F_JOB,
     F_OUTSIDE,
     ObservationBuilder,
-    base_inverse_rates,
+    base_rates,
     fit_lists,
     window_lists,
 )
@@ -216,7 +216,7 @@ class ArylEnv(gym.Env):
         self.data_root = data_root
         self.stall_hours = float(stall_hours)
         self.window_order = window_order
-        self._inv_base: list[float] | None = None  # window_order="pred_time" key, per episode
+        self._base_rates: list[float] | None = None  # window_order="pred_time" key, per episode
         self.render_mode = render_mode
         self.codec = make_codec(action_mode, self.k, self.max_workers, self.allow_preempt, release)
         self.action_space = self.codec.space
@@ -289,7 +289,7 @@ class ArylEnv(gym.Env):
         self.policy.reset(sim.seed)
         sim.begin(self.policy)
         self._obs_builder.begin(sim)
-        self._inv_base = base_inverse_rates(sim) if self.window_order == "pred_time" else None
+        self._base_rates = base_rates(sim) if self.window_order == "pred_time" else None
         if hasattr(self.codec, "begin_episode"):
             self.codec.begin_episode(self)
         self.episode_count += 1
@@ -325,7 +325,7 @@ class ArylEnv(gym.Env):
     def _new_round(self) -> None:
         sim = self.sim
         assert sim is not None
-        w, self._q_out, self._r_out = window_lists(sim, self.k, self._obs_builder.elastic, self._inv_base)
+        w, self._q_out, self._r_out = window_lists(sim, self.k, self._obs_builder.elastic, self._base_rates)
         # the window's ids padded with -1 to K (info["window"]) and the window itself (a view)
         n = len(w)
         self._wpad = np.array(w + self._pad_list[n:] if n < self.k else w, dtype=np.int64)

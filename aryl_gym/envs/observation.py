@@ -110,22 +110,22 @@ def _f32(values: list[float], size: int) -> np.ndarray:
 
 
 def window_lists(
-    sim: Simulator, k: int, elastic, inv_base: list[float] | None = None
+    sim: Simulator, k: int, elastic, base_rates: list[float] | None = None
 ) -> tuple[list[int], list[int], list[int]]:
     """:func:`select_window` on plain lists (the env's hot path; K is small, so plain Python
     beats numpy here). ``elastic`` is indexable by job id (a list is fastest).
 
-    ``inv_base`` (``window_order="pred_time"``): per job, seconds per unit of work at its base
-    demand on the training pool (``1 / rate_for(j, w_min, TRAIN)``); queued jobs are then ranked
-    by predicted running time ``pred_remaining x inv_base``, shortest first, ties by id, and the
-    window holds the shortest ones (no tail)."""
+    ``base_rates`` (``window_order="pred_time"``): per job, the work rate at its base demand on
+    the training pool (:func:`base_rates`); queued jobs are then ranked by predicted running time
+    ``pred_remaining / rate`` (the same float division as ``ClusterView.pred_time``), shortest
+    first, ties by id, and the window holds the shortest ones (no tail)."""
     R = sorted(sim._running)
     nq, nr = len(sim._queued), len(R)
     n_r = min(nr, max(k // 2, k - nq))
     n_q = min(nq, k - n_r)
-    if inv_base is not None:
+    if base_rates is not None:
         pr = sim.pred_remaining
-        Q = sorted(sim._queued, key=lambda j: (pr[j] * inv_base[j], j))
+        Q = sorted(sim._queued, key=lambda j: (pr[j] / base_rates[j], j))
         q_in, q_out = (Q[:n_q], Q[n_q:]) if nq > n_q else (Q, [])
     elif nq > n_q:
         Q = sorted(sim._queued)
@@ -140,14 +140,15 @@ def window_lists(
     return q_in + Rs[:n_r], q_out, Rs[n_r:]
 
 
-def base_inverse_rates(sim: Simulator) -> list[float]:
-    """Per job, seconds per unit of predicted work at its base demand ``w_min`` on the training
-    pool (``1 / rate_for(j, w_min, TRAIN)``, the job's scaling curve included; ``inf`` when the
-    rate is 0): the ``window_order="pred_time"`` key is ``pred_remaining x`` this."""
+def base_rates(sim: Simulator) -> list[float]:
+    """Per job, the work rate at its base demand ``w_min`` on the training pool
+    (``rate_for(j, w_min, TRAIN)``, V100 worker-seconds per second, the job's scaling curve
+    included; a zero rate becomes the smallest float, so the job sorts last): the
+    ``window_order="pred_time"`` key is ``pred_remaining / rate``."""
     out = []
     for j in range(sim.n_jobs):
         r = sim.rate_for(j, int(sim.w_min[j]), 0)
-        out.append(1.0 / r if r > 0 else math.inf)
+        out.append(r if r > 0 else 5e-324)
     return out
 
 
@@ -159,8 +160,8 @@ def select_window(
     Returns ``(window, queued_outside, running_outside)``, int64 arrays; ``window`` has at most
     ``k`` entries. ``order``: ``"submit"`` or ``"pred_time"`` (see the module docstring).
     """
-    inv = base_inverse_rates(sim) if order == "pred_time" else None
-    w, qo, ro = window_lists(sim, k, sim.elastic, inv)
+    rates = base_rates(sim) if order == "pred_time" else None
+    w, qo, ro = window_lists(sim, k, sim.elastic, rates)
     return (
         np.array(w, dtype=np.int64),
         np.array(qo, dtype=np.int64),

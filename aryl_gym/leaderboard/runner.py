@@ -48,6 +48,7 @@ import numpy as np
 from aryl_gym.config import ConfigError, ScenarioConfig, load_scenario
 from aryl_gym.leaderboard.suites import Entrant, Suite
 from aryl_gym.metrics import EpisodeResult
+from aryl_gym.train.evaluation import env_action_masks
 
 # ----------------------------------------------------------------------------------------------
 # Row schema
@@ -528,19 +529,6 @@ def _env_sim(env: Any) -> Any | None:
     return None
 
 
-def _env_masks(env: Any) -> np.ndarray | None:
-    e = env
-    for _ in range(16):
-        fn = getattr(e, "action_masks", None)
-        if callable(fn):
-            return np.asarray(fn(), dtype=bool)
-        if not hasattr(e, "env"):
-            break
-        e = e.env
-    fn = getattr(getattr(env, "unwrapped", None), "action_masks", None)
-    return np.asarray(fn(), dtype=bool) if callable(fn) else None
-
-
 #: keys of the final ``info`` that may carry the :class:`EpisodeResult` (env's choice first)
 RESULT_KEYS = ("episode_result", "result", "final_result")
 
@@ -596,7 +584,7 @@ def _run_agent(
         while True:
             kw: dict[str, Any] = {"state": state, "episode_start": start, "deterministic": True}
             if use_masks:
-                kw["action_masks"] = _env_masks(env)
+                kw["action_masks"] = env_action_masks(env)
             action, state = agent.predict(obs, **kw)
             start = np.zeros((1,), dtype=bool)
             obs, _reward, terminated, truncated, info = env.step(action)

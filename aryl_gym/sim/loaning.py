@@ -80,13 +80,15 @@ def load_utilization_csv(path: str | Path, sample_seconds: float = 300.0) -> np.
             try:
                 t = float(row["time"])
             except (TypeError, ValueError):
-                raise ConfigError(f"{p}:{lineno}: column 'time': not a number: {row['time']!r}")
+                raise ConfigError(
+                    f"{p}:{lineno}: column 'time': not a number: {row['time']!r}"
+                ) from None
             try:
                 u = float(row["utilization"])
             except (TypeError, ValueError):
                 raise ConfigError(
                     f"{p}:{lineno}: column 'utilization': not a number: {row['utilization']!r}"
-                )
+                ) from None
             if not 0.0 <= u <= 1.0:
                 raise ConfigError(
                     f"{p}:{lineno}: column 'utilization': {u} is outside [0, 1]; "

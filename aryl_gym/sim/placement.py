@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from aryl_gym.sim.jobs import JobState
+from aryl_gym.sim.view import INFER, TRAIN, Decision, PlacementOptions, PlacementReport
 
 _QUEUED = int(JobState.QUEUED)
 _RUNNING = int(JobState.RUNNING)
 _EXACT = 2**53  # ints below this convert to float exactly
-from aryl_gym.sim.view import INFER, TRAIN, Decision, PlacementOptions, PlacementReport
 
 if TYPE_CHECKING:  # pragma: no cover
     from aryl_gym.sim.engine import Simulator
@@ -80,7 +80,7 @@ PY_SERVERS = 64
 
 
 def _plan(
-    sim: "Simulator",
+    sim: Simulator,
     j: int,
     pool: int,
     n_base: int,
@@ -98,7 +98,7 @@ def _plan(
 
 
 def _plan_list(
-    sim: "Simulator",
+    sim: Simulator,
     j: int,
     pool: int,
     n_base: int,
@@ -149,7 +149,7 @@ def _plan_list(
 
 
 def _plan_np(
-    sim: "Simulator",
+    sim: Simulator,
     j: int,
     pool: int,
     n_base: int,
@@ -200,7 +200,7 @@ def _plan_np(
     return plan
 
 
-def _pool_order(sim: "Simulator", j: int, decision: Decision, opts: PlacementOptions) -> list[int]:
+def _pool_order(sim: Simulator, j: int, decision: Decision, opts: PlacementOptions) -> list[int]:
     allowed = sim.allowed_pools(j)
     if len(allowed) == 1:
         return list(allowed)
@@ -212,7 +212,7 @@ def _pool_order(sim: "Simulator", j: int, decision: Decision, opts: PlacementOpt
     return [TRAIN, INFER]
 
 
-def _commit(sim: "Simulator", j: int, plan: list[tuple[int, int, bool]]) -> int:
+def _commit(sim: Simulator, j: int, plan: list[tuple[int, int, bool]]) -> int:
     n = 0
     for s, k, is_flex in plan:
         sim._add_workers(j, s, k, is_flex)
@@ -220,7 +220,7 @@ def _commit(sim: "Simulator", j: int, plan: list[tuple[int, int, bool]]) -> int:
     return n
 
 
-def _scale_in(sim: "Simulator", j: int, k: int) -> None:
+def _scale_in(sim: Simulator, j: int, k: int) -> None:
     """Remove ``k`` flexible workers of job ``j``: loaned servers first, then fewest workers."""
     loaned = sim.srv_loaned.item
     order = sorted(sim.flex[j].items(), key=lambda kv: (not loaned(kv[0]), kv[1], kv[0]))
@@ -240,7 +240,7 @@ def _scale_in(sim: "Simulator", j: int, k: int) -> None:
     sim._rebalance(j)
 
 
-def _validate_target(sim: "Simulator", j: object, t: object) -> tuple[int, int, str]:
+def _validate_target(sim: Simulator, j: object, t: object) -> tuple[int, int, str]:
     """Return (job, target, reason); reason non-empty means ignore (or, with a target, clamped)."""
     try:
         jj = int(j)  # type: ignore[call-overload]
@@ -271,7 +271,7 @@ def _validate_target(sim: "Simulator", j: object, t: object) -> tuple[int, int, 
     return jj, ti, ""
 
 
-def apply_decision(sim: "Simulator", decision: Decision, opts: PlacementOptions) -> PlacementReport:
+def apply_decision(sim: Simulator, decision: Decision, opts: PlacementOptions) -> PlacementReport:
     """Apply ``decision`` on ``sim`` and report what happened."""
     rep = PlacementReport()
     targets: dict[int, int] = {}

@@ -7,8 +7,9 @@ only through its decision, its reclaim choice, and the :class:`PlacementOptions`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -100,9 +101,9 @@ class Policy(Protocol):
 
     def reset(self, seed: int | None = None) -> None: ...
 
-    def decide(self, view: "ClusterView") -> Decision: ...
+    def decide(self, view: ClusterView) -> Decision: ...
 
-    def reclaim(self, view: "ClusterView", n: int) -> Sequence[int] | None:
+    def reclaim(self, view: ClusterView, n: int) -> Sequence[int] | None:
         """Pick ``n`` loaned server ids to return; ``None`` uses the default rule."""
         ...
 
@@ -114,7 +115,7 @@ class ClusterView:
     Server ids are positions in the server arrays: training servers first, then inference.
     """
 
-    def __init__(self, sim: "Simulator"):
+    def __init__(self, sim: Simulator):
         self._sim = sim
 
         def ro(a: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ With the defaults, elastic families take about 36% of GPU-time (paper) at ``elas
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
 from aryl_gym.config import ScenarioConfig, WorkloadConfig
