@@ -388,3 +388,47 @@ def test_reference_reward_sums_to_the_jct_difference():
     assert ref.jobs_completed == ref.jobs_total
     expected = (sum(ref.jcts) - sum(agent.jcts)) / 3600.0
     assert total == pytest.approx(expected, rel=1e-9, abs=1e-6)
+
+
+def _masked_batch(env, n: int, seed: int = 0):
+    """``n`` observations and masks of a masked-random rollout (resets when an episode ends)."""
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    obss, masks = [], []
+    for _ in range(n):
+        m = env.unwrapped.action_masks()
+        obss.append(obs)
+        masks.append(m)
+        obs, _, te, tr, _ = env.step(int(rng.choice(np.flatnonzero(m))))
+        if te or tr:
+            obs, _ = env.reset()
+    return {k: np.stack([o[k] for o in obss]) for k in obss[0]}, np.stack(masks)
+
+
+@needs_env
+def test_fast_masked_argmax_equals_sb3_deterministic_predict():
+    """LearnedAgent's direct masked argmax gives exactly MaskablePPO.predict's deterministic
+    actions, batched and single, for a fresh (near-uniform logits) and the shipped model."""
+    from aryl_gym.agents.learned import PRETRAINED_DIR, LearnedAgent, load_agent
+    from sb3_contrib import MaskablePPO
+
+    env = gym.make("aryl_gym/Aryl-v0", scenario="tiny", action_mode="sequential", window=8)
+    fresh = MaskablePPO("MultiInputPolicy", env, seed=3, device="cpu",
+                        policy_kwargs={"net_arch": [16, 16]})
+    agents = [(LearnedAgent(name="fresh", model=fresh, masked=True), env)]
+    if (PRETRAINED_DIR / "ppo-testbed.zip").exists():
+        shipped = load_agent("ppo-testbed")
+        agents.append((shipped, shipped.make_env()))
+    for agent, e in agents:
+        batch, masks = _masked_batch(e, 256)
+        assert agent._fast_ok()
+        want, _ = agent.model.predict(batch, action_masks=masks, deterministic=True)
+        got, _ = agent.predict(batch, action_masks=masks, deterministic=True)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        assert masks[np.arange(len(got)), got].all()
+        # one observation, mask taken from obs["action_mask"]: same action and shape as SB3's
+        one = {k: v[7] for k, v in batch.items()}
+        w1, _ = agent.model.predict(one, action_masks=masks[7], deterministic=True)
+        g1, _ = agent.predict(one)
+        assert np.shape(g1) == np.shape(w1) and int(g1) == int(w1)

@@ -197,6 +197,8 @@ class ArylEvalCallback(BaseCallback):
             self.save_best
             and self.run_dir is not None
             and _finite(m["avg_jct"])
+            # a truncated (stalled) episode's avg JCT covers only its finished jobs: never "best"
+            and not m.get("jobs_unfinished", 0.0) > 0
             and m["avg_jct"] < self.best_avg_jct
         ):
             self.best_avg_jct = m["avg_jct"]
