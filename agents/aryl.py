@@ -56,7 +56,7 @@ Variants (registry names):
 * ``aryl-optimal-reclaim`` -- exhaustive optimal reclaim (heuristic above 200,000 subsets);
 * ``aryl-default-reclaim`` -- the simulator's default reclaim (fewest busy GPUs first).
 
-What we measure (``aryl-gym compare``, seeds 0-2; see the helper report for the full tables):
+What we measure (``aryl-gym compare --scenario basic --policies fifo,aryl,sjf --seeds 0,1,2``):
 on ``basic`` Aryl cuts average queuing 41x but average JCT only to 0.89x of Baseline's, and
 ``sjf`` alone gets the same (0.89x). In our model an elastic job's work is defined at ``w_max``
 (its request), so elasticity and slow loaned T4s can only make a job start earlier, never run
