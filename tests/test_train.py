@@ -287,7 +287,8 @@ def test_train_package_does_not_import_torch():
     import sys
 
     code = (
-        "import sys, aryl_gym, aryl_gym.train, aryl_gym.agents.learned, aryl_gym.cli;"
+        "import sys, aryl_gym, aryl_gym.train, aryl_gym.agents.learned, aryl_gym.cli,"
+        " aryl_gym.envs, aryl_gym.leaderboard.runner, aryl_gym.agents;"
         "aryl_gym.cli.build_parser(); print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
