@@ -183,11 +183,16 @@ def test_masked_action_in_sequential_is_noop():
     np.testing.assert_array_equal(env.codec.tent, tent)
 
 
-@pytest.mark.parametrize("scenario", ["tiny", "testbed"])
-@pytest.mark.parametrize("mode", ["targets", "sequential"])
+@pytest.mark.parametrize(
+    "scenario, mode",
+    [
+        ("tiny", "targets"),
+        ("tiny", "sequential"),
+        ("testbed", "targets"),
+        pytest.param("testbed", "sequential", marks=pytest.mark.slow),  # long; tiny covers it
+    ],
+)
 def test_jct_reward_sums_to_total_jct(scenario, mode):
-    if scenario == "testbed" and mode == "sequential":
-        pytest.skip("covered on tiny; keeps the file fast")
     env = ArylEnv(scenario=scenario, action_mode=mode)
     _, rewards, info = _rollout(env, seed=2)
     res = info["episode_result"]
