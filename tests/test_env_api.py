@@ -189,7 +189,7 @@ def test_masked_action_in_sequential_is_noop():
         ("tiny", "targets"),
         ("tiny", "sequential"),
         ("testbed", "targets"),
-        pytest.param("testbed", "sequential", marks=pytest.mark.slow),  # long; tiny covers it
+        ("testbed", "sequential"),
     ],
 )
 def test_jct_reward_sums_to_total_jct(scenario, mode):
