@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-all bench lint clean
+.PHONY: run test test-all bench lint typecheck clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,6 +28,9 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check aryl_gym agents tests scripts
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) runs results

@@ -132,7 +132,10 @@ def _plan_list(
             own_base.add(s)
             base_gpus[s] += k * g
         allowed = [s for s in cands if s not in own_base]
-        tiers = ([s for s in allowed if base_gpus[s] == 0], [s for s in allowed if base_gpus[s] > 0])
+        tiers: tuple[list[int], ...] = (
+            [s for s in allowed if base_gpus[s] == 0],
+            [s for s in allowed if base_gpus[s] > 0],
+        )
     else:
         tiers = (cands,)
     need = n_flex
@@ -184,11 +187,11 @@ def _plan_np(
         for s, k, _ in plan:
             base_gpus[s] += k * g
         allowed = usable & ~own_base
-        tiers = (allowed & (base_gpus == 0), allowed & (base_gpus > 0))
+        tiers_np: tuple[np.ndarray, ...] = (allowed & (base_gpus == 0), allowed & (base_gpus > 0))
     else:
-        tiers = (usable,)
+        tiers_np = (usable,)
     need = n_flex
-    for cand in tiers:
+    for cand in tiers_np:
         while need > 0:
             s = best_fit(free, cap, cand, g)
             if s < 0:
