@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from aryl_gym.sim.jobs import JobState
-from aryl_gym.sim.placement import best_fit
+from aryl_gym.sim.placement import fill
 from aryl_gym.sim.view import INFER, TRAIN, ClusterView, PlacementOptions
 
 
@@ -46,14 +46,7 @@ class Trial:
             return 0
         cand = self.masks[pool]
         snap = self.free.copy() if all_or_nothing else None
-        need = k
-        while need > 0:
-            s = best_fit(self.free, self.cap, cand, g)
-            if s < 0:
-                break
-            n = min(need, int(self.free[s]) // g)
-            self.free[s] -= n * g
-            need -= n
+        need = k - sum(n for _, n in fill(self.free, self.cap, cand, g, k))
         if all_or_nothing and need > 0:
             self.free[:] = snap  # type: ignore[index]
             return 0

@@ -78,7 +78,7 @@ from aryl_gym.agents.knapsack import solve_mckp_arrays
 from aryl_gym.agents.reclaim import aryl_reclaim_view, default_reclaim_view, optimal_reclaim_view
 
 from aryl_gym.sim.jobs import JobState
-from aryl_gym.sim.placement import best_fit
+from aryl_gym.sim.placement import fill
 from aryl_gym.sim.view import INFER, TRAIN, ClusterView, Decision, PlacementOptions
 
 _GS = (1, 2, 4, 8)
@@ -96,21 +96,6 @@ class ArylStats:
     waited: int = 0  # admitted bases that could not be placed after repair
 
 
-def _fill(
-    free: np.ndarray, cap: np.ndarray, cand: np.ndarray, g: int, need: int
-) -> list[tuple[int, int]]:
-    """Best-fit ``need`` workers of ``g`` GPUs onto ``cand`` servers (as the engine's ``_plan``),
-    as many as fit; ``free`` is updated in place. Returns ``[(server, workers), ...]``."""
-    plan: list[tuple[int, int]] = []
-    while need > 0:
-        s = best_fit(free, cap, cand, g)
-        if s < 0:
-            break
-        k = min(need, int(free[s]) // g)
-        free[s] -= k * g
-        plan.append((s, k))
-        need -= k
-    return plan
 
 
 class ArylPolicy(BasePolicy):
@@ -237,7 +222,7 @@ class ArylPolicy(BasePolicy):
                 for p in self._pool_order(j, infer_ok):
                     if cnt[p][g] < b:
                         continue
-                    _fill(trial, cap, masks[p], g, b)
+                    fill(trial, cap, masks[p], g, b)
                     admitted.append(j)
                     pool_of[j] = p
                     m = masks[p]
@@ -419,7 +404,7 @@ class ArylPolicy(BasePolicy):
                 del out[j]
                 continue
             snap = free.copy() if strict else None
-            plan = _fill(free, cap, m, g, wmin)
+            plan = fill(free, cap, m, g, wmin)
             for s, k in plan:
                 base_g[s] += k * g
             got = self._place_flex(
@@ -462,7 +447,7 @@ class ArylPolicy(BasePolicy):
         for cand in tiers:
             if got == n:
                 break
-            got += sum(k for _, k in _fill(free, cap, cand, g, n - got))
+            got += sum(k for _, k in fill(free, cap, cand, g, n - got))
         return got
 
 

@@ -14,27 +14,15 @@ from __future__ import annotations
 import numpy as np
 from aryl_gym.agents.base import BasePolicy, register
 
+from aryl_gym.sim.placement import fill
 from aryl_gym.sim.view import TRAIN, ClusterView, Decision
 
 
-def _fits_count(free: np.ndarray, g: int) -> int:
-    return int((free // g).sum())
-
-
 def _take(free: np.ndarray, cap: np.ndarray, g: int, w: int) -> bool:
-    """Simulate best-fit placement of ``w`` workers of ``g`` GPUs on ``free`` (in place)."""
-    from aryl_gym.sim.placement import best_fit
-
-    cand = np.ones(len(free), dtype=bool)
+    """Best-fit all ``w`` workers of ``g`` GPUs on ``free`` (in place), or change nothing."""
     trial = free.copy()
-    need = w
-    while need > 0:
-        s = best_fit(trial, cap, cand, g)
-        if s < 0:
-            return False
-        k = min(need, int(trial[s]) // g)
-        trial[s] -= k * g
-        need -= k
+    if sum(k for _, k in fill(trial, cap, np.ones(len(free), dtype=bool), g, w)) < w:
+        return False
     free[:] = trial
     return True
 

@@ -299,7 +299,10 @@ def optimal_reclaim_view(view: ClusterView, n: int, max_subsets: int = 200_000) 
 
 
 def default_reclaim_view(view: ClusterView, n: int) -> list[int]:
-    return default_reclaim_instance(instance_from_view(view), n)
+    """The simulator's own default rule (:func:`aryl_gym.sim.engine.default_reclaim`)."""
+    from aryl_gym.sim.engine import default_reclaim
+
+    return default_reclaim(view, n)
 
 
 RECLAIM_RULES = {

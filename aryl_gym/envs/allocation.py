@@ -98,6 +98,15 @@ class EnvPolicy(BasePolicy):
         return self.reclaim_fn(view, n) if self.reclaim_fn is not None else None
 
 
+
+def episode_seed(np_random: np.random.Generator, options: dict[str, Any]) -> int:
+    """The episode to draw: ``options["episode_seed"]`` (exactly ``make_episode(scenario, s)``),
+    else a seed from the env's own generator only (SPEC 6)."""
+    seed = options.get("episode_seed")
+    if seed is None:
+        seed = np_random.integers(0, 2**31 - 1)
+    return int(seed)
+
 class ArylEnv(gym.Env):
     """Allocation for GPU training jobs on a training cluster plus loaned inference servers.
 
@@ -276,10 +285,7 @@ class ArylEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         options = dict(options or {})
-        ep_seed = options.get("episode_seed")
-        if ep_seed is None:
-            # The trace seed comes from self.np_random only (SPEC 6).
-            ep_seed = int(self.np_random.integers(0, 2**31 - 1))
+        ep_seed = episode_seed(self.np_random, options)
         jobs = self._draw_jobs(options)
         ep = make_episode(self.config, int(ep_seed), jobs=jobs, data_root=self.data_root)
         self.episode = ep

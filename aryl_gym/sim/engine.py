@@ -305,10 +305,6 @@ class Simulator:
     def done(self) -> bool:
         return self.done_count == self.n_jobs
 
-    @property
-    def gpu_alloc(self) -> np.ndarray:
-        return self.workers * self.g
-
     # ------------------------------------------------------------------------------------------
     # worker bookkeeping primitives
     # ------------------------------------------------------------------------------------------

@@ -74,6 +74,43 @@ def best_fit_list(free: list[int], cap: list[int], cands: list[int], g: int) -> 
     return best if best >= 0 else empty
 
 
+def fill(
+    free: np.ndarray, cap: np.ndarray, cand: np.ndarray, g: int, need: int
+) -> list[tuple[int, int]]:
+    """Best-fit up to ``need`` workers of ``g`` GPUs onto the ``cand`` servers, one server at a
+    time (as many as fit there, which is what worker-by-worker best fit gives).
+
+    ``free`` is updated in place. Returns ``[(server, workers), ...]``; fewer than ``need``
+    workers in all when the candidates run out of room.
+    """
+    plan: list[tuple[int, int]] = []
+    while need > 0:
+        s = best_fit(free, cap, cand, g)
+        if s < 0:
+            break
+        k = min(need, int(free[s]) // g)
+        free[s] -= k * g
+        plan.append((s, k))
+        need -= k
+    return plan
+
+
+def fill_list(
+    free: list[int], cap: list[int], cands: list[int], g: int, need: int
+) -> list[tuple[int, int]]:
+    """:func:`fill` on plain lists (see :func:`best_fit_list`)."""
+    plan: list[tuple[int, int]] = []
+    while need > 0:
+        s = best_fit_list(free, cap, cands, g)
+        if s < 0:
+            break
+        k = min(need, free[s] // g)
+        free[s] -= k * g
+        plan.append((s, k))
+        need -= k
+    return plan
+
+
 #: Clusters with at most this many servers are planned with plain-Python lists (faster than
 #: numpy at this size); bigger ones with numpy masks. Both give the same plan (tested).
 PY_SERVERS = 64
@@ -113,16 +150,10 @@ def _plan_list(
         cands = sim._train_ids  # ascending; never modified here
     else:
         cands = [s for s, on in enumerate(sim.srv_loaned.tolist()) if on]
-    plan: list[tuple[int, int, bool]] = []
-    need = n_base
-    while need > 0:
-        s = best_fit_list(free, cap, cands, g)
-        if s < 0:
-            return []
-        k = min(need, free[s] // g)
-        free[s] -= k * g
-        plan.append((s, k, False))
-        need -= k
+    base = fill_list(free, cap, cands, g, n_base)
+    if sum(k for _, k in base) < n_base:
+        return []
+    plan = [(s, k, False) for s, k in base]
     if n_flex <= 0:
         return plan
     if opts.group_flexible and pool == INFER and bool(sim.elastic[j]):
@@ -140,14 +171,9 @@ def _plan_list(
         tiers = (cands,)
     need = n_flex
     for cand in tiers:
-        while need > 0:
-            s = best_fit_list(free, cap, cand, g)
-            if s < 0:
-                break
-            k = min(need, free[s] // g)
-            free[s] -= k * g
-            plan.append((s, k, True))
-            need -= k
+        got = fill_list(free, cap, cand, g, need)
+        plan.extend((s, k, True) for s, k in got)
+        need -= sum(k for _, k in got)
     return plan
 
 
@@ -164,16 +190,10 @@ def _plan_np(
     free = sim.srv_free.copy()
     cap = sim.srv_cap
     usable = sim.usable_mask(pool)
-    plan: list[tuple[int, int, bool]] = []
-    need = n_base
-    while need > 0:
-        s = best_fit(free, cap, usable, g)
-        if s < 0:
-            return []
-        k = min(need, int(free[s]) // g)
-        free[s] -= k * g
-        plan.append((s, k, False))
-        need -= k
+    base = fill(free, cap, usable, g, n_base)
+    if sum(k for _, k in base) < n_base:
+        return []
+    plan = [(s, k, False) for s, k in base]
     if n_flex <= 0:
         return plan
     grouped = opts.group_flexible and pool == INFER and bool(sim.elastic[j])
@@ -192,14 +212,9 @@ def _plan_np(
         tiers_np = (usable,)
     need = n_flex
     for cand in tiers_np:
-        while need > 0:
-            s = best_fit(free, cap, cand, g)
-            if s < 0:
-                break
-            k = min(need, int(free[s]) // g)
-            free[s] -= k * g
-            plan.append((s, k, True))
-            need -= k
+        got = fill(free, cap, cand, g, need)
+        plan.extend((s, k, True) for s, k in got)
+        need -= sum(k for _, k in got)
     return plan
 
 
