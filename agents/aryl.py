@@ -156,6 +156,7 @@ class ArylPolicy(BasePolicy):
         self.g = np.array([j.g for j in jobs], dtype=np.int64)
         self.w_min = np.array([j.w_min for j in jobs], dtype=np.int64)
         self.w_max = np.array([j.w_max for j in jobs], dtype=np.int64)
+        self.w_req = np.array([j.w_req for j in jobs], dtype=np.int64)
         self.elastic = np.array([j.elastic for j in jobs], dtype=bool)
         self.ta = np.array([j.type_agnostic for j in jobs], dtype=bool)
         # rate of one worker per pool (V100 worker-seconds per second)
@@ -172,7 +173,7 @@ class ArylPolicy(BasePolicy):
         ).reshape(len(jobs), 2)
 
     def _base(self, j: int) -> int:
-        return int(self.w_min[j]) if self.elastic_scaling else int(self.w_max[j])
+        return int(self.w_min[j]) if self.elastic_scaling else int(self.w_req[j])
 
     def _pool_order(self, j: int, infer_ok: bool) -> tuple[int, ...]:
         if not (self.ta[j] and infer_ok):
@@ -200,10 +201,10 @@ class ArylPolicy(BasePolicy):
         pool_of: dict[int, int] = {}
         q = np.asarray(view.queued(), dtype=np.int64)
         if len(q) and trial.any():
-            base = self.w_min[q] if self.elastic_scaling else self.w_max[q]
+            base = self.w_min[q] if self.elastic_scaling else self.w_req[q]
             t_base = np.asarray(view.pred_remaining)[q] / self.rate_base[q, TRAIN]
             q = q[np.lexsort((q, t_base))]
-            base = self.w_min[q] if self.elastic_scaling else self.w_max[q]
+            base = self.w_min[q] if self.elastic_scaling else self.w_req[q]
             gq = self.g[q]
             # workers of each size that fit per pool now (fragmentation aware; exact feasibility
             # test for w identical workers: sum over servers of floor(free / g) >= w)

@@ -6,7 +6,8 @@
 * ``fifo-backfill`` -- the same, but a job that does not fit is skipped and later jobs may start.
 * ``sjf`` -- shortest predicted running time (at the requested size) first, with backfill.
 
-None of them loans servers or scales jobs: elastic jobs run at ``w_max`` (their request).
+None of them loans servers or scales jobs: every job runs at ``w_req`` (its request; World v1:
+an elastic job requests its base demand ``w_min``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class FifoPolicy(BasePolicy):
     def _queue(self, view: ClusterView) -> list[int]:
         q = view.queued()
         if self.order == "sjf":
-            q.sort(key=lambda j: (view.pred_time(j, int(view.jobs[j].w_max), TRAIN), j))
+            q.sort(key=lambda j: (view.pred_time(j, int(view.jobs[j].w_req), TRAIN), j))
         return q
 
     def decide(self, view: ClusterView) -> Decision:
@@ -51,8 +52,8 @@ class FifoPolicy(BasePolicy):
         order: list[int] = []
         for j in self._queue(view):
             spec = view.jobs[j]
-            if _take(free, cap, spec.g, spec.w_max):
-                targets[j] = spec.w_max
+            if _take(free, cap, spec.g, spec.w_req):
+                targets[j] = spec.w_req
                 order.append(j)
             elif not self.backfill:
                 break

@@ -80,7 +80,18 @@ class LearnedAgent:
 
     @property
     def env_id(self) -> str:
-        return str(self.config.get("env_id", "aryl_gym/Aryl-v0"))
+        """The env id to act through. Agents trained on a retired version (``-v0``, the world
+        before elastic growth and bursty arrivals) act through the current one, whose spaces
+        are the same; :attr:`trained_on` keeps the version they were trained on."""
+        env_id = str(self.config.get("env_id", "aryl_gym/Aryl-v1"))
+        retired = {"aryl_gym/Aryl-v0": "aryl_gym/Aryl-v1",
+                   "aryl_gym/ArylReclaim-v0": "aryl_gym/ArylReclaim-v1"}
+        return retired.get(env_id, env_id)
+
+    @property
+    def trained_on(self) -> str:
+        """The env id in the agent's training config (may be a retired version)."""
+        return str(self.config.get("env_id", "aryl_gym/Aryl-v1"))
 
     @property
     def env_kwargs(self) -> dict[str, Any]:

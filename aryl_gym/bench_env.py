@@ -34,7 +34,7 @@ def env_steps_per_second(scenario: str, action_mode: str, seconds: float = 2.0, 
 
     import aryl_gym  # noqa: F401
 
-    env = gym.make("aryl_gym/Aryl-v0", scenario=scenario, action_mode=action_mode).unwrapped
+    env = gym.make("aryl_gym/Aryl-v1", scenario=scenario, action_mode=action_mode).unwrapped
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
     steps = episodes = 0
@@ -75,7 +75,7 @@ def vector_steps_per_second(mode: str, scenario: str = "testbed", num_envs: int 
     random actions masked by the observation's ``action_mask``."""
     import gymnasium as gym
 
-    v = gym.make_vec("aryl_gym:Aryl-v0", num_envs=num_envs, vectorization_mode=mode, scenario=scenario)
+    v = gym.make_vec("aryl_gym:Aryl-v1", num_envs=num_envs, vectorization_mode=mode, scenario=scenario)
     try:
         rng = np.random.default_rng(seed)
         obs, _ = v.reset(seed=seed)

@@ -77,6 +77,9 @@ class ClusterConfig:
     inf_servers: int = 4
     inf_gpus_per_server: int = 8
     inf_gpu: str = "T4"
+    #: Multiplier on the inference GPU type's training speeds (a sensitivity knob; 1 = the
+    #: registry's speeds).
+    inf_speed_scale: float = 1.0
 
     @property
     def train_gpus(self) -> int:
@@ -117,6 +120,19 @@ class WorkloadConfig:
 
     ``load`` is the offered load relative to the training pool's GPUs; the arrival rate follows
     from it and the expected GPU-time per job, so scenarios of any size stay comparable.
+
+    World v1 knobs (defaults fitted from public data by :mod:`aryl_gym.workload.fit`; run
+    ``aryl-gym fit-world`` to reproduce them):
+
+    * ``elastic_range``: an elastic job may grow from its request ``w_min`` to
+      ``w_max = r x w_min``, ``r`` drawn uniformly from the powers of two in
+      ``[2, elastic_range]`` (default 4: the median over the six Pollux applications of the
+      largest growth that keeps >= 80% per-GPU throughput); 1 = no growth.
+    * ``burstiness``: 1 = the batch-arrival process fitted to Philly, 0 = a Poisson process;
+      in between (or above) it scales the log-rate modulation and the batch-size tail.
+    * ``burst_*``: the fitted batch-arrival parameters (Zipf exponent and cap of the batch size,
+      mean gap inside a batch in seconds, standard deviation and lag-one correlation of the
+      hour-level and the day-level AR(1) log-rate, within-batch log running-time scatter).
     """
 
     generator: str = "philly-like"
@@ -128,6 +144,16 @@ class WorkloadConfig:
     type_agnostic_fraction: float = 0.21
     all_elastic: bool = False
     elastic_min_fraction: float = 0.5
+    elastic_range: float = 4.0
+    burstiness: float = 1.0
+    burst_size_alpha: float = 2.338
+    burst_size_max: int = 426
+    burst_gap_s: float = 3.27
+    burst_rate_sigma: float = 0.959
+    burst_rate_rho: float = 0.53
+    burst_day_sigma: float = 0.865
+    burst_day_rho: float = 0.681
+    burst_duration_sigma: float = 0.433
     elastic_mean_hours: float = 14.2
     duration_median_s: float = 1144.0
     duration_sigma: float = 2.15
@@ -189,7 +215,9 @@ class ScenarioConfig:
                 kwargs[key] = _build(type(current), {**_asdict(current), **value}, key, "<override>")
             else:
                 kwargs[key] = value
-        return dataclasses.replace(self, **kwargs)
+        new = dataclasses.replace(self, **kwargs)
+        validate_scenario(new)
+        return new
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -351,6 +379,20 @@ def validate_scenario(cfg: ScenarioConfig) -> None:
         v = getattr(w, name)
         if not 0.0 <= v <= 1.0:
             raise ConfigError(f"{src}: workload.{name} must be in [0, 1], got {v}")
+    if not w.elastic_range >= 1.0:
+        raise ConfigError(
+            f"{src}: workload.elastic_range must be >= 1 (1 = elastic jobs cannot grow), "
+            f"got {w.elastic_range}"
+        )
+    if not w.burst_size_alpha > 1.0:
+        raise ConfigError(f"{src}: workload.burst_size_alpha must be > 1, got {w.burst_size_alpha}")
+    if w.burst_size_max < 1:
+        raise ConfigError(f"{src}: workload.burst_size_max must be >= 1, got {w.burst_size_max}")
+    for name in ("burst_rate_rho", "burst_day_rho"):
+        if not getattr(w, name) < 1.0:
+            raise ConfigError(f"{src}: workload.{name} must be in [0, 1), got {getattr(w, name)}")
+    if not c.inf_speed_scale > 0:
+        raise ConfigError(f"{src}: cluster.inf_speed_scale must be > 0, got {c.inf_speed_scale}")
 
 
 # --------------------------------------------------------------------------------------------

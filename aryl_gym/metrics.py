@@ -15,6 +15,9 @@ Definitions (times in seconds):
   ``loaned_gpu_hours_used``: GPU-hours training workers used on them.
 * ``preemption_ratio`` = jobs preempted at least once / jobs.
 * ``scaling_events`` = scale-outs + scale-ins of running jobs (reclaim scale-ins included).
+* ``max_hourly_queued_share``: the largest, over the hours of the arrival window, of the
+  time-averaged share of the jobs in the system that wait for their first start (paper Figure 2,
+  "as high as 100%"); ``queued_share_hourly`` the series.
 * ``jct_lower_bound``: mean over jobs of each job alone at ``w_max`` on its fastest allowed GPU;
   ``mean_slowdown``: mean of JCT / that bound over completed jobs.
 """
@@ -77,12 +80,14 @@ class EpisodeResult:
     wall_s: float
     truncated: bool
     stalled: bool
+    max_hourly_queued_share: float = float("nan")
     combined_usage_hourly: list[float] = field(default_factory=list)
+    queued_share_hourly: list[float] = field(default_factory=list, repr=False)
     jcts: list[float] = field(default_factory=list, repr=False)
     queue_times: list[float] = field(default_factory=list, repr=False)
 
     #: keys left out of the compact JSON by default (long series)
-    SERIES = ("combined_usage_hourly", "jcts", "queue_times")
+    SERIES = ("combined_usage_hourly", "jcts", "queue_times", "queued_share_hourly")
 
     def to_dict(self, series: bool = False) -> dict[str, Any]:
         d = asdict(self)
@@ -131,6 +136,31 @@ def lower_bounds(sim: Simulator) -> np.ndarray:
     return sim.work / (sim.w_max * fastest * eff)
 
 
+def _hourly_integral(starts: np.ndarray, ends: np.ndarray, hours: int) -> np.ndarray:
+    """Per hour ``0..hours-1``: the integral (seconds) of the number of open intervals."""
+    edges = np.arange(hours + 1, dtype=np.float64) * 3600.0
+    s = np.clip(starts, 0.0, edges[-1])
+    e = np.clip(ends, 0.0, edges[-1])
+    keep = e > s
+    s, e = s[keep], e[keep]
+    # integral of the count up to each edge = sum over intervals of overlap with [0, edge]
+    cum = np.array([float(np.clip(x - s, 0.0, e - s).sum()) for x in edges])
+    return np.diff(cum)
+
+
+def hourly_queued_share(
+    submit: np.ndarray, first_start: np.ndarray, finish: np.ndarray, hours: int
+) -> list[float]:
+    """Time-averaged share of in-system jobs waiting for their first start, per hour."""
+    if hours <= 0 or len(submit) == 0:
+        return []
+    end_q = np.where(np.isnan(first_start), np.inf, first_start)
+    end_s = np.where(np.isnan(finish), np.inf, finish)
+    queued = _hourly_integral(submit, end_q, hours)
+    system = _hourly_integral(submit, end_s, hours)
+    return [float(q / t) if t > 0 else 0.0 for q, t in zip(queued, system)]
+
+
 def episode_result(sim: Simulator, policy_name: str, wall_s: float) -> EpisodeResult:
     done = sim.state == JobState.DONE
     jct = (sim.finish - sim.submit)[done]
@@ -154,6 +184,9 @@ def episode_result(sim: Simulator, policy_name: str, wall_s: float) -> EpisodeRe
     win_s = sum(r[3] for r in win)
     train_util_window = (
         sum(r[0] for r in win) / (c.train_gpus * win_s) if win_s > 0 else float("nan")
+    )
+    qshare = hourly_queued_share(
+        sim.submit, sim.first_start, sim.finish, min(max(last_hour, 1), 24 * 400)
     )
     dts = np.asarray(sim.decision_times) * 1000.0
     scale_outs = int(sim.scale_out_count.sum())
@@ -198,7 +231,9 @@ def episode_result(sim: Simulator, policy_name: str, wall_s: float) -> EpisodeRe
         wall_s=wall_s,
         truncated=not sim.done,
         stalled=sim.stalled,
+        max_hourly_queued_share=max(qshare) if qshare else float("nan"),
         combined_usage_hourly=hourly,
+        queued_share_hourly=qshare,
         jcts=[float(x) for x in jct],
         queue_times=[float(x) for x in qt],
     )

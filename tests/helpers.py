@@ -44,7 +44,9 @@ def job(
     elastic: bool = False,
     ta: bool = False,
     family: str = "cnn",
+    w_req: int = 0,
 ) -> JobSpec:
+    """A job of ``w`` workers at most; ``w_req`` 0 = it requests ``w_min`` (World v1)."""
     return JobSpec(
         id=i,
         submit=submit,
@@ -56,6 +58,7 @@ def job(
         type_agnostic=ta,
         work=work,
         pred_work=work,
+        w_req=w_req,
     )
 
 

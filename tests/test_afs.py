@@ -41,8 +41,9 @@ def test_newcomers_srtf_and_zero_share_long_job_beats_growth():
 def _two_jobs():
     cfg = small_config(train_servers=1, train_gpus=4, inf_servers=1, inf_gpus=4)
     jobs = [
-        job(0, work=400.0, w=4, w_min=1, elastic=True),  # short: 100 s at 4 workers
-        job(1, work=4000.0, w=4, w_min=1, elastic=True),  # long: 1000 s at 4 workers
+        # both request 4 workers (w_req) and may shrink to 1
+        job(0, work=400.0, w=4, w_min=1, elastic=True, w_req=4),  # short: 100 s at 4 workers
+        job(1, work=4000.0, w=4, w_min=1, elastic=True, w_req=4),  # long: 1000 s at 4 workers
     ]
     return cfg, jobs
 

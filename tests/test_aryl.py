@@ -75,11 +75,46 @@ def test_no_loaning_no_elasticity_reduces_to_sjf() -> None:
     assert sim_f.first_start[0] == 0.0
 
 
-def test_no_elasticity_runs_elastic_jobs_at_w_max() -> None:
+def test_no_elasticity_runs_elastic_jobs_at_their_request() -> None:
+    # World v1: the job requests its base demand (1 worker) and could grow to 4; without
+    # elastic scaling it runs at the request: work 600 x 4 = 2,400 worker-s at 1 worker.
     jobs = [_job(0, 1, 4, 600.0, wmin=1)]
     sim, _ = _run_hand(ArylPolicy("x", loaning=False, elastic=False), jobs)
-    assert sim.finish[0] == pytest.approx(600.0)  # 4 workers all the way
+    assert sim.finish[0] == pytest.approx(2400.0)
     assert int(sim.scale_out_count.sum() + sim.scale_in_count.sum()) == 0
+
+
+def test_aryl_grows_to_w_max_when_idle_and_back_to_request_on_arrival() -> None:
+    """World v1 by hand on tiny's training pool (2 servers x 4 V100), no loaning, 60 s rounds,
+    10 s scaling overhead, no first-start overhead.
+
+    Job 0: elastic, requests 1 worker (w_min), w_max 4, work 4 x 3,000 = 12,000 worker-s.
+    Job 1: inelastic, 5 workers of 1 GPU, work 5 x 600 = 3,000, submitted at 600 s.
+    t = 0: Aryl starts job 0 and phase two grows it to 4 workers at once (idle GPUs).
+    t = 600: phase one gives job 1 its 5 workers (one must stand on job 0's server); the
+    knapsack gives job 0 the 2 GPUs left, so it scales in to 3 workers (10 s overhead).
+    Job 1 runs 600 s and ends at 1,200; job 0 then scales out to 4 again (10 s overhead).
+    Job 0's progress: 4 x 600 = 2,400 by 600 s; + 3 x 590 = 4,170 by 1,200 s; the remaining
+    7,830 at 4 workers take 1,957.5 s after 1,210 s: it ends at 3,167.5 s.
+    """
+    jobs = [
+        _job(0, 1, 4, 3000.0, wmin=1),
+        _job(1, 1, 5, 600.0, submit=600.0),
+    ]
+    sim, _ = _run_hand(ArylPolicy("x", loaning=False), jobs)
+    assert sim.first_start[1] == pytest.approx(600.0)
+    assert sim.finish[1] == pytest.approx(1200.0)
+    assert int(sim.scale_in_count[0]) == 1 and int(sim.scale_out_count[0]) == 1
+    assert sim.finish[0] == pytest.approx(3167.5)
+
+
+def test_baseline_runs_at_request_and_bound_uses_w_max() -> None:
+    from aryl_gym.metrics import lower_bounds
+
+    jobs = [_job(0, 1, 4, 600.0, wmin=1)]  # request 1 worker, w_max 4, work 2,400
+    sim, _ = _run_hand(make_policy("fifo"), jobs)
+    assert sim.finish[0] == pytest.approx(2400.0)  # Baseline: 1 worker, the request
+    assert lower_bounds(sim)[0] == pytest.approx(600.0)  # alone at w_max = 4 on a V100
 
 
 def test_phase_two_two_job_structure() -> None:

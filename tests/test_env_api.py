@@ -55,7 +55,7 @@ def _rollout(env, seed, rng_seed=0, max_steps=10_000):
 def test_gymnasium_and_sb3_checkers_allocation(kw):
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    env = gym.make("aryl_gym/Aryl-v0", scenario="tiny", **kw)
+    env = gym.make("aryl_gym/Aryl-v1", scenario="tiny", **kw)
     check_env(env.unwrapped, skip_render_check=True)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*unconventional shape.*")
@@ -65,7 +65,7 @@ def test_gymnasium_and_sb3_checkers_allocation(kw):
 def test_gymnasium_and_sb3_checkers_reclaim():
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    env = gym.make("aryl_gym/ArylReclaim-v0", scenario="tiny")
+    env = gym.make("aryl_gym/ArylReclaim-v1", scenario="tiny")
     check_env(env.unwrapped, skip_render_check=True)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*unconventional shape.*")
@@ -73,7 +73,7 @@ def test_gymnasium_and_sb3_checkers_reclaim():
 
 
 def test_registered_ids_and_module_form():
-    for env_id in ("aryl_gym/Aryl-v0", "aryl_gym/ArylReclaim-v0", "aryl_gym:Aryl-v0", "aryl_gym:ArylReclaim-v0"):
+    for env_id in ("aryl_gym/Aryl-v1", "aryl_gym/ArylReclaim-v1", "aryl_gym:Aryl-v1", "aryl_gym:ArylReclaim-v1"):
         env = gym.make(env_id, scenario="tiny")
         obs, _ = env.reset(seed=0)
         assert env.observation_space.contains(obs)
@@ -82,7 +82,7 @@ def test_registered_ids_and_module_form():
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_vector_envs(mode):
-    v = gym.make_vec("aryl_gym:Aryl-v0", num_envs=2, vectorization_mode=mode, scenario="tiny")
+    v = gym.make_vec("aryl_gym:Aryl-v1", num_envs=2, vectorization_mode=mode, scenario="tiny")
     try:
         obs, _ = v.reset(seed=3)
         assert obs["jobs"].shape == (2, 16, 17)
@@ -96,13 +96,13 @@ def test_vector_envs(mode):
 
 @pytest.mark.parametrize("kw", MODES[:2] + MODES[3:], ids=["targets", "sequential", "priority"])
 def test_same_seed_same_episode_and_global_rng_does_not_matter(kw):
-    a_obs, a_r, a_info = _rollout(gym.make("aryl_gym/Aryl-v0", scenario="tiny", **kw), seed=5)
+    a_obs, a_r, a_info = _rollout(gym.make("aryl_gym/Aryl-v1", scenario="tiny", **kw), seed=5)
     np.random.seed(123)  # disturb the global generators
     import random
 
     random.seed(99)
     np.random.random(1000)
-    b_obs, b_r, b_info = _rollout(gym.make("aryl_gym/Aryl-v0", scenario="tiny", **kw), seed=5)
+    b_obs, b_r, b_info = _rollout(gym.make("aryl_gym/Aryl-v1", scenario="tiny", **kw), seed=5)
     assert a_r == b_r
     assert len(a_obs) == len(b_obs)
     for x, y in zip(a_obs, b_obs):
@@ -110,7 +110,7 @@ def test_same_seed_same_episode_and_global_rng_does_not_matter(kw):
             np.testing.assert_array_equal(x[k], y[k])
     assert a_info["episode_metrics"] == b_info["episode_metrics"]
     # a different seed draws a different trace
-    c_obs, c_r, _ = _rollout(gym.make("aryl_gym/Aryl-v0", scenario="tiny", **kw), seed=6)
+    c_obs, c_r, _ = _rollout(gym.make("aryl_gym/Aryl-v1", scenario="tiny", **kw), seed=6)
     assert c_r != a_r
 
 
@@ -281,7 +281,7 @@ def test_bad_arguments_raise_clear_errors():
 
 
 def test_reclaim_env_rollouts_and_masks():
-    env = gym.make("aryl_gym/ArylReclaim-v0", scenario="testbed").unwrapped
+    env = gym.make("aryl_gym/ArylReclaim-v1", scenario="testbed").unwrapped
     rng = np.random.default_rng(0)
     obs, _ = env.reset(seed=0)
     steps = 0

@@ -62,7 +62,7 @@ def test_predict_adapters_in_other_modes_finish_episodes(mode):
 def test_predict_with_batched_observation_and_evaluate_policy():
     from stable_baselines3.common.evaluation import evaluate_policy
 
-    env = gym.make("aryl_gym/Aryl-v0", scenario="tiny", action_mode="sequential", window=32)
+    env = gym.make("aryl_gym/Aryl-v1", scenario="tiny", action_mode="sequential", window=32)
     agent = HeuristicPredictor("sjf", env)
     obs, _ = env.reset(seed=0)
     batched = {k: v[None] for k, v in obs.items()}
@@ -101,7 +101,7 @@ def test_maskable_ppo_smoke():
     torch = pytest.importorskip("torch")
     sb3c = pytest.importorskip("sb3_contrib")
     torch.set_num_threads(1)
-    env = gym.make("aryl_gym/Aryl-v0", scenario="tiny", action_mode="sequential", window=8)
+    env = gym.make("aryl_gym/Aryl-v1", scenario="tiny", action_mode="sequential", window=8)
     model = sb3c.MaskablePPO(
         "MultiInputPolicy", env, n_steps=128, batch_size=64, n_epochs=1, seed=0, device="cpu",
         policy_kwargs={"net_arch": [32]},

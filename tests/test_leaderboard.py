@@ -59,7 +59,7 @@ def _env_registered() -> bool:
 
     import aryl_gym  # noqa: F401
 
-    return "aryl_gym/Aryl-v0" in gym.envs.registry
+    return "aryl_gym/Aryl-v1" in gym.envs.registry
 
 
 def _suite_dict(**over: Any) -> dict[str, Any]:
@@ -117,7 +117,7 @@ def test_e2e_rows(e2e: dict[str, Any]) -> None:
     )
     for r in rows:
         assert r["suite"] == "tinytest" and r["scenario"] == "tiny"
-        assert r["env_id"] == "aryl_gym/Aryl-v0" and r["env_version"] == "v0"
+        assert r["env_id"] == "aryl_gym/Aryl-v1" and r["env_version"] == "v1"
         assert len(r["config_hash"]) == 16 and r["commit"]
         assert r["jobs_total"] == 30 and r["wall_time_s"] > 0
         assert r["note"] == ""  # for agents: the env's trace is the native one
@@ -227,7 +227,7 @@ def test_resume_after_interruption(tmp_path: Path) -> None:
     assert len(rows_before) == 3
     # ... and the kill cut the next row in the middle of its line
     with open(out / "results.csv", "a") as fh:
-        fh.write("tinytest,tiny,tiny,aryl_gym/Aryl-v0,v0,1,sjf,policy,,,30,3")
+        fh.write("tinytest,tiny,tiny,aryl_gym/Aryl-v1,v1,1,sjf,policy,,,30,3")
     with pytest.raises(ConfigError, match="--resume"):
         run_suite(suite, out, progress=False, log=lambda m: None)
     second = _Counting()
@@ -319,7 +319,8 @@ def test_shipped_suites_load() -> None:
     for name, n_seeds in (("quick", 3), ("standard", 5), ("full", 5)):
         s = load_suite(name, allow_missing=True)
         listed = {e.name for e in s.entrants} | set(s.missing)
-        assert {"fifo", "sjf", "aryl", "afs", "pollux", "gandiva", "ppo-testbed"} <= listed
+        assert {"fifo", "sjf", "aryl", "afs", "pollux", "gandiva"} <= listed
+        assert {"ppo-testbed", "ppo-testbed-v0"} & listed
         assert len(s.seeds) == n_seeds and s.baseline == "fifo"
     assert load_suite("quick", allow_missing=True).scenarios == ("testbed",)
 

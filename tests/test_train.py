@@ -1,7 +1,7 @@
 """Training: config loading, a smoke run with TensorBoard ``cluster/`` tags, resume, evaluation,
 behaviour cloning, and the shipped agent (issue 7).
 
-The smoke runs use the real ``aryl_gym/Aryl-v0`` on ``tiny``; a small stub env (defined here)
+The smoke runs use the real ``aryl_gym/Aryl-v1`` on ``tiny``; a small stub env (defined here)
 covers the machinery independently of the env's dynamics.
 """
 
@@ -93,7 +93,7 @@ if STUB_ID not in gym.registry:
 def _real_env_available() -> bool:
     import aryl_gym  # noqa: F401
 
-    return "aryl_gym/Aryl-v0" in gym.registry
+    return "aryl_gym/Aryl-v1" in gym.registry
 
 
 def _tb_tags(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -298,7 +298,7 @@ def test_train_package_does_not_import_torch():
 # ----------------------------------------------------------------------------------------------
 # the real env on tiny
 # ----------------------------------------------------------------------------------------------
-needs_env = pytest.mark.skipif(not _real_env_available(), reason="aryl_gym/Aryl-v0 not registered yet (issue 5)")
+needs_env = pytest.mark.skipif(not _real_env_available(), reason="aryl_gym/Aryl-v1 not registered yet (issue 5)")
 
 
 @needs_env
@@ -375,7 +375,7 @@ def test_reference_reward_sums_to_the_jct_difference():
     from aryl_gym.train.evaluation import run_reference
     from aryl_gym.train.wrappers import ReferenceJCTReward
 
-    env = ReferenceJCTReward(gym.make("aryl_gym/Aryl-v0", scenario="tiny", action_mode="sequential"), "fifo")
+    env = ReferenceJCTReward(gym.make("aryl_gym/Aryl-v1", scenario="tiny", action_mode="sequential"), "fifo")
     obs, _ = env.reset(seed=0, options={"episode_seed": 7})
     total = 0.0
     while True:
@@ -413,7 +413,7 @@ def test_fast_masked_argmax_equals_sb3_deterministic_predict():
     from aryl_gym.agents.learned import PRETRAINED_DIR, LearnedAgent, load_agent
     from sb3_contrib import MaskablePPO
 
-    env = gym.make("aryl_gym/Aryl-v0", scenario="tiny", action_mode="sequential", window=8)
+    env = gym.make("aryl_gym/Aryl-v1", scenario="tiny", action_mode="sequential", window=8)
     fresh = MaskablePPO("MultiInputPolicy", env, seed=3, device="cpu",
                         policy_kwargs={"net_arch": [16, 16]})
     agents = [(LearnedAgent(name="fresh", model=fresh, masked=True), env)]

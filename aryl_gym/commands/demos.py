@@ -40,7 +40,7 @@ def record(scenario: str, policy: str, episodes: int, seed: int, action_mode: st
     from aryl_gym.envs.predict import HeuristicPredictor, policy_env_kwargs
 
     env = gym.make(
-        "aryl_gym/Aryl-v0",
+        "aryl_gym/Aryl-v1",
         scenario=scenario,
         action_mode=action_mode,
         window=window,

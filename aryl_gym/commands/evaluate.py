@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
             scen = scenario or "testbed"
             kw = {"data_root": args.data_root} if args.data_root else {}
-            env = gym.make("aryl_gym/Aryl-v0", scenario=scen, action_mode="sequential", **kw)
+            env = gym.make("aryl_gym/Aryl-v1", scenario=scen, action_mode="sequential", **kw)
             rnd = RandomMaskedAgent(seed=0)
             by_policy[name] = [run_agent(rnd, env, s, deterministic=False)[0] for s in args.seeds]
             continue

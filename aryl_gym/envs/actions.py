@@ -28,7 +28,7 @@ window** keep what they have: running jobs keep their workers, queued jobs stay 
     itself, :mod:`aryl_gym.envs.dryrun`), so committed grants are never cut.
 
 ``priority`` -- ``Box(-1, 1, (K,))``
-    Scores into a greedy packer: queued window jobs with a score > 0 are started at ``w_max``,
+    Scores into a greedy packer: queued window jobs with a score > 0 are started at ``w_req``,
     highest score first (the engine places what fits, ``>= w_min``, in that order); running
     jobs keep their workers. The mask (``K``) marks valid slots.
 
@@ -344,7 +344,7 @@ class PriorityCodec(ActionCodec):
             if not bad[i] and a[i] > 0 and sim.state[w[i]] == JobState.QUEUED
         ]
         cands.sort()
-        targets = {j: int(sim.w_max[j]) for _, _, j in cands}
+        targets = {j: int(sim.jobs[j].w_req) for _, _, j in cands}
         return Decision(targets=targets, order=[j for _, _, j in cands]), invalid
 
 

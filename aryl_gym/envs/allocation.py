@@ -1,4 +1,4 @@
-"""The allocation environment ``aryl_gym/Aryl-v0`` (SPEC 6).
+"""The allocation environment ``aryl_gym/Aryl-v1`` (SPEC 6).
 
 The agent is the cluster scheduler of the paper (section 5): at each decision point it sets the
 worker counts of the jobs in a window; the simulator (:mod:`aryl_gym.sim.engine`) does the rest

@@ -1,4 +1,4 @@
-"""The reclaim environment ``aryl_gym/ArylReclaim-v0`` (SPEC 6; paper section 4).
+"""The reclaim environment ``aryl_gym/ArylReclaim-v1`` (SPEC 6; paper section 4).
 
 When inference needs ``n`` loaned servers back in a round, the agent picks them **one per
 sub-step** among the loaned servers (masked: loaned and not yet picked). After the n-th pick
@@ -76,7 +76,7 @@ class ArylReclaimEnv(gym.Env):
 
     ## Observation Space
     ``Dict`` of float32 ``Box(0, 1)``: ``servers`` (inference servers, 8) with
-    :data:`SERVER_FEATURES`; ``cluster`` (15,) as in ``Aryl-v0``; ``reclaim`` (2,) = servers
+    :data:`SERVER_FEATURES`; ``cluster`` (15,) as in ``Aryl-v1``; ``reclaim`` (2,) = servers
     still to pick / inference servers, picks made / inference servers; ``action_mask``.
 
     ## Action Space
@@ -84,7 +84,7 @@ class ArylReclaimEnv(gym.Env):
     not picked yet. An invalid pick is a no-op counted in ``info["invalid"]``.
 
     ## Rewards
-    As ``Aryl-v0`` (:mod:`aryl_gym.envs.reward`), default ``"jct+preemption"`` weights
+    As ``Aryl-v1`` (:mod:`aryl_gym.envs.reward`), default ``"jct+preemption"`` weights
     ``{"jct": 1, "preemption": 1}``; non-final picks of a round get the components of zero time.
 
     ## Episode End

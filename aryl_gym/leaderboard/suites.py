@@ -8,7 +8,7 @@ A suite is a YAML file in ``configs/suites/`` (or any path)::
                                   # {name: X, optional: true} (skipped with a note if unknown)
     seeds: [0, 1, 2]              # a list, or a string such as "0-4"
     baseline: fifo                # ratios in the table are relative to this policy
-    env: aryl_gym/Aryl-v0         # the env through which learned agents act
+    env: aryl_gym/Aryl-v1         # the env through which learned agents act
     env_kwargs: {}                # keyword arguments of gym.make for every agent
     policies:                     # reference (heuristic) policies, run natively by the simulator
       - fifo
@@ -35,7 +35,7 @@ from typing import Any
 from aryl_gym.config import ConfigError, configs_dir, load_scenario, load_yaml
 
 #: the env learned agents act through unless the suite says otherwise
-DEFAULT_ENV_ID = "aryl_gym/Aryl-v0"
+DEFAULT_ENV_ID = "aryl_gym/Aryl-v1"
 
 _TOP_KEYS = {
     "name",

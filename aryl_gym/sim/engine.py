@@ -124,7 +124,10 @@ class Simulator:
         # speed per pool: (N, 2)
         self.speeds = np.array(
             [
-                [self.train_type.speed_for(j.family), self.inf_type.speed_for(j.family)]
+                [
+                    self.train_type.speed_for(j.family),
+                    self.inf_type.speed_for(j.family) * c.inf_speed_scale,
+                ]
                 for j in self.jobs
             ],
             dtype=np.float64,

@@ -7,6 +7,10 @@ numpy arrays of :class:`aryl_gym.sim.engine.Simulator`, indexed by the job's pos
 Units: seconds for times; *work* is in V100 worker-seconds, i.e. the running time at ``w_max``
 workers on V100 times ``w_max`` (paper: "workload is the product of maximum demand and minimum
 running time"), so with linear scaling ``T(w) = W / w`` inside ``[w_min, w_max]``.
+
+World v1 (SPEC "World v1"): an elastic job *requests* its base demand, ``w_req = w_min``, and may
+grow to ``w_max = r x w_min``; policies without elastic scaling (Baseline, SJF) run every job at
+``w_req``. An inelastic job has ``w_min = w_req = w_max``.
 """
 
 from __future__ import annotations
@@ -38,8 +42,8 @@ class JobSpec:
         submit: submission time in seconds from the start of the episode.
         family: model family (``resnet50``, ``bert``, ...); selects speed factors and overheads.
         g: GPUs per worker (1, 2, 4 or 8); a worker never spans servers.
-        w_min: fewest workers the job can run with (``== w_max`` when inelastic).
-        w_max: most workers (the requested count, ``w_req``).
+        w_min: fewest workers the job can run with (its base demand; ``== w_max`` when inelastic).
+        w_max: most workers the job can use (its base demand times its elastic range).
         elastic: may change its worker count while running, inside ``[w_min, w_max]``.
         type_agnostic: may run on inference GPUs (T4) as well as training GPUs (V100).
         work: true work in V100 worker-seconds.
@@ -53,6 +57,9 @@ class JobSpec:
             ``None`` = linear (SPEC 1.3). Pollux-workload jobs get it from the application's
             profiles at the job's fixed global batch, normalised to 1 at ``w_max``
             (docs/traces.md), so ``work`` still means running time at ``w_max`` times ``w_max``.
+        w_req: the workers the job requests, what a policy without elastic scaling gives it;
+            ``w_min <= w_req <= w_max``. ``0`` (the default) means ``w_min`` (World v1: an elastic
+            job requests its base demand).
     """
 
     id: int
@@ -70,11 +77,11 @@ class JobSpec:
     batch_size: int | None = None
     scaling: tuple[float, ...] | None = None
     extra: dict = field(default_factory=dict, compare=False, hash=False)
+    w_req: int = 0
 
-    @property
-    def w_req(self) -> int:
-        """Requested workers (the maximum demand)."""
-        return self.w_max
+    def __post_init__(self) -> None:
+        if self.w_req == 0:
+            object.__setattr__(self, "w_req", self.w_min)
 
     @property
     def gpus_max(self) -> int:
@@ -88,6 +95,10 @@ class JobSpec:
         if self.w_min < 1 or self.w_max < self.w_min:
             raise ValueError(
                 f"{where}: worker range [{self.w_min}, {self.w_max}] is empty or below 1"
+            )
+        if not (self.w_min <= self.w_req <= self.w_max):
+            raise ValueError(
+                f"{where}: requested workers w_req={self.w_req} outside [{self.w_min}, {self.w_max}]"
             )
         if not self.elastic and self.w_min != self.w_max:
             raise ValueError(f"{where}: inelastic job needs w_min == w_max")

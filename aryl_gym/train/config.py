@@ -38,7 +38,7 @@ ALGOS: dict[str, tuple[str, str, bool]] = {
     "recurrent_ppo": ("sb3_contrib", "RecurrentPPO", False),
 }
 
-DEFAULT_ENV_ID = "aryl_gym/Aryl-v0"
+DEFAULT_ENV_ID = "aryl_gym/Aryl-v1"
 
 
 @dataclass(frozen=True)

@@ -1,28 +1,43 @@
-"""Seeded synthetic workload generator, calibrated to the paper's facts (SPEC 4).
+"""Seeded synthetic workload generator, calibrated to the paper's facts (SPEC 4, "World v1").
 
-The ``philly-like`` generator draws each job independently:
+The ``philly-like`` generator draws jobs in *batches* (users submit sweeps and retries):
 
-* **Kind.** With probability ``elastic_fraction`` a job is of one of the paper's elastic families
-  (resnet50, vgg16, bert, gnmt16; paper Figure 3), otherwise of an inelastic family.
-  ``all_elastic`` makes every job elastic (the ``ideal`` scenario).
-* **Size.** Inelastic jobs follow Philly's GPU-count distribution (per-job summary of the Philly
-  trace: 93.2% 1 GPU, 2.2% 2, 2.3% 4, 2.0% 8, 0.24% 16, 0.08% 32, 0.02% 64), one worker of up to
-  8 GPUs, larger jobs as several 8-GPU workers. Elastic jobs are data-parallel: 1, 2 or 4 GPUs per
-  worker and 4-32 GPUs in all; their range is ``[ceil(w_max * elastic_min_fraction), w_max]``
-  (paper: limited elasticity). Sizes are capped at ``max_job_gpus`` (default: the training pool).
-* **Length.** Inelastic running times are log-normal with Philly's median (1,144 s) and log
-  standard deviation (2.15), clipped to ``[min_duration_s, max_duration_s]``; elastic jobs' running
-  time at ``w_max`` is log-normal (sigma 1) with mean ``elastic_mean_hours`` (paper: 14.2 h).
-  Work = running time at ``w_max`` x ``w_max`` (V100 worker-seconds).
+* **Arrivals** (World v1, fitted to Philly by :mod:`aryl_gym.workload.fit`). Batch starts form
+  a Cox process: a Poisson process whose hourly rate is the mean rate times a mild daily cycle
+  (``diurnal_arrivals``) times ``exp(X_day + X_hour)``, Gaussian AR(1) log-rates over days
+  (``burst_day_sigma``, ``burst_day_rho``) and over hours (``burst_rate_sigma``,
+  ``burst_rate_rho``). The multiplier is normalised to mean 1 over the
+  episode, so ``load`` is each episode's offered load and burstiness only moves work in time.
+  A batch holds ``S`` jobs, ``S`` Zipf on ``1..burst_size_max`` with exponent
+  ``burst_size_alpha``; its jobs follow its start at exponential gaps of mean ``burst_gap_s``.
+  ``burstiness`` scales both log-rate deviations and the Zipf tail (exponent ``1 + (alpha-1)/b``);
+  0 gives the v0 Poisson process (one job per batch, no modulation).
+* **Shape**, one per batch (95% of Philly's multi-job batches share their GPU count). With
+  probability ``elastic_fraction`` a batch is of one of the paper's elastic families (resnet50,
+  vgg16, bert, gnmt16; paper Figure 3), otherwise of an inelastic family; ``all_elastic`` makes
+  every job elastic (the ``ideal`` scenario). Inelastic jobs follow Philly's GPU-count
+  distribution (per-job summary of the Philly trace: 93.2% 1 GPU, 2.2% 2, 2.3% 4, 2.0% 8, 0.24%
+  16, 0.08% 32, 0.02% 64), one worker of up to 8 GPUs, larger jobs as several 8-GPU workers.
+  Elastic jobs are data-parallel: 1, 2 or 4 GPUs per worker and 4-32 GPUs *requested*.
+* **Elastic range** (World v1). An elastic job requests its base demand, ``w_req = w_min``, and
+  may grow to ``w_max = r x w_min`` with ``r`` uniform over the powers of two in
+  ``[2, elastic_range]``, capped by ``max_job_gpus``. Inelastic: ``w_min = w_req = w_max``.
+* **Length.** Inelastic running times (at the request) are log-normal with Philly's median
+  (1,144 s) and log standard deviation (2.15), clipped to ``[min_duration_s, max_duration_s]``;
+  elastic jobs' running time at the request is log-normal (sigma 1) with mean
+  ``elastic_mean_hours`` (paper: 14.2 h, read at the request under Baseline). Each job of a batch
+  scatters around the batch's length by a mean-one log-normal factor
+  (``burst_duration_sigma``). Work = running time at the request x ``w_req`` =
+  ``T(w_max) x w_max`` (linear scaling; V100 worker-seconds).
 * **Type-agnostic** with probability ``type_agnostic_fraction`` (paper: up to 21%).
-* **Arrivals.** A Poisson process whose rate follows a mild daily cycle (``diurnal_arrivals``).
-  The mean rate is ``num_jobs / duration`` when ``num_jobs`` is given, else
-  ``load x training GPUs / E[GPU-seconds per job]`` with the expectation estimated once by a
-  fixed-seed Monte Carlo, so offered load is comparable across cluster sizes.
+* **Rate.** The mean job rate is ``num_jobs / duration`` when ``num_jobs`` is given (then exactly
+  ``num_jobs`` jobs), else ``load x training GPUs / E[GPU-seconds per job]`` with the
+  expectation estimated once by a fixed-seed Monte Carlo, so offered load is comparable across
+  cluster sizes.
 * **Prediction error.** ``pred_work = work x exp(N(0, prediction_sigma))`` (paper 7.5).
 
 With the defaults, elastic families take about 36% of GPU-time (paper) at ``elastic_fraction``
-0.017. ``aryl-gym calibrate`` prints the generated figures beside the paper's.
+0.017. ``aryl-gym calibrate`` prints the generated figures beside the paper's and the trace's.
 """
 
 from __future__ import annotations
@@ -31,8 +46,9 @@ import math
 
 import numpy as np
 
-from aryl_gym.config import ScenarioConfig, WorkloadConfig
+from aryl_gym.config import ConfigError, ScenarioConfig, WorkloadConfig
 from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec
+from aryl_gym.workload.fit import arrival_stats, zipf_pmf
 
 INELASTIC_FAMILIES: tuple[str, ...] = ("cnn", "lstm", "transformer", "rl", "gan")
 PHILLY_GPUS = np.array([1, 2, 4, 8, 16, 32, 64])
@@ -50,10 +66,20 @@ def _max_gpus(cfg: ScenarioConfig) -> int:
     return min(cap, w.max_job_gpus) if w.max_job_gpus else cap
 
 
+def _elastic_factors(w: WorkloadConfig) -> np.ndarray:
+    """The growth factors ``r`` an elastic job may draw: powers of two in ``[2, elastic_range]``."""
+    rs = [2**k for k in range(1, 31) if 2**k <= w.elastic_range + 1e-9]
+    return np.array(rs or [1], dtype=np.int64)
+
+
 def _draw_jobs(
     w: WorkloadConfig, max_gpus: int, max_g: int, n: int, rng: np.random.Generator
 ) -> dict[str, np.ndarray]:
-    """Draw ``n`` job shapes (no arrival times); vectorised."""
+    """Draw ``n`` job shapes (no arrival times); vectorised.
+
+    ``w_req`` is the request (what Baseline runs), ``dur`` the running time at the request on a
+    V100; elastic jobs get ``w_max = r x w_req`` (World v1).
+    """
     elastic = np.ones(n, bool) if w.all_elastic else rng.random(n) < w.elastic_fraction
     el_family = rng.random(n) < (w.elastic_fraction if w.all_elastic else 1.0)
     # Inelastic-shaped draws
@@ -69,6 +95,8 @@ def _draw_jobs(
     fam_el = rng.integers(0, len(ELASTIC_FAMILIES), n)
     fam_in = rng.integers(0, len(INELASTIC_FAMILIES), n)
     ta = rng.random(n) < w.type_agnostic_fraction
+    factors = _elastic_factors(w)
+    r = factors[rng.integers(0, len(factors), n)]
 
     # Elastic-family jobs use elastic shapes; with all_elastic, the others keep Philly shapes.
     use_el_shape = elastic & el_family
@@ -78,16 +106,17 @@ def _draw_jobs(
     if w.all_elastic:
         g = np.where(use_el_shape, g, 1)  # data-parallel, one GPU per worker
     g = np.maximum(g, 1)
-    w_max = np.maximum(total // g, 1)
+    w_req = np.maximum(total // g, 1)
     dur = np.where(use_el_shape, dur_el, dur_in)
     dur = np.clip(dur, w.min_duration_s, w.max_duration_s)
-    w_min = np.where(elastic, np.maximum(np.ceil(w_max * w.elastic_min_fraction), 1), w_max)
+    w_cap = np.maximum(max_gpus // g, w_req)
+    w_max = np.where(elastic, np.minimum(w_req * r, w_cap), w_req)
     return {
         "elastic": elastic,
         "elastic_family": use_el_shape,
         "g": g.astype(np.int64),
+        "w_req": w_req.astype(np.int64),
         "w_max": w_max.astype(np.int64),
-        "w_min": w_min.astype(np.int64),
         "dur": dur,
         "fam_el": fam_el,
         "fam_in": fam_in,
@@ -99,11 +128,11 @@ _EXPECTED_CACHE: dict[str, float] = {}
 
 
 def _expected_gpu_seconds(w: WorkloadConfig, max_gpus: int, max_g: int) -> float:
-    """E[GPU-seconds per job] by a fixed-seed Monte Carlo (200k draws; deterministic)."""
+    """E[GPU-seconds per job at its request] by a fixed-seed Monte Carlo (200k draws)."""
     key = f"{w!r}|{max_gpus}|{max_g}"
     if key not in _EXPECTED_CACHE:
         d = _draw_jobs(w, max_gpus, max_g, 200_000, np.random.default_rng(20220215))
-        _EXPECTED_CACHE[key] = float((d["g"] * d["w_max"] * d["dur"]).mean())
+        _EXPECTED_CACHE[key] = float((d["g"] * d["w_req"] * d["dur"]).mean())
     return _EXPECTED_CACHE[key]
 
 
@@ -113,79 +142,140 @@ def expected_gpu_seconds(cfg: ScenarioConfig) -> float:
     )
 
 
-def _arrivals(w: WorkloadConfig, rate: float, horizon: float, n: int | None, rng) -> np.ndarray:
-    """Poisson arrivals with a daily cycle by thinning; exactly ``n`` when ``n`` is given."""
-    amp = w.diurnal_arrivals
-    peak = rate * (1.0 + amp)
-    out: list[np.ndarray] = []
-    t = 0.0
-    count = 0
-    target = n if n is not None else None
-    while True:
-        m = 4096
-        gaps = rng.exponential(1.0 / peak, m)
-        ts = t + np.cumsum(gaps)
-        acc = rng.random(m) < (1.0 + amp * np.sin(2 * np.pi * (ts / 86400.0 - 0.25))) / (1.0 + amp)
-        ts_acc = ts[acc]
-        if target is None:
-            ts_acc = ts_acc[ts_acc < horizon]
-            out.append(ts_acc)
-            if ts[-1] >= horizon:
-                break
-        else:
-            out.append(ts_acc[: target - count])
-            count += len(out[-1])
-            if count >= target:
-                break
-        t = float(ts[-1])
-    arr = np.concatenate(out) if out else np.zeros(0)
-    return arr
+def batch_size_pmf(w: WorkloadConfig) -> np.ndarray:
+    """``P(S = s)``, ``s = 1..burst_size_max``, at the scenario's ``burstiness``."""
+    b = float(w.burstiness)
+    if b <= 0.0 or w.burst_size_max <= 1:
+        return np.ones(1)
+    alpha = 1.0 + (float(w.burst_size_alpha) - 1.0) / b
+    return zipf_pmf(alpha, int(w.burst_size_max))
+
+
+def _ar1(n: int, sigma: float, rho: float, rng: np.random.Generator) -> np.ndarray:
+    """A stationary Gaussian AR(1) path of length ``n`` (standard deviation ``sigma``)."""
+    eps = rng.standard_normal(n)
+    x = np.empty(n)
+    if n == 0:
+        return x
+    x[0] = sigma * eps[0]
+    scale = sigma * math.sqrt(1.0 - rho * rho)
+    for i in range(1, n):  # a few thousand steps at most
+        x[i] = rho * x[i - 1] + scale * eps[i]
+    return x
+
+
+def rate_multiplier(w: WorkloadConfig, hours: int, rng: np.random.Generator) -> np.ndarray:
+    """Hourly arrival-rate multiplier, mean 1 over the ``hours``: a daily cycle times
+    ``exp(X_day + X_hour)`` (two AR(1) log-rates, scaled by ``burstiness``)."""
+    h = np.arange(hours, dtype=np.float64)
+    m = 1.0 + w.diurnal_arrivals * np.sin(2 * np.pi * ((h + 0.5) / 24.0 - 0.25))
+    b = max(float(w.burstiness), 0.0)
+    if b > 0 and hours > 0:
+        days = hours // 24 + 1
+        x = _ar1(days, float(w.burst_day_sigma) * b, float(w.burst_day_rho), rng)[
+            (h // 24).astype(np.int64)
+        ]
+        x = x + _ar1(hours, float(w.burst_rate_sigma) * b, float(w.burst_rate_rho), rng)
+        m = m * np.exp(x - x.max())  # shifted for range; the normalisation below undoes it
+    return m * (hours / m.sum()) if m.sum() > 0 else np.ones(hours)
+
+
+def _arrivals(
+    w: WorkloadConfig, job_rate: float, horizon: float, n: int | None, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Submission times (sorted) and the batch index of each job.
+
+    Batch starts: a Cox process (hourly rate ``job_rate / E[S]`` x :func:`rate_multiplier`),
+    drawn as a count (Poisson, or enough batches for exactly ``n`` jobs) spread over the hours
+    in proportion to the multiplier and uniformly inside an hour. Jobs of a batch follow its
+    start at exponential gaps of mean ``burst_gap_s``.
+    """
+    pmf = batch_size_pmf(w)
+    mean_s = float((np.arange(1, len(pmf) + 1) * pmf).sum())
+    if n is not None:
+        sizes_l: list[np.ndarray] = []
+        total = 0
+        while total < n:
+            chunk = rng.choice(len(pmf), size=max(16, int((n - total) / mean_s) + 16), p=pmf) + 1
+            sizes_l.append(chunk)
+            total += int(chunk.sum())
+        sizes = np.concatenate(sizes_l)
+        csum = np.cumsum(sizes)
+        nb = int(np.searchsorted(csum, n) + 1)
+        sizes = sizes[:nb].copy()
+        sizes[-1] -= int(csum[nb - 1] - n)
+    else:
+        nb = int(rng.poisson(job_rate / mean_s * horizon))
+        sizes = rng.choice(len(pmf), size=nb, p=pmf) + 1
+    hours = max(1, int(math.ceil(horizon / 3600.0)))
+    m = rate_multiplier(w, hours, rng)
+    # hour weights, the last hour cut to the horizon
+    wts = m.copy()
+    wts[-1] *= (horizon - 3600.0 * (hours - 1)) / 3600.0
+    hour = rng.choice(hours, size=nb, p=wts / wts.sum())
+    starts = 3600.0 * hour + rng.random(nb) * np.minimum(3600.0, horizon - 3600.0 * hour)
+    batch = np.repeat(np.arange(nb), sizes)
+    gaps = rng.exponential(max(float(w.burst_gap_s), 0.0), len(batch)) if len(batch) else np.zeros(0)
+    first = np.concatenate(([0], np.cumsum(sizes)[:-1])) if nb else np.zeros(0, np.int64)
+    gaps[first] = 0.0
+    off = np.cumsum(gaps)
+    off -= np.repeat(off[first], sizes)
+    times = starts[batch] + off
+    order = np.lexsort((np.arange(len(times)), times))
+    return times[order], batch[order]
 
 
 def generate_jobs(cfg: ScenarioConfig, rng: np.random.Generator) -> list[JobSpec]:
     """Draw one trace for ``cfg``; all randomness comes from ``rng``."""
     w = cfg.workload
+    if w.num_jobs is not None and w.num_jobs < 1:
+        raise ConfigError(f"{cfg.source}: workload.num_jobs must be >= 1, got {w.num_jobs}")
     max_gpus = _max_gpus(cfg)
     max_g = min(8, cfg.cluster.train_gpus_per_server)
     horizon = w.duration_hours * 3600.0
+    if not horizon > 0:
+        raise ConfigError(f"{cfg.source}: workload.duration_hours must be > 0, got {w.duration_hours}")
     if w.num_jobs is not None:
-        rate = w.num_jobs / horizon
-        times = _arrivals(w, rate, horizon, w.num_jobs, rng)
-        if len(times) and times[-1] > 0:
-            times = times * (horizon / max(times[-1], horizon))
+        times, batch = _arrivals(w, w.num_jobs / horizon, horizon, w.num_jobs, rng)
     else:
         rate = w.load * cfg.cluster.train_gpus / _expected_gpu_seconds(w, max_gpus, max_g)
-        times = _arrivals(w, rate, horizon, None, rng)
+        times, batch = _arrivals(w, rate, horizon, None, rng)
     n = len(times)
-    d = _draw_jobs(w, max_gpus, max_g, n, rng)
+    nb = int(batch.max()) + 1 if n else 0
+    d = _draw_jobs(w, max_gpus, max_g, nb, rng)  # one shape per batch
+    ds = float(w.burst_duration_sigma) * min(max(float(w.burstiness), 0.0), 1.0)
+    scatter = np.exp(ds * rng.standard_normal(n) - 0.5 * ds * ds) if ds > 0 else np.ones(n)
     err = (
         np.exp(w.prediction_sigma * rng.standard_normal(n))
         if w.prediction_sigma > 0
         else np.ones(n)
     )
+    dur = np.clip(d["dur"][batch] * scatter, w.min_duration_s, w.max_duration_s)
     jobs: list[JobSpec] = []
     for i in range(n):
-        el_fam = bool(d["elastic_family"][i])
+        b = int(batch[i])
+        el_fam = bool(d["elastic_family"][b])
         family = (
-            ELASTIC_FAMILIES[int(d["fam_el"][i])]
+            ELASTIC_FAMILIES[int(d["fam_el"][b])]
             if el_fam
-            else INELASTIC_FAMILIES[int(d["fam_in"][i])]
+            else INELASTIC_FAMILIES[int(d["fam_in"][b])]
         )
-        wmax = int(d["w_max"][i])
-        elastic = bool(d["elastic"][i]) and True
-        work = float(d["dur"][i]) * wmax
+        w_req = int(d["w_req"][b])
+        elastic = bool(d["elastic"][b])
+        work = float(dur[i]) * w_req
         jobs.append(
             JobSpec(
                 id=i,
                 submit=float(round(times[i], 3)),
                 family=family,
-                g=int(d["g"][i]),
-                w_min=int(d["w_min"][i]) if elastic else wmax,
-                w_max=wmax,
+                g=int(d["g"][b]),
+                w_min=w_req,
+                w_max=int(d["w_max"][b]) if elastic else w_req,
                 elastic=elastic,
-                type_agnostic=bool(d["type_agnostic"][i]),
+                type_agnostic=bool(d["type_agnostic"][b]),
                 work=work,
                 pred_work=work * float(err[i]),
+                w_req=w_req,
             )
         )
     return jobs
@@ -197,8 +287,9 @@ def workload_summary(jobs: list[JobSpec], cfg: ScenarioConfig) -> dict[str, floa
         return {"jobs": 0}
     gt = np.array([j.work * j.g for j in jobs])  # V100 GPU-seconds (work x g)
     el = np.array([j.elastic and j.family in ELASTIC_FAMILIES for j in jobs])
-    dur = np.array([j.work / j.w_max for j in jobs])
+    dur = np.array([j.work / j.w_req for j in jobs])  # running time at the request, V100
     span = max(j.submit for j in jobs) or 1.0
+    arr = arrival_stats(np.array([j.submit for j in jobs]))
     return {
         "jobs": len(jobs),
         "span_hours": span / 3600.0,
@@ -206,6 +297,12 @@ def workload_summary(jobs: list[JobSpec], cfg: ScenarioConfig) -> dict[str, floa
         "elastic_gpu_time_share": float(gt[el].sum() / gt.sum()),
         "elastic_mean_hours": float(dur[el].mean() / 3600.0) if el.any() else math.nan,
         "type_agnostic_share": float(np.mean([j.type_agnostic for j in jobs])),
-        "one_gpu_share": float(np.mean([j.g * j.w_max == 1 for j in jobs])),
+        "one_gpu_share": float(np.mean([j.g * j.w_req == 1 for j in jobs])),
         "median_duration_s": float(np.median(dur)),
+        "elastic_growth_mean": float(np.mean([j.w_max / j.w_min for j in jobs if j.elastic]))
+        if any(j.elastic for j in jobs)
+        else math.nan,
+        "hourly_cv": arr["hourly_cv"],
+        "gap_lt_10s": arr["gap_lt_10s"],
+        "p99_hour_over_mean": arr["p99_hour_over_mean"],
     }

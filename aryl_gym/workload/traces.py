@@ -522,7 +522,7 @@ def _map_rows(rows: Sequence[TraceRow], rules: MappingRules, cfg: ScenarioConfig
         extra["trace_duration_s"] = r.duration
         jobs.append(JobSpec(
             id=len(jobs), submit=round((r.submit - origin) / k, 3), family=family, g=g,
-            w_min=w_min, w_max=w_max, elastic=elastic, type_agnostic=bool(u_ta[i] < float(rules.type_agnostic_fraction or 0.0)),
+            w_min=w_min, w_max=w_max, w_req=w_max, elastic=elastic, type_agnostic=bool(u_ta[i] < float(rules.type_agnostic_fraction or 0.0)),
             work=work, pred_work=work * float(err[i]), name=r.name, app=r.app, batch_size=r.batch_size,
             scaling=None if scaling is None else tuple(float(x) for x in scaling), extra=extra,
         ))

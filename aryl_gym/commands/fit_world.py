@@ -1,0 +1,70 @@
+"""``aryl-gym fit-world``: re-fit World v1's data-driven knobs from the public traces.
+
+Prints each fitted figure beside the default in ``WorkloadConfig``, so where a default comes from
+can be checked (:mod:`aryl_gym.workload.fit`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from aryl_gym.commands._common import table
+from aryl_gym.config import ConfigError, WorkloadConfig
+
+NAME = "fit-world"
+HELP = "re-fit the arrival burstiness and the elastic range from philly.csv and the Pollux profiles"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    from aryl_gym.workload import fit
+    from aryl_gym.workload.paths import default_data_root
+
+    root = Path(args.data_root) if args.data_root else default_data_root()
+    if root is None:
+        raise ConfigError(
+            "no data root: pass --data-root DIR (the folder that holds traces/) or set ARYL_GYM_DATA"
+        )
+    philly = root / fit.PHILLY_CSV
+    profiles = root / fit.POLLUX_PROFILES
+    for p in (philly, profiles):
+        if not p.exists():
+            raise ConfigError(f"{p}: not found; check --data-root (the folder that holds traces/)")
+    times, durs = fit.read_philly(philly)
+    af = fit.fit_arrivals(times, durs)
+    stats = fit.arrival_stats(times)
+    er = fit.fit_elastic_range(profiles)
+    d = WorkloadConfig()
+    rows = [
+        ("burst_size_alpha", af.size_alpha, d.burst_size_alpha),
+        ("burst_size_max", af.size_max, d.burst_size_max),
+        ("burst_gap_s", af.gap_s, d.burst_gap_s),
+        ("burst_rate_sigma", af.rate_sigma, d.burst_rate_sigma),
+        ("burst_rate_rho", af.rate_rho, d.burst_rate_rho),
+        ("burst_day_sigma", af.day_sigma, d.burst_day_sigma),
+        ("burst_day_rho", af.day_rho, d.burst_day_rho),
+        ("burst_duration_sigma", af.duration_sigma, d.burst_duration_sigma),
+        ("elastic_range", er["median"], d.elastic_range),
+    ]
+    if args.json:
+        print(json.dumps({
+            "fitted": {k: v for k, v, _ in rows},
+            "defaults": {k: dv for k, _, dv in rows},
+            "elastic_range_per_app": er["per_app"],
+            "philly_arrival_stats": stats,
+            "batches": af.batches,
+        }))
+        return 0
+    print(table([[k, v, dv, "yes" if abs(float(v) - float(dv)) <= 1e-3 * max(1.0, abs(float(dv)))
+                  else "NO"] for k, v, dv in rows],
+                ["knob", "fitted", "default", "same"]))
+    print("\nelastic range per application (largest power-of-two growth at >= 80% per-GPU "
+          "throughput): " + ", ".join(f"{a} {r:g}" for a, r in er["per_app"].items()))
+    print("philly.csv arrivals: " + ", ".join(f"{k} {v:.4g}" for k, v in stats.items()))
+    return 0

@@ -1,0 +1,139 @@
+"""Decision relevance of a scenario (SPEC "World v1", item 5).
+
+A benchmark is only useful if decisions matter in it. For each scenario and seed we run the
+reference policies and ``random`` natively and report, as means over seeds:
+
+* ``bound``: the JCT lower bound (each job alone at ``w_max`` on its fastest allowed GPU), s;
+* ``headroom``: best reference policy's average JCT / the bound (how far even the best policy is
+  from an unreachable ideal: the room a better scheduler could still take);
+* ``spread``: random's average JCT / the best reference policy's (how much a bad decision costs);
+* ``sd_log_aryl_sjf``: the seed-to-seed standard deviation of ``log(avg JCT aryl / sjf)`` (how
+  many seeds a paired comparison of the two needs);
+* ``best``: which policy was best most often.
+
+Targets (SPEC): headroom >= 1.25 and spread >= 1.25 on testbed and basic.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import numpy as np
+
+#: Generated (trace-free) scenarios shipped in configs/scenarios.
+GENERATED_SCENARIOS: tuple[str, ...] = ("tiny", "testbed", "basic", "ideal", "production")
+#: Reference policies whose best sets the headroom (Pollux is left out by default for time; add
+#: it with ``--policies``).
+DEFAULT_POLICIES: tuple[str, ...] = ("fifo", "fifo-backfill", "sjf", "aryl", "afs", "gandiva")
+#: Targets on testbed and basic.
+TARGET_HEADROOM = 1.25
+TARGET_SPREAD = 1.25
+
+
+def _episode(task: tuple[str, str, int, str | None]) -> tuple[str, str, int, float, float]:
+    """(scenario, policy, seed, avg JCT, JCT lower bound) of one native episode."""
+    from aryl_gym.agents import make_policy
+    from aryl_gym.scenario import make_episode
+
+    scenario, policy, seed, data_root = task
+    ep = make_episode(scenario, seed, data_root=data_root)
+    res = ep.simulator().run(make_policy(policy))
+    return scenario, policy, seed, float(res.avg_jct), float(res.jct_lower_bound)
+
+
+def relevance(
+    scenarios: Sequence[str],
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    workers: int = 1,
+    data_root: str | None = None,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """One row per scenario with the figures of the module docstring."""
+    from aryl_gym.agents import make_policy
+
+    pols = list(dict.fromkeys([*policies, "random"]))
+    for p in pols:
+        make_policy(p)  # unknown names fail before any run
+    tasks = [(s, p, int(seed), data_root) for s in scenarios for seed in seeds for p in pols]
+    results: list[tuple[str, str, int, float, float]] = []
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(tasks), desc="relevance", disable=not progress, file=sys.stderr,
+               mininterval=5.0)
+    if workers > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for r in pool.map(_episode, tasks):
+                results.append(r)
+                bar.update(1)
+    else:
+        for t in tasks:
+            results.append(_episode(t))
+            bar.update(1)
+    bar.close()
+    return summarize(results, scenarios, policies)
+
+
+def summarize(
+    results: Sequence[tuple[str, str, int, float, float]],
+    scenarios: Sequence[str],
+    policies: Sequence[str],
+) -> list[dict[str, Any]]:
+    """Rows from ``(scenario, policy, seed, avg JCT, bound)`` tuples (see the module docstring)."""
+    by: dict[tuple[str, int], dict[str, float]] = {}
+    bound: dict[tuple[str, int], float] = {}
+    for s, p, seed, jct, lb in results:
+        by.setdefault((s, seed), {})[p] = jct
+        bound[(s, seed)] = lb
+    rows = []
+    for s in scenarios:
+        keys = sorted(k for k in by if k[0] == s)
+        heads, spreads, logs, lbs = [], [], [], []
+        best_names: Counter[str] = Counter()
+        for k in keys:
+            jcts = by[k]
+            ref = {p: jcts[p] for p in policies if p in jcts and math.isfinite(jcts[p])}
+            if not ref:
+                continue
+            best_name = min(ref, key=lambda p: (ref[p], p))
+            best = ref[best_name]
+            best_names[best_name] += 1
+            lbs.append(bound[k])
+            heads.append(best / bound[k])
+            if "random" in jcts:
+                spreads.append(jcts["random"] / best)
+            if "aryl" in jcts and "sjf" in jcts:
+                logs.append(math.log(jcts["aryl"] / jcts["sjf"]))
+        rows.append(
+            {
+                "scenario": s,
+                "seeds": len(keys),
+                "bound": float(np.mean(lbs)) if lbs else math.nan,
+                "headroom": float(np.mean(heads)) if heads else math.nan,
+                "spread": float(np.mean(spreads)) if spreads else math.nan,
+                "sd_log_aryl_sjf": float(np.std(logs, ddof=1)) if len(logs) > 1 else math.nan,
+                "mean_aryl_over_sjf": float(np.exp(np.mean(logs))) if logs else math.nan,
+                "best": best_names.most_common(1)[0][0] if best_names else "-",
+            }
+        )
+    return rows
+
+
+def relevance_table(rows: Sequence[dict[str, Any]]) -> str:
+    from aryl_gym.commands._common import table
+
+    body = [
+        [r["scenario"], r["seeds"], r["bound"], r["headroom"], r["spread"], r["sd_log_aryl_sjf"],
+         r["mean_aryl_over_sjf"], r["best"]]
+        for r in rows
+    ]
+    return table(
+        body,
+        ["scenario", "seeds", "bound s", "headroom", "spread", "sd log(aryl/sjf)",
+         "aryl/sjf", "best most often"],
+    )

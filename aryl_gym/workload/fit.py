@@ -1,0 +1,290 @@
+"""World v1's data-fitted knobs: arrival burstiness and elastic range (SPEC "World v1").
+
+Every default here is *fitted from public data*, never chosen by looking at a policy's result.
+``aryl-gym fit-world`` re-runs the fits on ``../shared/traces`` and prints them beside the
+defaults in :class:`aryl_gym.config.WorkloadConfig`, so anyone can check where a number came from.
+
+**Arrivals** (``traces/pollux-philly/traces/philly.csv``, 82,247 submissions over 109 days). Jobs
+come in *batches*: a run of submissions less than ``BATCH_GAP_S`` = 10 s apart is one batch (a
+sweep, a retry loop). Fitted by :func:`fit_arrivals`:
+
+* batch size: a Zipf law ``P(S = s) ~ s^-alpha`` on ``1..s_max``, ``alpha`` by maximum
+  likelihood, ``s_max`` the largest batch seen;
+* the gap between submissions inside a batch: its mean (seconds; drawn exponential);
+* jobs of a batch share their shape (95% of the trace's multi-job batches have one GPU count);
+  their log running times scatter around the batch's by the within-batch standard deviation;
+* batch *starts* form a Cox process: a Poisson process whose hourly rate is multiplied by
+  ``exp(X_day + X_hour)``, two stationary Gaussian AR(1) processes, one over days and one over
+  hours (the trace's hourly counts correlate 0.65 at one hour, and still 0.2-0.3 at 12-48 hours:
+  two time scales). Their standard deviations and lag-one correlations come from the moments of
+  the trace's daily and hourly *job* counts with the compound-Poisson part of the fitted batch
+  sizes removed (method of moments for a log-normal Cox process).
+
+:func:`arrival_stats` computes the three statistics ``calibrate`` compares (hourly count
+coefficient of variation, share of gaps under 10 s, 99th-percentile hour over the mean hour).
+
+**Elastic range** (Pollux profiles ``traces/pollux-philly/traces/<app>/scalability.csv``,
+measured at a fixed local batch, the regime the paper's elastic jobs scale in). For each
+application and local batch size, the largest growth factor ``r`` (a power of two) at which
+throughput per GPU stays at or above ``EFFICIENCY_FLOOR`` = 0.8 of its value at the smallest
+measured size; :func:`fit_elastic_range` reports them and the median over the six applications.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+#: Submissions closer than this (seconds) belong to one batch.
+BATCH_GAP_S = 10.0
+#: Throughput per GPU, relative to the smallest measured size, below which a job no longer
+#: "scales well" (paper: limited elasticity).
+EFFICIENCY_FLOOR = 0.8
+PHILLY_CSV = "traces/pollux-philly/traces/philly.csv"
+POLLUX_PROFILES = "traces/pollux-philly/traces"
+POLLUX_APPS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
+
+
+# ----------------------------------------------------------------------------------------------
+# Statistics
+# ----------------------------------------------------------------------------------------------
+
+
+def arrival_stats(times: np.ndarray) -> dict[str, float]:
+    """The burstiness statistics of submission times (seconds, any order).
+
+    ``hourly_cv``: coefficient of variation of per-hour counts (hours from the first submission
+    to the last, empty hours included); ``gap_lt_10s``: share of inter-arrival gaps under 10 s;
+    ``p99_hour_over_mean``: 99th-percentile hourly count over the mean; plus the mean hourly
+    count and the number of submissions.
+    """
+    t = np.sort(np.asarray(times, dtype=np.float64))
+    if len(t) < 2:
+        return {"jobs": float(len(t)), "hourly_mean": math.nan, "hourly_cv": math.nan,
+                "gap_lt_10s": math.nan, "p99_hour_over_mean": math.nan}
+    t = t - t[0]
+    h = np.bincount((t // 3600.0).astype(np.int64)).astype(np.float64)
+    gaps = np.diff(t)
+    return {
+        "jobs": float(len(t)),
+        "hourly_mean": float(h.mean()),
+        "hourly_cv": float(h.std() / h.mean()),
+        "gap_lt_10s": float(np.mean(gaps < BATCH_GAP_S)),
+        "p99_hour_over_mean": float(np.percentile(h, 99) / h.mean()),
+    }
+
+
+def batches(times: np.ndarray, gap_s: float = BATCH_GAP_S) -> list[np.ndarray]:
+    """Indices (into the sorted order) of each batch: runs of gaps below ``gap_s``."""
+    t = np.sort(np.asarray(times, dtype=np.float64))
+    if len(t) == 0:
+        return []
+    return np.split(np.arange(len(t)), np.where(np.diff(t) >= gap_s)[0] + 1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Fits
+# ----------------------------------------------------------------------------------------------
+
+
+def zipf_pmf(alpha: float, s_max: int) -> np.ndarray:
+    """``P(S = s)`` for ``s = 1..s_max`` (index 0 is ``s = 1``)."""
+    s = np.arange(1, int(s_max) + 1, dtype=np.float64)
+    p = s ** (-float(alpha))
+    return p / p.sum()
+
+
+def fit_zipf(sizes: np.ndarray, s_max: int) -> float:
+    """Maximum-likelihood exponent of a Zipf law on ``1..s_max`` (golden-section search)."""
+    sizes = np.asarray(sizes, dtype=np.float64)
+    mean_log = float(np.log(sizes).mean())
+    logs = np.log(np.arange(1, int(s_max) + 1, dtype=np.float64))
+
+    def nll(a: float) -> float:  # per observation
+        return a * mean_log + math.log(float(np.exp(-a * logs).sum()))
+
+    lo, hi = 1.01, 6.0
+    phi = (math.sqrt(5.0) - 1.0) / 2.0
+    for _ in range(100):
+        m1, m2 = hi - phi * (hi - lo), lo + phi * (hi - lo)
+        if nll(m1) < nll(m2):
+            hi = m2
+        else:
+            lo = m1
+    return 0.5 * (lo + hi)
+
+
+@dataclass(frozen=True)
+class ArrivalFit:
+    """Fitted batch-arrival parameters (see the module docstring)."""
+
+    size_alpha: float
+    size_max: int
+    gap_s: float
+    rate_sigma: float
+    rate_rho: float
+    day_sigma: float
+    day_rho: float
+    duration_sigma: float
+    batches: int
+    jobs: int
+
+
+def _lognormal_ar(var_m: float, corr_m: float) -> tuple[float, float]:
+    """(sigma, rho) of a Gaussian AR(1) ``X`` with ``Var(exp X) / E[exp X]^2 = var_m`` and
+    lag-one correlation of ``exp X`` equal to ``corr_m``."""
+    var_m = max(var_m, 1e-9)
+    s2 = math.log1p(var_m)
+    c = min(max(corr_m, 0.0), 0.999999)
+    rho = math.log1p(c * (math.exp(s2) - 1.0)) / s2
+    return math.sqrt(s2), min(max(rho, 0.0), 0.999)
+
+
+def _modulation_moments(counts: np.ndarray, per_batch_var: float) -> tuple[float, float]:
+    """Relative variance and lag-one correlation of the rate multiplier behind ``counts``.
+
+    Counts of jobs per period are a compound Cox process: ``Var(N) = mean x E[S^2] / E[S] +
+    mean^2 x Var(m)`` (``per_batch_var`` = ``E[S^2] / E[S]``); the compound-Poisson part does not
+    correlate across periods.
+    """
+    mu = float(counts.mean())
+    var_m = max((float(counts.var()) - mu * per_batch_var) / mu**2, 1e-9)
+    cov1 = float(np.mean((counts[:-1] - mu) * (counts[1:] - mu))) / mu**2
+    return var_m, cov1 / var_m
+
+
+def fit_arrivals(times: np.ndarray, durations: np.ndarray | None = None) -> ArrivalFit:
+    """Fit the batch-arrival model to submission times (and running times, for the scatter).
+
+    The rate multiplier is ``exp(X_day + X_hour)``: a day-level AR(1) fitted on daily job
+    counts, and an hour-level AR(1) carrying the rest of the hourly counts' variance and
+    lag-one correlation (method of moments, with the compound-Poisson noise of the fitted batch
+    sizes removed).
+    """
+    order = np.argsort(np.asarray(times, dtype=np.float64), kind="stable")
+    t = np.asarray(times, dtype=np.float64)[order]
+    t = t - t[0]
+    bs = batches(t)
+    sizes = np.array([len(b) for b in bs])
+    s_max = int(sizes.max())
+    alpha = fit_zipf(sizes, s_max)
+    gaps = np.diff(t)
+    inside = gaps[gaps < BATCH_GAP_S]
+    gap_s = float(inside.mean()) if len(inside) else 1.0
+
+    pmf = zipf_pmf(alpha, s_max)
+    s = np.arange(1, s_max + 1, dtype=np.float64)
+    per_batch_var = float((s * s * pmf).sum() / (s * pmf).sum())
+    n_hour = np.bincount((t // 3600.0).astype(np.int64)).astype(np.float64)
+    n_day = np.bincount((t // 86400.0).astype(np.int64)).astype(np.float64)
+    v_tot, c_tot = _modulation_moments(n_hour, per_batch_var)
+    v_day, c_day = _modulation_moments(n_day, per_batch_var)
+    v_day = min(v_day, v_tot)
+    day_sigma, day_rho = _lognormal_ar(v_day, c_day)
+    # hour part u: E[m^2] = E[m_day^2] E[u^2]; E[m_h m_h+1] ~ E[m_day^2] E[u_h u_h+1]
+    v_u = (1.0 + v_tot) / (1.0 + v_day) - 1.0
+    cov_u = (1.0 + c_tot * v_tot) / (1.0 + v_day) - 1.0
+    rate_sigma, rate_rho = _lognormal_ar(v_u, cov_u / max(v_u, 1e-9))
+    dsig = math.nan
+    if durations is not None:
+        d = np.log(np.maximum(np.asarray(durations, dtype=np.float64)[order], 1.0))
+        within = [float(d[b].std()) for b in bs if len(b) > 1]
+        dsig = float(np.mean(within)) if within else 0.0
+    return ArrivalFit(
+        size_alpha=round(alpha, 3),
+        size_max=s_max,
+        gap_s=round(gap_s, 2),
+        rate_sigma=round(rate_sigma, 3),
+        rate_rho=round(rate_rho, 3),
+        day_sigma=round(day_sigma, 3),
+        day_rho=round(day_rho, 3),
+        duration_sigma=round(dsig, 3) if not math.isnan(dsig) else math.nan,
+        batches=len(bs),
+        jobs=len(t),
+    )
+
+
+def read_philly(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """Submission times (seconds from the first) and running times (s) of ``philly.csv``."""
+    times: list[float] = []
+    durs: list[float] = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            ts = _dt.datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S")
+            times.append(ts.replace(tzinfo=_dt.timezone.utc).timestamp())
+            durs.append(float(row["duration"]))
+    t = np.array(times)
+    return t - t.min(), np.array(durs)
+
+
+def fit_elastic_range(profiles_dir: str | Path) -> dict[str, object]:
+    """Largest power-of-two growth factor at >= ``EFFICIENCY_FLOOR`` per-GPU throughput.
+
+    Returns ``{"per_app": {app: r}, "median": r}``; ``r`` per application is the median over its
+    local batch sizes.
+    """
+    per_app: dict[str, float] = {}
+    for app in POLLUX_APPS:
+        path = Path(profiles_dir) / app / "scalability.csv"
+        by_bsz: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        with open(path, newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                n = int(row["num_replicas"])
+                by_bsz[int(row["local_bsz"])][n].append(float(row["step_time"]))
+        rs = []
+        for runs in by_bsz.values():
+            sizes = sorted(runs)
+            # per-GPU throughput at fixed local batch = 1 / step_time; best placement per size
+            thr = {n: 1.0 / min(runs[n]) for n in sizes}
+            base = sizes[0]
+            r = 1
+            while True:
+                nxt = r * 2
+                cands = [n for n in sizes if n <= base * nxt]
+                top = max(cands)
+                if top < base * nxt or thr[top] / thr[base] < EFFICIENCY_FLOOR:
+                    break
+                if any(thr[n] / thr[base] < EFFICIENCY_FLOOR for n in cands):
+                    break
+                r = nxt
+            rs.append(r)
+        per_app[app] = float(np.median(rs))
+    return {"per_app": per_app, "median": float(np.median(list(per_app.values())))}
+
+
+#: ``arrival_stats`` of ``philly.csv`` (recorded so ``calibrate`` can print them without the
+#: trace; ``aryl-gym fit-world`` recomputes them).
+PHILLY_ARRIVAL_STATS: dict[str, float] = {
+    "jobs": 82247.0,
+    "span_days": 108.897,
+    "hourly_mean": 31.464,
+    "hourly_cv": 2.265,
+    "gap_lt_10s": 0.5328,
+    "p99_hour_over_mean": 12.20,
+}
+
+
+def generated_arrival_stats(w, seeds: int = 5) -> dict[str, float]:
+    """``arrival_stats`` of the generator's arrival process at the trace's rate and span, mean
+    over ``seeds`` draws (seeds 0..seeds-1), so they compare with :data:`PHILLY_ARRIVAL_STATS`.
+
+    ``w`` is a :class:`aryl_gym.config.WorkloadConfig` (its burst knobs are used).
+    """
+    from aryl_gym.workload.generator import _arrivals
+
+    span = PHILLY_ARRIVAL_STATS["span_days"] * 86400.0
+    rate = PHILLY_ARRIVAL_STATS["jobs"] / span
+    keys = ("hourly_cv", "gap_lt_10s", "p99_hour_over_mean")
+    acc = {k: 0.0 for k in keys}
+    for s in range(seeds):
+        times, _ = _arrivals(w, rate, span, None, np.random.default_rng(s))
+        st = arrival_stats(times)
+        for k in keys:
+            acc[k] += st[k] / seeds
+    return acc
