@@ -32,18 +32,25 @@ class Trial:
         self.free = np.asarray(view.srv_free).copy()  # (S,) free GPUs
         self.cap = np.asarray(view.srv_cap)  # (S,) GPUs per server
         self.masks = {TRAIN: view.usable(TRAIN).copy(), INFER: view.usable(INFER).copy()}
+        # fits() per (pool, g), valid until the free space changes (place / release)
+        self._fits: dict[tuple[int, int], int] = {}
 
     def free_gpus(self, pool: int) -> int:
         return int(self.free[self.masks[pool]].sum())
 
     def fits(self, pool: int, g: int) -> int:
         """Workers of ``g`` GPUs that fit in ``pool``'s free space now."""
-        return int((self.free[self.masks[pool]] // g).sum())
+        key = (pool, g)
+        n = self._fits.get(key)
+        if n is None:
+            n = self._fits[key] = int((self.free[self.masks[pool]] // g).sum())
+        return n
 
     def place(self, pool: int, g: int, k: int, all_or_nothing: bool = False) -> int:
         """Place up to ``k`` workers of ``g`` GPUs by best fit; returns how many were placed."""
         if k <= 0:
             return 0
+        self._fits.clear()
         cand = self.masks[pool]
         snap = self.free.copy() if all_or_nothing else None
         need = k - sum(n for _, n in fill(self.free, self.cap, cand, g, k))
@@ -55,6 +62,7 @@ class Trial:
     def release(self, j: int, k: int) -> None:
         """Free ``k`` workers of running job ``j`` the way the engine's scale-in does."""
         v = self.view
+        self._fits.clear()
         g = int(v.jobs[j].g)
         base, flex = v.placement(j)
         loaned = v.srv_loaned

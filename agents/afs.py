@@ -116,11 +116,19 @@ class AfsPolicy(BasePolicy):
             spec = view.jobs[j]
             return spec.w_min if share[j] == 0 else 1
 
+        rate_cache: dict[tuple[int, int, int], tuple[float, float]] = {}
+
         def rates(j: int) -> tuple[float, float]:
             p = pool.get(j)
             if p is None:  # queued: the pool it would start in
                 p = self._start_pool(view, trial, j)
-            return view.rate(j, share[j], p), view.rate(j, share[j] + step_size(j), p)
+            key = (j, share[j], p)
+            r = rate_cache.get(key)
+            if r is None:
+                r = rate_cache[key] = (
+                    view.rate(j, share[j], p), view.rate(j, share[j] + step_size(j), p)
+                )
+            return r
 
         rem = {j: max(float(view.pred_remaining[j]), _EPS) for j in share}
         while cands:
