@@ -43,7 +43,7 @@ Variants (registry names):
 * ``aryl`` -- all of the above;
 * ``aryl-noloan`` -- no capacity loaning (``uses_loaning`` False): training servers only;
 * ``aryl-noelastic`` -- no elastic scaling: elastic jobs are treated like inelastic ones at their
-  requested size ``w_max`` (as Baseline runs them) and phase two is skipped. This is our reading
+  requested size ``w_req`` (as Baseline runs them) and phase two is skipped. This is our reading
   of the paper's "without elastic scaling" ablation (section 7.3: loaning alone). The simulator's
   reclaim still scales an elastic job in rather than preempting it (the job model is elastic);
   the scheduler never grows it back;
@@ -56,14 +56,10 @@ Variants (registry names):
 * ``aryl-optimal-reclaim`` -- exhaustive optimal reclaim (heuristic above 200,000 subsets);
 * ``aryl-default-reclaim`` -- the simulator's default reclaim (fewest busy GPUs first).
 
-What we measure (``aryl-gym compare --scenario basic --policies fifo,aryl,sjf --seeds 0,1,2``):
-on ``basic`` Aryl cuts average queuing 41x but average JCT only to 0.89x of Baseline's, and
-``sjf`` alone gets the same (0.89x). In our model an elastic job's work is defined at ``w_max``
-(its request), so elasticity and slow loaned T4s can only make a job start earlier, never run
-faster than Baseline runs it: Aryl's JCT gain is bounded by Baseline's queuing share of JCT
-(``basic``: 1 - 1,860 / 15,949 = 0.883; Aryl reaches 0.894). On ``ideal`` Baseline barely
-queues (44 s) and preferring T4 servers for elastic jobs costs running time (JCT 1.29x
-Baseline's); ``aryl-trainfirst`` matches Baseline there.
+World v1: an elastic job requests its base demand ``w_min`` and may grow to ``w_max = r x
+w_min`` (``docs/model.md``), so phase two can make a job run faster than Baseline runs it (in
+World v0 the request was ``w_max`` and elasticity could only start a job earlier). The measured
+comparison with Baseline, SJF, AFS and Pollux is in ``docs/reproduction.md``.
 """
 
 from __future__ import annotations

@@ -130,8 +130,9 @@ class WorkloadConfig:
       largest growth that keeps >= 80% per-GPU throughput); 1 = no growth.
     * ``burstiness``: 1 = the batch-arrival process fitted to Philly, 0 = a Poisson process;
       in between (or above) it scales the log-rate modulation and the batch-size tail.
-    * ``burst_*``: the fitted batch-arrival parameters (Zipf exponent and cap of the batch size,
-      mean gap inside a batch in seconds, standard deviation and lag-one correlation of the
+    * ``burst_*``: the fitted batch-arrival parameters (Zipf exponent and cap of the batch size
+      for batches of 1-GPU jobs, ``burst_size_*``, and of multi-GPU jobs, ``burst_multi_*``;
+      mean gap inside a batch in seconds; standard deviation and lag-one correlation of the
       hour-level and the day-level AR(1) log-rate, within-batch log running-time scatter).
     """
 
@@ -146,13 +147,15 @@ class WorkloadConfig:
     elastic_min_fraction: float = 0.5
     elastic_range: float = 4.0
     burstiness: float = 1.0
-    burst_size_alpha: float = 2.338
+    burst_size_alpha: float = 2.283
     burst_size_max: int = 426
+    burst_multi_alpha: float = 3.088
+    burst_multi_max: int = 119
     burst_gap_s: float = 3.27
-    burst_rate_sigma: float = 0.959
-    burst_rate_rho: float = 0.53
-    burst_day_sigma: float = 0.865
-    burst_day_rho: float = 0.681
+    burst_rate_sigma: float = 0.952
+    burst_rate_rho: float = 0.54
+    burst_day_sigma: float = 0.864
+    burst_day_rho: float = 0.682
     burst_duration_sigma: float = 0.433
     elastic_mean_hours: float = 14.2
     duration_median_s: float = 1144.0
@@ -384,10 +387,12 @@ def validate_scenario(cfg: ScenarioConfig) -> None:
             f"{src}: workload.elastic_range must be >= 1 (1 = elastic jobs cannot grow), "
             f"got {w.elastic_range}"
         )
-    if not w.burst_size_alpha > 1.0:
-        raise ConfigError(f"{src}: workload.burst_size_alpha must be > 1, got {w.burst_size_alpha}")
-    if w.burst_size_max < 1:
-        raise ConfigError(f"{src}: workload.burst_size_max must be >= 1, got {w.burst_size_max}")
+    for name in ("burst_size_alpha", "burst_multi_alpha"):
+        if not getattr(w, name) > 1.0:
+            raise ConfigError(f"{src}: workload.{name} must be > 1, got {getattr(w, name)}")
+    for name in ("burst_size_max", "burst_multi_max"):
+        if getattr(w, name) < 1:
+            raise ConfigError(f"{src}: workload.{name} must be >= 1, got {getattr(w, name)}")
     for name in ("burst_rate_rho", "burst_day_rho"):
         if not getattr(w, name) < 1.0:
             raise ConfigError(f"{src}: workload.{name} must be in [0, 1), got {getattr(w, name)}")

@@ -206,3 +206,15 @@ def test_calibrate_relevance_runs_on_tiny(capsys) -> None:
     (row,) = out["rows"]
     assert row["scenario"] == "tiny" and row["seeds"] == 2
     assert row["headroom"] >= 1.0 and row["spread"] > 0
+
+
+def test_per_job_shape_mix_is_kept_with_batches() -> None:
+    """Batches of 1-GPU jobs are larger, so batch shapes are reweighted: per job, the share of
+    1-GPU jobs stays (1 - elastic_fraction) x Philly's 93.2%."""
+    cfg = load_scenario("basic")
+    jobs = [j for s in range(4) for j in generate_jobs(cfg, np.random.default_rng(100 + s))]
+    one = np.mean([j.g * j.w_req == 1 for j in jobs])
+    expected = (1 - cfg.workload.elastic_fraction) * 0.9317
+    assert one == pytest.approx(expected, abs=0.02)
+    el = np.mean([j.family in ("resnet50", "vgg16", "bert", "gnmt16") for j in jobs])
+    assert el == pytest.approx(cfg.workload.elastic_fraction, abs=0.015)

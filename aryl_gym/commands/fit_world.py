@@ -36,14 +36,16 @@ def run(args: argparse.Namespace) -> int:
     for p in (philly, profiles):
         if not p.exists():
             raise ConfigError(f"{p}: not found; check --data-root (the folder that holds traces/)")
-    times, durs = fit.read_philly(philly)
-    af = fit.fit_arrivals(times, durs)
+    times, durs, gpus = fit.read_philly(philly)
+    af = fit.fit_arrivals(times, durs, gpus)
     stats = fit.arrival_stats(times)
     er = fit.fit_elastic_range(profiles)
     d = WorkloadConfig()
     rows = [
         ("burst_size_alpha", af.size_alpha, d.burst_size_alpha),
         ("burst_size_max", af.size_max, d.burst_size_max),
+        ("burst_multi_alpha", af.multi_alpha, d.burst_multi_alpha),
+        ("burst_multi_max", af.multi_max, d.burst_multi_max),
         ("burst_gap_s", af.gap_s, d.burst_gap_s),
         ("burst_rate_sigma", af.rate_sigma, d.burst_rate_sigma),
         ("burst_rate_rho", af.rate_rho, d.burst_rate_rho),

@@ -9,7 +9,8 @@ come in *batches*: a run of submissions less than ``BATCH_GAP_S`` = 10 s apart i
 sweep, a retry loop). Fitted by :func:`fit_arrivals`:
 
 * batch size: a Zipf law ``P(S = s) ~ s^-alpha`` on ``1..s_max``, ``alpha`` by maximum
-  likelihood, ``s_max`` the largest batch seen;
+  likelihood, ``s_max`` the largest batch seen, fitted apart for batches of 1-GPU jobs and of
+  multi-GPU jobs (large batches are sweeps of 1-GPU jobs);
 * the gap between submissions inside a batch: its mean (seconds; drawn exponential);
 * jobs of a batch share their shape (95% of the trace's multi-job batches have one GPU count);
   their log running times scatter around the batch's by the within-batch standard deviation;
@@ -126,6 +127,9 @@ class ArrivalFit:
 
     size_alpha: float
     size_max: int
+    multi_alpha: float
+    multi_max: int
+    single_share: float
     gap_s: float
     rate_sigma: float
     rate_rho: float
@@ -159,8 +163,15 @@ def _modulation_moments(counts: np.ndarray, per_batch_var: float) -> tuple[float
     return var_m, cov1 / var_m
 
 
-def fit_arrivals(times: np.ndarray, durations: np.ndarray | None = None) -> ArrivalFit:
-    """Fit the batch-arrival model to submission times (and running times, for the scatter).
+def fit_arrivals(
+    times: np.ndarray, durations: np.ndarray | None = None, gpus: np.ndarray | None = None
+) -> ArrivalFit:
+    """Fit the batch-arrival model to submission times (running times and GPU counts give the
+    within-batch scatter and the per-class batch sizes).
+
+    Batch sizes are fitted separately for batches of 1-GPU jobs and of multi-GPU jobs (a batch's
+    class is its median GPU count): in Philly the large batches are sweeps of 1-GPU jobs (97% of
+    the batches of 5 or more), while multi-GPU jobs come mostly alone.
 
     The rate multiplier is ``exp(X_day + X_hour)``: a day-level AR(1) fitted on daily job
     counts, and an hour-level AR(1) carrying the rest of the hourly counts' variance and
@@ -172,15 +183,32 @@ def fit_arrivals(times: np.ndarray, durations: np.ndarray | None = None) -> Arri
     t = t - t[0]
     bs = batches(t)
     sizes = np.array([len(b) for b in bs])
-    s_max = int(sizes.max())
-    alpha = fit_zipf(sizes, s_max)
+    if gpus is not None:
+        gg = np.asarray(gpus)[order]
+        single = np.array([float(np.median(gg[b])) <= 1.0 for b in bs])
+    else:
+        single = np.ones(len(bs), dtype=bool)
+    s_max = int(sizes[single].max())
+    alpha = fit_zipf(sizes[single], s_max)
+    if (~single).any():
+        m_max = int(sizes[~single].max())
+        m_alpha = fit_zipf(sizes[~single], m_max)
+    else:
+        m_max, m_alpha = s_max, alpha
+    single_share = float(single.mean())
     gaps = np.diff(t)
     inside = gaps[gaps < BATCH_GAP_S]
     gap_s = float(inside.mean()) if len(inside) else 1.0
 
-    pmf = zipf_pmf(alpha, s_max)
-    s = np.arange(1, s_max + 1, dtype=np.float64)
-    per_batch_var = float((s * s * pmf).sum() / (s * pmf).sum())
+    # E[S^2] / E[S] of the fitted mixture of the two classes
+    moments = []
+    for a_, mx in ((alpha, s_max), (m_alpha, m_max)):
+        pmf = zipf_pmf(a_, mx)
+        sz = np.arange(1, mx + 1, dtype=np.float64)
+        moments.append(((sz * pmf).sum(), (sz * sz * pmf).sum()))
+    e1 = single_share * moments[0][0] + (1 - single_share) * moments[1][0]
+    e2 = single_share * moments[0][1] + (1 - single_share) * moments[1][1]
+    per_batch_var = float(e2 / e1)
     n_hour = np.bincount((t // 3600.0).astype(np.int64)).astype(np.float64)
     n_day = np.bincount((t // 86400.0).astype(np.int64)).astype(np.float64)
     v_tot, c_tot = _modulation_moments(n_hour, per_batch_var)
@@ -199,6 +227,9 @@ def fit_arrivals(times: np.ndarray, durations: np.ndarray | None = None) -> Arri
     return ArrivalFit(
         size_alpha=round(alpha, 3),
         size_max=s_max,
+        multi_alpha=round(m_alpha, 3),
+        multi_max=m_max,
+        single_share=round(single_share, 4),
         gap_s=round(gap_s, 2),
         rate_sigma=round(rate_sigma, 3),
         rate_rho=round(rate_rho, 3),
@@ -210,17 +241,19 @@ def fit_arrivals(times: np.ndarray, durations: np.ndarray | None = None) -> Arri
     )
 
 
-def read_philly(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """Submission times (seconds from the first) and running times (s) of ``philly.csv``."""
+def read_philly(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Submission times (s from the first), running times (s) and GPU counts of ``philly.csv``."""
     times: list[float] = []
     durs: list[float] = []
+    gpus: list[int] = []
     with open(path, newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             ts = _dt.datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S")
             times.append(ts.replace(tzinfo=_dt.timezone.utc).timestamp())
             durs.append(float(row["duration"]))
+            gpus.append(int(row["num_gpus"]))
     t = np.array(times)
-    return t - t.min(), np.array(durs)
+    return t - t.min(), np.array(durs), np.array(gpus)
 
 
 def fit_elastic_range(profiles_dir: str | Path) -> dict[str, object]:
@@ -276,14 +309,16 @@ def generated_arrival_stats(w, seeds: int = 5) -> dict[str, float]:
 
     ``w`` is a :class:`aryl_gym.config.WorkloadConfig` (its burst knobs are used).
     """
-    from aryl_gym.workload.generator import _arrivals
+    from aryl_gym.workload.generator import _arrivals, batch_single_share
 
     span = PHILLY_ARRIVAL_STATS["span_days"] * 86400.0
     rate = PHILLY_ARRIVAL_STATS["jobs"] / span
     keys = ("hourly_cv", "gap_lt_10s", "p99_hour_over_mean")
     acc = {k: 0.0 for k in keys}
     for s in range(seeds):
-        times, _ = _arrivals(w, rate, span, None, np.random.default_rng(s))
+        times, _ = _arrivals(
+            w, rate, span, None, np.random.default_rng(s), single_share=batch_single_share(w)
+        )
         st = arrival_stats(times)
         for k in keys:
             acc[k] += st[k] / seeds

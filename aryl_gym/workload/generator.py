@@ -72,18 +72,54 @@ def _elastic_factors(w: WorkloadConfig) -> np.ndarray:
     return np.array(rs or [1], dtype=np.int64)
 
 
+def _mean_sizes(w: WorkloadConfig) -> tuple[float, float]:
+    """Mean batch size of batches of 1-GPU jobs and of multi-GPU jobs."""
+    out = []
+    for pmf in (batch_size_pmf(w, True), batch_size_pmf(w, False)):
+        out.append(float((np.arange(1, len(pmf) + 1) * pmf).sum()))
+    return out[0], out[1]
+
+
+def _batch_weights(w: WorkloadConfig) -> tuple[float, np.ndarray]:
+    """Per-*batch* probabilities of an elastic-family shape and of each Philly GPU count, such
+    that per *job* (batches weighted by their mean size) they are ``elastic_fraction`` and
+    ``PHILLY_GPU_P``: ``P_batch(shape) ~ P_job(shape) / E[S | shape's class]``."""
+    e1, em = _mean_sizes(w)
+    per = PHILLY_GPU_P / np.where(PHILLY_GPUS == 1, e1, em)
+    ef = float(w.elastic_fraction)
+    q_el = (ef / em) / (ef / em + (1.0 - ef) * per.sum())
+    return q_el, per / per.sum()
+
+
+def batch_single_share(w: WorkloadConfig) -> float:
+    """Probability that a batch is of 1-GPU jobs (elastic-family shapes have 4+ GPUs)."""
+    q_el, gpu_p = _batch_weights(w)
+    return (1.0 - q_el) * float(gpu_p[PHILLY_GPUS == 1].sum())
+
+
 def _draw_jobs(
-    w: WorkloadConfig, max_gpus: int, max_g: int, n: int, rng: np.random.Generator
+    w: WorkloadConfig,
+    max_gpus: int,
+    max_g: int,
+    n: int,
+    rng: np.random.Generator,
+    per_batch: bool = False,
 ) -> dict[str, np.ndarray]:
     """Draw ``n`` job shapes (no arrival times); vectorised.
 
     ``w_req`` is the request (what Baseline runs), ``dur`` the running time at the request on a
-    V100; elastic jobs get ``w_max = r x w_req`` (World v1).
+    V100; elastic jobs get ``w_max = r x w_req`` (World v1). ``per_batch`` draws batch shapes
+    (:func:`_batch_weights`), so that jobs, counted with their batches, keep the per-job
+    distribution.
     """
-    elastic = np.ones(n, bool) if w.all_elastic else rng.random(n) < w.elastic_fraction
-    el_family = rng.random(n) < (w.elastic_fraction if w.all_elastic else 1.0)
+    if per_batch:
+        q_el, gpu_p = _batch_weights(w)
+    else:
+        q_el, gpu_p = float(w.elastic_fraction), PHILLY_GPU_P
+    elastic = np.ones(n, bool) if w.all_elastic else rng.random(n) < q_el
+    el_family = rng.random(n) < (q_el if w.all_elastic else 1.0)
     # Inelastic-shaped draws
-    tot_in = rng.choice(PHILLY_GPUS, size=n, p=PHILLY_GPU_P)
+    tot_in = rng.choice(PHILLY_GPUS, size=n, p=gpu_p)
     dur_in = np.exp(np.log(w.duration_median_s) + w.duration_sigma * rng.standard_normal(n))
     # Bigger jobs run longer in Philly: scale by (GPUs)^size_duration_exponent.
     dur_in = dur_in * tot_in.astype(np.float64) ** w.size_duration_exponent
@@ -142,13 +178,18 @@ def expected_gpu_seconds(cfg: ScenarioConfig) -> float:
     )
 
 
-def batch_size_pmf(w: WorkloadConfig) -> np.ndarray:
-    """``P(S = s)``, ``s = 1..burst_size_max``, at the scenario's ``burstiness``."""
+def batch_size_pmf(w: WorkloadConfig, single_gpu: bool = True) -> np.ndarray:
+    """``P(S = s)``, ``s = 1..max``, at the scenario's ``burstiness``, for batches of 1-GPU jobs
+    (``burst_size_*``) or of multi-GPU jobs (``burst_multi_*``)."""
     b = float(w.burstiness)
-    if b <= 0.0 or w.burst_size_max <= 1:
+    a0, mx = (
+        (w.burst_size_alpha, w.burst_size_max)
+        if single_gpu
+        else (w.burst_multi_alpha, w.burst_multi_max)
+    )
+    if b <= 0.0 or mx <= 1:
         return np.ones(1)
-    alpha = 1.0 + (float(w.burst_size_alpha) - 1.0) / b
-    return zipf_pmf(alpha, int(w.burst_size_max))
+    return zipf_pmf(1.0 + (float(a0) - 1.0) / b, int(mx))
 
 
 def _ar1(n: int, sigma: float, rho: float, rng: np.random.Generator) -> np.ndarray:
@@ -180,49 +221,83 @@ def rate_multiplier(w: WorkloadConfig, hours: int, rng: np.random.Generator) -> 
     return m * (hours / m.sum()) if m.sum() > 0 else np.ones(hours)
 
 
-def _arrivals(
-    w: WorkloadConfig, job_rate: float, horizon: float, n: int | None, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """Submission times (sorted) and the batch index of each job.
+def _batch_sizes(w: WorkloadConfig, single: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A size for each batch, from its class's Zipf law."""
+    sizes = np.empty(len(single), dtype=np.int64)
+    for cls in (True, False):
+        m = single == cls
+        pmf = batch_size_pmf(w, cls)
+        sizes[m] = rng.choice(len(pmf), size=int(m.sum()), p=pmf) + 1
+    return sizes
 
-    Batch starts: a Cox process (hourly rate ``job_rate / E[S]`` x :func:`rate_multiplier`),
-    drawn as a count (Poisson, or enough batches for exactly ``n`` jobs) spread over the hours
-    in proportion to the multiplier and uniformly inside an hour. Jobs of a batch follow its
-    start at exponential gaps of mean ``burst_gap_s``.
+
+def _batch_times(
+    w: WorkloadConfig, sizes: np.ndarray, horizon: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Submission times (sorted) and batch index of each job, for batches of ``sizes``.
+
+    Batch starts are spread over the hours in proportion to :func:`rate_multiplier` (a Cox
+    process given its count) and uniformly inside an hour; jobs of a batch follow its start at
+    exponential gaps of mean ``burst_gap_s``.
     """
-    pmf = batch_size_pmf(w)
-    mean_s = float((np.arange(1, len(pmf) + 1) * pmf).sum())
-    if n is not None:
-        sizes_l: list[np.ndarray] = []
-        total = 0
-        while total < n:
-            chunk = rng.choice(len(pmf), size=max(16, int((n - total) / mean_s) + 16), p=pmf) + 1
-            sizes_l.append(chunk)
-            total += int(chunk.sum())
-        sizes = np.concatenate(sizes_l)
-        csum = np.cumsum(sizes)
-        nb = int(np.searchsorted(csum, n) + 1)
-        sizes = sizes[:nb].copy()
-        sizes[-1] -= int(csum[nb - 1] - n)
-    else:
-        nb = int(rng.poisson(job_rate / mean_s * horizon))
-        sizes = rng.choice(len(pmf), size=nb, p=pmf) + 1
+    nb = len(sizes)
     hours = max(1, int(math.ceil(horizon / 3600.0)))
     m = rate_multiplier(w, hours, rng)
-    # hour weights, the last hour cut to the horizon
     wts = m.copy()
-    wts[-1] *= (horizon - 3600.0 * (hours - 1)) / 3600.0
+    wts[-1] *= (horizon - 3600.0 * (hours - 1)) / 3600.0  # the last hour cut to the horizon
     hour = rng.choice(hours, size=nb, p=wts / wts.sum())
     starts = 3600.0 * hour + rng.random(nb) * np.minimum(3600.0, horizon - 3600.0 * hour)
     batch = np.repeat(np.arange(nb), sizes)
-    gaps = rng.exponential(max(float(w.burst_gap_s), 0.0), len(batch)) if len(batch) else np.zeros(0)
-    first = np.concatenate(([0], np.cumsum(sizes)[:-1])) if nb else np.zeros(0, np.int64)
+    gaps = rng.exponential(max(float(w.burst_gap_s), 0.0), len(batch))
+    first = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64) if nb else np.zeros(0, np.int64)
     gaps[first] = 0.0
     off = np.cumsum(gaps)
     off -= np.repeat(off[first], sizes)
     times = starts[batch] + off
     order = np.lexsort((np.arange(len(times)), times))
     return times[order], batch[order]
+
+
+def _arrivals(
+    w: WorkloadConfig,
+    job_rate: float,
+    horizon: float,
+    n: int | None,
+    rng: np.random.Generator,
+    single_share: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Submission times and batch index of each job, for batches whose class (1-GPU jobs or
+    not) is drawn with probability ``single_share`` (used by ``calibrate`` and the tests, which
+    need arrivals without job shapes)."""
+    e1, em = _mean_sizes(w)
+    mean_s = single_share * e1 + (1.0 - single_share) * em
+    if n is None:
+        nb = int(rng.poisson(job_rate / mean_s * horizon))
+        single = rng.random(nb) < single_share
+        sizes = _batch_sizes(w, single, rng)
+    else:
+        single, sizes = _sizes_for_n(w, n, lambda k: rng.random(k) < single_share, rng)
+    return _batch_times(w, sizes, horizon, rng)
+
+
+def _sizes_for_n(w: WorkloadConfig, n: int, draw_single, rng: np.random.Generator):
+    """Batches (class, size) until exactly ``n`` jobs: the last batch is cut."""
+    singles, sizes_l = [], []
+    total = 0
+    while total < n:
+        k = max(16, (n - total) // 2 + 16)
+        sg = draw_single(k)
+        sz = _batch_sizes(w, sg, rng)
+        singles.append(sg)
+        sizes_l.append(sz)
+        total += int(sz.sum())
+    single = np.concatenate(singles)
+    sizes = np.concatenate(sizes_l)
+    csum = np.cumsum(sizes)
+    nb = int(np.searchsorted(csum, n) + 1)
+    sizes = sizes[:nb].copy()
+    sizes[-1] -= int(csum[nb - 1] - n)
+    return single[:nb], sizes
 
 
 def generate_jobs(cfg: ScenarioConfig, rng: np.random.Generator) -> list[JobSpec]:
@@ -235,14 +310,27 @@ def generate_jobs(cfg: ScenarioConfig, rng: np.random.Generator) -> list[JobSpec
     horizon = w.duration_hours * 3600.0
     if not horizon > 0:
         raise ConfigError(f"{cfg.source}: workload.duration_hours must be > 0, got {w.duration_hours}")
+    # Batch shapes first (their class sets the batch-size law), then sizes, then times.
     if w.num_jobs is not None:
-        times, batch = _arrivals(w, w.num_jobs / horizon, horizon, w.num_jobs, rng)
+        shapes: list[dict[str, np.ndarray]] = []
+
+        def draw_single(k: int) -> np.ndarray:
+            d_k = _draw_jobs(w, max_gpus, max_g, k, rng, per_batch=True)
+            shapes.append(d_k)
+            return (d_k["g"] * d_k["w_req"]) == 1
+
+        _, sizes = _sizes_for_n(w, w.num_jobs, draw_single, rng)
+        d = {k: np.concatenate([x[k] for x in shapes])[: len(sizes)] for k in shapes[0]}
     else:
         rate = w.load * cfg.cluster.train_gpus / _expected_gpu_seconds(w, max_gpus, max_g)
-        times, batch = _arrivals(w, rate, horizon, None, rng)
+        e1, em = _mean_sizes(w)
+        p_single = batch_single_share(w)
+        mean_s = max(p_single * e1 + (1.0 - p_single) * em, 1e-9)
+        nb = int(rng.poisson(rate * horizon / mean_s))
+        d = _draw_jobs(w, max_gpus, max_g, nb, rng, per_batch=True)
+        sizes = _batch_sizes(w, (d["g"] * d["w_req"]) == 1, rng)
+    times, batch = _batch_times(w, sizes, horizon, rng)
     n = len(times)
-    nb = int(batch.max()) + 1 if n else 0
-    d = _draw_jobs(w, max_gpus, max_g, nb, rng)  # one shape per batch
     ds = float(w.burst_duration_sigma) * min(max(float(w.burstiness), 0.0), 1.0)
     scatter = np.exp(ds * rng.standard_normal(n) - 0.5 * ds * ds) if ds > 0 else np.ones(n)
     err = (
