@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from aryl_gym.config import ScenarioConfig, WorkloadConfig
+from aryl_gym.config import ConfigError, ScenarioConfig, WorkloadConfig
 from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec
 
 INELASTIC_FAMILIES: tuple[str, ...] = ("cnn", "lstm", "transformer", "rl", "gan")
@@ -145,6 +145,8 @@ def _arrivals(w: WorkloadConfig, rate: float, horizon: float, n: int | None, rng
 def generate_jobs(cfg: ScenarioConfig, rng: np.random.Generator) -> list[JobSpec]:
     """Draw one trace for ``cfg``; all randomness comes from ``rng``."""
     w = cfg.workload
+    if w.num_jobs is not None and w.num_jobs <= 0:
+        raise ConfigError(f"{cfg.source}: workload.num_jobs must be >= 1, got {w.num_jobs}")
     max_gpus = _max_gpus(cfg)
     max_g = min(8, cfg.cluster.train_gpus_per_server)
     horizon = w.duration_hours * 3600.0
