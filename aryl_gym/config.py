@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+
 class ConfigError(ValueError):
     """A configuration file or value is invalid; the message says where and how to fix it."""
 

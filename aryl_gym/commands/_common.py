@@ -7,7 +7,6 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-
 #: the most seeds one ``--seeds`` may name (a range beyond this is almost surely a typo)
 MAX_SEEDS = 100_000
 #: seeds are the simulator's numpy seeds: non-negative, below 2**63

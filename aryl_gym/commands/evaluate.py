@@ -15,7 +15,7 @@ import json
 import math
 import sys
 
-from aryl_gym.commands._common import seeds_arg
+from aryl_gym.commands._common import names_list, seeds_arg
 
 NAME = "evaluate"
 HELP = "evaluate a learned agent or a policy on fixed seeds; JSON like `compare`"
@@ -33,7 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--against", default="fifo", help="comma-separated reference policies run natively too")
     p.add_argument("--baseline", default="fifo", help="policy the ratios are relative to")
     p.add_argument("--stochastic", action="store_true", help="sample actions instead of the mode")
-    p.add_argument("--table", action="store_true", help="print a table instead of JSON")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--table", action="store_true", help="print a table instead of JSON")
+    out.add_argument("--json", action="store_true", help="print one JSON object (the default)")
 
 
 def _is_policy_name(name: str) -> bool:
@@ -51,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
         run_reference,
     )
 
+    dup = sorted({a for a in args.agent if args.agent.count(a) > 1})
+    if dup:
+        raise ValueError(f"--agent {dup[0]} is given twice; each agent may appear once")
+    names_list(args.against, "--against")
     by_policy: dict = {}
     scenario = args.scenario
     for name in args.agent:

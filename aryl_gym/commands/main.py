@@ -13,7 +13,12 @@ import sys
 from pathlib import Path
 
 from aryl_gym.commands._common import add_json_arg
-from aryl_gym.commands.leaderboard import add_run_arguments, default_workers, outputs_json, print_outputs
+from aryl_gym.commands.leaderboard import (
+    add_run_arguments,
+    default_workers,
+    outputs_json,
+    print_outputs,
+)
 
 NAME = "main"
 HELP = "the main job: run the quick leaderboard and show where its table, plots and logs are"

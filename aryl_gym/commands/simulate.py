@@ -84,7 +84,7 @@ def check_overrides(args: argparse.Namespace) -> dict[str, object]:
         if v < lo:
             raise ValueError(f"{flag} must be an integer >= {lo}, got {v}")
         over[attr] = v
-    for attr, flag in (("train_gpu", "--train-gpu"), ("inf_gpu", "--inf-gpu")):
+    for attr in ("train_gpu", "inf_gpu"):
         v = getattr(args, attr, None)
         if v is not None:
             over[attr] = v

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from aryl_gym.commands._common import seed_arg
+
 NAME = "train"
 HELP = "train a learned agent with stable-baselines3 (run folder, TensorBoard, checkpoints)"
 
@@ -19,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default=None, help="scenario name or YAML path (default testbed)")
     p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
     p.add_argument("--timesteps", type=int, default=None, help="total environment steps (overrides the config)")
-    p.add_argument("--seed", type=int, default=None, help="training seed (env i starts at seed + i)")
+    p.add_argument("--seed", type=seed_arg, default=None, help="training seed (env i starts at seed + i)")
     p.add_argument("--out", default="runs", help="parent folder of run folders (default runs/)")
     p.add_argument("--n-envs", type=int, default=None, help="parallel envs (overrides the config)")
     p.add_argument("--vec-env", choices=("dummy", "subproc"), default=None)
