@@ -88,7 +88,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--seeds", type=seeds_arg, default=[0], help="seeds like 0,1,2 or 0-4 (default 0)"
     )
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
+                   help="no progress lines on stderr")
     from aryl_gym.commands.simulate import add_trace_args
 
     add_trace_args(p)

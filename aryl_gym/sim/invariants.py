@@ -56,7 +56,16 @@ def check(sim: Simulator) -> None:
     on_server: list[dict[int, int]] = [dict() for _ in range(sim.n_servers)]
     busy_train = busy_loan = 0
     state = sim.state
-    for j in range(sim.n_jobs):
+    # Jobs that hold servers: the running ones and whatever the servers' job tables name (a
+    # placement recorded on a job but on no server shows up as a table mismatch below).
+    holders = set(sim._running)
+    for tab in sim.srv_jobs:
+        holders.update(tab)
+    idle = state != JobState.RUNNING
+    if np.any(sim.workers[idle] != 0):
+        j = int(np.flatnonzero(idle & (sim.workers != 0))[0])
+        _fail(sim, f"job {j} in state {JobState(int(state[j])).name} has {int(sim.workers[j])} workers")
+    for j in sorted(holders):
         placed = 0
         gj = int(sim.g[j])
         for d in (sim.base[j], sim.flex[j]):
