@@ -1054,8 +1054,8 @@ def _resume_rows(csv_path: Path, say: Callable[[str], None], summary: RunSummary
         for line in scan.describe():
             say(f"{csv_path}: {line}")
         say(
-            f"kept {len(rows)} good row(s); the damaged, duplicated, conflicting and edited rows are "
-            f"left out and their episodes rerun. The file as it was is saved as {bak}"
+            f"kept {len(rows)} good row(s); the rows above are left out (their episodes are rerun "
+            f"when missing). The file as it was is saved as {bak}"
         )
         rewrite_rows(csv_path, rows)
     elif scan.edited is None and scan.rows:
