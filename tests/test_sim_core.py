@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 from aryl_gym.agents import make_policy
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aryl_gym.scenario import make_episode
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.view import INFER, TRAIN, Decision
-from tests.helpers import ScriptedPolicy, job, make_sim, small_config
+from tests.helpers import ScriptedPolicy, examples, job, make_sim, small_config
 
 
 def test_single_job_exact_finish_inside_round():
@@ -235,7 +235,7 @@ def _check_invariants(sim):
     assert (sim.srv_free >= 0).all()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40))
 @given(data=st.data(), policy=st.sampled_from(["fifo", "fifo-backfill", "sjf", "loaner"]))
 def test_invariants_random_traces(data, policy):
     cfg = small_config(train_servers=2, train_gpus=8, inf_servers=2, inf_gpus=8)
