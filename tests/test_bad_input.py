@@ -466,3 +466,17 @@ def test_out_of_memory_message(monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     rc, _, err = run_cli(["simulate", "--scenario", "production", "--no-progress"], capsys)
     assert rc == 2 and "Traceback" not in err
     assert "out of memory" in err and "MB of address space" in err and "'production'" in err
+
+
+def test_simulate_without_overrides_is_the_scenario_episode() -> None:
+    """Applying (no) overrides does not change the episode: same jobs as make_episode(name, seed)."""
+    import argparse
+
+    from aryl_gym.commands.simulate import load_episode
+    from aryl_gym.scenario import make_episode
+
+    args = argparse.Namespace(scenario="testbed", data_root=None, trace=None)
+    a = load_episode(args, 7)
+    b = make_episode("testbed", 7)
+    assert a.jobs == b.jobs
+    np.testing.assert_array_equal(a.simulator().loan.util, b.simulator().loan.util)

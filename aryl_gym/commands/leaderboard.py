@@ -140,10 +140,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.validate:
         from aryl_gym.leaderboard.validate import validate_csv
+        from aryl_gym.progress import progress_bar
 
-        rep = validate_csv(
-            args.validate, sample=args.validate_sample, seed=args.validate_seed, data_root=args.data_root
-        )
+        bar = progress_bar(None, "validate", unit="rows", enabled=not args.no_progress)
+        try:
+            rep = validate_csv(
+                args.validate, sample=args.validate_sample, seed=args.validate_seed,
+                data_root=args.data_root, progress=(lambda c: bar.update(1)) if bar is not None else None,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
         if args.json:
             print(json.dumps(validation_json(rep)))
         else:

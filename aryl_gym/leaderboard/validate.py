@@ -177,8 +177,10 @@ def validate_csv(
     picked = list(range(len(rows)))
     if 0 < sample < len(rows):
         picked = sorted(random.Random(seed).sample(picked, sample))
-    checks = []
+    checks: list[RowCheck] = []
     for i in picked:
+        if checks and progress is not None:
+            progress(checks[-1])
         row = rows[i]
         key = (str(row["suite"]), str(row["scenario"]), int(row["seed"]), str(row["policy"]))
         try:
@@ -208,8 +210,7 @@ def validate_csv(
         msg = ""
         if diffs and row["commit"] != task.commit:
             msg = f"row made at commit {str(row['commit'])[:12]}, replayed at {task.commit[:12]}"
-        check = RowCheck(key, "mismatch" if diffs else "ok", diffs, msg)
-        if progress is not None:
-            progress(check)
-        checks.append(check)
+        checks.append(RowCheck(key, "mismatch" if diffs else "ok", diffs, msg))
+    if checks and progress is not None:
+        progress(checks[-1])
     return ValidationReport(p, len(rows), checks, scan.describe())
