@@ -133,6 +133,8 @@ CLI_CASES: list[tuple[str, list[str], list[str]]] = [
     ("evaluate-against-dup", ["evaluate", "--agent", "fifo", "--against", "sjf,sjf", "--seeds", "0"],
      ["--against", "given twice"]),
     ("train-seed-negative", ["train", "--seed", "-1"], ["--seed", "[0, 2**63)"]),
+    ("train-eval-seeds-bad", ["train", "--eval-seeds", "x"], ["--eval-seeds", "integers"]),
+    ("train-timesteps-0", ["train", "--timesteps", "0"], ["--timesteps", ">= 1"]),
     ("reclaim-study-seed", ["reclaim-study", "--seed", "-5"], ["--seed", "[0, 2**63)"]),
     ("demos-episodes-0", ["demos", "--episodes", "0", "--out", "{tmp}/d"], ["--episodes", ">= 1"]),
     ("demos-window-0", ["demos", "--window", "0", "--out", "{tmp}/d"], ["--window", ">= 1"]),
@@ -426,7 +428,8 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("cmd", ["simulate", "compare", "evaluate", "demos", "bench", "policies",
-                                 "leaderboard", "main", "calibrate", "reclaim-study", "trace-info"])
+                                 "leaderboard", "main", "calibrate", "reclaim-study", "trace-info",
+                                 "train"])
 def test_every_result_command_takes_json(cmd: str) -> None:
     from aryl_gym.cli import build_parser
 
