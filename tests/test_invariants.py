@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from aryl_gym.agents import make_policy
+
 from aryl_gym.scenario import make_episode
 from aryl_gym.sim.invariants import InvariantChecker, InvariantError, check
 from aryl_gym.sim.jobs import JobState
