@@ -52,7 +52,6 @@ def check(sim: Simulator) -> None:
     if len(bad):
         s = int(bad[0])
         _fail(sim, f"server {s} has {int(free[s])} free GPUs of {int(cap[s])}")
-    used = np.zeros(sim.n_servers, dtype=np.int64)
     on_server: list[dict[int, int]] = [dict() for _ in range(sim.n_servers)]
     busy_train = busy_loan = 0
     state = sim.state
@@ -65,36 +64,43 @@ def check(sim: Simulator) -> None:
     if np.any(sim.workers[idle] != 0):
         j = int(np.flatnonzero(idle & (sim.workers != 0))[0])
         _fail(sim, f"job {j} in state {JobState(int(state[j])).name} has {int(sim.workers[j])} workers")
+    # plain lists: per-element numpy indexing would dominate on a large cluster
+    g, pool, ta = sim.g.tolist(), sim.pool.tolist(), sim.type_agnostic.tolist()
+    srv_pool, srv_loaned = sim.srv_pool.tolist(), sim.srv_loaned.tolist()
+    workers, w_min, w_max = sim.workers.tolist(), sim.w_min.tolist(), sim.w_max.tolist()
+    used_l = [0] * sim.n_servers
+    running_code = int(JobState.RUNNING)
     for j in sorted(holders):
         placed = 0
-        gj = int(sim.g[j])
+        gj = g[j]
         for d in (sim.base[j], sim.flex[j]):
             for s, k in d.items():
                 if k <= 0:
                     _fail(sim, f"job {j} has {k} workers recorded on server {s}")
-                used[s] += k * gj
+                used_l[s] += k * gj
                 on_server[s][j] = on_server[s].get(j, 0) + k
                 placed += k
-                if sim.srv_pool[s] != sim.pool[j]:
-                    _fail(sim, f"job {j} (pool {int(sim.pool[j])}) has workers on server {s} of pool "
-                               f"{int(sim.srv_pool[s])}: a job's workers span GPU types")
-                if sim.srv_pool[s] == INFER:
-                    if not sim.type_agnostic[j]:
+                sp = srv_pool[s]
+                if sp != pool[j]:
+                    _fail(sim, f"job {j} (pool {pool[j]}) has workers on server {s} of pool "
+                               f"{sp}: a job's workers span GPU types")
+                if sp == INFER:
+                    if not ta[j]:
                         _fail(sim, f"type-specific job {j} runs on inference server {s}")
-                    if not sim.srv_loaned[s]:
+                    if not srv_loaned[s]:
                         _fail(sim, f"job {j} has a worker on server {s}, which is not loaned (returned)")
                     busy_loan += k * gj
-                elif sim.srv_pool[s] == TRAIN:
+                elif sp == TRAIN:
                     busy_train += k * gj
         st = int(state[j])
-        if st == JobState.RUNNING:
-            if placed != int(sim.workers[j]):
-                _fail(sim, f"job {j} has {int(sim.workers[j])} workers but {placed} placed")
-            if not sim.w_min[j] <= sim.workers[j] <= sim.w_max[j]:
-                _fail(sim, f"running job {j} has {int(sim.workers[j])} workers outside "
-                           f"[{int(sim.w_min[j])}, {int(sim.w_max[j])}]")
-        elif placed or sim.workers[j]:
+        if st == running_code:
+            if placed != workers[j]:
+                _fail(sim, f"job {j} has {workers[j]} workers but {placed} placed")
+            if not w_min[j] <= workers[j] <= w_max[j]:
+                _fail(sim, f"running job {j} has {workers[j]} workers outside [{w_min[j]}, {w_max[j]}]")
+        elif placed or workers[j]:
             _fail(sim, f"job {j} in state {JobState(st).name} holds {placed} placed workers")
+    used = np.asarray(used_l, dtype=np.int64)
     over = np.flatnonzero(used + free != cap)
     if len(over):
         s = int(over[0])
