@@ -281,3 +281,20 @@ def test_episode_task_is_unchanged_by_digests(done_run: Path) -> None:
     scan = scan_rows(done_run / CSV_NAME)
     assert scan.edited == [] and scan.problems == 0 and len(scan.rows) == 4
     assert isinstance(EpisodeTask, type)
+
+
+def test_leaderboard_json_and_validate_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from aryl_gym.cli import main
+
+    suite = tmp_path / "s.yaml"
+    suite.write_text(yaml.safe_dump(dict(SUITE)))
+    out = tmp_path / "out"
+    rc = main(["leaderboard", "--suite", str(suite), "--out", str(out), "--workers", "1", "--no-progress",
+               "--no-plots", "--no-tensorboard", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 0 and d["episodes"] == 4 and d["new"] == 4 and d["files"]["csv"] == str(out / CSV_NAME)
+    rc = main(["leaderboard", "--validate", str(out), "--json", "--no-progress"])
+    v = json.loads(capsys.readouterr().out)
+    assert rc == 0 and v["ok"] and len(v["checks"]) == v["rows_total"] == 4
