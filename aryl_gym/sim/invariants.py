@@ -64,15 +64,15 @@ def check(sim: Simulator) -> None:
     if np.any(sim.workers[idle] != 0):
         j = int(np.flatnonzero(idle & (sim.workers != 0))[0])
         _fail(sim, f"job {j} in state {JobState(int(state[j])).name} has {int(sim.workers[j])} workers")
-    # plain lists: per-element numpy indexing would dominate on a large cluster
-    g, pool, ta = sim.g.tolist(), sim.pool.tolist(), sim.type_agnostic.tolist()
+    # plain lists of the holders' fields: per-element numpy indexing would dominate
+    hl = np.fromiter(sorted(holders), dtype=np.int64, count=len(holders))
+    fields = (sim.g, sim.pool, sim.type_agnostic, sim.workers, sim.w_min, sim.w_max, state)
+    cols = [a[hl].tolist() for a in fields]
     srv_pool, srv_loaned = sim.srv_pool.tolist(), sim.srv_loaned.tolist()
-    workers, w_min, w_max = sim.workers.tolist(), sim.w_min.tolist(), sim.w_max.tolist()
     used_l = [0] * sim.n_servers
     running_code = int(JobState.RUNNING)
-    for j in sorted(holders):
+    for j, gj, pj, taj, wj, wminj, wmaxj, st in zip(hl.tolist(), *cols):
         placed = 0
-        gj = g[j]
         for d in (sim.base[j], sim.flex[j]):
             for s, k in d.items():
                 if k <= 0:
@@ -81,24 +81,23 @@ def check(sim: Simulator) -> None:
                 on_server[s][j] = on_server[s].get(j, 0) + k
                 placed += k
                 sp = srv_pool[s]
-                if sp != pool[j]:
-                    _fail(sim, f"job {j} (pool {pool[j]}) has workers on server {s} of pool "
+                if sp != pj:
+                    _fail(sim, f"job {j} (pool {pj}) has workers on server {s} of pool "
                                f"{sp}: a job's workers span GPU types")
                 if sp == INFER:
-                    if not ta[j]:
+                    if not taj:
                         _fail(sim, f"type-specific job {j} runs on inference server {s}")
                     if not srv_loaned[s]:
                         _fail(sim, f"job {j} has a worker on server {s}, which is not loaned (returned)")
                     busy_loan += k * gj
                 elif sp == TRAIN:
                     busy_train += k * gj
-        st = int(state[j])
         if st == running_code:
-            if placed != workers[j]:
-                _fail(sim, f"job {j} has {workers[j]} workers but {placed} placed")
-            if not w_min[j] <= workers[j] <= w_max[j]:
-                _fail(sim, f"running job {j} has {workers[j]} workers outside [{w_min[j]}, {w_max[j]}]")
-        elif placed or workers[j]:
+            if placed != wj:
+                _fail(sim, f"job {j} has {wj} workers but {placed} placed")
+            if not wminj <= wj <= wmaxj:
+                _fail(sim, f"running job {j} has {wj} workers outside [{wminj}, {wmaxj}]")
+        elif placed or wj:
             _fail(sim, f"job {j} in state {JobState(st).name} holds {placed} placed workers")
     used = np.asarray(used_l, dtype=np.int64)
     over = np.flatnonzero(used + free != cap)
