@@ -15,6 +15,11 @@ from collections.abc import Sequence
 
 from aryl_gym.config import ConfigError
 
+try:  # imported up front: under a tight memory limit a late import can fail itself
+    import resource
+except ImportError:  # pragma: no cover - not POSIX
+    resource = None  # type: ignore[assignment]
+
 
 def build_parser() -> argparse.ArgumentParser:
     import aryl_gym.commands as commands
@@ -23,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="aryl-gym",
         description="GPU-cluster scheduling simulator and RL environment with capacity loaning.",
     )
+    from aryl_gym import __version__
+
+    parser.add_argument("--version", action="version", version=f"aryl-gym {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     mods = []
     for info in pkgutil.iter_modules(commands.__path__):
@@ -42,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    out_of_memory = False
     try:
         return int(args._run(args) or 0)
     except ConfigError as exc:
@@ -50,9 +59,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"aryl-gym {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except MemoryError:
+        out_of_memory = True  # reported below, once the failed frames are released
+    except ImportError as exc:
+        # a C extension that cannot be mapped under a memory limit
+        if "failed to map" not in str(exc) and "Cannot allocate memory" not in str(exc):
+            raise
+        out_of_memory = True
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        print(
+            f"aryl-gym {args.command}: error: {exc.filename}: {exc.strerror or exc}; "
+            "check the path and its permissions",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    if out_of_memory:
+        import gc
+
+        gc.collect()
+        print(f"aryl-gym {args.command}: error: {memory_message(args)}", file=sys.stderr)
+    return 2
+
+
+#: (address space, resident) MB one ``simulate`` episode needs per scenario: resident measured
+#: with ``/usr/bin/time -f %M``, address space as the smallest ``ulimit -v`` that runs (rounded up)
+MEMORY_NEEDED_MB = {"tiny": (200, 50), "testbed": (200, 75), "production": (300, 110)}
+
+
+def memory_message(args: argparse.Namespace) -> str:
+    """What ran out of memory, the current limit and what the command needs."""
+    limit = ""
+    if resource is not None:
+        try:
+            soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+            if soft != resource.RLIM_INFINITY:
+                limit = f" under an address-space limit of {soft / 2**20:.0f} MB (ulimit -v)"
+        except (OSError, ValueError):  # pragma: no cover
+            pass
+    scen = str(getattr(args, "scenario", "") or "")
+    need = MEMORY_NEEDED_MB.get(scen)
+    if need:
+        need_s = (f"; one '{scen}' episode needs about {need[0]} MB of address space "
+                  f"({need[1]} MB resident), per worker process")
+    else:
+        a, r = MEMORY_NEEDED_MB["production"]
+        need_s = f"; one production episode needs about {a} MB of address space ({r} MB resident)"
+    return (
+        f"out of memory{limit}{need_s}. Raise the limit (ulimit -v unlimited), free memory, or "
+        "use fewer --workers"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

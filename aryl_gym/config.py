@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 
 class ConfigError(ValueError):
     """A configuration file or value is invalid; the message says where and how to fix it."""
@@ -246,15 +244,37 @@ def _asdict(obj: Any) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
-def _check_type(value: Any, default: Any, key: str, section: str, source: str) -> Any:
+def _check_optional(value: Any, annotation: str, key: str, section: str, source: str) -> Any:
+    """A field whose default is None: its annotation (``int | None`` ...) says the type."""
+    kind = annotation.split("|")[0].strip()
+    where = f"{source}: {section}.{key}"
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where} must be an integer (or omitted), got {value!r}")
+    elif kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where} must be a number (or omitted), got {value!r}")
+    elif kind == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string (or omitted), got {value!r}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value != value or value < 0 or value in (float("inf"),):
+            raise ConfigError(f"{where} must be a finite number >= 0, got {value!r}")
+    return value
+
+
+def _check_type(
+    value: Any, default: Any, key: str, section: str, source: str, annotation: str = ""
+) -> Any:
     if value is None:
         return value
     if default is None:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if value != value or value < 0 or value in (float("inf"),):
-                raise ConfigError(
-                    f"{source}: {section}.{key} must be a finite number >= 0, got {value!r}"
-                )
+        return _check_optional(value, annotation, key, section, source)
+    if isinstance(default, Mapping):
+        if not isinstance(value, Mapping):
+            raise ConfigError(
+                f"{source}: {section}.{key} must be a mapping (key: value lines), got {value!r}"
+            )
         return value
     if isinstance(default, bool):
         if not isinstance(value, bool):
@@ -294,7 +314,7 @@ def _build(cls: type, data: Mapping[str, Any], section: str, source: str) -> Any
     probe = cls()
     kwargs = {}
     for key, value in data.items():
-        kwargs[key] = _check_type(value, getattr(probe, key), key, section, source)
+        kwargs[key] = _check_type(value, getattr(probe, key), key, section, source, str(fields[key].type))
     return cls(**kwargs)
 
 
@@ -376,6 +396,8 @@ def validate_scenario(cfg: ScenarioConfig) -> None:
     if not s.interval > 0:
         raise ConfigError(f"{src}: sim.interval must be > 0 seconds, got {s.interval}")
     w = cfg.workload
+    if w.num_jobs is not None and w.num_jobs < 1:
+        raise ConfigError(f"{src}: workload.num_jobs must be >= 1 (or omitted to use load), got {w.num_jobs}")
     if not w.load > 0:
         raise ConfigError(f"{src}: workload.load must be > 0, got {w.load}")
     for name in ("elastic_fraction", "type_agnostic_fraction", "elastic_min_fraction"):
@@ -425,14 +447,10 @@ def list_scenarios() -> list[str]:
 
 
 def load_yaml(path: str | os.PathLike[str]) -> Any:
-    p = Path(path)
-    try:
-        with open(p, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: file not found") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+    """Strict YAML (duplicate keys rejected); folders, unreadable or binary files are ConfigErrors."""
+    from aryl_gym.fileio import load_yaml_file
+
+    return load_yaml_file(path)
 
 
 def load_scenario(name_or_path: str | os.PathLike[str]) -> ScenarioConfig:

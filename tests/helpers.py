@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from aryl_gym.agents.base import BasePolicy
+from hypothesis import settings
 
 from aryl_gym.config import ScenarioConfig, scenario_from_dict
 from aryl_gym.sim.engine import Simulator
@@ -85,3 +86,11 @@ class ScriptedPolicy(BasePolicy):
 
     def decide(self, view: ClusterView) -> Decision:
         return self.fn(view)
+
+
+def examples(ci: int) -> int:
+    """``ci`` examples under the default Hypothesis profile, scaled by the active one (the
+    ``deep`` profile of tests/conftest.py runs 10x): use as ``@settings(max_examples=examples(40))``."""
+    from tests.conftest import CI_EXAMPLES
+
+    return max(1, ci * settings().max_examples // CI_EXAMPLES)

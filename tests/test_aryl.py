@@ -10,8 +10,9 @@ from aryl_gym.agents.reclaim import reclaim_preemptions
 
 from aryl_gym.config import load_scenario
 from aryl_gym.scenario import make_episode
+from aryl_gym.sim.invariants import check as check_invariants
 from aryl_gym.sim.jobs import JobSpec, JobState
-from aryl_gym.sim.view import INFER, TRAIN
+from aryl_gym.sim.view import TRAIN
 
 
 def _job(
@@ -152,23 +153,7 @@ def test_phase_one_beats_flexible_workers() -> None:
 
 
 def _check_invariants(sim) -> None:
-    cap, free = sim.srv_cap, sim.srv_free
-    assert np.all(free >= 0) and np.all(free <= cap), "over-committed server"
-    used = np.zeros(sim.n_servers, dtype=np.int64)
-    for j in sim.running_ids():
-        assert sim.w_min[j] <= sim.workers[j] <= sim.w_max[j]
-        n = 0
-        for d in (sim.base[j], sim.flex[j]):
-            for s, k in d.items():
-                used[s] += k * sim.g[j]
-                n += k
-                assert sim.srv_pool[s] == sim.pool[j], "a job's workers span GPU types"
-                if sim.srv_pool[s] == INFER:
-                    assert sim.srv_loaned[s], "worker left on a returned server"
-                    assert sim.type_agnostic[j], "type-specific job on an inference GPU"
-        assert n == sim.workers[j]
-    usable = (sim.srv_pool == TRAIN) | sim.srv_loaned
-    np.testing.assert_array_equal(used[usable], (cap - free)[usable])
+    check_invariants(sim)  # aryl_gym.sim.invariants: every invariant of SPEC 1 on the state
 
 
 @pytest.mark.parametrize("scenario,seed", [("tiny", 0), ("tiny", 3), ("testbed", 1)])

@@ -7,12 +7,13 @@ import copy
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aryl_gym.envs.allocation import ArylEnv
 from aryl_gym.envs.dryrun import dry_run
 from aryl_gym.sim.jobs import JobState
+from tests.helpers import examples
 
 
 def _check_allowed_actions_exactly(env: ArylEnv) -> None:
@@ -36,7 +37,7 @@ def _check_allowed_actions_exactly(env: ArylEnv) -> None:
         assert rep2.unplaced == rep.unplaced and sorted(rep2.started) == sorted(rep.started)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20))
 @given(seed=st.integers(0, 10_000), picks=st.lists(st.integers(0, 10_000), min_size=5, max_size=60))
 def test_sequential_masks_never_allow_an_infeasible_action(seed, picks):
     env = ArylEnv(scenario="tiny", action_mode="sequential", window=8)

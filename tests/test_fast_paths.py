@@ -20,11 +20,12 @@ import aryl_gym.sim.placement as placement
 from aryl_gym.envs.observation import fit_lists, fit_tables, select_window, window_lists
 from aryl_gym.scenario import make_episode
 from aryl_gym.sim.placement import best_fit, best_fit_list
+from tests.helpers import examples
 
 TIMING = ("wall_s", "decision_ms_mean", "decision_ms_max")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300))
 @given(
     caps=st.lists(st.sampled_from([4, 8]), min_size=1, max_size=12),
     data=st.data(),

@@ -7,13 +7,14 @@ import math
 import numpy as np
 import pytest
 from aryl_gym.agents import make_policy
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aryl_gym.scenario import make_episode
+from aryl_gym.sim.invariants import check as check_invariants
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.view import INFER, TRAIN, Decision
-from tests.helpers import ScriptedPolicy, job, make_sim, small_config
+from tests.helpers import ScriptedPolicy, examples, job, make_sim, small_config
 
 
 def test_single_job_exact_finish_inside_round():
@@ -221,21 +222,11 @@ def _random_jobs(data):
 
 
 def _check_invariants(sim):
-    # no GPU used twice; free = cap - used on every server
-    used = np.zeros(sim.n_servers, dtype=np.int64)
-    for j in range(sim.n_jobs):
-        for s, k in list(sim.base[j].items()) + list(sim.flex[j].items()):
-            used[s] += k * sim.g[j]
-            if sim.srv_pool[s] == INFER:
-                assert sim.type_agnostic[j], "type-specific job on an inference server"
-                assert sim.srv_loaned[s], "worker left on a returned server"
-        if sim.state[j] == JobState.RUNNING:
-            assert sim.w_min[j] <= sim.workers[j] <= sim.w_max[j]
-    assert (used + sim.srv_free == sim.srv_cap).all()
-    assert (sim.srv_free >= 0).all()
+    # no GPU used twice, free = cap - used, pools, loans, worker ranges, work (library checker)
+    check_invariants(sim)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40))
 @given(data=st.data(), policy=st.sampled_from(["fifo", "fifo-backfill", "sjf", "loaner"]))
 def test_invariants_random_traces(data, policy):
     cfg = small_config(train_servers=2, train_gpus=8, inf_servers=2, inf_gpus=8)

@@ -7,9 +7,16 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+#: the most seeds one ``--seeds`` may name (a range beyond this is almost surely a typo)
+MAX_SEEDS = 100_000
+#: seeds are the simulator's numpy seeds: non-negative, below 2**63
+MAX_SEED = 2**63 - 1
+#: the scenario every command uses when ``--scenario`` is not given
+DEFAULT_SCENARIO = "testbed"
+
 
 def seeds_arg(text: str) -> list[int]:
-    """Parse ``0,1,2`` or ``0-4`` into a list of seeds."""
+    """Parse ``0,1,2`` or ``0-4`` into a list of distinct non-negative seeds (at most MAX_SEEDS)."""
     out: list[int] = []
     try:
         for part in text.split(","):
@@ -17,8 +24,15 @@ def seeds_arg(text: str) -> list[int]:
             if not part:
                 continue
             if "-" in part[1:]:
-                a, b = part.split("-", 1)
-                out.extend(range(int(a), int(b) + 1))
+                a, b = (int(x) for x in part.split("-", 1))
+                if b < a:
+                    raise argparse.ArgumentTypeError(f"seed range {part!r} is empty (end < start); write START-END")
+                if b - a + 1 + len(out) > MAX_SEEDS:
+                    raise argparse.ArgumentTypeError(
+                        f"seed range {part!r} has {b - a + 1:,} seeds; at most {MAX_SEEDS:,} per run "
+                        "(check the range)"
+                    )
+                out.extend(range(a, b + 1))
             else:
                 out.append(int(part))
     except ValueError:
@@ -26,11 +40,77 @@ def seeds_arg(text: str) -> list[int]:
             f"seeds must be integers like '0,1,2' or '0-4', got {text!r}"
         ) from None
     if not out:
-        raise argparse.ArgumentTypeError("give at least one seed")
+        raise argparse.ArgumentTypeError("give at least one seed, e.g. 0,1,2 or 0-4")
+    neg = [s for s in out if s < 0 or s > MAX_SEED]
+    if neg:
+        raise argparse.ArgumentTypeError(f"seeds must be in [0, 2**63), got {neg[0]}")
+    dup = sorted({s for s in out if out.count(s) > 1}) if len(out) < 5000 else _dups(out)
+    if dup:
+        raise argparse.ArgumentTypeError(
+            f"seed {dup[0]} is given twice in {text!r}; each seed may appear once"
+        )
     return out
 
 
-def add_scenario_args(p: argparse.ArgumentParser, default: str = "testbed") -> None:
+def _dups(xs: list[int]) -> list[int]:
+    seen: set[int] = set()
+    out = []
+    for x in xs:
+        if x in seen:
+            out.append(x)
+        seen.add(x)
+    return sorted(set(out))
+
+
+def seed_arg(text: str) -> int:
+    """A single seed: an integer in [0, 2**63)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if not 0 <= v <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**63), got {v}")
+    return v
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {v}")
+    return v
+
+
+def nonneg_int(text: str) -> int:
+    """An integer >= 0."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {v}")
+    return v
+
+
+def names_list(text: str, flag: str) -> list[str]:
+    """``a,b,c`` -> names; empty or repeated names are a ValueError naming ``flag``."""
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise ValueError(f"{flag}: give at least one name, e.g. fifo,aryl")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"{flag}: {dup[0]!r} is given twice; each name may appear once")
+    return names
+
+
+def add_json_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+
+
+def add_scenario_args(p: argparse.ArgumentParser, default: str = DEFAULT_SCENARIO) -> None:
     p.add_argument("--scenario", default=default, help=f"scenario name or YAML path (default {default})")
     p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
 

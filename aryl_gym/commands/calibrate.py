@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from aryl_gym.commands._common import add_scenario_args, table
+from aryl_gym.commands._common import add_scenario_args, seed_arg, table
 
 NAME = "calibrate"
 HELP = "print the workload and the Baseline's figures beside the paper's calibration facts"
@@ -39,7 +39,7 @@ ARRIVAL_TOL = 0.25
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_scenario_args(p, default="production")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--json", action="store_true")
     p.add_argument(
         "--relevance",

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from aryl_gym.commands._common import add_scenario_args, fmt_num, seeds_arg, table
+from aryl_gym.commands._common import add_scenario_args, fmt_num, names_list, seeds_arg, table
 
 NAME = "compare"
 HELP = "run several policies on one scenario and seeds; table of SPEC 5 metrics and ratios"
@@ -78,7 +78,7 @@ SHORT = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_scenario_args(p, default="basic")
+    add_scenario_args(p)
     p.add_argument(
         "--policies",
         default="fifo,aryl",
@@ -88,7 +88,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--seeds", type=seeds_arg, default=[0], help="seeds like 0,1,2 or 0-4 (default 0)"
     )
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
+                   help="no progress lines on stderr")
     from aryl_gym.commands.simulate import add_trace_args
 
     add_trace_args(p)
@@ -121,9 +122,7 @@ def run(args: argparse.Namespace) -> int:
     from aryl_gym.agents import make_policy
     from aryl_gym.commands.simulate import load_episode
 
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    if not policies:
-        raise ValueError("--policies: give at least one policy name, e.g. fifo,aryl")
+    policies = names_list(args.policies, "--policies")
     for p in policies:
         make_policy(p)  # unknown names fail before any run, listing the known ones
     rows: list[dict[str, Any]] = []

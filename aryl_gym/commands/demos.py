@@ -15,20 +15,21 @@ from pathlib import Path
 
 import numpy as np
 
-from aryl_gym.commands._common import add_scenario_args
+from aryl_gym.commands._common import add_json_arg, add_scenario_args, positive_int, seed_arg
 
 NAME = "demos"
 HELP = "record observations, actions and masks of a reference policy acting through the env"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_scenario_args(p, default="tiny")
+    add_scenario_args(p)
     p.add_argument("--policy", default="aryl", help="reference policy (see `aryl-gym policies`)")
-    p.add_argument("--episodes", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0, help="episode seeds are seed, seed+1, ...")
+    p.add_argument("--episodes", type=positive_int, default=1, help="episodes to record (>= 1)")
+    p.add_argument("--seed", type=seed_arg, default=0, help="episode seeds are seed, seed+1, ...")
     p.add_argument("--action-mode", default="sequential", choices=["sequential", "targets", "priority"])
-    p.add_argument("--window", type=int, default=16)
-    p.add_argument("--out", required=True, help="output .npz file")
+    p.add_argument("--window", type=positive_int, default=16)
+    p.add_argument("--out", required=True, help="output .npz file (.npz is added when missing)")
+    add_json_arg(p)
 
 
 def record(scenario: str, policy: str, episodes: int, seed: int, action_mode: str, window: int,
@@ -83,14 +84,34 @@ def record(scenario: str, policy: str, episodes: int, seed: int, action_mode: st
     return out
 
 
+def output_path(text: str) -> Path:
+    """The file ``np.savez`` writes for ``--out text`` (it appends ``.npz`` when missing)."""
+    out = Path(text)
+    if out.suffix != ".npz":
+        out = out.with_name(out.name + ".npz")
+    if out.is_dir():
+        raise ValueError(f"--out {text}: {out} is a folder; give a file name such as demos.npz")
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.episodes < 1:
-        raise SystemExit("--episodes must be >= 1")
+    import json
+
+    out = output_path(args.out)
     arrays = record(args.scenario, args.policy, args.episodes, args.seed, args.action_mode,
                     args.window, args.data_root)
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(out, **arrays)
+    import io
+
+    from aryl_gym.fileio import atomic_write_bytes
+
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    atomic_write_bytes(out, buf.getvalue())
     n = len(arrays["actions"])
+    if args.json:
+        print(json.dumps({"path": str(out), "episodes": args.episodes, "steps": n,
+                          "policy": args.policy, "scenario": str(args.scenario)}))
+        return 0
     print(f"wrote {out}: {args.episodes} episodes, {n} steps of {args.policy} on {args.scenario}")
     return 0

@@ -15,7 +15,7 @@ import json
 import math
 import sys
 
-from aryl_gym.commands._common import seeds_arg
+from aryl_gym.commands._common import names_list, seeds_arg
 
 NAME = "evaluate"
 HELP = "evaluate a learned agent or a policy on fixed seeds; JSON like `compare`"
@@ -33,7 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--against", default="fifo", help="comma-separated reference policies run natively too")
     p.add_argument("--baseline", default="fifo", help="policy the ratios are relative to")
     p.add_argument("--stochastic", action="store_true", help="sample actions instead of the mode")
-    p.add_argument("--table", action="store_true", help="print a table instead of JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--table", action="store_true", help="print a table instead of JSON")
+    out.add_argument("--json", action="store_true", help="print one JSON object (the default)")
 
 
 def _is_policy_name(name: str) -> bool:
@@ -51,12 +54,26 @@ def run(args: argparse.Namespace) -> int:
         run_reference,
     )
 
+    dup = sorted({a for a in args.agent if args.agent.count(a) > 1})
+    if dup:
+        raise ValueError(f"--agent {dup[0]} is given twice; each agent may appear once")
+    names_list(args.against, "--against")
+    import time
+
+    t0 = time.perf_counter()
+
+    def done(name: str) -> None:
+        if not args.no_progress:
+            print(f"evaluate: {name} done on {len(args.seeds)} seed(s), {time.perf_counter() - t0:.0f} s "
+                  "elapsed", file=sys.stderr, flush=True)
+
     by_policy: dict = {}
     scenario = args.scenario
     for name in args.agent:
         if _is_policy_name(name):
             scen = scenario or "testbed"
             by_policy[name] = [run_reference(name, scen, s, args.data_root) for s in args.seeds]
+            done(name)
             continue
         if name == "random":  # no native random policy registered: masked random through the env
             import gymnasium as gym
@@ -68,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
             env = gym.make("aryl_gym/Aryl-v1", scenario=scen, action_mode="sequential", **kw)
             rnd = RandomMaskedAgent(seed=0)
             by_policy[name] = [run_agent(rnd, env, s, deterministic=False)[0] for s in args.seeds]
+            done(name)
             continue
         from aryl_gym.agents.learned import load_agent
 
@@ -80,10 +98,12 @@ def run(args: argparse.Namespace) -> int:
         for e in envs:
             e.close()
         by_policy[agent.name] = [r for r, _, _ in out]
+        done(agent.name)
     scen = scenario or "testbed"
     for ref in [r.strip() for r in args.against.split(",") if r.strip()]:
         if ref not in by_policy:
             by_policy[ref] = [run_reference(ref, scen, s, args.data_root) for s in args.seeds]
+            done(ref)
     from aryl_gym.commands.compare import METRICS, summarize
 
     order = ([args.baseline] if args.baseline in by_policy else []) + [

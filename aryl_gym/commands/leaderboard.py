@@ -12,9 +12,12 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
+
+from aryl_gym.commands._common import add_json_arg, nonneg_int, positive_int, seed_arg
 
 NAME = "leaderboard"
 HELP = "rank policies and learned agents on a fixed suite (CSV rows, table, plots, TensorBoard)"
@@ -36,7 +39,7 @@ def add_run_arguments(p: argparse.ArgumentParser, default_workers: int | None = 
     """Options shared by ``leaderboard`` and ``main``."""
     p.add_argument(
         "--workers",
-        type=int,
+        type=positive_int,
         default=default_workers,
         help="parallel episodes (processes locally, CPUs of a local Ray instance); default: CPU count",
     )
@@ -76,10 +79,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip (with a note) suite policies that are not registered instead of failing",
     )
-    p.add_argument("--validate", metavar="CSV", default=None, help="replay a sample of rows of CSV and compare")
-    p.add_argument("--validate-sample", type=int, default=5, help="rows to replay (0 = all; default 5)")
-    p.add_argument("--validate-seed", type=int, default=0, help="seed of the row sample")
+    p.add_argument("--validate", metavar="CSV", default=None,
+                   help="replay the rows of CSV (a results.csv or its folder) and compare")
+    p.add_argument("--validate-sample", type=nonneg_int, default=None,
+                   help="rows to replay (0 = all; default: all rows of files of up to 100 rows, "
+                        "else a sample of 100)")
+    p.add_argument("--validate-seed", type=seed_arg, default=0, help="seed of the row sample")
     p.add_argument("--list", action="store_true", help="list the suites and exit")
+    add_json_arg(p)
     add_run_arguments(p)
 
 
@@ -117,6 +124,15 @@ def run(args: argparse.Namespace) -> int:
     from aryl_gym.leaderboard import list_suites, load_suite, run_leaderboard
 
     if args.list:
+        if args.json:
+            out = {}
+            for name in list_suites():
+                s = load_suite(name, allow_missing=True)
+                out[name] = {"scenarios": list(s.scenarios), "seeds": list(s.seeds),
+                             "entrants": [e.name for e in s.entrants] + list(s.missing),
+                             "description": s.description}
+            print(json.dumps(out))
+            return 0
         for name in list_suites():
             s = load_suite(name, allow_missing=True)
             print(f"{name:10s} {len(s.scenarios)} scenario(s) x {len(s.seeds)} seeds x "
@@ -124,16 +140,24 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.validate:
         from aryl_gym.leaderboard.validate import validate_csv
+        from aryl_gym.progress import progress_bar
 
-        rep = validate_csv(
-            args.validate, sample=args.validate_sample, seed=args.validate_seed, data_root=args.data_root
-        )
-        print(rep.render())
+        bar = progress_bar(None, "validate", unit="rows", enabled=not args.no_progress)
+        try:
+            rep = validate_csv(
+                args.validate, sample=args.validate_sample, seed=args.validate_seed,
+                data_root=args.data_root, progress=(lambda c: bar.update(1)) if bar is not None else None,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+        if args.json:
+            print(json.dumps(validation_json(rep)))
+        else:
+            print(rep.render())
         return 0 if rep.ok else 1
     if not args.suite:
         raise ValueError("give --suite NAME (see --list) or --validate CSV")
-    if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
     suite = load_suite(args.suite, allow_missing=args.allow_missing)
     if args.agent:
         names = [n for n, _ in args.agent]
@@ -155,5 +179,44 @@ def run(args: argparse.Namespace) -> int:
         plots=not args.no_plots,
         tensorboard=not args.no_tensorboard,
     )
-    print_outputs(res)
+    if args.json:
+        print(json.dumps(outputs_json(res), default=str))
+    else:
+        print_outputs(res)
     return 1 if res.summary.failed else 0
+
+
+def outputs_json(res) -> dict:  # type: ignore[no-untyped-def]
+    """The ``--json`` form of a leaderboard run: the table data and where the files are."""
+    s = res.summary
+    return {
+        "table": res.data,
+        "episodes": len(s.rows),
+        "new": s.new,
+        "resumed": s.resumed,
+        "failed": [{"key": list(k), "message": m.splitlines()[0] if m else ""} for k, m in s.failed],
+        "skipped": dict(s.skipped),
+        "wall_s": s.wall_s,
+        "files": {
+            "csv": str(res.csv),
+            "markdown": str(res.markdown),
+            "json": str(res.json),
+            "plots": [str(p) for p in res.plots],
+            "tensorboard": str(res.tensorboard) if res.tensorboard is not None else None,
+        },
+        "notes": list(res.notes),
+    }
+
+
+def validation_json(rep) -> dict:  # type: ignore[no-untyped-def]
+    return {
+        "path": str(rep.path),
+        "rows_total": rep.rows_total,
+        "ok": rep.ok,
+        "file_problems": list(rep.file_problems),
+        "checks": [
+            {"key": list(c.key), "status": c.status, "message": c.message,
+             "diffs": [[k, a, b] for k, a, b in c.diffs]}
+            for c in rep.checks
+        ],
+    }

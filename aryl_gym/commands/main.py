@@ -8,9 +8,17 @@ says where the table, the plots and the TensorBoard logs are.
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 
-from aryl_gym.commands.leaderboard import add_run_arguments, default_workers, print_outputs
+from aryl_gym.commands._common import add_json_arg
+from aryl_gym.commands.leaderboard import (
+    add_run_arguments,
+    default_workers,
+    outputs_json,
+    print_outputs,
+)
 
 NAME = "main"
 HELP = "the main job: run the quick leaderboard and show where its table, plots and logs are"
@@ -20,6 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", default="quick", help="suite to run (default quick)")
     p.add_argument("--out", default=None, help="output folder (default results/SUITE)")
     p.add_argument("--fresh", action="store_true", help="recompute everything (moves old results aside)")
+    add_json_arg(p)
     add_run_arguments(p)
 
 
@@ -35,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
         f"({len(suite.scenarios)} scenario(s) x {len(suite.seeds)} seeds x "
         f"{len(suite.entrants)} entrants; finished episodes are reused)",
         flush=True,
+        file=sys.stderr if args.json else sys.stdout,
     )
     res = run_leaderboard(
         suite,
@@ -47,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
         plots=not args.no_plots,
         tensorboard=not args.no_tensorboard,
     )
+    if args.json:
+        print(json.dumps(outputs_json(res), default=str))
+        return 1 if res.summary.failed else 0
     print()
     print_outputs(res)
     print()

@@ -31,18 +31,26 @@ DESCRIPTIONS = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    return None
+    p.add_argument("--json", action="store_true", help="print one JSON object {name: description}")
 
 
 def run(args: argparse.Namespace) -> int:
     from aryl_gym.agents import make_policy, policy_names
 
     names = policy_names()
-    width = max(len(n) for n in names) + 2
+    texts = {}
     for name in names:
         text = DESCRIPTIONS.get(name)
         if text is None:
             doc = (type(make_policy(name)).__doc__ or "").strip().splitlines()
             text = doc[0] if doc else ""
+        texts[name] = text
+    if args.json:
+        import json
+
+        print(json.dumps(texts))
+        return 0
+    width = max(len(n) for n in names) + 2
+    for name, text in texts.items():
         print(f"{name:{width}s}{text}")
     return 0

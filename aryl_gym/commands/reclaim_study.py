@@ -18,13 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from aryl_gym.commands._common import seed_arg
+
 NAME = "reclaim-study"
 HELP = "compare Aryl's reclaim heuristic with the exhaustive optimum on random small instances"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instances", type=int, default=200, help="random instances (default 200)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--min-servers", type=int, default=4, help="fewest loaned servers (default 4)")
     p.add_argument("--max-servers", type=int, default=16, help="most loaned servers (default 16)")
     p.add_argument(

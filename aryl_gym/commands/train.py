@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from aryl_gym.commands._common import nonneg_int, positive_int, seed_arg, seeds_arg
+
 NAME = "train"
 HELP = "train a learned agent with stable-baselines3 (run folder, TensorBoard, checkpoints)"
 
@@ -18,31 +20,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="algorithm YAML (configs/algos/NAME.yaml) or its NAME, e.g. maskable_ppo")
     p.add_argument("--scenario", default=None, help="scenario name or YAML path (default testbed)")
     p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
-    p.add_argument("--timesteps", type=int, default=None, help="total environment steps (overrides the config)")
-    p.add_argument("--seed", type=int, default=None, help="training seed (env i starts at seed + i)")
+    p.add_argument("--timesteps", type=positive_int, default=None, help="total environment steps (overrides the config)")
+    p.add_argument("--seed", type=seed_arg, default=None, help="training seed (env i starts at seed + i)")
     p.add_argument("--out", default="runs", help="parent folder of run folders (default runs/)")
-    p.add_argument("--n-envs", type=int, default=None, help="parallel envs (overrides the config)")
+    p.add_argument("--n-envs", type=positive_int, default=None, help="parallel envs (overrides the config)")
     p.add_argument("--vec-env", choices=("dummy", "subproc"), default=None)
     p.add_argument("--resume", default=None, metavar="CKPT",
                    help="checkpoint .zip to continue from (keeps its step count)")
     p.add_argument("--bc-demos", default=None, metavar="FILE",
                    help="demonstrations .npz (aryl-gym demos) for a behaviour-cloning warm start")
-    p.add_argument("--bc-epochs", type=int, default=None, help="behaviour-cloning epochs")
-    p.add_argument("--eval-freq", type=int, default=None, help="env steps between evaluations (0 = off)")
-    p.add_argument("--eval-seeds", default=None, help="held-out evaluation seeds, e.g. 1000-1004")
-    p.add_argument("--checkpoint-freq", type=int, default=None, help="env steps between checkpoints (0 = off)")
+    p.add_argument("--bc-epochs", type=nonneg_int, default=None, help="behaviour-cloning epochs")
+    p.add_argument("--eval-freq", type=nonneg_int, default=None, help="env steps between evaluations (0 = off)")
+    p.add_argument("--eval-seeds", type=seeds_arg, default=None, help="held-out evaluation seeds, e.g. 1000-1004")
+    p.add_argument("--checkpoint-freq", type=nonneg_int, default=None, help="env steps between checkpoints (0 = off)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="override an env keyword argument, e.g. --env window=8 (YAML value)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a hyperparameter, e.g. --set learning_rate=1e-4 (YAML value)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--verbose", action="store_true", help="also print SB3's log table")
+    p.add_argument("--json", action="store_true", help='print {"run_dir": ...} as one JSON object')
 
 
 def build_config(args: argparse.Namespace):
     import yaml
 
-    from aryl_gym.commands._common import seeds_arg
     from aryl_gym.config import ConfigError
     from aryl_gym.train.config import load_train_config
     from aryl_gym.train.runner import checkpoint_run_dir, load_run_config
@@ -58,7 +60,7 @@ def build_config(args: argparse.Namespace):
     if args.eval_freq is not None:
         ev["freq"] = args.eval_freq
     if args.eval_seeds:
-        ev["seeds"] = seeds_arg(args.eval_seeds)
+        ev["seeds"] = list(args.eval_seeds)
     if ev:
         overrides["eval"] = ev
     bc: dict = {}
@@ -106,5 +108,10 @@ def run(args: argparse.Namespace) -> int:
         data_root=args.data_root,
         verbose=0 if args.quiet else (2 if args.verbose else 1),
     )
+    if args.json:
+        import json
+
+        print(json.dumps({"run_dir": str(res.run_dir)}))
+        return 0
     print(res.run_dir)
     return 0

@@ -286,7 +286,7 @@ class SequentialCodec(ActionCodec):
             x = float(np.asarray(action).reshape(-1)[0]) if np.size(action) == 1 else float("nan")
         except (TypeError, ValueError):
             return None, 1
-        if math.isnan(x) or x != int(x) or not 0 <= x < self.n:
+        if not math.isfinite(x) or not 0 <= x < self.n or x != int(x):
             return None, 1
         a = int(x)
         m = self.mask(env)
@@ -335,7 +335,9 @@ class PriorityCodec(ActionCodec):
             return Decision(), 1
         if a.shape != (self.k,):
             return Decision(), 1
-        bad = ~np.isfinite(a)
+        # outside the documented range [-1, 1] (or NaN/inf): invalid, counted, ignored
+        with np.errstate(invalid="ignore"):
+            bad = ~(np.abs(a) <= 1.0)
         invalid = int(bad.sum())
         w = env.window
         cands = [

@@ -7,6 +7,7 @@ exactly as for the reference policies.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -99,13 +100,55 @@ class EnvPolicy(BasePolicy):
 
 
 
+#: the keys ``ArylEnv.reset(options=...)`` accepts
+RESET_OPTIONS: tuple[str, ...] = ("episode_seed", "jobs", "trace", "trace_format", "trace_map")
+
+
+def check_reset_options(options: Any, allowed: Sequence[str]) -> dict[str, Any]:
+    """``options`` as a dict; anything but a mapping with known keys is a ValueError."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise ValueError(f"reset(options=...) must be a dict, got {type(options).__name__}")
+    unknown = sorted(str(k) for k in options if k not in allowed)
+    if unknown:
+        raise ValueError(
+            f"reset(options=...): unknown key {unknown[0]!r}; allowed keys: {', '.join(allowed)}"
+        )
+    jobs = options.get("jobs")
+    if jobs is not None:
+        if isinstance(jobs, (str, bytes)) or not isinstance(jobs, Sequence):
+            raise ValueError("reset(options={'jobs': ...}) must be a list of JobSpec")
+        bad = [i for i, j in enumerate(jobs) if not isinstance(j, JobSpec)]
+        if bad:
+            raise ValueError(
+                f"reset(options={{'jobs': ...}}): item {bad[0]} is a {type(jobs[bad[0]]).__name__}, "
+                "not a JobSpec (aryl_gym.sim.jobs.JobSpec)"
+            )
+        if not jobs:
+            raise ValueError("reset(options={'jobs': []}): give at least one JobSpec")
+    return dict(options)
+
+
 def episode_seed(np_random: np.random.Generator, options: dict[str, Any]) -> int:
     """The episode to draw: ``options["episode_seed"]`` (exactly ``make_episode(scenario, s)``),
-    else a seed from the env's own generator only (SPEC 6)."""
+    else a seed from the env's own generator only (SPEC 6). A seed that is not an integer in
+    ``[0, 2**63)`` is a ValueError (a float such as 1.5 is never rounded)."""
     seed = options.get("episode_seed")
     if seed is None:
-        seed = np_random.integers(0, 2**31 - 1)
+        return int(np_random.integers(0, 2**31 - 1))
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(
+            f"reset(options={{'episode_seed': ...}}) must be an integer >= 0, got {seed!r} "
+            f"({type(seed).__name__}); pass e.g. int(seed)"
+        )
+    if not 0 <= int(seed) < 2**63:
+        raise ValueError(f"reset(options={{'episode_seed': ...}}) must be in [0, 2**63), got {seed}")
     return int(seed)
+
+
+#: the largest window the env accepts (the observation is K x 17 floats, the masks K x levels)
+MAX_WINDOW = 4096
 
 class ArylEnv(gym.Env):
     """Allocation for GPU training jobs on a training cluster plus loaned inference servers.
@@ -191,8 +234,27 @@ class ArylEnv(gym.Env):
     ):
         if action_mode not in MODES:
             raise ValueError(f"unknown action_mode {action_mode!r}; choose one of {', '.join(MODES)}")
-        if not (isinstance(window, (int, np.integer)) and window >= 1):
+        if isinstance(window, bool) or not (isinstance(window, (int, np.integer)) and window >= 1):
             raise ValueError(f"window must be an integer >= 1, got {window!r}")
+        if window > MAX_WINDOW:
+            raise ValueError(
+                f"window={window} is too large (at most {MAX_WINDOW}: the observation and the mask "
+                "grow with it); jobs outside the window are summarised in obs['outside']"
+            )
+        if max_workers is not None and (
+            isinstance(max_workers, bool)
+            or not isinstance(max_workers, (int, np.integer))
+            or max_workers < 1
+        ):
+            raise ValueError(f"max_workers must be an integer >= 1 or None, got {max_workers!r}")
+        if placement is not None and not isinstance(placement, PlacementOptions):
+            raise ValueError(
+                f"placement must be an aryl_gym.sim.view.PlacementOptions or None (Aryl's), "
+                f"got {placement!r}"
+            )
+        if not (isinstance(reward_scale, (int, float)) and not isinstance(reward_scale, bool)
+                and math.isfinite(reward_scale) and reward_scale > 0):
+            raise ValueError(f"reward_scale must be a finite number > 0 (seconds), got {reward_scale!r}")
         if max_steps is not None and max_steps < 1:
             raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
         if window_order not in WINDOW_ORDERS:
@@ -283,8 +345,8 @@ class ArylEnv(gym.Env):
         return self.fixed_jobs
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        options = check_reset_options(options, RESET_OPTIONS)
         super().reset(seed=seed)
-        options = dict(options or {})
         ep_seed = episode_seed(self.np_random, options)
         jobs = self._draw_jobs(options)
         ep = make_episode(self.config, int(ep_seed), jobs=jobs, data_root=self.data_root)

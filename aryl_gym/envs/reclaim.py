@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium import spaces
 
 from aryl_gym.config import ScenarioConfig, load_scenario
-from aryl_gym.envs.allocation import episode_seed
+from aryl_gym.envs.allocation import check_reset_options, episode_seed
 from aryl_gym.envs.observation import F_CLUSTER, ObservationBuilder, fit_tables
 from aryl_gym.envs.reward import RewardTracker, parse_weights
 from aryl_gym.scenario import make_episode
@@ -152,8 +152,8 @@ class ArylReclaimEnv(gym.Env):
 
     # ------------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        options = check_reset_options(options, ("episode_seed", "jobs"))
         super().reset(seed=seed)
-        options = dict(options or {})
         ep_seed = episode_seed(self.np_random, options)
         jobs = options.get("jobs", self.fixed_jobs)
         ep = make_episode(self.config, int(ep_seed), jobs=jobs, data_root=self.data_root)

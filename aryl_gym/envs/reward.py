@@ -27,6 +27,7 @@ unweighted in ``info["reward_components"]``:
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 
 import numpy as np
@@ -38,6 +39,16 @@ COMPONENTS: tuple[str, ...] = ("jct", "queue", "preemption", "usage", "slowdown"
 
 def parse_weights(reward: str | dict[str, float] | None, invalid_penalty: float) -> dict[str, float]:
     """``"jct"`` or ``{"jct": 1, "preemption": 0.1}`` -> a weight per component (0 for the rest)."""
+    if (
+        isinstance(invalid_penalty, bool)
+        or not isinstance(invalid_penalty, (int, float, np.integer, np.floating))
+        or not math.isfinite(float(invalid_penalty))
+        or invalid_penalty < 0
+    ):
+        raise ValueError(
+            "invalid_penalty must be a finite number >= 0 (the reward loses it per invalid "
+            f"action), got {invalid_penalty!r}"
+        )
     if reward is None:
         reward = "jct"
     if isinstance(reward, str):

@@ -71,9 +71,36 @@ def run_leaderboard(
     log: Callable[[str], None] | None = None,
 ) -> LeaderboardOutputs:
     """Run ``suite`` (see :func:`run_suite`), then write the tables, plots and TensorBoard logs."""
-    from aryl_gym.leaderboard.report import render_console, write_report
+    from aryl_gym.fileio import DirLock
+    from aryl_gym.leaderboard.runner import prepare_out_dir
 
     say = log or (lambda m: print(m, file=sys.stderr))
+    # the folder stays locked while the tables, plots and logs are written too
+    with DirLock(prepare_out_dir(out_dir)):
+        return _run_leaderboard_locked(
+            suite, out_dir, workers=workers, backend=backend, ray_address=ray_address,
+            resume=resume, overwrite=overwrite, data_root=data_root, progress=progress,
+            plots=plots, tensorboard=tensorboard, say=say,
+        )
+
+
+def _run_leaderboard_locked(
+    suite: Suite,
+    out_dir: str | os.PathLike[str],
+    *,
+    workers: int,
+    backend: str,
+    ray_address: str | None,
+    resume: bool,
+    overwrite: bool,
+    data_root: str | None,
+    progress: bool,
+    plots: bool,
+    tensorboard: bool,
+    say: Callable[[str], None],
+) -> LeaderboardOutputs:
+    from aryl_gym.leaderboard.report import render_console, write_report
+
     summary = run_suite(
         suite,
         out_dir,

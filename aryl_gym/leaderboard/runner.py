@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from aryl_gym.config import ConfigError, ScenarioConfig, load_scenario
+from aryl_gym.fileio import DirLock
 from aryl_gym.leaderboard.suites import Entrant, Suite
 from aryl_gym.metrics import EpisodeResult
 from aryl_gym.train.evaluation import env_action_masks
@@ -140,35 +141,172 @@ def parse_row(raw: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-def read_rows(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], int]:
-    """Rows of a results CSV, typed; returns ``(rows, n_bad)``.
+def row_digest(values: Sequence[str]) -> str:
+    """SHA-256 (16 hex digits) of a row's CSV fields as written (strings, in COLUMNS order)."""
+    return hashlib.sha256(json.dumps(list(values)).encode()).hexdigest()[:16]
 
-    A malformed row (typically the last, cut by an interruption) is dropped and counted; a header
-    that is not this version's schema is a :class:`ConfigError`.
+
+def digest_path(csv_path: Path) -> Path:
+    """The side file holding one digest per row written (``results.csv.digests``)."""
+    return csv_path.with_name(csv_path.name + ".digests")
+
+
+@dataclass
+class RowScan:
+    """A results CSV read row by row, with what is wrong with which line.
+
+    * ``damaged``: lines that do not parse (a wrong number of fields, a bad value); ``cut`` is
+      the subset made of a last line without its newline (an interrupted write);
+    * ``duplicated``: lines whose episode already has an identical earlier row;
+    * ``conflicting``: lines whose episode already has an earlier row with other numbers;
+    * ``edited``: lines whose digest is not in ``results.csv.digests`` (changed after writing);
+      ``None`` when there is no digest file (results of an older version: not checked).
     """
-    p = Path(path)
-    with open(p, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames or []
-        if header != COLUMNS:
-            extra = sorted(set(header) - set(COLUMNS))
-            miss = sorted(set(COLUMNS) - set(header))
-            raise ConfigError(
-                f"{p}: its columns are not this aryl-gym version's results schema "
-                f"(missing: {', '.join(miss) or '-'}; unexpected: {', '.join(extra) or '-'}); "
-                "write to a fresh --out folder"
+
+    path: Path
+    rows: list[dict[str, Any]]  # good rows, first of each episode, typed
+    lines: list[int]  # line number of each good row
+    damaged: list[tuple[int, str]] = field(default_factory=list)  # (line, why)
+    cut: list[int] = field(default_factory=list)
+    duplicated: list[int] = field(default_factory=list)
+    conflicting: list[int] = field(default_factory=list)
+    edited: list[int] | None = None
+    edited_keys: set[Key] = field(default_factory=set)
+
+    @property
+    def problems(self) -> int:
+        return len(self.damaged) + len(self.duplicated) + len(self.conflicting) + len(self.edited or [])
+
+    def describe(self) -> list[str]:
+        """One line per kind of problem (empty when the file is clean)."""
+        out = []
+        cut = set(self.cut)
+        real = [(ln, why) for ln, why in self.damaged if ln not in cut]
+        if self.cut:
+            out.append(f"{len(self.cut)} incomplete last row (line {self.cut[0]}, cut by an interruption)")
+        if real:
+            ex = "; ".join(f"line {ln}: {why}" for ln, why in real[:3])
+            out.append(f"{len(real)} damaged row(s) that do not parse ({ex})")
+        if self.duplicated:
+            out.append(f"{len(self.duplicated)} duplicated row(s) (lines {_lines(self.duplicated)}; the first copy is kept)")
+        if self.conflicting:
+            out.append(
+                f"{len(self.conflicting)} conflicting row(s): an episode appears again with other "
+                f"numbers (lines {_lines(self.conflicting)})"
             )
-        rows: list[dict[str, Any]] = []
-        bad = 0
-        for raw in reader:
-            if None in raw or any(raw.get(c) is None for c in COLUMNS):
-                bad += 1
-                continue
-            try:
-                rows.append(parse_row(raw))
-            except ValueError:
-                bad += 1
-    return rows, bad
+        if self.edited:
+            out.append(
+                f"{len(self.edited)} edited row(s): changed after they were written, their digest is "
+                f"not in {digest_path(self.path).name} (lines {_lines(self.edited)})"
+            )
+        return out
+
+
+def _lines(xs: Sequence[int]) -> str:
+    head = ", ".join(str(x) for x in xs[:8])
+    return head + (f" and {len(xs) - 8} more" if len(xs) > 8 else "")
+
+
+def _read_digests(csv_path: Path) -> set[str] | None:
+    p = digest_path(csv_path)
+    if not p.exists():
+        return None
+    try:
+        return {ln.strip() for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()}
+    except (OSError, UnicodeDecodeError):
+        return set()
+
+
+def scan_rows(path: str | os.PathLike[str]) -> RowScan:
+    """Read a results CSV and classify its lines (see :class:`RowScan`).
+
+    A header that is not this version's schema is a :class:`ConfigError`; a folder, an
+    unreadable or binary file too.
+    """
+    from aryl_gym.fileio import check_readable_file
+
+    p = check_readable_file(path, "results CSV")
+    try:
+        raw_bytes = p.read_bytes()
+        text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: is not a UTF-8 text CSV (a binary file?); give a results.csv") from None
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    if "\x00" in text[:8192]:
+        raise ConfigError(f"{p}: is a binary file, not a results CSV; give a results.csv")
+    digests = _read_digests(p)
+    ends_cleanly = text.endswith("\n")
+    import io
+
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except StopIteration:
+        header = []
+    except csv.Error as exc:
+        raise ConfigError(f"{p}: not a CSV file ({exc}); give a results.csv") from None
+    if header != COLUMNS:
+        extra = sorted(set(header) - set(COLUMNS))
+        miss = sorted(set(COLUMNS) - set(header))
+        raise ConfigError(
+            f"{p}: its columns are not this aryl-gym version's results schema "
+            f"(missing: {', '.join(miss) or '-'}; unexpected: {', '.join(extra) or '-'}); "
+            "write to a fresh --out folder"
+        )
+    scan = RowScan(p, [], [], edited=[] if digests is not None else None)
+    first: dict[Key, tuple[int, list[str]]] = {}
+    n_lines = text.count("\n") + (0 if ends_cleanly else 1)
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            scan.damaged.append((reader.line_num, f"not CSV: {exc}"))
+            continue
+        ln = reader.line_num
+        if not fields:
+            continue
+        last = ln >= n_lines
+        if len(fields) != len(COLUMNS):
+            scan.damaged.append((ln, f"{len(fields)} fields, expected {len(COLUMNS)}"))
+            if last and not ends_cleanly:
+                scan.cut.append(ln)
+            continue
+        try:
+            row = parse_row(dict(zip(COLUMNS, fields)))
+        except ValueError as exc:
+            scan.damaged.append((ln, str(exc)))
+            if last and not ends_cleanly:
+                scan.cut.append(ln)
+            continue
+        k = row_key(row)
+        edited = digests is not None and row_digest(fields) not in digests
+        if k in first:
+            if fields == first[k][1]:
+                scan.duplicated.append(ln)
+            else:
+                scan.conflicting.append(ln)
+            continue
+        if edited:
+            assert scan.edited is not None
+            scan.edited.append(ln)
+            scan.edited_keys.add(k)
+        first[k] = (ln, fields)
+        scan.rows.append(row)
+        scan.lines.append(ln)
+    return scan
+
+
+def read_rows(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], int]:
+    """Rows of a results CSV, typed (the first of each episode); returns ``(rows, n_bad)``.
+
+    ``n_bad`` counts the lines left out (damaged or duplicated); :func:`scan_rows` says which
+    and why. A header that is not this version's schema is a :class:`ConfigError`.
+    """
+    scan = scan_rows(path)
+    return scan.rows, len(scan.damaged) + len(scan.duplicated) + len(scan.conflicting)
 
 
 def _fmt(v: Any) -> Any:
@@ -180,40 +318,72 @@ def _fmt(v: Any) -> Any:
 
 
 class CsvAppender:
-    """Append rows to the results CSV, flushed and fsync-ed one by one (so a kill loses none)."""
+    """Append rows to the results CSV, one ``write`` per row, fsync-ed (so a kill loses none).
+
+    Each row's digest goes to ``results.csv.digests`` first, so :func:`scan_rows` can tell a row
+    changed by hand from one written here.
+    """
 
     def __init__(self, path: Path):
         self.path = path
         new = not path.exists() or path.stat().st_size == 0
-        self._fh = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115 - held open, closed in close()
-        self._w = csv.DictWriter(self._fh, fieldnames=COLUMNS, extrasaction="raise")
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._dfd = os.open(digest_path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if new:
-            self._w.writeheader()
-            self._sync()
+            self._write(self._fd, _csv_line(COLUMNS))
+        elif not _ends_with_newline(path):
+            self._write(self._fd, "\n")  # a cut last line stays a line of its own
 
-    def _sync(self) -> None:
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+    @staticmethod
+    def _write(fd: int, text: str) -> None:
+        data = text.encode("utf-8")
+        while data:
+            n = os.write(fd, data)
+            data = data[n:]
+        os.fsync(fd)
 
     def append(self, row: Mapping[str, Any]) -> None:
-        self._w.writerow({c: _fmt(row[c]) for c in COLUMNS})
-        self._sync()
+        fields = [str(_fmt(row[c])) for c in COLUMNS]
+        self._write(self._dfd, row_digest(fields) + "\n")
+        self._write(self._fd, _csv_line(fields))
 
     def close(self) -> None:
-        self._fh.close()
+        for fd in (self._fd, self._dfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _csv_line(fields: Sequence[Any]) -> str:
+    import io
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\r\n").writerow(fields)
+    return buf.getvalue()
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        if fh.tell() == 0:
+            return True
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"\n"
 
 
 def rewrite_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Atomically replace ``path`` with exactly ``rows`` (used to drop a cut last line)."""
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({c: _fmt(r[c]) for c in COLUMNS})
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Atomically replace ``path`` with exactly ``rows`` (and its digest file to match)."""
+    from aryl_gym.fileio import atomic_write_text
+
+    lines = [_csv_line(COLUMNS)]
+    digests = []
+    for r in rows:
+        fields = [str(_fmt(r[c])) for c in COLUMNS]
+        lines.append(_csv_line(fields))
+        digests.append(row_digest(fields) + "\n")
+    atomic_write_text(digest_path(path), "".join(digests))
+    atomic_write_text(path, "".join(lines))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -726,11 +896,11 @@ def series_path(out_dir: Path, scenario: str, policy: str, seed: int) -> Path:
 
 
 def write_series(path: Path, series: Mapping[str, Any]) -> None:
+    from aryl_gym.fileio import atomic_write_bytes
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with gzip.open(tmp, "wt", encoding="utf-8") as fh:
-        json.dump(series, fh, separators=(",", ":"))
-    os.replace(tmp, path)
+    text = json.dumps(series, separators=(",", ":"))
+    atomic_write_bytes(path, gzip.compress(text.encode("utf-8"), mtime=0))
 
 
 def read_series(path: Path) -> dict[str, Any] | None:
@@ -759,11 +929,40 @@ class RunSummary:
     failed: list[tuple[Key, str]] = field(default_factory=list)
     dropped_bad_rows: int = 0
     stale_commit_rows: int = 0
+    scan: RowScan | None = None  # what --resume found in the existing CSV
     wall_s: float = 0.0
     interrupted: bool = False
 
 
 Executor = Callable[[Sequence[EpisodeTask], int], Iterator[EpisodeOutput]]
+
+
+def die_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
+    """Worker initializer: end this process when ``parent_pid`` is gone.
+
+    On Linux the kernel sends SIGKILL at once (``prctl(PR_SET_PDEATHSIG)``); everywhere a daemon
+    thread also polls the parent id, so a SIGKILL-ed leaderboard run leaves no worker behind.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover - no libc prctl
+            pass
+    if os.getppid() != parent_pid:  # the parent died before the watch started
+        os._exit(1)
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="aryl-gym-parent-watch", daemon=True).start()
 
 
 def local_executor(tasks: Sequence[EpisodeTask], workers: int) -> Iterator[EpisodeOutput]:
@@ -776,7 +975,12 @@ def local_executor(tasks: Sequence[EpisodeTask], workers: int) -> Iterator[Episo
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     ctx = mp.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx)
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(tasks)),
+        mp_context=ctx,
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
+    )
     try:
         futures = [pool.submit(run_episode, t) for t in tasks]
         for fut in as_completed(futures):
@@ -802,13 +1006,84 @@ def run_suite(
 ) -> RunSummary:
     """Run every unfinished episode of ``suite``; rows go to ``OUT/results.csv`` as they finish.
 
-    Without ``resume`` an existing CSV is an error (``overwrite`` moves it aside to
-    ``results.csv.bak-TIME`` first, so nothing computed is ever deleted).
+    Without ``resume`` an existing CSV is an error (``overwrite`` moves it aside to a unique
+    ``results.csv.bak-TIME`` first, so nothing computed is ever deleted). ``resume`` keeps the
+    good rows; damaged, duplicated, conflicting and hand-edited rows are reported one kind per
+    line, the file as it was is copied to a backup, and their episodes are rerun. The folder is
+    locked (:class:`~aryl_gym.fileio.DirLock`) for the whole run: a second run on the same
+    ``out_dir`` fails at once with a message naming the holder.
     """
     say = log or (lambda m: print(m, file=sys.stderr))
     wall0 = time.perf_counter()
+    out = prepare_out_dir(out_dir)
+    with DirLock(out):
+        return _run_suite_locked(
+            suite, out, say, wall0, workers=workers, backend=backend, ray_address=ray_address,
+            resume=resume, overwrite=overwrite, data_root=data_root, progress=progress,
+            keep_timeline=keep_timeline, executor=executor,
+        )
+
+
+def prepare_out_dir(out_dir: str | os.PathLike[str]) -> Path:
+    """``out_dir`` created if needed; an existing file or an uncreatable folder is a ConfigError."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {out}: is an existing file; give a folder (it is created if needed)")
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot create the folder: {exc.strerror or exc}") from None
+    if not os.access(out, os.W_OK):
+        raise ConfigError(f"--out {out}: the folder is not writable; choose another --out")
+    return out
+
+
+def _resume_rows(csv_path: Path, say: Callable[[str], None], summary: RunSummary) -> list[dict[str, Any]]:
+    """The trustworthy rows of an existing CSV; anything else is backed up, reported and rerun."""
+    from aryl_gym.fileio import unique_backup
+
+    scan = scan_rows(csv_path)
+    summary.scan = scan
+    summary.dropped_bad_rows = len(scan.damaged)
+    rows = [r for r in scan.rows if row_key(r) not in scan.edited_keys]
+    if scan.problems:
+        bak = unique_backup(csv_path)
+        import shutil
+
+        shutil.copy2(csv_path, bak)
+        for line in scan.describe():
+            say(f"{csv_path}: {line}")
+        say(
+            f"kept {len(rows)} good row(s); the rows above are left out (their episodes are rerun "
+            f"when missing). The file as it was is saved as {bak}"
+        )
+        rewrite_rows(csv_path, rows)
+    elif scan.edited is None and scan.rows:
+        say(
+            f"note: {csv_path} has no {digest_path(csv_path).name} (written by an older version): "
+            "hand edits cannot be detected; validate with --validate"
+        )
+    return rows
+
+
+def _run_suite_locked(
+    suite: Suite,
+    out: Path,
+    say: Callable[[str], None],
+    wall0: float,
+    *,
+    workers: int,
+    backend: str,
+    ray_address: str | None,
+    resume: bool,
+    overwrite: bool,
+    data_root: str | None,
+    progress: bool,
+    keep_timeline: bool,
+    executor: Executor | None,
+) -> RunSummary:
+    from aryl_gym.fileio import unique_backup
+
     csv_path = out / CSV_NAME
     tasks = build_tasks(suite, data_root=data_root, keep_timeline=keep_timeline)
     by_key = {t.key: t for t in tasks}
@@ -816,9 +1091,11 @@ def run_suite(
     summary = RunSummary(out, csv_path, rows=[])
     if csv_path.exists() and csv_path.stat().st_size > 0:
         if overwrite:
-            stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-            bak = csv_path.with_name(f"{CSV_NAME}.bak-{stamp}")
+            bak = unique_backup(csv_path)
             os.replace(csv_path, bak)
+            dig = digest_path(csv_path)
+            if dig.exists():
+                os.replace(dig, bak.with_name(bak.name + ".digests"))
             say(f"moved the previous results to {bak}")
         elif not resume:
             raise ConfigError(
@@ -826,11 +1103,7 @@ def run_suite(
                 "kept), --overwrite to move it aside, or choose another --out"
             )
         else:
-            rows, bad = read_rows(csv_path)
-            summary.dropped_bad_rows = bad
-            if bad:
-                rewrite_rows(csv_path, rows)
-                say(f"dropped {bad} incomplete row(s) of {csv_path} (cut by an interruption)")
+            rows = _resume_rows(csv_path, say, summary)
             for r in rows:
                 k = row_key(r)
                 t = by_key.get(k)
@@ -887,11 +1160,9 @@ def run_suite(
             run = local_executor
         else:
             raise ValueError(f"unknown backend {backend!r}; use local or ray")
-    bar = None
-    if progress and todo:
-        from tqdm import tqdm
+    from aryl_gym.progress import progress_bar
 
-        bar = tqdm(total=len(todo), unit="ep", desc=f"{suite.name}", dynamic_ncols=True, file=sys.stderr)
+    bar = progress_bar(len(todo), f"{suite.name}", unit="ep", enabled=progress and bool(todo), leave=True)
     appender = CsvAppender(csv_path) if todo else None
     try:
         for outp in run(todo, workers):

@@ -140,10 +140,17 @@ def parse_seeds(value: Any, source: str) -> tuple[int, ...]:
                 if not part:
                     continue
                 if "-" in part[1:]:
-                    a, b = part.split("-", 1)
-                    seeds.extend(range(int(a), int(b) + 1))
+                    a, b = (int(x) for x in part.split("-", 1))
+                    if b - a + 1 + len(seeds) > 100_000:
+                        raise ConfigError(
+                            f"{source}: seeds range {part!r} has {b - a + 1:,} seeds; at most "
+                            "100,000 per suite (check the range)"
+                        )
+                    seeds.extend(range(a, b + 1))
                 else:
                     seeds.append(int(part))
+        except ConfigError:
+            raise
         except ValueError:
             raise ConfigError(
                 f"{source}: seeds must be a list of integers or a string like '0-4', got {value!r}"

@@ -26,8 +26,8 @@ from aryl_gym.leaderboard.runner import (
     EpisodeTask,
     config_hash,
     git_commit,
-    read_rows,
     run_episode,
+    scan_rows,
 )
 from aryl_gym.leaderboard.suites import Entrant
 
@@ -42,18 +42,25 @@ class RowCheck:
     message: str = ""
 
 
+#: with no explicit sample, suites up to this many rows are replayed whole
+FULL_REPLAY_ROWS = 100
+
+
 @dataclass
 class ValidationReport:
     path: Path
     rows_total: int
     checks: list[RowCheck]
+    file_problems: list[str] = field(default_factory=list)  # damaged/duplicated/edited lines
 
     @property
     def ok(self) -> bool:
-        return all(c.status in ("ok", "skipped") for c in self.checks)
+        return not self.file_problems and all(c.status in ("ok", "skipped") for c in self.checks)
 
     def render(self) -> str:
         lines = [f"validated {len(self.checks)} of {self.rows_total} rows of {self.path}"]
+        for prob in self.file_problems:
+            lines.append(f"  FILE            {prob}")
         for c in self.checks:
             _suite, scen, seed, pol = c.key
             head = f"  {c.status.upper():15s} {pol} on {scen} seed {seed}"
@@ -65,7 +72,12 @@ class ValidationReport:
             if len(c.diffs) > 8:
                 lines.append(f"      ... and {len(c.diffs) - 8} more")
         bad = sum(c.status not in ("ok", "skipped") for c in self.checks)
-        lines.append("all sampled rows match" if self.ok else f"{bad} row(s) do NOT match")
+        if self.ok:
+            lines.append("all replayed rows match" if len(self.checks) == self.rows_total
+                         else "all sampled rows match")
+        else:
+            lines.append(f"{bad} row(s) do NOT match" + (
+                f"; the file has {len(self.file_problems)} kind(s) of damaged rows" if self.file_problems else ""))
         return "\n".join(lines)
 
 
@@ -80,14 +92,45 @@ def same(a: Any, b: Any, t: type, rtol: float) -> bool:
     return a == b
 
 
+def _requested_kwargs(
+    row: Mapping[str, Any], used: dict[str, Any], cfg: Any, ent: Entrant
+) -> dict[str, Any]:
+    """The env kwargs the suite asked for when ``row`` was made.
+
+    A row records the kwargs of the env the agent actually used: the suite's kwargs on top of the
+    model's own (``action_mode``, ``reward_scale`` ...). The config hash covers only what the suite
+    asked for, a subset of those; the subset whose hash is the recorded one is it. (With no match,
+    the full set is returned and the hash check reports the change.)
+    """
+    import itertools
+
+    env_id = str(row["env_id"])
+    recorded = str(row.get("config_hash") or "")
+    keys = sorted(used)
+    if len(keys) <= 12:
+        for r in range(len(keys) + 1):
+            for sub in itertools.combinations(keys, r):
+                kw = {k: used[k] for k in sub}
+                if config_hash(cfg, ent, env_id, kw) == recorded:
+                    return kw
+    return used
+
+
 def task_from_row(row: Mapping[str, Any], data_root: str | None = None) -> EpisodeTask:
     """The :class:`EpisodeTask` that produced ``row`` (config hash recomputed from today's files)."""
     kind = str(row["kind"])
     if kind not in ("policy", "agent"):
         raise ValueError(f"row kind must be policy or agent, got {kind!r}")
-    env_kwargs = json.loads(row["env_kwargs"]) if row.get("env_kwargs") else {}
+    try:
+        env_kwargs = json.loads(row["env_kwargs"]) if row.get("env_kwargs") else {}
+    except ValueError:
+        raise ValueError(f"env_kwargs is not JSON: {str(row['env_kwargs'])[:60]!r}") from None
+    if not isinstance(env_kwargs, dict):
+        raise ValueError(f"env_kwargs must be a JSON object, got {str(row['env_kwargs'])[:60]!r}")
     ent = Entrant(name=str(row["policy"]), kind=kind, source=str(row.get("source") or ""))
     cfg = load_scenario(str(row["scenario"]))
+    if kind == "agent":
+        env_kwargs = _requested_kwargs(row, env_kwargs, cfg, ent)
     return EpisodeTask(
         suite=str(row["suite"]),
         scenario=str(row["scenario"]),
@@ -104,24 +147,40 @@ def task_from_row(row: Mapping[str, Any], data_root: str | None = None) -> Episo
 
 def validate_csv(
     path: str | Path,
-    sample: int = 5,
+    sample: int | None = None,
     seed: int = 0,
     rtol: float = 1e-9,
     data_root: str | None = None,
     progress: Callable[[RowCheck], None] | None = None,
 ) -> ValidationReport:
-    """Replay ``sample`` rows (all when ``sample <= 0``), drawn with ``random.Random(seed)``."""
+    """Replay rows of a results CSV and compare.
+
+    ``sample=None`` (default) replays every row of a file of up to :data:`FULL_REPLAY_ROWS` rows,
+    and a sample of that many rows of a larger one; ``sample=0`` replays all rows; ``sample=n``
+    draws ``n`` rows with ``random.Random(seed)``. Damaged, duplicated, conflicting and edited
+    lines (:func:`~aryl_gym.leaderboard.runner.scan_rows`) fail the validation too.
+    """
+    if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 0):
+        raise ValueError(f"--validate-sample must be an integer >= 0 (0 = every row), got {sample!r}")
     p = Path(path)
+    if p.is_dir() and (p / "results.csv").is_file():
+        p = p / "results.csv"
     if not p.exists():
         raise ConfigError(f"{p}: file not found (give the results.csv of a leaderboard run)")
-    rows, bad = read_rows(p)
+    scan = scan_rows(p)
+    rows = scan.rows
+    bad = scan.problems
     if not rows:
         raise ConfigError(f"{p}: no complete rows to validate" + (f" ({bad} malformed)" if bad else ""))
+    if sample is None:
+        sample = 0 if len(rows) <= FULL_REPLAY_ROWS else FULL_REPLAY_ROWS
     picked = list(range(len(rows)))
     if 0 < sample < len(rows):
         picked = sorted(random.Random(seed).sample(picked, sample))
-    checks = []
+    checks: list[RowCheck] = []
     for i in picked:
+        if checks and progress is not None:
+            progress(checks[-1])
         row = rows[i]
         key = (str(row["suite"]), str(row["scenario"]), int(row["seed"]), str(row["policy"]))
         try:
@@ -151,8 +210,7 @@ def validate_csv(
         msg = ""
         if diffs and row["commit"] != task.commit:
             msg = f"row made at commit {str(row['commit'])[:12]}, replayed at {task.commit[:12]}"
-        check = RowCheck(key, "mismatch" if diffs else "ok", diffs, msg)
-        if progress is not None:
-            progress(check)
-        checks.append(check)
-    return ValidationReport(p, len(rows), checks)
+        checks.append(RowCheck(key, "mismatch" if diffs else "ok", diffs, msg))
+    if checks and progress is not None:
+        progress(checks[-1])
+    return ValidationReport(p, len(rows), checks, scan.describe())

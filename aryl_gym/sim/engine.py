@@ -735,22 +735,31 @@ class Simulator:
         completed = self.post_decision(policy)
         return RoundInfo(t0, self.now, completed, report, reclaimed, pre, dtime)
 
-    def run(self, policy: Policy, progress: bool = False, stall_hours: float = 48.0):
-        """Run a whole episode and return its :class:`~aryl_gym.metrics.EpisodeResult`."""
+    def run(
+        self,
+        policy: Policy,
+        progress: bool = False,
+        stall_hours: float = 48.0,
+        on_round: Callable[[Simulator], None] | None = None,
+    ):
+        """Run a whole episode and return its :class:`~aryl_gym.metrics.EpisodeResult`.
+
+        ``progress`` shows a bar (a terminal) or a line every few seconds (a log);
+        ``on_round(sim)`` is called after every round (e.g. :func:`aryl_gym.sim.invariants.check`).
+        """
         from aryl_gym.metrics import episode_result
+        from aryl_gym.progress import progress_bar
 
         wall0 = time.perf_counter()
         policy.reset(self.seed)
         self.begin(policy)
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(total=self.n_jobs, unit="job", desc=f"{policy.name}", leave=False)
+        bar = progress_bar(self.n_jobs, f"{policy.name}", unit="jobs", enabled=progress)
         idle_since: float | None = None
         last_done = 0
         while not self.done and not self.horizon_reached():
             self.step(policy)
+            if on_round is not None:
+                on_round(self)
             if bar is not None and self.done_count != last_done:
                 bar.update(self.done_count - last_done)
                 last_done = self.done_count

@@ -1,0 +1,231 @@
+"""Reading user-given files with clear errors, strict YAML, atomic writes and an output lock.
+
+Everything a user passes as a file (a scenario, a suite, an algorithm config, a results CSV) is
+opened through :func:`open_text` or :func:`load_yaml_file`, so a folder, a name that is too long,
+a file without read permission or a binary file gives a :class:`~aryl_gym.config.ConfigError`
+naming the file and the fix instead of a traceback. YAML is read with :class:`StrictLoader`, a
+``SafeLoader`` that rejects duplicate mapping keys (PyYAML silently keeps the last one).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+
+def _config_error(msg: str) -> Exception:
+    from aryl_gym.config import ConfigError
+
+    return ConfigError(msg)
+
+
+class StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that raises on a mapping key given twice (with both line numbers)."""
+
+
+def _construct_mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: dict[Any, Any] = {}
+    for key_node, _value in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: let SafeLoader report it
+            continue
+        if first is not None:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping",
+                node.start_mark,
+                f"found duplicate key {key!r} (first given on line {first.line + 1}); "
+                "each key may appear once, remove one of them",
+                key_node.start_mark,
+            )
+        seen[key] = key_node.start_mark
+    return loader.construct_mapping(node, deep=deep)
+
+
+StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,  # type: ignore[arg-type]
+)
+
+
+def check_readable_file(path: str | os.PathLike[str], what: str = "file") -> Path:
+    """``path`` as a :class:`Path` if it names a readable regular file, else a ConfigError."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise _config_error(f"{p}: is a folder; give the path of a {what} (a file), not a folder")
+        if not p.exists():
+            raise _config_error(f"{p}: file not found (check the {what} path)")
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise _config_error(
+                f"{str(p)[:80]}...: the file name is too long ({len(p.name)} characters; the limit "
+                f"is usually 255); give a shorter {what} path"
+            ) from None
+        raise _config_error(f"{p}: cannot read the {what}: {exc.strerror or exc}") from None
+    if not os.access(p, os.R_OK):
+        raise _config_error(
+            f"{p}: permission denied; make the {what} readable (chmod u+r) or copy it somewhere readable"
+        )
+    return p
+
+
+def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
+    """The UTF-8 text of ``path``; a folder, missing, unreadable or binary file is a ConfigError."""
+    p = check_readable_file(path, what)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise _config_error(f"{str(p)[:80]}...: the file name is too long; give a shorter path") from None
+        raise _config_error(f"{p}: cannot read the {what}: {exc.strerror or exc}") from None
+    if b"\x00" in data[:8192]:
+        raise _config_error(f"{p}: is a binary file, not a text {what}; give the YAML/CSV text file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _config_error(
+            f"{p}: is not UTF-8 text (byte {exc.start}: {data[exc.start:exc.start + 1]!r}); "
+            f"save the {what} as UTF-8"
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+@contextmanager
+def open_text(path: str | os.PathLike[str], what: str = "file") -> Iterator[IO[str]]:
+    """Open ``path`` for reading text after :func:`check_readable_file` (errors named)."""
+    p = check_readable_file(path, what)
+    try:
+        fh = open(p, encoding="utf-8-sig", newline="")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise _config_error(f"{p}: cannot read the {what}: {exc.strerror or exc}") from None
+    try:
+        yield fh
+    except UnicodeDecodeError:
+        raise _config_error(f"{p}: is not UTF-8 text (a binary file?); give the text {what}") from None
+    finally:
+        fh.close()
+
+
+def load_yaml_file(path: str | os.PathLike[str], what: str = "YAML file") -> Any:
+    """Parse ``path`` with :class:`StrictLoader`; every failure is a ConfigError naming the file."""
+    text = read_text(path, what)
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
+    except yaml.YAMLError as exc:
+        raise _config_error(f"{Path(path)}: not valid YAML: {exc}") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# Writing
+# ----------------------------------------------------------------------------------------------
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` through a unique temporary file, fsync, then ``os.replace``.
+
+    Readers see the old file or the new one, never a part; two writers never share a temporary.
+    """
+    import tempfile
+
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def unique_backup(path: Path) -> Path:
+    """A name ``PATH.bak-YYYYmmdd-HHMMSS-microseconds[-n]`` that does not exist yet."""
+    from datetime import datetime
+
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    cand = path.with_name(f"{path.name}.bak-{stamp}")
+    n = 1
+    while cand.exists():
+        cand = path.with_name(f"{path.name}.bak-{stamp}-{n}")
+        n += 1
+    return cand
+
+
+class DirLock:
+    """An exclusive, non-blocking lock on an output folder (``fcntl.flock`` on ``DIR/.lock``).
+
+    The kernel drops the lock when the holder dies, so a killed run never leaves a stale lock.
+    The lock file records the holder's pid for the error message.
+    """
+
+    #: folders locked by this process -> hold count (the lock is re-entrant within a process)
+    _held: dict[str, int] = {}
+
+    def __init__(self, folder: Path, what: str = "--out"):
+        self.folder = Path(folder)
+        self.path = self.folder / ".lock"
+        self.what = what
+        self._fd: int | None = None
+        self._key = str(self.folder.resolve())
+        self._nested = False
+
+    def acquire(self) -> DirLock:
+        if DirLock._held.get(self._key):
+            DirLock._held[self._key] += 1
+            self._nested = True
+            return self
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX: no lock
+            return self
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            except OSError:
+                holder = "?"
+            os.close(fd)
+            raise _config_error(
+                f"{self.folder}: another aryl-gym run (pid {holder}) is writing to this {self.what} "
+                f"folder; wait for it to finish (or stop it), or choose another {self.what}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        DirLock._held[self._key] = 1
+        return self
+
+    def release(self) -> None:
+        if self._nested:
+            DirLock._held[self._key] -= 1
+            self._nested = False
+            return
+        DirLock._held.pop(self._key, None)
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+    def __enter__(self) -> DirLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
