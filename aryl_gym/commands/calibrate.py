@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from aryl_gym.commands._common import add_scenario_args, seed_arg, table
+from aryl_gym.commands._common import add_scenario_args, seed_arg, seeds_arg, table
 
 NAME = "calibrate"
 HELP = "print the workload and the Baseline's figures beside the paper's calibration facts"
@@ -52,7 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="with --relevance: comma-separated scenarios (default: every generated scenario)",
     )
     p.add_argument(
-        "--seeds", type=int, default=5, help="with --relevance: seeds per scenario (default 5)"
+        "--seeds",
+        type=seeds_arg,
+        default=list(range(5)),
+        help="with --relevance: seeds, e.g. 0-4 or 0,1,2 (default 0-4)",
     )
     p.add_argument(
         "--workers", type=int, default=1, help="with --relevance: parallel processes (default 1)"
@@ -143,14 +146,12 @@ def _run_relevance(args: argparse.Namespace) -> int:
         if args.policies
         else list(DEFAULT_POLICIES)
     )
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     if args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
-    rows = relevance(scenarios, policies, list(range(args.seeds)), workers=args.workers,
+    rows = relevance(scenarios, policies, list(args.seeds), workers=args.workers,
                      data_root=args.data_root)
     if args.json:
-        print(json.dumps({"policies": policies, "seeds": args.seeds, "rows": rows}))
+        print(json.dumps({"policies": policies, "seeds": list(args.seeds), "rows": rows}))
         return 0
     print(relevance_table(rows))
     return 0
