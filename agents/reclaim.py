@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -286,7 +287,8 @@ def milp_reclaim(
     time_limit: float | None = None,
 ) -> list[int]:
     """Exact optimal reclaim as a mixed-integer program, solved by HiGHS
-    (:func:`scipy.optimize.milp`); works at any size (200 loaned servers in well under a second).
+    (:func:`scipy.optimize.milp`); works at any size (``aryl-gym bench --only reclaim`` times it
+    up to 200 loaned servers).
 
     Variables: ``x_s`` = 1 when loaned server ``s`` is returned; ``p_j`` = 1 when job ``j`` is
     preempted; ``q_j >= 0`` (only with ``secondary``). With ``k_js`` the workers of job ``j`` on
@@ -301,7 +303,11 @@ def milp_reclaim(
                    q_j >= a_j p_j - sum_s k_js x_s,  q_j >= 0
                    x, p binary
 
-    Jobs with ``a_j <= slack_j`` can never be preempted and get no ``p_j``. The second term is
+    Idle loaned servers are returned first without a solve (they cost nothing), and dominance
+    rows ``x_t <= x_s`` break symmetry when server ``s`` holds no more workers of any job than
+    server ``t`` (returning ``s`` instead of ``t`` never costs more in either objective; equal
+    servers are ordered by id). Jobs with ``a_j <= slack_j`` can never be preempted and get no
+    ``p_j``. The second term is
     the GPUs lost by training (:func:`optimal_reclaim`'s tie-break: scaled-in workers of
     surviving jobs plus the whole loaned allocation of preempted jobs, since ``g_j (removed_j +
     q_j)`` is ``g_j a_j`` when preempted and ``g_j removed_j`` otherwise). ``W = 1 + sum_j g_j
@@ -309,8 +315,9 @@ def milp_reclaim(
     lexicographic optimum (fewest preemptions, then fewest GPUs lost). Among equal optima the
     choice is HiGHS's (deterministic), not necessarily :func:`optimal_reclaim`'s smallest ids.
 
-    Why scipy/HiGHS rather than OR-Tools CP-SAT: the problem is a small 0-1 program that HiGHS
-    solves to proven optimality in well under a second at 200 servers; scipy is a common, stable
+    Why scipy/HiGHS rather than OR-Tools CP-SAT: the problem is a small 0-1 program (a few
+    hundred binaries at 200 servers) that HiGHS solves to proven optimality in about a second;
+    scipy is a common, stable
     dependency with wheels everywhere, while OR-Tools is a large native package that pins its
     own protobuf (a conflict risk next to TensorBoard).
 
@@ -323,12 +330,15 @@ def milp_reclaim(
         RuntimeError: when HiGHS does not return a proven optimum.
     """
     n = _check_n(inst, n)
-    servers = sorted(inst.loaned)
+    # Idle loaned servers cost nothing in either objective: they go first (lowest ids first).
+    idle = sorted(s for s in inst.loaned if not inst.srv_jobs.get(s))
+    if n <= len(idle):
+        return idle[:n]
+    servers = sorted(s for s in inst.loaned if inst.srv_jobs.get(s))
+    n -= len(idle)
     L = len(servers)
-    if n == 0:
-        return []
     if n == L:
-        return servers
+        return idle + servers
     try:
         from scipy.optimize import Bounds, LinearConstraint, milp
         from scipy.sparse import coo_array
@@ -350,8 +360,7 @@ def milp_reclaim(
         if a > slack:
             pre_jobs.append((j, a, slack))
     P = len(pre_jobs)
-    nq = P if secondary else 0
-    nvar = L + P + nq
+    nvar = L + P + (P if secondary else 0)
     c = np.zeros(nvar)
     lost_max = 0
     if secondary:
@@ -362,7 +371,6 @@ def milp_reclaim(
                 c[r] += gj * k
         for i, (j, _, _) in enumerate(pre_jobs):
             c[L + P + i] = inst.g.get(j, 1)
-    c[L : L + P] = float(lost_max + 1)
     rows: list[int] = []
     cols: list[int] = []
     vals: list[float] = []
@@ -379,6 +387,20 @@ def milp_reclaim(
         hi.append(ub)
 
     add_row([(r, 1.0) for r in range(L)], n, n)
+    # Dominance (symmetry breaking): when server s holds no more workers of any job than t
+    # (componentwise), returning s instead of t never adds a preemption nor a lost GPU, so some
+    # optimum returns s whenever it returns t: x_t <= x_s. Equal servers are ordered by id.
+    comp = [inst.srv_jobs.get(s, {}) for s in servers]
+    for r1 in range(L):
+        c1 = comp[r1]
+        for r2 in range(L):
+            if r1 == r2:
+                continue
+            c2 = comp[r2]
+            if len(c1) > len(c2) or (c1 == c2 and r1 > r2):
+                continue
+            if all(c2.get(j, 0) >= k for j, k in c1.items()):
+                add_row([(r2, 1.0), (r1, -1.0)], -np.inf, 0.0)  # x_t - x_s <= 0 (s=r1, t=r2)
     for i, (j, a, slack) in enumerate(pre_jobs):
         pc = L + i
         weak = False
@@ -395,29 +417,37 @@ def milp_reclaim(
                 -np.inf,
                 0.0,
             )
-    A = coo_array((vals, (rows, cols)), shape=(len(lo), nvar)).tocsr()
     integrality = np.zeros(nvar)
     integrality[: L + P] = 1
     ub = np.ones(nvar)
     ub[L + P :] = np.inf
-    options: dict[str, float | bool] = {"mip_rel_gap": 0.0, "disp": False}
-    if time_limit is not None:
-        options["time_limit"] = float(time_limit)
-    res = milp(
-        c,
-        constraints=LinearConstraint(A, np.array(lo), np.array(hi)),
-        integrality=integrality,
-        bounds=Bounds(np.zeros(nvar), ub),
-        options=options,
-    )
-    if res.status != 0 or res.x is None:
-        raise RuntimeError(
-            f"HiGHS did not prove an optimal reclaim of {n} of {L} servers: {res.message}"
+    bounds = Bounds(np.zeros(nvar), ub)
+    tic = time.perf_counter()
+
+    def solve(cost: np.ndarray) -> np.ndarray:
+        options: dict[str, float | bool] = {"mip_rel_gap": 0.0, "disp": False}
+        if time_limit is not None:
+            options["time_limit"] = max(float(time_limit) - (time.perf_counter() - tic), 0.01)
+        A = coo_array((vals, (rows, cols)), shape=(len(lo), nvar)).tocsr()
+        res = milp(
+            cost,
+            constraints=LinearConstraint(A, np.array(lo), np.array(hi)),
+            integrality=integrality,
+            bounds=bounds,
+            options=options,
         )
-    pick = [servers[r] for r in range(L) if res.x[r] > 0.5]
+        if res.status != 0 or res.x is None:
+            raise RuntimeError(
+                f"HiGHS did not prove an optimal reclaim of {n} of {L} servers: {res.message}"
+            )
+        return np.asarray(res.x)
+
+    c[L : L + P] = float(lost_max + 1) if secondary else 1.0
+    res_x = solve(c)
+    pick = [servers[r] for r in range(L) if res_x[r] > 0.5]
     if len(pick) != n:  # pragma: no cover - guarded by the equality row
         raise RuntimeError(f"HiGHS returned {len(pick)} servers instead of {n}")
-    return pick
+    return idle + pick
 
 
 def reclaim_lost_gpus(inst: ReclaimInstance, servers: Iterable[int]) -> int:
