@@ -66,6 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--synthetic",
+        "--instances",
+        dest="synthetic",
         type=int,
         default=None,
         help="random synthetic instances (default 200 when no --scenario/--snapshots, else 0)",
@@ -120,10 +122,12 @@ def evaluate(snaps: Sequence[Any]) -> list[dict[str, Any]]:
         default_reclaim_instance,
         milp_reclaim,
         overlap,
+        random_instance,
         reclaim_preemptions,
     )
 
     rules = {"optimal": milp_reclaim, "aryl": aryl_reclaim, "default": default_reclaim_instance}
+    milp_reclaim(random_instance(np.random.default_rng(0), 6), 3)  # import scipy before timing
     out = []
     for sn in snaps:
         row: dict[str, Any] = {"servers": sn.servers, "n": sn.n, "source": sn.source, "trivial": trivial(sn)}
