@@ -186,6 +186,33 @@ def summarise(rows: Sequence[dict[str, Any]], edges: Sequence[int]) -> list[dict
     return out
 
 
+def overall(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """All non-trivial instances together (the keys of the study's first version)."""
+    nt = [r for r in rows if not r["trivial"]]
+    opt = sum(r["optimal_pre"] for r in nt)
+    opt_s = sum(r["optimal_s"] for r in nt)
+    out: dict[str, Any] = {
+        "instances": len(rows),
+        "nontrivial": len(nt),
+        "optimal": {
+            "preemptions": opt,
+            "ms_per_instance": 1000 * opt_s / len(nt) if nt else 0.0,
+        },
+    }
+    for name in ("aryl", "default"):
+        tot = sum(r[f"{name}_pre"] for r in nt)
+        secs = sum(r[f"{name}_s"] for r in nt)
+        out[name] = {
+            "preemptions": tot,
+            "extra_vs_optimal": (tot - opt) / opt if opt else (0.0 if tot == 0 else math.inf),
+            "equal_fraction": float(np.mean([r[f"{name}_pre"] == r["optimal_pre"] for r in nt])) if nt else 1.0,
+            "overlap": float(np.mean([r[f"{name}_overlap"] for r in nt])) if nt else 1.0,
+            "ms_per_instance": 1000 * secs / len(nt) if nt else 0.0,
+            "optimal_slowdown": opt_s / secs if secs > 0 else math.inf,
+        }
+    return out
+
+
 def collect(args: argparse.Namespace) -> list[Any]:
     from aryl_gym.leaderboard.suites import parse_seeds
     from aryl_gym.reclaim_snapshots import (
@@ -292,7 +319,7 @@ def run(args: argparse.Namespace) -> int:
     rows = evaluate(snaps)
     summary = summarise(rows, edges)
     if args.json:
-        print(json.dumps({"bins": bin_labels(edges), "summary": summary}))
+        print(json.dumps({"bins": bin_labels(edges), "summary": summary, **overall(rows)}))
         return 0
     print(
         f"{len(rows)} reclaim instances ({sum(not r['trivial'] for r in rows)} non-trivial); "
