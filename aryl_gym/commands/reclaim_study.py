@@ -174,7 +174,9 @@ def summarise(rows: Sequence[dict[str, Any]], edges: Sequence[int]) -> list[dict
                 secs = sum(r[f"{name}_s"] for r in nt)
                 s[name] = {
                     "preemptions": tot,
-                    "extra": (tot - opt) / opt if opt else (0.0 if tot == 0 else math.inf),
+                    "extra": None
+                    if not nt
+                    else ((tot - opt) / opt if opt else (0.0 if tot == 0 else math.inf)),
                     "equal": float(np.mean([r[f"{name}_pre"] == r["optimal_pre"] for r in nt]))
                     if nt
                     else None,
@@ -278,7 +280,7 @@ def render(summary: Sequence[dict[str, Any]]) -> str:
                 s["origin"],
                 s["bin"],
                 f"{s['nontrivial']}/{s['instances']}",
-                s["optimal_preemptions"],
+                s["optimal_preemptions"] if s["nontrivial"] else "-",
                 pct(a["extra"], True),
                 pct(d["extra"], True),
                 pct(a["equal"]),
