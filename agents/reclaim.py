@@ -303,23 +303,26 @@ def milp_reclaim(
                    q_j >= a_j p_j - sum_s k_js x_s,  q_j >= 0
                    x, p binary
 
-    Idle loaned servers are returned first without a solve (they cost nothing), and dominance
-    rows ``x_t <= x_s`` break symmetry when server ``s`` holds no more workers of any job than
-    server ``t`` (returning ``s`` instead of ``t`` never costs more in either objective; equal
-    servers are ordered by id). Jobs with ``a_j <= slack_j`` can never be preempted and get no
-    ``p_j``. The second term is
-    the GPUs lost by training (:func:`optimal_reclaim`'s tie-break: scaled-in workers of
-    surviving jobs plus the whole loaned allocation of preempted jobs, since ``g_j (removed_j +
-    q_j)`` is ``g_j a_j`` when preempted and ``g_j removed_j`` otherwise). ``W = 1 + sum_j g_j
-    a_j`` exceeds any value of the second term, so one solve with a zero MIP gap is exactly the
-    lexicographic optimum (fewest preemptions, then fewest GPUs lost). Among equal optima the
-    choice is HiGHS's (deterministic), not necessarily :func:`optimal_reclaim`'s smallest ids.
+    The second term is the GPUs lost by training (:func:`optimal_reclaim`'s tie-break:
+    scaled-in workers of surviving jobs plus the whole loaned allocation of preempted jobs, since
+    ``g_j (removed_j + q_j)`` is ``g_j a_j`` when preempted and ``g_j removed_j`` otherwise).
+    ``W = 1 + sum_j g_j a_j`` exceeds any value of the second term, so one solve with a zero MIP
+    gap is exactly the lexicographic optimum (fewest preemptions, then fewest GPUs lost). Among
+    equal optima the choice is HiGHS's (deterministic), not necessarily
+    :func:`optimal_reclaim`'s smallest ids.
+
+    Reductions: idle loaned servers are returned first without a solve (they cost nothing);
+    dominance rows ``x_t <= x_s`` break symmetry when server ``s`` holds no more workers of any
+    job than server ``t`` (returning ``s`` instead of ``t`` never costs more in either objective;
+    equal servers are ordered by id); jobs with ``a_j <= slack_j`` can never be preempted and get
+    no ``p_j``; a job with ``slack_j = 0`` loses all its loaned GPUs exactly when preempted, so
+    its part of the second term is ``g_j a_j p_j`` and it needs no ``q_j``.
 
     Why scipy/HiGHS rather than OR-Tools CP-SAT: the problem is a small 0-1 program (a few
-    hundred binaries at 200 servers) that HiGHS solves to proven optimality in about a second;
-    scipy is a common, stable
-    dependency with wheels everywhere, while OR-Tools is a large native package that pins its
-    own protobuf (a conflict risk next to TensorBoard).
+    hundred binaries at 200 servers) that HiGHS solves to proven optimality in about a second on
+    typical states (the hardest we met, 200 servers all holding inelastic jobs, about 10 s);
+    scipy is a common, stable dependency with wheels everywhere, while OR-Tools is a large
+    native package that pins its own protobuf (a conflict risk next to TensorBoard).
 
     Args:
         secondary: also minimise the GPUs lost among the fewest-preemption choices.
@@ -360,17 +363,31 @@ def milp_reclaim(
         if a > slack:
             pre_jobs.append((j, a, slack))
     P = len(pre_jobs)
-    nvar = L + P + (P if secondary else 0)
+    # Jobs with slack 0 lose all their loaned GPUs exactly when preempted: their GPU loss is
+    # g_j a_j p_j, with no q_j. The others (elastic with slack > 0) get q_j.
+    qcol: dict[int, int] = {}
+    if secondary:
+        for i, (_, _, slack) in enumerate(pre_jobs):
+            if slack > 0:
+                qcol[i] = L + P + len(qcol)
+    nvar = L + P + len(qcol)
     c = np.zeros(nvar)
     lost_max = 0
+    p_lost = np.zeros(P)
     if secondary:
+        pre_idx = {j: i for i, (j, _, _) in enumerate(pre_jobs)}
         for j in jobs:
             gj = inst.g.get(j, 1)
-            lost_max += gj * sum(k for _, k in on[j])
+            a = sum(k for _, k in on[j])
+            lost_max += gj * a
+            i = pre_idx.get(j)
+            if i is not None and i not in qcol:
+                p_lost[i] = gj * a
+                continue
             for r, k in on[j]:
                 c[r] += gj * k
-        for i, (j, _, _) in enumerate(pre_jobs):
-            c[L + P + i] = inst.g.get(j, 1)
+            if i is not None:
+                c[qcol[i]] = gj
     rows: list[int] = []
     cols: list[int] = []
     vals: list[float] = []
@@ -411,9 +428,9 @@ def milp_reclaim(
                 weak = True
         if weak:
             add_row([(r, float(k)) for r, k in on[j]] + [(pc, -float(a - slack))], -np.inf, slack)
-        if secondary:
+        if i in qcol:
             add_row(
-                [(r, -float(k)) for r, k in on[j]] + [(pc, float(a)), (L + P + i, -1.0)],
+                [(r, -float(k)) for r, k in on[j]] + [(pc, float(a)), (qcol[i], -1.0)],
                 -np.inf,
                 0.0,
             )
@@ -442,7 +459,7 @@ def milp_reclaim(
             )
         return np.asarray(res.x)
 
-    c[L : L + P] = float(lost_max + 1) if secondary else 1.0
+    c[L : L + P] = float(lost_max + 1) + p_lost if secondary else 1.0
     res_x = solve(c)
     pick = [servers[r] for r in range(L) if res_x[r] > 0.5]
     if len(pick) != n:  # pragma: no cover - guarded by the equality row
