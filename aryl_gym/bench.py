@@ -136,7 +136,7 @@ def bench_knapsack(quick: bool) -> Rows:
 def bench_reclaim(quick: bool) -> Rows:
     """Solve times of :func:`~aryl_gym.agents.reclaim.milp_reclaim` on random loaned-server
     states (:func:`~aryl_gym.agents.reclaim.random_instance` filled to 90%, ``n`` uniform in
-    1..L-1), with half and with all jobs elastic, beside Aryl's heuristic on the same instances.
+    1..L-1), with no, half and all jobs elastic, beside Aryl's heuristic on the same instances.
     Wall and CPU time of this process (a busy machine inflates the first, not the second)."""
     from aryl_gym.agents.reclaim import aryl_reclaim, milp_reclaim, random_instance
 
@@ -144,7 +144,7 @@ def bench_reclaim(quick: bool) -> Rows:
     reps = 3 if quick else 10
     rows: Rows = []
     milp_reclaim(random_instance(np.random.default_rng(1), 6), 3)  # import scipy once
-    for elastic_p in (0.5, 1.0):
+    for elastic_p in (0.0, 0.5, 1.0):
         rng = np.random.default_rng(0)
         for L in sizes:
             opt, cpu, heur = [], [], []
