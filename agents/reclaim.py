@@ -320,7 +320,7 @@ def milp_reclaim(
 
     Why scipy/HiGHS rather than OR-Tools CP-SAT: the problem is a small 0-1 program (a few
     hundred binaries at 200 servers) that HiGHS solves to proven optimality in about a second on
-    typical states (the hardest we met, 200 servers all holding inelastic jobs, about 10 s);
+    typical states (the hardest we met, 200 full servers of inelastic jobs, 10-13 s of CPU);
     scipy is a common, stable dependency with wheels everywhere, while OR-Tools is a large
     native package that pins its own protobuf (a conflict risk next to TensorBoard).
 
