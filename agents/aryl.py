@@ -6,8 +6,9 @@ rounds in between, where Aryl's decision would be the same):
 
 1. **Reclaim** (paper section 4), before the decision, when inference wants servers back:
    :func:`aryl_gym.agents.reclaim.aryl_reclaim` (flexible-only servers first, then greedy lowest
-   server preemption cost). ``aryl-optimal-reclaim`` uses the exhaustive optimum where it is
-   small enough (else the heuristic); ``aryl-default-reclaim`` the simulator's default rule.
+   server preemption cost). ``aryl-optimal-reclaim`` uses the exact optimum (an integer program,
+   :func:`aryl_gym.agents.reclaim.milp_reclaim`) at every size; ``aryl-default-reclaim`` the
+   simulator's default rule.
 2. **Loan**: every loanable server is accepted (``uses_loaning``).
 3. **Phase one** (paper 5.2): the inelastic workload first -- inelastic jobs and elastic jobs'
    base demand ``w_min``. Running jobs keep their base allocation; their flexible workers are
@@ -53,7 +54,7 @@ Variants (registry names):
   servers (V100) and use loaned T4 servers only when the training pool cannot host them (flexible
   workers on loaned servers stay grouped). The paper prefers inference servers for elastic jobs
   (5.3); with T4 at about 1/3 of a V100 that costs running time whenever V100s are free;
-* ``aryl-optimal-reclaim`` -- exhaustive optimal reclaim (heuristic above 200,000 subsets);
+* ``aryl-optimal-reclaim`` -- the exact optimal reclaim (integer program solved by HiGHS, any size);
 * ``aryl-default-reclaim`` -- the simulator's default reclaim (fewest busy GPUs first).
 
 World v1: an elastic job requests its base demand ``w_min`` and may grow to ``w_max = r x

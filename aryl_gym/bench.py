@@ -14,6 +14,9 @@ Built in:
 * ``knapsack`` -- Aryl's phase-two knapsack time per round at production size (ms): the mean,
   p99 and max over the decision rounds of a production episode (or testbed when quick), and a
   synthetic tight instance (every GPU of the production cluster, 300 elastic jobs).
+* ``reclaim`` -- the exact reclaim optimum (:func:`aryl_gym.agents.reclaim.milp_reclaim`):
+  solve time by number of loaned servers, 10 to 200, beside Aryl's heuristic. Target: 200
+  loaned servers in at most 10 s.
 * ``env`` and ``pollux`` -- :mod:`aryl_gym.bench_env` and :mod:`aryl_gym.bench_pollux` when
   those modules are present (skipped with ``--quick``).
 """
@@ -126,6 +129,47 @@ def bench_knapsack(quick: bool) -> Rows:
         solve_mckp_arrays(ws, vs, 2048)
         secs.append(time.perf_counter() - tic)
     rows.append(_knapsack_stats("synthetic: 300 jobs, 2,048 GPUs", secs, [300] * len(secs)))
+    return rows
+
+
+@register("reclaim", "exact reclaim optimum (MILP, HiGHS) by loaned servers (target: 200 in <= 10 s)")
+def bench_reclaim(quick: bool) -> Rows:
+    """Solve times of :func:`~aryl_gym.agents.reclaim.milp_reclaim` on random loaned-server
+    states (:func:`~aryl_gym.agents.reclaim.random_instance` filled to 90%, ``n`` uniform in
+    1..L-1), with no, half and all jobs elastic, beside Aryl's heuristic on the same instances.
+    Wall and CPU time of this process (a busy machine inflates the first, not the second)."""
+    from aryl_gym.agents.reclaim import aryl_reclaim, milp_reclaim, random_instance
+
+    sizes = (20, 60, 200) if quick else (10, 20, 50, 100, 150, 200)
+    reps = 3 if quick else 10
+    rows: Rows = []
+    milp_reclaim(random_instance(np.random.default_rng(1), 6), 3)  # import scipy once
+    for elastic_p in (0.0, 0.5, 1.0):
+        rng = np.random.default_rng(0)
+        for L in sizes:
+            opt, cpu, heur = [], [], []
+            for _ in range(reps):
+                inst = random_instance(rng, L, elastic_p=elastic_p, fill=0.9)
+                n = int(rng.integers(1, L))
+                tic, cpu0 = time.perf_counter(), time.process_time()
+                milp_reclaim(inst, n)
+                opt.append(time.perf_counter() - tic)
+                cpu.append(time.process_time() - cpu0)
+                tic = time.perf_counter()
+                aryl_reclaim(inst, n)
+                heur.append(time.perf_counter() - tic)
+            rows.append(
+                {
+                    "loaned servers": L,
+                    "elastic": elastic_p,
+                    "instances": reps,
+                    "milp ms mean": 1000 * float(np.mean(opt)),
+                    "milp ms max": 1000 * float(np.max(opt)),
+                    "milp cpu ms max": 1000 * float(np.max(cpu)),
+                    "aryl ms mean": 1000 * float(np.mean(heur)),
+                    "milp / aryl": float(np.sum(opt) / np.sum(heur)),
+                }
+            )
     return rows
 
 

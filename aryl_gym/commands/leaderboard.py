@@ -7,6 +7,7 @@ Examples::
     aryl-gym leaderboard --suite quick --agent mine=runs/x/model.zip --agent h=my_pkg:make
     aryl-gym leaderboard --suite full --backend ray --ray-address auto
     aryl-gym leaderboard --validate results/quick/results.csv --validate-sample 10
+    aryl-gym leaderboard --suite reclaim                    # reclaim rules vs the exact optimum
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ def print_outputs(res, stream=None) -> None:  # type: ignore[no-untyped-def]
 
 def run(args: argparse.Namespace) -> int:
     from aryl_gym.leaderboard import list_suites, load_suite, run_leaderboard
+    from aryl_gym.leaderboard import reclaim_suite as rs
 
     if args.list:
         if args.json:
@@ -134,6 +136,11 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(out))
             return 0
         for name in list_suites():
+            if rs.is_reclaim_suite(name):
+                r = rs.load_reclaim_suite(name)
+                print(f"{name:10s} reclaim: {len(r.instances)} instance source(s) x "
+                      f"{len(r.policies) + len(r.agents)} entrants  {_first_sentence(r.description)}")
+                continue
             s = load_suite(name, allow_missing=True)
             print(f"{name:10s} {len(s.scenarios)} scenario(s) x {len(s.seeds)} seeds x "
                   f"{len(s.entrants) + len(s.missing)} entrants  {_first_sentence(s.description)}")
@@ -158,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
         return 0 if rep.ok else 1
     if not args.suite:
         raise ValueError("give --suite NAME (see --list) or --validate CSV")
+    if rs.is_reclaim_suite(args.suite):
+        return rs.run_cli(args)
     suite = load_suite(args.suite, allow_missing=args.allow_missing)
     if args.agent:
         names = [n for n, _ in args.agent]

@@ -16,7 +16,7 @@ DESCRIPTIONS = {
     "aryl-noloan": "Aryl without capacity loaning (ablation)",
     "aryl-noelastic": "Aryl without elastic scaling: jobs at their requested size (ablation)",
     "aryl-nogroup": "Aryl without grouping flexible workers on loaned servers (paper Table 6)",
-    "aryl-optimal-reclaim": "Aryl with the exhaustive optimal reclaim (small instances)",
+    "aryl-optimal-reclaim": "Aryl with the exact optimal reclaim (integer program, any size)",
     "aryl-default-reclaim": "Aryl with the simple reclaim rule (fewest busy GPUs first)",
     "aryl-trainfirst": "Aryl whose elastic jobs prefer training servers (diagnostic, ours)",
     "aryl+tuned": "Aryl with Pollux-style batch-size tuning (paper 7.4 Aryl+TunedJobs)",

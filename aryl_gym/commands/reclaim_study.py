@@ -1,11 +1,22 @@
-"""``aryl-gym reclaim-study``: Aryl's reclaim heuristic against the exhaustive optimum.
+"""``aryl-gym reclaim-study``: Aryl's reclaim heuristic against the exact optimum, by size.
 
-On random small loaned-server states (:func:`aryl_gym.agents.reclaim.random_instance`), for a
-random number of servers to return, compares Aryl's heuristic (and the simple default rule) with
-the optimal reclaim: preempted jobs of each, how often they are equal, the average overlap of the
-chosen server sets (|heuristic & optimal| / n), and the wall time of each. The paper (section
-7.3) reports the same preemptions as optimal below 60 servers, 19% more above, 84% resemblance,
-and the optimum about 420k times slower (at its much larger sizes).
+Instances are reclaim events snapshotted from episodes under Aryl (``--scenario``, or saved
+ones with ``--snapshots``; see :mod:`aryl_gym.reclaim_snapshots`) and random synthetic states
+(``--synthetic``) that fill the sizes real episodes rarely reach. On each, Aryl's heuristic and
+the simulator's default rule are compared with the exact optimum (the integer program of
+:func:`aryl_gym.agents.reclaim.milp_reclaim`), in bins of loaned-server count: extra preempted
+jobs over the optimum (summed over the bin), the share of instances where a rule preempts as few
+jobs as the optimum, the overlap of the chosen servers (|rule & optimum| / n) and how much longer
+the optimum takes. Instances in which at least ``n`` loaned servers are empty are *trivial*
+(every rule sensible or not returns idle servers): they are counted but left out of the figures.
+
+The paper (section 7.3) reports: the same preemptions as the optimum below 60 servers, 19% more
+at 60 and above, 84% resemblance of the decisions, the optimum about 420,000 times slower.
+
+Examples::
+
+    aryl-gym reclaim-study --scenario basic --seeds 0-2 --save-snapshots snaps/basic.npz
+    aryl-gym reclaim-study --snapshots snaps/basic.npz --synthetic 300 --max-servers 200
 """
 
 from __future__ import annotations
@@ -13,7 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,123 +34,304 @@ import numpy as np
 from aryl_gym.commands._common import seed_arg
 
 NAME = "reclaim-study"
-HELP = "compare Aryl's reclaim heuristic with the exhaustive optimum on random small instances"
+HELP = "compare Aryl's reclaim heuristic with the exact optimum (MILP), binned by loaned servers"
+
+#: section 7.3 of the paper, per bin label
+PAPER = {
+    "<60": {"extra": "+0% (equal)", "overlap": "84% (all sizes)", "ratio": "420k x (all sizes)"},
+    ">=60": {"extra": "+19%", "overlap": "84% (all sizes)", "ratio": "420k x (all sizes)"},
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--instances", type=int, default=200, help="random instances (default 200)")
-    p.add_argument("--seed", type=seed_arg, default=0)
-    p.add_argument("--min-servers", type=int, default=4, help="fewest loaned servers (default 4)")
-    p.add_argument("--max-servers", type=int, default=16, help="most loaned servers (default 16)")
     p.add_argument(
-        "--elastic", type=float, default=0.5, help="fraction of elastic jobs (default 0.5)"
+        "--scenario",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="record the reclaim events of episodes of this scenario under Aryl (repeatable)",
+    )
+    p.add_argument("--seeds", default="0", help="episode seeds for --scenario: '0-2' or '0,5' (default 0)")
+    p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
+    p.add_argument(
+        "--snapshots",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="saved snapshots (.npz from --save-snapshots); repeatable",
+    )
+    p.add_argument(
+        "--save-snapshots",
+        metavar="FILE",
+        default=None,
+        help="write the snapshots recorded from --scenario episodes to FILE (.npz)",
+    )
+    p.add_argument(
+        "--synthetic",
+        "--instances",
+        dest="synthetic",
+        type=int,
+        default=None,
+        help="random synthetic instances (default 200 when no --scenario/--snapshots, else 0)",
+    )
+    p.add_argument("--seed", type=seed_arg, default=0, help="seed of the synthetic instances")
+    p.add_argument("--min-servers", type=int, default=4, help="fewest synthetic loaned servers (default 4)")
+    p.add_argument("--max-servers", type=int, default=200, help="most synthetic loaned servers (default 200)")
+    p.add_argument(
+        "--elastic", type=float, default=0.5, help="fraction of elastic synthetic jobs (default 0.5)"
+    )
+    p.add_argument(
+        "--bins", default="20,60", help="bin edges in loaned servers (default '20,60': <20, 20-59, >=60)"
     )
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
 
 
-def study(
-    instances: int = 200,
-    seed: int = 0,
-    min_servers: int = 4,
-    max_servers: int = 16,
-    elastic_p: float = 0.5,
-) -> dict[str, Any]:
-    """Run the study; returns the summary and per-rule figures."""
+def parse_bins(text: str) -> list[int]:
+    try:
+        edges = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--bins takes increasing integers such as '20,60', got {text!r}") from None
+    if any(b <= 0 for b in edges) or edges != sorted(set(edges)):
+        raise ValueError(f"--bins takes increasing positive integers such as '20,60', got {text!r}")
+    return edges
+
+
+def bin_labels(edges: Sequence[int]) -> list[str]:
+    if not edges:
+        return ["all"]
+    out = [f"<{edges[0]}"]
+    out += [f"{a}-{b - 1}" for a, b in zip(edges[:-1], edges[1:])]
+    out.append(f">={edges[-1]}")
+    return out
+
+
+def bin_of(servers: int, edges: Sequence[int]) -> int:
+    return int(np.searchsorted(np.asarray(edges), servers, side="right"))
+
+
+def trivial(snap: Any) -> bool:
+    """At least ``n`` loaned servers hold no worker: returning idle ones preempts nothing."""
+    inst = snap.inst
+    empty = sum(1 for s in inst.loaned if not inst.srv_jobs.get(s))
+    return empty >= snap.n
+
+
+def evaluate(snaps: Sequence[Any]) -> list[dict[str, Any]]:
+    """Per instance: preemptions, chosen servers' overlap with the optimum and wall time of each
+    rule (``optimal`` = the MILP, ``aryl``, ``default``)."""
     from aryl_gym.agents.reclaim import (
         aryl_reclaim,
         default_reclaim_instance,
-        optimal_reclaim,
+        milp_reclaim,
         overlap,
         random_instance,
         reclaim_preemptions,
     )
 
-    if instances < 1:
-        raise ValueError("--instances must be >= 1")
-    if not 2 <= min_servers <= max_servers:
-        raise ValueError("need 2 <= --min-servers <= --max-servers")
-    if max_servers > 22:
-        raise ValueError("--max-servers above 22 makes the exhaustive optimum too slow; use <= 22")
-    rng = np.random.default_rng(seed)
-    rules = {"aryl": aryl_reclaim, "default": default_reclaim_instance}
-    pre: dict[str, list[int]] = {"optimal": [], "aryl": [], "default": []}
-    secs: dict[str, float] = {"optimal": 0.0, "aryl": 0.0, "default": 0.0}
-    ov: dict[str, list[float]] = {"aryl": [], "default": []}
-    for _ in range(instances):
-        L = int(rng.integers(min_servers, max_servers + 1))
-        inst = random_instance(rng, L, elastic_p=elastic_p)
-        n = int(rng.integers(1, L))
-        tic = time.perf_counter()
-        opt = optimal_reclaim(inst, n)
-        secs["optimal"] += time.perf_counter() - tic
-        pre["optimal"].append(reclaim_preemptions(inst, opt))
+    rules = {"optimal": milp_reclaim, "aryl": aryl_reclaim, "default": default_reclaim_instance}
+    milp_reclaim(random_instance(np.random.default_rng(0), 6), 3)  # import scipy before timing
+    out = []
+    for sn in snaps:
+        row: dict[str, Any] = {"servers": sn.servers, "n": sn.n, "source": sn.source, "trivial": trivial(sn)}
+        picks = {}
         for name, rule in rules.items():
             tic = time.perf_counter()
-            got = rule(inst, n)
-            secs[name] += time.perf_counter() - tic
-            pre[name].append(reclaim_preemptions(inst, got))
-            ov[name].append(overlap(got, opt))
-    opt_total = sum(pre["optimal"])
+            got = rule(sn.inst, sn.n)
+            row[f"{name}_s"] = time.perf_counter() - tic
+            picks[name] = got
+            row[f"{name}_pre"] = reclaim_preemptions(sn.inst, got)
+        for name in ("aryl", "default"):
+            row[f"{name}_overlap"] = overlap(picks[name], picks["optimal"])
+        if row["aryl_pre"] < row["optimal_pre"] or row["default_pre"] < row["optimal_pre"]:
+            raise RuntimeError(f"a heuristic beat the optimum on {sn.source}: the MILP is wrong")
+        out.append(row)
+    return out
+
+
+def summarise(rows: Sequence[dict[str, Any]], edges: Sequence[int]) -> list[dict[str, Any]]:
+    """One summary per (origin, bin): origin ``episodes`` (recorded) or ``synthetic``."""
+    labels = bin_labels(edges)
+    out = []
+    for origin in ("episodes", "synthetic"):
+        mine = [r for r in rows if (r["source"].startswith("synthetic")) == (origin == "synthetic")]
+        for b, label in enumerate(labels):
+            rs = [r for r in mine if bin_of(r["servers"], edges) == b]
+            if not rs:
+                continue
+            nt = [r for r in rs if not r["trivial"]]
+            s: dict[str, Any] = {
+                "origin": origin,
+                "bin": label,
+                "instances": len(rs),
+                "trivial": len(rs) - len(nt),
+                "nontrivial": len(nt),
+                "servers_max": max(r["servers"] for r in rs),
+                "optimal_preemptions": sum(r["optimal_pre"] for r in nt),
+                "optimal_ms": 1000 * float(np.mean([r["optimal_s"] for r in nt])) if nt else None,
+                "optimal_ms_max": 1000 * max(r["optimal_s"] for r in nt) if nt else None,
+            }
+            opt = s["optimal_preemptions"]
+            for name in ("aryl", "default"):
+                tot = sum(r[f"{name}_pre"] for r in nt)
+                secs = sum(r[f"{name}_s"] for r in nt)
+                s[name] = {
+                    "preemptions": tot,
+                    "extra": None
+                    if not nt
+                    else ((tot - opt) / opt if opt else (0.0 if tot == 0 else math.inf)),
+                    "equal": float(np.mean([r[f"{name}_pre"] == r["optimal_pre"] for r in nt]))
+                    if nt
+                    else None,
+                    "overlap": float(np.mean([r[f"{name}_overlap"] for r in nt])) if nt else None,
+                    "ms": 1000 * secs / len(nt) if nt else None,
+                    "time_ratio": sum(r["optimal_s"] for r in nt) / secs if nt and secs > 0 else None,
+                }
+            out.append(s)
+    return out
+
+
+def overall(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """All non-trivial instances together (the keys of the study's first version)."""
+    nt = [r for r in rows if not r["trivial"]]
+    opt = sum(r["optimal_pre"] for r in nt)
+    opt_s = sum(r["optimal_s"] for r in nt)
     out: dict[str, Any] = {
-        "instances": instances,
-        "seed": seed,
-        "servers": [min_servers, max_servers],
+        "instances": len(rows),
+        "nontrivial": len(nt),
         "optimal": {
-            "preemptions": opt_total,
-            "ms_per_instance": 1000 * secs["optimal"] / instances,
+            "preemptions": opt,
+            "ms_per_instance": 1000 * opt_s / len(nt) if nt else 0.0,
         },
     }
-    for name in rules:
-        p = pre[name]
+    for name in ("aryl", "default"):
+        tot = sum(r[f"{name}_pre"] for r in nt)
+        secs = sum(r[f"{name}_s"] for r in nt)
         out[name] = {
-            "preemptions": sum(p),
-            "extra_vs_optimal": (sum(p) - opt_total) / opt_total
-            if opt_total
-            else (0.0 if sum(p) == 0 else math.inf),
-            "equal_fraction": float(np.mean([a == b for a, b in zip(p, pre["optimal"])])),
-            "overlap": float(np.mean(ov[name])),
-            "ms_per_instance": 1000 * secs[name] / instances,
-            "optimal_slowdown": secs["optimal"] / secs[name] if secs[name] > 0 else math.inf,
+            "preemptions": tot,
+            "extra_vs_optimal": (tot - opt) / opt if opt else (0.0 if tot == 0 else math.inf),
+            "equal_fraction": float(np.mean([r[f"{name}_pre"] == r["optimal_pre"] for r in nt])) if nt else 1.0,
+            "overlap": float(np.mean([r[f"{name}_overlap"] for r in nt])) if nt else 1.0,
+            "ms_per_instance": 1000 * secs / len(nt) if nt else 0.0,
+            "optimal_slowdown": opt_s / secs if secs > 0 else math.inf,
         }
     return out
 
 
-def run(args: argparse.Namespace) -> int:
+def collect(args: argparse.Namespace) -> list[Any]:
+    from aryl_gym.leaderboard.suites import parse_seeds
+    from aryl_gym.reclaim_snapshots import (
+        load_snapshots,
+        record_snapshots,
+        save_snapshots,
+        synthetic_snapshots,
+    )
+
+    snaps: list[Any] = []
+    for path in args.snapshots:
+        snaps.extend(load_snapshots(path))
+    recorded: list[Any] = []
+    if args.scenario:
+        seeds = parse_seeds(args.seeds, "--seeds")
+        for sc in args.scenario:
+            tic = time.perf_counter()
+            got = record_snapshots(sc, seeds, data_root=args.data_root)
+            print(
+                f"{sc}: {len(got)} reclaim events in {len(seeds)} episode(s) "
+                f"({time.perf_counter() - tic:.1f} s)",
+                file=sys.stderr,
+            )
+            recorded.extend(got)
+    elif args.save_snapshots:
+        raise ValueError("--save-snapshots saves the events of --scenario episodes; give --scenario")
+    if args.save_snapshots:
+        path = save_snapshots(args.save_snapshots, recorded)
+        print(f"saved {len(recorded)} snapshots to {path}", file=sys.stderr)
+    snaps.extend(recorded)
+    synth = args.synthetic
+    if synth is None:
+        synth = 0 if (args.scenario or args.snapshots) else 200
+    if synth:
+        if args.max_servers > 400:
+            raise ValueError("--max-servers above 400 is beyond the study's scope; use <= 400")
+        if not 0.0 <= args.elastic <= 1.0:
+            raise ValueError(f"--elastic must be in [0, 1], got {args.elastic}")
+        snaps.extend(
+            synthetic_snapshots(synth, args.min_servers, args.max_servers, args.seed, args.elastic)
+        )
+    if not snaps:
+        raise ValueError("no instances: give --scenario, --snapshots or --synthetic N")
+    return snaps
+
+
+def render(summary: Sequence[dict[str, Any]]) -> str:
     from aryl_gym.commands._common import table
 
-    res = study(args.instances, args.seed, args.min_servers, args.max_servers, args.elastic)
+    def pct(v: float | None, sign: bool = False) -> str:
+        if v is None:
+            return "-"
+        if math.isinf(v):
+            return "inf"
+        return f"{100 * v:+.1f}%" if sign else f"{100 * v:.1f}%"
+
+    rows = []
+    for s in summary:
+        a, d = s["aryl"], s["default"]
+        paper = PAPER[">=60" if not s["bin"].startswith("<") and _lo(s["bin"]) >= 60 else "<60"]
+        rows.append(
+            [
+                s["origin"],
+                s["bin"],
+                f"{s['nontrivial']}/{s['instances']}",
+                s["optimal_preemptions"] if s["nontrivial"] else "-",
+                pct(a["extra"], True),
+                pct(d["extra"], True),
+                pct(a["equal"]),
+                pct(d["equal"]),
+                pct(a["overlap"]),
+                f"{a['time_ratio']:.0f}x" if a["time_ratio"] else "-",
+                f"{s['optimal_ms']:.1f}/{s['optimal_ms_max']:.1f}" if s["optimal_ms"] is not None else "-",
+                paper["extra"],
+            ]
+        )
+    return table(
+        rows,
+        [
+            "origin",
+            "servers",
+            "nontrivial",
+            "opt pre",
+            "aryl extra",
+            "default extra",
+            "aryl equal",
+            "default equal",
+            "aryl overlap",
+            "opt/aryl time",
+            "opt ms mean/max",
+            "paper aryl extra",
+        ],
+    )
+
+
+def _lo(label: str) -> int:
+    digits = "".join(ch if ch.isdigit() else " " for ch in label).split()
+    return int(digits[0]) if digits else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    edges = parse_bins(args.bins)
+    snaps = collect(args)
+    rows = evaluate(snaps)
+    summary = summarise(rows, edges)
     if args.json:
-        print(json.dumps(res))
+        print(json.dumps({"bins": bin_labels(edges), "summary": summary, **overall(rows)}))
         return 0
     print(
-        f"{res['instances']} random instances, {args.min_servers}-{args.max_servers} loaned servers, "
-        f"seed {args.seed}; optimal: {res['optimal']['preemptions']} preemptions, "
-        f"{res['optimal']['ms_per_instance']:.2f} ms per instance"
+        f"{len(rows)} reclaim instances ({sum(not r['trivial'] for r in rows)} non-trivial); "
+        "figures over non-trivial instances (fewer than n idle loaned servers)"
     )
-    rows = [
-        [
-            name,
-            res[name]["preemptions"],
-            f"{100 * res[name]['extra_vs_optimal']:+.1f}%",
-            f"{100 * res[name]['equal_fraction']:.1f}%",
-            f"{100 * res[name]['overlap']:.1f}%",
-            f"{res[name]['ms_per_instance']:.3f}",
-            f"{res[name]['optimal_slowdown']:.0f}x",
-        ]
-        for name in ("aryl", "default")
-    ]
+    print(render(summary))
     print(
-        table(
-            rows,
-            [
-                "rule",
-                "preemptions",
-                "vs optimal",
-                "equal",
-                "overlap",
-                "ms/instance",
-                "optimal slower",
-            ],
-        )
+        "paper (section 7.3): Aryl equals the optimum below 60 servers, +19% preemptions at 60 "
+        "and above; 84% overlap; optimum 420k x slower"
     )
     return 0

@@ -5,6 +5,13 @@ sub-step** among the loaned servers (masked: loaned and not yet picked). After t
 the round runs: the servers return (elastic jobs that keep ``>= w_min`` workers scale in, other
 jobs on them are preempted), and the allocation is decided by a reference policy (``allocator``,
 Aryl by default) as in a native run. Rounds without a reclaim are run without the agent.
+
+With ``snapshots=PATH`` (a ``.npz`` of :mod:`aryl_gym.reclaim_snapshots`, or a list of
+snapshots) an episode is instead **one reclaim event** drawn from the file: the agent picks the
+``n`` servers, each pick is rewarded ``-(jobs it newly preempts)``, and the episode ends after
+the ``n``-th pick. The return is minus the preempted jobs, which the exact optimum
+(:func:`aryl_gym.agents.reclaim.milp_reclaim`) bounds: an optimality gap (``aryl-gym
+leaderboard --suite reclaim``).
 """
 
 from __future__ import annotations
@@ -91,12 +98,24 @@ class ArylReclaimEnv(gym.Env):
     Terminated when all jobs are done; truncated at ``max_steps``, the horizon or a stall. An
     episode in which no reclaim ever happens has one step (any action) that ends it.
 
+    ## Snapshot mode
+    ``snapshots=PATH`` (or a list of :class:`~aryl_gym.reclaim_snapshots.Snapshot`): each episode
+    is one saved reclaim event, the one at ``options["index"]`` or else drawn uniformly with the
+    env's generator. The loaned servers, sorted by id, take slots ``0..L-1`` of an action space
+    ``Discrete(max_servers)`` (default: the most loaned servers of any snapshot); ``cluster`` is
+    all zeros (a snapshot holds no cluster-wide state); the reward of a pick is minus the jobs it
+    newly preempts (``invalid_penalty`` for an invalid pick); terminated after the ``n``-th pick.
+    ``info["preemptions"]`` counts the episode's preempted jobs, ``info["index"]`` the snapshot;
+    with ``optimum=True`` the last step's info also holds ``optimal_preemptions``.
+
     ## Arguments
     ``scenario`` ("tiny"), ``allocator`` ("aryl"), ``reward``, ``reward_scale``,
-    ``invalid_penalty``, ``max_steps``, ``jobs``, ``data_root``, ``stall_hours``, ``render_mode``.
+    ``invalid_penalty``, ``max_steps``, ``jobs``, ``data_root``, ``stall_hours``, ``render_mode``,
+    ``snapshots``, ``max_servers``, ``optimum``.
 
     ## Version History
     * v0: first version.
+    * snapshot mode (``snapshots=``): episodes of one saved reclaim event.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -113,8 +132,16 @@ class ArylReclaimEnv(gym.Env):
         data_root: str | None = None,
         stall_hours: float = 48.0,
         render_mode: str | None = None,
+        snapshots: str | Path | Sequence[Any] | None = None,
+        max_servers: int | None = None,
+        optimum: bool = False,
     ):
         from aryl_gym.agents import make_policy, policy_names
+
+        self.snaps: list[Any] | None = None
+        if snapshots is not None:
+            self._init_snapshots(snapshots, max_servers, invalid_penalty, max_steps, optimum, render_mode)
+            return
 
         self.config = scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario)
         if allocator not in policy_names():
@@ -151,9 +178,191 @@ class ArylReclaimEnv(gym.Env):
         self.sim: Simulator | None = None
 
     # ------------------------------------------------------------------------------------------
+    # snapshot mode
+    # ------------------------------------------------------------------------------------------
+    def _init_snapshots(
+        self,
+        snapshots: str | Path | Sequence[Any],
+        max_servers: int | None,
+        invalid_penalty: float,
+        max_steps: int | None,
+        optimum: bool,
+        render_mode: str | None,
+    ) -> None:
+        from aryl_gym.reclaim_snapshots import load_snapshots
+
+        snaps = load_snapshots(snapshots) if isinstance(snapshots, (str, Path)) else list(snapshots)
+        snaps = [sn for sn in snaps if sn.n > 0]
+        if not snaps:
+            raise ValueError(f"snapshots={snapshots!r}: no reclaim event with n >= 1 to play")
+        widest = max(sn.servers for sn in snaps)
+        if max_servers is None:
+            max_servers = widest
+        if max_servers < widest:
+            raise ValueError(
+                f"max_servers={max_servers} but a snapshot has {widest} loaned servers; raise it"
+            )
+        if render_mode is not None:
+            raise ValueError("snapshot mode has no rendering; use render_mode=None")
+        self.snaps = snaps
+        self.render_mode = None
+        self.n_inf = int(max_servers)
+        self.invalid_penalty = float(invalid_penalty)
+        self.max_steps = max_steps
+        self.report_optimum = bool(optimum)
+        self._opt_cache: dict[int, int] = {}
+        self.sim = None
+        self.action_space = spaces.Discrete(self.n_inf)
+        self.observation_space = spaces.Dict(
+            {
+                "servers": spaces.Box(0.0, 1.0, (self.n_inf, F_SERVER), np.float32),
+                "cluster": spaces.Box(0.0, 1.0, (F_CLUSTER,), np.float32),
+                "reclaim": spaces.Box(0.0, 1.0, (2,), np.float32),
+                "action_mask": spaces.Box(0.0, 1.0, (self.n_inf,), np.float32),
+            }
+        )
+
+    def _snap_reset(self, options: dict[str, Any]):
+        assert self.snaps is not None
+        if "index" in options:
+            idx = options["index"]
+            if isinstance(idx, bool) or not isinstance(idx, (int, np.integer)) or not 0 <= idx < len(self.snaps):
+                raise ValueError(f"options['index'] must be an integer in [0, {len(self.snaps)}), got {idx!r}")
+            idx = int(idx)
+        else:
+            idx = int(self.np_random.integers(len(self.snaps)))
+        self.index = idx
+        self.snap = self.snaps[idx]
+        self.slots = sorted(self.snap.inst.loaned)
+        self.need = int(self.snap.n)
+        self.picks = []
+        self.steps = 0
+        self.invalid_total = 0
+        self.preempted = 0
+        self._removed: dict[int, int] = {}
+        self._dead: set[int] = set()
+        self._finished = False
+        return self._snap_obs(), self._snap_info(0)
+
+    def _snap_step(self, action):
+        if self._finished:
+            raise RuntimeError("the episode has ended; call reset()")
+        inst = self.snap.inst
+        try:
+            a = int(np.asarray(action).reshape(-1)[0]) if np.size(action) == 1 else -1
+        except (TypeError, ValueError, OverflowError):
+            a = -1
+        mask = self.action_masks()
+        invalid = 0
+        reward = 0.0
+        if 0 <= a < self.n_inf and mask[a]:
+            s = self.slots[a]
+            self.picks.append(s)
+            new = 0
+            for j, k in inst.srv_jobs.get(s, {}).items():
+                self._removed[j] = self._removed.get(j, 0) + k
+                if j not in self._dead and not (
+                    inst.elastic.get(j, False) and inst.workers[j] - self._removed[j] >= inst.w_min[j]
+                ):
+                    self._dead.add(j)
+                    new += 1
+            self.preempted += new
+            reward = -float(new)
+        else:
+            invalid = 1
+            reward = -self.invalid_penalty
+        self.steps += 1
+        self.invalid_total += invalid
+        terminated = len(self.picks) >= self.need
+        truncated = not terminated and self.max_steps is not None and self.steps >= self.max_steps
+        info = self._snap_info(invalid)
+        if terminated or truncated:
+            self._finished = True
+            metrics: dict[str, Any] = {
+                "preemptions": self.preempted,
+                "picks": len(self.picks),
+                "n": self.need,
+                "servers": len(self.slots),
+                "invalid_total": self.invalid_total,
+            }
+            if self.report_optimum:
+                if self.index not in self._opt_cache:
+                    from aryl_gym.agents.reclaim import milp_reclaim, reclaim_preemptions
+
+                    opt = milp_reclaim(inst, self.need)
+                    self._opt_cache[self.index] = reclaim_preemptions(inst, opt)
+                metrics["optimal_preemptions"] = self._opt_cache[self.index]
+                info["optimal_preemptions"] = self._opt_cache[self.index]
+            info["episode_metrics"] = metrics
+        return self._snap_obs(), reward, bool(terminated), bool(truncated), info
+
+    def _snap_mask(self) -> np.ndarray:
+        m = np.zeros(self.n_inf, dtype=bool)
+        m[: len(self.slots)] = True
+        picked = set(self.picks)
+        for i, s in enumerate(self.slots):
+            if s in picked:
+                m[i] = False
+        return m
+
+    def _snap_obs(self) -> dict[str, np.ndarray]:
+        inst = self.snap.inst
+        S = np.zeros((self.n_inf, F_SERVER), dtype=np.float32)
+        picked = set(self.picks)
+        caps = self.snap.cap if len(self.snap.cap) == len(self.slots) else (8,) * len(self.slots)
+        for i, s in enumerate(self.slots):
+            cap = float(max(caps[i], 1))
+            on = inst.srv_jobs.get(s, {})
+            fl = inst.srv_flex.get(s, {})
+            busy = sum(k * inst.g.get(j, 1) for j, k in on.items())
+            flex = sum(fl.get(j, 0) * inst.g.get(j, 1) for j in on)
+            S[i, 0] = 1.0
+            S[i, 1] = s in picked
+            S[i, 2] = busy / cap
+            S[i, 3] = (busy - flex) / cap
+            S[i, 4] = flex / cap
+            S[i, 5] = min(len(on) / 8.0, 1.0)
+            cost = 0
+            if s not in picked:
+                for j, k in on.items():
+                    if j in self._dead:
+                        continue
+                    r = self._removed.get(j, 0) + k
+                    cost += int(not (inst.elastic.get(j, False) and inst.workers[j] - r >= inst.w_min[j]))
+            S[i, 6] = min(cost / 8.0, 1.0)
+            S[i, 7] = busy == flex
+        rc = np.array(
+            [max(self.need - len(self.picks), 0) / self.n_inf, len(self.picks) / self.n_inf],
+            dtype=np.float32,
+        )
+        return {
+            "servers": np.clip(S, 0.0, 1.0),
+            "cluster": np.zeros(F_CLUSTER, dtype=np.float32),
+            "reclaim": np.clip(rc, 0.0, 1.0),
+            "action_mask": self._snap_mask().astype(np.float32),
+        }
+
+    def _snap_info(self, invalid: int) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "source": self.snap.source,
+            "to_pick": max(self.need - len(self.picks), 0),
+            "picks": np.array(
+                [self.slots.index(s) for s in self.picks] + [-1] * (self.n_inf - len(self.picks)),
+                dtype=np.int64,
+            ),
+            "preemptions": self.preempted,
+            "invalid": invalid,
+            "invalid_total": self.invalid_total,
+        }
+
+    # ------------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        options = check_reset_options(options, ("episode_seed", "jobs"))
+        allowed = ("index",) if self.snaps is not None else ("episode_seed", "jobs")
+        options = check_reset_options(options, allowed)
         super().reset(seed=seed)
+        if self.snaps is not None:
+            return self._snap_reset(options)
         ep_seed = episode_seed(self.np_random, options)
         jobs = options.get("jobs", self.fixed_jobs)
         ep = make_episode(self.config, int(ep_seed), jobs=jobs, data_root=self.data_root)
@@ -209,6 +418,10 @@ class ArylReclaimEnv(gym.Env):
             self._idle_since = None
 
     def action_masks(self) -> np.ndarray:
+        if self.snaps is not None:
+            if not hasattr(self, "snap"):
+                raise RuntimeError("call reset() before action_masks()")
+            return self._snap_mask()
         sim = self.sim
         if sim is None:
             raise RuntimeError("call reset() before action_masks()")
@@ -220,6 +433,10 @@ class ArylReclaimEnv(gym.Env):
         return m
 
     def step(self, action):
+        if self.snaps is not None:
+            if not hasattr(self, "snap"):
+                raise RuntimeError("call reset() before step()")
+            return self._snap_step(action)
         if self.sim is None:
             raise RuntimeError("call reset() before step()")
         if self._finished:

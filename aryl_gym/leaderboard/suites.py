@@ -290,6 +290,11 @@ def suite_from_dict(
     """
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: a suite must be a mapping at the top level")
+    if data.get("kind") == "reclaim":
+        raise ConfigError(
+            f"{source}: a reclaim suite (kind: reclaim); run it with aryl-gym leaderboard --suite "
+            f"{data.get('name', source)} (aryl_gym.leaderboard.reclaim_suite)"
+        )
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise ConfigError(

@@ -1,0 +1,589 @@
+"""The ``reclaim`` leaderboard: reclaim rules ranked by their gap to the exact optimum.
+
+A reclaim suite is a YAML file with ``kind: reclaim`` (``configs/suites/reclaim.yaml``)::
+
+    name: reclaim
+    kind: reclaim
+    description: ...
+    instances:                          # where the reclaim events come from (concatenated)
+      - {scenario: basic, seeds: 0-2}   # events of episodes under Aryl (cached in OUT/snapshots/)
+      - {scenario: production, seeds: [0], optional: true}
+      - {synthetic: 40, servers: [20, 200], seed: 0, elastic: 0.5}
+      - {snapshots: path/to/saved.npz}  # from aryl-gym reclaim-study --save-snapshots
+    nontrivial_only: true               # drop events with at least n idle loaned servers
+    seed: 0                             # seed of the random rule
+    policies: [optimum, aryl, default, random]
+    agents: {}                          # NAME: SOURCE, acting through ArylReclaim (snapshot mode)
+
+Every instance is a snapshot (:mod:`aryl_gym.reclaim_snapshots`); every entrant picks ``n``
+loaned servers on it; the optimum (:func:`aryl_gym.agents.reclaim.milp_reclaim`) gives the
+fewest preemptions possible. The table ranks entrants by the **optimality gap** -- total
+preempted jobs over the optimum's, minus one -- with a paired bootstrap 95% interval over
+instances, and shows the mean extra preemptions per instance (95% t interval), the share of
+instances where the entrant is optimal, the overlap of its choice with the optimum's and its
+time per decision. Learned agents act through the reclaim env in snapshot mode
+(``ArylReclaimEnv(snapshots=...)``), one episode per instance (``options={"index": i}``).
+
+Outputs in ``OUT/``: ``results.csv`` (one row per instance and entrant, appended as they
+finish; ``--resume`` keeps finished rows), ``leaderboard.md``, ``leaderboard.json`` and the
+recorded snapshots ``snapshots/SCENARIO-seedN.npz`` (reused by later runs).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aryl_gym.config import ConfigError, load_yaml
+
+KIND = "reclaim"
+RULES = ("optimum", "aryl", "default", "random")
+_TOP_KEYS = {"name", "kind", "description", "instances", "nontrivial_only", "seed", "policies", "agents"}
+CSV_COLUMNS = [
+    "suite",
+    "instance",
+    "source",
+    "servers",
+    "n",
+    "entrant",
+    "kind",
+    "preemptions",
+    "optimal_preemptions",
+    "overlap",
+    "ms",
+    "note",
+]
+
+
+@dataclass(frozen=True)
+class ReclaimSuite:
+    name: str
+    description: str
+    instances: tuple[Mapping[str, Any], ...]
+    policies: tuple[str, ...]
+    agents: Mapping[str, str] = field(default_factory=dict)
+    nontrivial_only: bool = True
+    seed: int = 0
+    source: str = "<dict>"
+
+
+# ------------------------------------------------------------------------------------------------
+# loading
+# ------------------------------------------------------------------------------------------------
+def _suite_path(name_or_path: str | os.PathLike[str]) -> Path | None:
+    from aryl_gym.leaderboard.suites import suites_dir
+
+    text = str(name_or_path)
+    if text.endswith((".yaml", ".yml")) or os.sep in text:
+        return Path(text)
+    p = suites_dir() / f"{text}.yaml"
+    return p if p.exists() else None
+
+
+def is_reclaim_suite(name_or_path: str | os.PathLike[str]) -> bool:
+    """Whether the suite file says ``kind: reclaim`` (False when it cannot be read)."""
+    p = _suite_path(name_or_path)
+    if p is None or not p.is_file():
+        return False
+    try:
+        data = load_yaml(p)
+    except ConfigError:
+        return False
+    return isinstance(data, Mapping) and data.get("kind") == KIND
+
+
+def _instance_entry(item: Any, source: str, i: int) -> dict[str, Any]:
+    from aryl_gym.leaderboard.suites import parse_seeds
+
+    where = f"{source}: instances[{i}]"
+    if not isinstance(item, Mapping):
+        raise ConfigError(f"{where} must be a mapping with scenario, synthetic or snapshots")
+    kinds = [k for k in ("scenario", "synthetic", "snapshots") if k in item]
+    if len(kinds) != 1:
+        raise ConfigError(f"{where}: give exactly one of scenario, synthetic, snapshots")
+    k = kinds[0]
+    allowed = {
+        "scenario": {"scenario", "seeds", "optional"},
+        "synthetic": {"synthetic", "servers", "seed", "elastic"},
+        "snapshots": {"snapshots", "optional"},
+    }[k]
+    bad = sorted(set(item) - allowed)
+    if bad:
+        raise ConfigError(f"{where}: unknown key '{bad[0]}'. Allowed keys: {', '.join(sorted(allowed))}")
+    out = dict(item)
+    opt = out.get("optional", False)
+    if not isinstance(opt, bool):
+        raise ConfigError(f"{where}: optional must be true or false")
+    if k == "scenario":
+        if not isinstance(out["scenario"], str) or not out["scenario"]:
+            raise ConfigError(f"{where}: scenario must be a scenario name or path")
+        out["seeds"] = parse_seeds(out.get("seeds", [0]), f"{where}.seeds")
+    elif k == "synthetic":
+        cnt = out["synthetic"]
+        if isinstance(cnt, bool) or not isinstance(cnt, int) or cnt < 1:
+            raise ConfigError(f"{where}: synthetic must be a count >= 1, got {cnt!r}")
+        srv = out.get("servers", [4, 200])
+        if (
+            not isinstance(srv, list)
+            or len(srv) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in srv)
+            or not 2 <= srv[0] <= srv[1] <= 400
+        ):
+            raise ConfigError(f"{where}: servers must be [min, max] with 2 <= min <= max <= 400, got {srv!r}")
+        el = out.get("elastic", 0.5)
+        if isinstance(el, bool) or not isinstance(el, (int, float)) or not 0 <= el <= 1:
+            raise ConfigError(f"{where}: elastic must be a fraction in [0, 1], got {el!r}")
+        sd = out.get("seed", 0)
+        if isinstance(sd, bool) or not isinstance(sd, int) or sd < 0:
+            raise ConfigError(f"{where}: seed must be an integer >= 0, got {sd!r}")
+    else:
+        if not isinstance(out["snapshots"], str) or not out["snapshots"]:
+            raise ConfigError(f"{where}: snapshots must be a path to a .npz file")
+    return out
+
+
+def reclaim_suite_from_dict(data: Any, source: str = "<dict>") -> ReclaimSuite:
+    from aryl_gym.leaderboard.suites import _check_name
+
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: a suite must be a mapping at the top level")
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key '{unknown[0]}' in the reclaim suite. Allowed keys: "
+            f"{', '.join(sorted(_TOP_KEYS))}"
+        )
+    if data.get("kind") != KIND:
+        raise ConfigError(f"{source}: a reclaim suite needs 'kind: reclaim'")
+    for key in ("name", "instances"):
+        if key not in data:
+            raise ConfigError(f"{source}: missing key '{key}'")
+    name = _check_name(data["name"], "name", source)
+    inst = data["instances"]
+    if not isinstance(inst, list) or not inst:
+        raise ConfigError(f"{source}: instances must be a non-empty list")
+    entries = tuple(_instance_entry(it, source, i) for i, it in enumerate(inst))
+    pols = data.get("policies", list(RULES))
+    if not isinstance(pols, list) or not all(isinstance(p, str) for p in pols):
+        raise ConfigError(f"{source}: policies must be a list of reclaim rules ({', '.join(RULES)})")
+    bad = [p for p in pols if p not in RULES]
+    if bad:
+        raise ConfigError(f"{source}: unknown reclaim rule {bad[0]!r}. Known: {', '.join(RULES)}")
+    if len(set(pols)) != len(pols):
+        raise ConfigError(f"{source}: policies has duplicates")
+    agents = data.get("agents") or {}
+    if not isinstance(agents, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in agents.items()
+    ):
+        raise ConfigError(f"{source}: agents must be a mapping NAME: SOURCE (path or module:factory)")
+    for a in agents:
+        _check_name(a, "agents", source)
+        if a in pols:
+            raise ConfigError(f"{source}: agent name {a!r} clashes with a reclaim rule")
+    nto = data.get("nontrivial_only", True)
+    if not isinstance(nto, bool):
+        raise ConfigError(f"{source}: nontrivial_only must be true or false")
+    seed = data.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"{source}: seed must be an integer >= 0")
+    return ReclaimSuite(
+        name=name,
+        description=" ".join(str(data.get("description", "") or "").split()),
+        instances=entries,
+        policies=tuple(pols),
+        agents=dict(agents),
+        nontrivial_only=nto,
+        seed=seed,
+        source=source,
+    )
+
+
+def load_reclaim_suite(name_or_path: str | os.PathLike[str]) -> ReclaimSuite:
+    p = _suite_path(name_or_path)
+    if p is None:
+        raise ConfigError(f"unknown suite '{name_or_path}'")
+    return reclaim_suite_from_dict(load_yaml(p), source=str(p))
+
+
+# ------------------------------------------------------------------------------------------------
+# instances
+# ------------------------------------------------------------------------------------------------
+def build_instances(
+    suite: ReclaimSuite, cache_dir: Path | None, data_root: str | None = None
+) -> tuple[list[tuple[str, Any]], list[str]]:
+    """(instance key, snapshot) pairs in suite order, and notes. Recorded episodes are cached
+    in ``cache_dir`` as ``SCENARIO-seedN.npz``."""
+    from aryl_gym.commands.reclaim_study import trivial
+    from aryl_gym.reclaim_snapshots import (
+        load_snapshots,
+        record_snapshots,
+        save_snapshots,
+        synthetic_snapshots,
+    )
+
+    out: list[tuple[str, Any]] = []
+    notes: list[str] = []
+    for e in suite.instances:
+        if "scenario" in e:
+            sc = str(e["scenario"])
+            tag = Path(sc).stem
+            for seed in e["seeds"]:
+                cache = cache_dir / f"{tag}-seed{seed}.npz" if cache_dir is not None else None
+                if cache is not None and cache.is_file():
+                    snaps = load_snapshots(cache)
+                else:
+                    try:
+                        snaps = record_snapshots(sc, [seed], data_root=data_root)
+                    except (ConfigError, FileNotFoundError) as exc:
+                        if e.get("optional"):
+                            notes.append(f"skipped optional instances {sc} seed {seed}: {exc}")
+                            continue
+                        raise
+                    if cache is not None:
+                        save_snapshots(cache, snaps)
+                out.extend((f"{tag}/seed{seed}#{k}", sn) for k, sn in enumerate(snaps))
+        elif "synthetic" in e:
+            lo, hi = e.get("servers", [4, 200])
+            sd = int(e.get("seed", 0))
+            snaps = synthetic_snapshots(int(e["synthetic"]), lo, hi, sd, float(e.get("elastic", 0.5)))
+            out.extend((f"synthetic{lo}-{hi}/seed{sd}#{k}", sn) for k, sn in enumerate(snaps))
+        else:
+            path = Path(str(e["snapshots"]))
+            if not path.is_file() and e.get("optional"):
+                notes.append(f"skipped optional snapshots {path}: no such file")
+                continue
+            snaps = load_snapshots(path)
+            out.extend((f"{path.name}#{k}", sn) for k, sn in enumerate(snaps))
+    total = len(out)
+    if suite.nontrivial_only:
+        out = [(k, sn) for k, sn in out if not trivial(sn)]
+        notes.append(
+            f"{total - len(out)} of {total} reclaim events were trivial (at least n idle loaned "
+            "servers) and left out"
+        )
+    out = [(k, sn) for k, sn in out if sn.n > 0]
+    return out, notes
+
+
+# ------------------------------------------------------------------------------------------------
+# entrants
+# ------------------------------------------------------------------------------------------------
+def random_reclaim(inst: Any, n: int, rng: np.random.Generator) -> list[int]:
+    """``n`` loaned servers uniformly at random."""
+    return sorted(int(s) for s in rng.choice(sorted(inst.loaned), size=n, replace=False))
+
+
+def _rule(name: str, seed: int) -> Callable[[int, Any], list[int]]:
+    from aryl_gym.agents.reclaim import aryl_reclaim, default_reclaim_instance, milp_reclaim
+
+    if name == "optimum":
+        return lambda i, sn: milp_reclaim(sn.inst, sn.n)
+    if name == "aryl":
+        return lambda i, sn: aryl_reclaim(sn.inst, sn.n)
+    if name == "default":
+        return lambda i, sn: default_reclaim_instance(sn.inst, sn.n)
+    if name == "random":
+        return lambda i, sn: random_reclaim(sn.inst, sn.n, np.random.default_rng([seed, i]))
+    raise ValueError(f"unknown reclaim rule {name!r}")
+
+
+class _AgentPlayer:
+    """Plays one instance through ``ArylReclaimEnv`` in snapshot mode with an SB3-style agent."""
+
+    def __init__(self, source: str, snaps: Sequence[Any]):
+        from aryl_gym.envs.reclaim import ArylReclaimEnv
+        from aryl_gym.leaderboard.runner import _signature_params, load_agent
+
+        self.env = ArylReclaimEnv(snapshots=list(snaps))
+        self.agent = load_agent(source, self.env)
+        self.masks = "action_masks" in _signature_params(self.agent.predict)
+
+    def __call__(self, i: int, sn: Any) -> list[int]:
+        env = self.env
+        obs, _ = env.reset(options={"index": i})
+        state = None
+        start = np.ones((1,), dtype=bool)
+        for _ in range(10 * env.n_inf + 10):
+            kw: dict[str, Any] = {"state": state, "episode_start": start, "deterministic": True}
+            if self.masks:
+                kw["action_masks"] = env.action_masks()
+            action, state = self.agent.predict(obs, **kw)
+            start = np.zeros((1,), dtype=bool)
+            obs, _r, term, trunc, _info = env.step(action)
+            if term or trunc:
+                break
+        return list(env.picks)
+
+
+# ------------------------------------------------------------------------------------------------
+# running and reporting
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class ReclaimOutputs:
+    table: str
+    markdown: Path
+    json: Path
+    csv: Path
+    rows: list[dict[str, Any]]
+    notes: list[str]
+    wall_s: float
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with open(path, newline="") as fh:
+        for r in csv.DictReader(fh):
+            if any(c not in r for c in CSV_COLUMNS):
+                raise ValueError(f"{path}: not a reclaim results file (columns {CSV_COLUMNS})")
+            rows.append(r)
+    return rows
+
+
+def run_reclaim_suite(
+    suite: ReclaimSuite,
+    out_dir: str | os.PathLike[str],
+    extra_agents: Mapping[str, str] | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    data_root: str | None = None,
+    progress: bool = True,
+) -> ReclaimOutputs:
+    from aryl_gym.agents.reclaim import overlap, reclaim_preemptions
+
+    wall0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / "results.csv"
+    if csv_path.exists() and not (resume or overwrite):
+        raise ValueError(
+            f"{csv_path} exists; pass --resume to keep its finished rows or --overwrite to start afresh"
+        )
+    if csv_path.exists() and overwrite:
+        csv_path.rename(csv_path.with_name(f"results.csv.bak-{time.strftime('%Y%m%d-%H%M%S')}"))
+    agents = dict(suite.agents)
+    for k, v in (extra_agents or {}).items():
+        if k in agents or k in suite.policies:
+            raise ValueError(f"--agent {k}=...: the suite already has an entrant named {k!r}")
+        agents[k] = v
+    instances, notes = build_instances(suite, out / "snapshots", data_root)
+    if not instances:
+        raise ValueError(f"suite {suite.name}: no reclaim instances to play")
+    snaps = [sn for _, sn in instances]
+    entrants: dict[str, tuple[str, Callable[[int, Any], list[int]]]] = {
+        p: ("policy", _rule(p, suite.seed)) for p in suite.policies
+    }
+    if "optimum" not in entrants:
+        entrants["optimum"] = ("policy", _rule("optimum", suite.seed))
+    for name, src in agents.items():
+        from aryl_gym.leaderboard.runner import AgentUnavailable
+
+        try:
+            entrants[name] = ("agent", _AgentPlayer(src, snaps))
+        except (AgentUnavailable, ImportError, FileNotFoundError) as exc:
+            notes.append(f"skipped agent {name} ({src}): {exc}")
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    if csv_path.exists():
+        for r in _read_rows(csv_path):
+            done[(r["instance"], r["entrant"])] = r
+    new_file = not csv_path.exists()
+    fh = open(csv_path, "a", newline="")
+    try:
+        w = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
+        if new_file:
+            w.writeheader()
+        opt_pick: dict[int, list[int]] = {}
+        for i, (key, sn) in enumerate(instances):
+            if progress and i % 25 == 0:
+                print(f"  instance {i}/{len(instances)} ...", file=sys.stderr, flush=True)
+            order = ["optimum"] + [e for e in entrants if e != "optimum"]
+            opt_pre: int | None = None
+            for name in order:
+                kind, fn = entrants[name]
+                prev = done.get((key, name))
+                if prev is not None and name != "optimum":
+                    continue
+                tic = time.perf_counter()
+                picks = fn(i, sn)
+                ms = 1000 * (time.perf_counter() - tic)
+                note = ""
+                if len(set(picks)) != sn.n or not set(picks) <= set(sn.inst.loaned):
+                    note = f"invalid choice ({len(picks)} picks for n={sn.n})"
+                pre = reclaim_preemptions(sn.inst, picks)
+                if name == "optimum":
+                    opt_pick[i], opt_pre = picks, pre
+                    if prev is not None:
+                        continue
+                assert opt_pre is not None
+                if pre < opt_pre and not note:
+                    raise RuntimeError(f"{name} beat the optimum on {key}: the MILP is wrong")
+                row = {
+                    "suite": suite.name,
+                    "instance": key,
+                    "source": sn.source,
+                    "servers": sn.servers,
+                    "n": sn.n,
+                    "entrant": name,
+                    "kind": kind,
+                    "preemptions": pre,
+                    "optimal_preemptions": opt_pre,
+                    "overlap": overlap(picks, opt_pick[i]),
+                    "ms": ms,
+                    "note": note,
+                }
+                w.writerow(row)
+                fh.flush()
+                done[(key, name)] = row
+    finally:
+        fh.close()
+    keys = {k for k, _ in instances}
+    rows = [r for (k, _), r in done.items() if k in keys and r["entrant"] in entrants]
+    agg = aggregate(rows, list(entrants))
+    agg.update(
+        {
+            "suite": suite.name,
+            "description": suite.description,
+            "instances": len(instances),
+            "servers_max": max(sn.servers for sn in snaps),
+            "notes": notes,
+        }
+    )
+    table = render(agg)
+    md = out / "leaderboard.md"
+    md.write_text(
+        f"# Reclaim leaderboard: {suite.name}\n\n{suite.description}\n\n"
+        f"{len(instances)} reclaim instances (up to {agg['servers_max']} loaned servers); "
+        "gap = total preemptions / optimum's - 1 (paired bootstrap 95% CI over instances).\n\n"
+        + render(agg, markdown=True)
+        + "\n"
+        + "".join(f"\n* note: {n}" for n in notes)
+        + "\n"
+    )
+    js = out / "leaderboard.json"
+    js.write_text(json.dumps(agg, indent=1, default=float))
+    return ReclaimOutputs(table, md, js, csv_path, rows, notes, time.perf_counter() - wall0)
+
+
+def run_cli(args: Any) -> int:
+    """``aryl-gym leaderboard --suite RECLAIM_SUITE`` (the leaderboard command's options)."""
+    if args.backend != "local":
+        raise ValueError("the reclaim suite runs locally; drop --backend ray")
+    suite = load_reclaim_suite(args.suite)
+    names = [n for n, _ in args.agent]
+    if len(set(names)) != len(names):
+        raise ValueError("--agent NAME=...: a name is given twice; names must be unique")
+    out = Path(args.out) if args.out else Path("results") / suite.name
+    res = run_reclaim_suite(
+        suite,
+        out,
+        extra_agents=dict(args.agent),
+        resume=args.resume,
+        overwrite=args.overwrite,
+        data_root=args.data_root,
+        progress=not args.no_progress,
+    )
+    print(res.table)
+    print()
+    print(f"{len(res.rows)} decisions on {len({r['instance'] for r in res.rows})} instances in {res.wall_s:.1f} s")
+    print(f"  table        {res.markdown}  (and {res.json.name})")
+    print(f"  rows         {res.csv}")
+    for n in res.notes:
+        print(f"  note: {n}")
+    return 0
+
+
+def aggregate(rows: Sequence[Mapping[str, Any]], entrants: Sequence[str], boot: int = 1000) -> dict[str, Any]:
+    """Per entrant: gap to the optimum (paired bootstrap CI), extra preemptions per instance
+    (t interval), share optimal, overlap, ms per decision; sorted by gap."""
+    by: dict[str, list[Mapping[str, Any]]] = {e: [] for e in entrants}
+    for r in rows:
+        by.setdefault(str(r["entrant"]), []).append(r)
+    rng = np.random.default_rng(0)
+    table = []
+    for e, rs in by.items():
+        if not rs:
+            continue
+        rs = sorted(rs, key=lambda r: str(r["instance"]))
+        pre = np.array([float(r["preemptions"]) for r in rs])
+        opt = np.array([float(r["optimal_preemptions"]) for r in rs])
+        d = pre - opt
+        N = len(rs)
+        gap = pre.sum() / opt.sum() - 1 if opt.sum() > 0 else (0.0 if pre.sum() == 0 else math.inf)
+        lo = hi = gap
+        if N > 1 and opt.sum() > 0:
+            idx = rng.integers(0, N, size=(boot, N))
+            num, den = pre[idx].sum(axis=1), opt[idx].sum(axis=1)
+            ok = den > 0
+            g = num[ok] / den[ok] - 1
+            if len(g):
+                lo, hi = float(np.percentile(g, 2.5)), float(np.percentile(g, 97.5))
+        half = 1.96 * float(d.std(ddof=1)) / math.sqrt(N) if N > 1 else 0.0
+        table.append(
+            {
+                "entrant": e,
+                "kind": str(rs[0]["kind"]),
+                "instances": N,
+                "preemptions": int(pre.sum()),
+                "optimal_preemptions": int(opt.sum()),
+                "gap": float(gap),
+                "gap_ci": [float(lo), float(hi)],
+                "extra_per_instance": float(d.mean()),
+                "extra_ci_half": half,
+                "optimal_share": float(np.mean(d == 0)),
+                "overlap": float(np.mean([float(r["overlap"]) for r in rs])),
+                "ms_mean": float(np.mean([float(r["ms"]) for r in rs])),
+                "invalid": sum(1 for r in rs if r.get("note")),
+            }
+        )
+    table.sort(key=lambda t: (t["gap"], t["ms_mean"], t["entrant"]))
+    for k, t in enumerate(table):
+        t["rank"] = k + 1
+    return {"entrants": table}
+
+
+def render(agg: Mapping[str, Any], markdown: bool = False) -> str:
+    from aryl_gym.commands._common import table as text_table
+
+    head = ["rank", "entrant", "preemptions", "gap vs optimum [95% CI]", "extra / instance",
+            "optimal on", "overlap", "ms / decision"]
+    rows = []
+    for t in agg["entrants"]:
+        lo, hi = t["gap_ci"]
+        rows.append(
+            [
+                t["rank"],
+                t["entrant"] + ("" if t["kind"] == "policy" else " (agent)"),
+                f"{t['preemptions']}",
+                f"{100 * t['gap']:+.1f}% [{100 * lo:+.1f}, {100 * hi:+.1f}]",
+                f"{t['extra_per_instance']:.3f} ± {t['extra_ci_half']:.3f}",
+                f"{100 * t['optimal_share']:.1f}%",
+                f"{100 * t['overlap']:.1f}%",
+                f"{t['ms_mean']:.2f}",
+            ]
+        )
+    if not markdown:
+        return text_table(rows, head)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "ReclaimSuite",
+    "aggregate",
+    "build_instances",
+    "is_reclaim_suite",
+    "load_reclaim_suite",
+    "random_reclaim",
+    "reclaim_suite_from_dict",
+    "run_reclaim_suite",
+]
