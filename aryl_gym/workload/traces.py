@@ -60,6 +60,7 @@ profile), so a Pollux-style policy can re-derive goodput from the profiles.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -553,23 +554,21 @@ def _map_rows(p: Path, rows: TraceRows, rules: MappingRules, cfg: ScenarioConfig
     types = _gpu_types(cfg)
     el_set = set(rules.elastic_families)
     share = float(rules.elastic_family_share or 0.0)
-    # 1. family: named models through the map (once per distinct name), else the draws
-    fam = np.empty(n, dtype=object)
-    drawn = np.ones(n, dtype=bool)
-    if rows.model is not None:
-        named = np.array([bool(m) for m in rows.model.tolist()], dtype=bool)
-        if named.any():
-            cache: dict[str, str] = {}
-            fam[named] = [cache.setdefault(m, rules.family_of(m)) if m not in cache else cache[m]
-                          for m in rows.model[named].tolist()]
-        drawn = ~named
-    el_draw = drawn & (u_fam < share)
-    fam[el_draw] = np.array(ELASTIC_FAMILIES, dtype=object)[i_fam[el_draw] % len(ELASTIC_FAMILIES)]
-    in_draw = drawn & ~(u_fam < share)
-    fam[in_draw] = np.array(INELASTIC_FAMILIES, dtype=object)[i_fam[in_draw] % len(INELASTIC_FAMILIES)]
-    fam_codes, fam_inv = np.unique(fam.astype(str), return_inverse=True)
-    fam_inv = fam_inv.reshape(-1)
-    elastic = np.array([f in el_set for f in fam_codes.tolist()], dtype=bool)[fam_inv]
+    # 1. family: named models through the map (once per distinct name), else the draws;
+    # families as integer codes into ``fam_names``
+    fam_names: list[str] = list(ELASTIC_FAMILIES) + list(INELASTIC_FAMILIES)
+    n_el = len(ELASTIC_FAMILIES)
+    fam = np.where(u_fam < share, i_fam % n_el, n_el + i_fam % len(INELASTIC_FAMILIES)).astype(np.int64)
+    if rows.model is not None and n:
+        mcodes, mnames = _dict_codes(rows.model)
+        for j, m in enumerate(mnames):
+            if m:
+                f = rules.family_of(m)
+                if f not in fam_names:
+                    fam_names.append(f)
+                fam[mcodes == j] = fam_names.index(f)
+    el_of = np.array([f in el_set for f in fam_names], dtype=bool)
+    elastic = el_of[fam]
     # 3./4. GPUs per worker and the worker range (once per distinct size)
     gpus = rows.gpus
     if rows.one_gpu_workers:
@@ -587,56 +586,74 @@ def _map_rows(p: Path, rows: TraceRows, rules: MappingRules, cfg: ScenarioConfig
         uw, winv = np.unique(w_max[elastic], return_inverse=True)
         w_min[elastic] = np.array([max(1, math.ceil(w * frac - 1e-9)) for w in uw.tolist()], dtype=np.int64)[winv.reshape(-1)]
     # 6. work on the row's GPU type (speed once per distinct (type, family))
-    gnames = rows.gpu_type if rows.gpu_type is not None else np.full(n, None, dtype=object)
-    gname = np.array([x or rules.duration_gpu for x in gnames.tolist()] + [None], dtype=object)[:-1]
-    speed = np.zeros(n)
-    unknown = np.zeros(n, dtype=bool)
-    if n:
-        gcodes, ginv = np.unique(gname.astype(str), return_inverse=True)
-        combo = ginv.reshape(-1).astype(np.int64) * len(fam_codes) + fam_inv
-        uc, cinv = np.unique(combo, return_inverse=True)
-        cinv = cinv.reshape(-1)
-        sp = np.zeros(len(uc))
-        unk = np.zeros(len(uc), dtype=bool)
-        for j, cc in enumerate(uc.tolist()):
-            gn, fm = str(gcodes[cc // len(fam_codes)]), str(fam_codes[cc % len(fam_codes)])
-            gt = types.get(gn) or next((v for kk, v in types.items() if kk.lower() == gn.lower()), None)
-            if gt is None:
-                unk[j] = True
-            else:
-                sp[j] = gt.speed_for(fm)
-        speed, unknown = sp[cinv], unk[cinv]
+    if rows.gpu_type is not None and n:
+        gcodes, gnames = _dict_codes(rows.gpu_type)
+        gnames = [x or rules.duration_gpu for x in gnames] + [rules.duration_gpu]
+        gcodes[gcodes < 0] = len(gnames) - 1
+    else:
+        gcodes, gnames = np.zeros(n, dtype=np.int64), [rules.duration_gpu]
+    combo = gcodes * len(fam_names) + fam
+    uc, cinv = np.unique(combo, return_inverse=True)
+    cinv = cinv.reshape(-1)
+    sp = np.zeros(len(uc))
+    unk = np.zeros(len(uc), dtype=bool)
+    for j, cc in enumerate(uc.tolist()):
+        gn, fm = gnames[cc // len(fam_names)], fam_names[cc % len(fam_names)]
+        gt = types.get(gn) or next((v for kk, v in types.items() if kk.lower() == gn.lower()), None)
+        if gt is None:
+            unk[j] = True
+        else:
+            sp[j] = gt.speed_for(fm)
+    speed, unknown = sp[cinv], unk[cinv]
+    gname_of = np.array(gnames + [None], dtype=object)[:-1]
     chk = RowChecks(p, rows.line, report, skip, order=np.arange(n))
     if pool is not None:
         chk.flag(gpus > pool, None, "too-big", lambda i: f"job needs {gpus[i]} GPUs but the training pool has {pool}",
                  "use a bigger cluster (--train-servers) or drop the job")
-    chk.flag(unknown, "gpu_type", "unknown-gpu", lambda i: f"GPU type {gname[i]!r} is not registered",
+    chk.flag(unknown, "gpu_type", "unknown-gpu", lambda i: f"GPU type {gname_of[gcodes[i]]!r} is not registered",
              f"use one of {', '.join(sorted(types))} or add it under gpu_types in the scenario")
     ok = chk.finish()
     work = rows.duration * w_max.astype(np.float64) * speed  # V100 worker-seconds
     pred = work * err
     ta = u_ta < float(rules.type_agnostic_fraction or 0.0)
     idx = np.flatnonzero(ok)
-    base = rows.base if rows.base is not None else np.full(n, None, dtype=object)
-    none_list = [None] * idx.size
-    app = rows.app[idx].tolist() if rows.app is not None else none_list
-    bsz = rows.batch_size[idx].tolist() if rows.batch_size is not None else none_list
-    scal = rows.scaling[idx].tolist() if rows.scaling is not None else none_list
+    m = idx.size
+    nones = [None] * m
+    # submit offsets rounded to ms as round(x, 3); whole seconds need no rounding (exactly equal)
+    off = (rows.submit[idx] - origin) / k
+    whole = (off == np.floor(off)) & (np.abs(off) < 2.0 ** 52)
+    submit = off.tolist()
+    for j in np.flatnonzero(~whole).tolist():
+        submit[j] = round(submit[j], 3)
+    base = rows.base[idx].tolist() if rows.base is not None else nones
     empty: dict[str, Any] = {}
-    jobs: list[JobSpec] = []
-    append = jobs.append
-    for jid, (sub, fm, gg, wl, wh, el, t_a, wk, pw, nm, ap, bs, sc, bd, ln, tg, td) in enumerate(zip(
-        rows.submit[idx].tolist(), fam[idx].tolist(), g[idx].tolist(), w_min[idx].tolist(), w_max[idx].tolist(),
-        elastic[idx].tolist(), ta[idx].tolist(), work[idx].tolist(), pred[idx].tolist(), rows.name[idx].tolist(),
-        app, bsz, scal, base[idx].tolist(), rows.line[idx].tolist(), gpus[idx].tolist(),
-        rows.duration[idx].tolist(),
-    )):
-        append(JobSpec(
-            id=jid, submit=round((sub - origin) / k, 3), family=fm, g=gg, w_min=wl, w_max=wh, elastic=el,
-            type_agnostic=t_a, work=wk, pred_work=pw, name=nm, app=ap, batch_size=bs, scaling=sc,
-            extra=TraceExtra(bd if bd is not None else empty, ln, tg, td),  # type: ignore[arg-type]
-        ))
-    return jobs
+    extras = map(tuple.__new__, itertools.repeat(TraceExtra, m),
+                 zip([b if b is not None else empty for b in base], rows.line[idx].tolist(),
+                     gpus[idx].tolist(), rows.duration[idx].tolist()))
+    # positional JobSpec fields, one column each, built in C (map) rather than a Python loop
+    return list(map(
+        JobSpec, range(m), submit, np.array(fam_names, dtype=object)[fam[idx]].tolist(), g[idx].tolist(),
+        w_min[idx].tolist(), w_max[idx].tolist(), elastic[idx].tolist(), ta[idx].tolist(), work[idx].tolist(),
+        pred[idx].tolist(), rows.name[idx].tolist(),
+        rows.app[idx].tolist() if rows.app is not None else nones,
+        rows.batch_size[idx].tolist() if rows.batch_size is not None else nones,
+        rows.scaling[idx].tolist() if rows.scaling is not None else nones,
+        extras,
+    ))
+
+
+def _dict_codes(a: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Integer codes of an object array of ``str``/``None`` (None and "" -> -1) and the names."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(pa.array(a, type=pa.string(), from_pandas=True))
+    codes = np.asarray(enc.indices.fill_null(-1), dtype=np.int64)
+    names = enc.dictionary.to_pylist()
+    for j, nm in enumerate(names):
+        if not nm:
+            codes[codes == j] = -1
+    return codes, names
 
 
 # ------------------------------------------------------------------------------------------------

@@ -157,28 +157,38 @@ class RowChecks:
         return self.ok
 
 
-class TraceExtra(Mapping[str, Any]):
-    """``JobSpec.extra`` of a trace job: a read-only mapping, the format's fields (shared by
-    the jobs of one configuration) plus ``trace_line``, ``trace_gpus``, ``trace_duration_s``.
-    Compares equal to the ``dict`` of the same items; ``dict(extra)`` gives a plain copy."""
+class TraceExtra(Mapping[str, Any], tuple):  # type: ignore[misc]
+    """``JobSpec.extra`` of a trace job: a read-only mapping, the format's fields (one dict shared
+    by the jobs of one configuration) plus ``trace_line``, ``trace_gpus``, ``trace_duration_s``.
+    Compares equal to the ``dict`` of the same items; ``dict(extra)`` gives a plain copy.
+    (A tuple underneath: small, and built in C for a million jobs.)"""
 
-    __slots__ = ("_base", "trace_line", "trace_gpus", "trace_duration_s")
+    __slots__ = ()
     _OWN = ("trace_line", "trace_gpus", "trace_duration_s")
 
-    def __init__(self, base: Mapping[str, Any], line: int, gpus: int, duration: float | None):
-        self._base, self.trace_line, self.trace_gpus, self.trace_duration_s = base, line, gpus, duration
+    def __new__(cls, base: Mapping[str, Any], line: int, gpus: int, duration: float | None) -> TraceExtra:
+        return tuple.__new__(cls, (base, line, gpus, duration))
 
-    def __getitem__(self, key: str) -> Any:
-        if key in TraceExtra._OWN:
-            return getattr(self, key)
-        return self._base[key]
+    def __getitem__(self, key: str) -> Any:  # type: ignore[override]
+        own = TraceExtra._OWN
+        if key in own:
+            return tuple.__getitem__(self, 1 + own.index(key))
+        return tuple.__getitem__(self, 0)[key]
 
     def __iter__(self) -> Iterator[str]:
-        yield from (k for k in self._base if k not in TraceExtra._OWN)
+        yield from (k for k in tuple.__getitem__(self, 0) if k not in TraceExtra._OWN)
         yield from TraceExtra._OWN
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+    def __contains__(self, key: object) -> bool:
+        return key in TraceExtra._OWN or key in tuple.__getitem__(self, 0)
+
+    def __eq__(self, other: object) -> bool:
+        return Mapping.__eq__(self, other)
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return repr(dict(self))
@@ -388,23 +398,30 @@ def read_csv_table(path: Path, required: list[str], delimiter: str, report: Load
     invalid: list[tuple[int, int, str]] = []
 
     def on_invalid(row: Any) -> str:
-        invalid.append((int(row.number), int(row.actual_columns), row.text))
+        invalid.append((-1 if row.number is None else int(row.number), int(row.actual_columns), row.text))
         return "skip"
 
     quoted = b'"' in data
-    try:
-        table = pacsv.read_csv(
-            pa.BufferReader(data),
-            read_options=pacsv.ReadOptions(use_threads=False, column_names=names, skip_rows=1,
-                                           block_size=1 << 24),
-            parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=quoted,
-                                             invalid_row_handler=on_invalid),
-            convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in names},
-                                                 strings_can_be_null=False,
-                                                 quoted_strings_can_be_null=False),
-        )
-    except pa.ArrowInvalid as exc:
-        raise TraceError(path, f"cannot be parsed as CSV ({exc})", "check the quoting and the delimiter") from None
+
+    def read(threads: bool) -> pa.Table:
+        invalid.clear()
+        try:
+            return pacsv.read_csv(
+                pa.BufferReader(data),
+                read_options=pacsv.ReadOptions(use_threads=threads, column_names=names, skip_rows=1,
+                                               block_size=1 << 22),
+                parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=quoted,
+                                                 invalid_row_handler=on_invalid),
+                convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in names},
+                                                     strings_can_be_null=False,
+                                                     quoted_strings_can_be_null=False),
+            )
+        except pa.ArrowInvalid as exc:
+            raise TraceError(path, f"cannot be parsed as CSV ({exc})", "check the quoting and the delimiter") from None
+
+    table = read(True)
+    if invalid:  # rows with a wrong number of fields: read again in one thread to get their numbers
+        table = read(False)
     rec = _record_lines(data, delimiter, quoted)
     blank_numbers = []
     bad_width: list[tuple[int, int]] = []
@@ -637,9 +654,16 @@ def read_pollux(path: Path, report: LoadReport, opts: Mapping[str, Any], apps: M
     app_codes = np.asarray(pc.dictionary_encode(app_col).indices, dtype=np.int64)
     app_names = pc.dictionary_encode(app_col).dictionary.to_pylist()
     n_i, b_i = _as_i64(n), _as_i64(b)
-    cfg_key = np.stack([app_codes[cand], n_i[cand], b_i[cand]], axis=1)
-    uniq, inv = np.unique(cfg_key, axis=0, return_inverse=True) if cand.size else (np.zeros((0, 3), np.int64), np.zeros(0, np.int64))
+    cfg_code = np.zeros(cand.size, dtype=np.int64)
+    for part in (app_codes[cand], n_i[cand], b_i[cand]):
+        _, pinv = np.unique(part, return_inverse=True)
+        pinv = pinv.reshape(-1).astype(np.int64)
+        cfg_code = cfg_code * (int(pinv.max(initial=0)) + 1) + pinv
+        cfg_code = np.unique(cfg_code, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    first_u, inv = (np.unique(cfg_code, return_index=True, return_inverse=True)[1:] if cand.size
+                    else (np.zeros(0, np.int64), np.zeros(0, np.int64)))
     inv = np.asarray(inv).reshape(-1)
+    uniq = np.stack([app_codes[cand][first_u], n_i[cand][first_u], b_i[cand][first_u]], axis=1)
     m_u = len(uniq)
     u_batch_bad = np.zeros(m_u, dtype=bool)
     u_err: dict[int, str] = {}
