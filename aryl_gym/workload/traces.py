@@ -505,6 +505,7 @@ def load_trace(
         report.filtered["beyond max_jobs"] += len(rows) - mj
         rows = rows.take(np.arange(mj))
 
+    _release_freed_memory()
     # 5. map to JobSpec -----------------------------------------------------------------------------
     origin = w0 if w0 is not None else ((float(rows.submit[0]) if len(rows) else 0.0) if absolute else 0.0)
     k = float(options.get("time_compression") or 1.0)
@@ -514,6 +515,23 @@ def load_trace(
         raise TraceError(p, "no jobs left after filters and skipped rows",
                          "check the virtual cluster, time window and the report's skip reasons:\n" + report.summary())
     return jobs, report
+
+
+def _release_freed_memory() -> None:
+    """Hand the read stage's freed buffers back to the OS before a million objects are built
+    (pyarrow's pool and, on glibc, the C heap, which otherwise keeps them)."""
+    try:
+        import pyarrow as pa
+
+        pa.default_memory_pool().release_unused()
+    except (ImportError, AttributeError):  # pragma: no cover
+        pass
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
 
 
 def _pollux_profiles_dir(p: Path, prof: Any, data_root: str | os.PathLike[str] | None,
@@ -617,29 +635,50 @@ def _map_rows(p: Path, rows: TraceRows, rules: MappingRules, cfg: ScenarioConfig
     pred = work * err
     ta = u_ta < float(rules.type_agnostic_fraction or 0.0)
     idx = np.flatnonzero(ok)
-    m = idx.size
-    nones = [None] * m
-    # submit offsets rounded to ms as round(x, 3); whole seconds need no rounding (exactly equal)
-    off = (rows.submit[idx] - origin) / k
-    whole = (off == np.floor(off)) & (np.abs(off) < 2.0 ** 52)
-    submit = off.tolist()
-    for j in np.flatnonzero(~whole).tolist():
-        submit[j] = round(submit[j], 3)
-    base = rows.base[idx].tolist() if rows.base is not None else nones
+    del u_fam, i_fam, u_ta, err, combo, cinv, speed, unknown, ok  # free before the objects are built
+    fam_obj = np.array(fam_names, dtype=object)
     empty: dict[str, Any] = {}
-    extras = map(tuple.__new__, itertools.repeat(TraceExtra, m),
-                 zip([b if b is not None else empty for b in base], rows.line[idx].tolist(),
-                     gpus[idx].tolist(), rows.duration[idx].tolist()))
-    # positional JobSpec fields, one column each, built in C (map) rather than a Python loop
-    return list(map(
-        JobSpec, range(m), submit, np.array(fam_names, dtype=object)[fam[idx]].tolist(), g[idx].tolist(),
-        w_min[idx].tolist(), w_max[idx].tolist(), elastic[idx].tolist(), ta[idx].tolist(), work[idx].tolist(),
-        pred[idx].tolist(), rows.name[idx].tolist(),
-        rows.app[idx].tolist() if rows.app is not None else nones,
-        rows.batch_size[idx].tolist() if rows.batch_size is not None else nones,
-        rows.scaling[idx].tolist() if rows.scaling is not None else nones,
-        extras,
-    ))
+    jobs: list[JobSpec] = []
+    # JobSpecs built in chunks: positional fields, one column each, built in C (map) rather than
+    # a Python loop; chunks bound the temporary lists of Python values
+    for lo in range(0, idx.size, _CHUNK):
+        ix = idx[lo:lo + _CHUNK]
+        m = ix.size
+        nones = [None] * m
+        # submit offsets rounded to ms as round(x, 3); whole seconds need no rounding (exactly)
+        off = (rows.submit[ix] - origin) / k
+        whole = (off == np.floor(off)) & (np.abs(off) < 2.0 ** 52)
+        submit = off.tolist()
+        for j in np.flatnonzero(~whole).tolist():
+            submit[j] = round(submit[j], 3)
+        base = rows.base[ix].tolist() if rows.base is not None else nones
+        extras = map(tuple.__new__, itertools.repeat(TraceExtra, m),
+                     zip([b if b is not None else empty for b in base], rows.line[ix].tolist(),
+                         gpus[ix].tolist(), _shared(rows.duration[ix])))
+        jobs.extend(map(
+            JobSpec, range(lo, lo + m), submit, fam_obj[fam[ix]].tolist(), g[ix].tolist(),
+            w_min[ix].tolist(), w_max[ix].tolist(), elastic[ix].tolist(), ta[ix].tolist(), _shared(work[ix]),
+            _shared(pred[ix]), rows.name[ix].tolist(),
+            rows.app[ix].tolist() if rows.app is not None else nones,
+            _shared(rows.batch_size[ix]) if rows.batch_size is not None else nones,
+            rows.scaling[ix].tolist() if rows.scaling is not None else nones,
+            extras,
+        ))
+    return jobs
+
+
+_CHUNK = 1 << 16
+
+
+def _shared(a: np.ndarray) -> list[Any]:
+    """``a.tolist()``, with one Python object per distinct value when values repeat a lot (a
+    Pollux workload has a few hundred configurations): equal values, less memory."""
+    if a.dtype == object or a.size < 1024:
+        return a.tolist()
+    u, inv = np.unique(a, return_inverse=True)
+    if u.size * 4 > a.size or (a.dtype.kind == "f" and np.isnan(u).any()):
+        return a.tolist()
+    return np.array(u.tolist() + [None], dtype=object)[:-1][inv.reshape(-1)].tolist()
 
 
 def _dict_codes(a: np.ndarray) -> tuple[np.ndarray, list[str]]:

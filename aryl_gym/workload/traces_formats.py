@@ -343,6 +343,10 @@ def _record_lines(data: bytes, delimiter: str, quoted: bool) -> np.ndarray:
             if row:
                 out.append(reader.line_num)
         return np.asarray(out, dtype=np.int64)
+    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    if not data.startswith((b"\n", b"\r\n")) and b"\n\n" not in data and b"\n\r\n" not in data \
+            and (b"\r" not in data or b"\r" not in data.replace(b"\r\n", b"")):
+        return np.arange(1, n_lines + 1, dtype=np.int64)  # no empty lines: record k is line k
     buf = np.frombuffer(data, dtype=np.uint8)
     nl = np.flatnonzero(buf == 10)
     starts = np.concatenate(([0], nl + 1))
@@ -715,10 +719,11 @@ def read_pollux(path: Path, report: LoadReport, opts: Mapping[str, Any], apps: M
     ok = chk.finish()
     idx = np.flatnonzero(ok)
     names_raw = c["name"]
-    key_named = key_codes([names_raw])
-    key_anon = key_codes([c["time"], app_col, c["num_replicas"], c["batch_size"]])
+    key = key_codes([names_raw])
     named = ~empty_mask(names_raw)
-    key = np.where(named, key_named, key_named.max(initial=0) + 1 + key_anon)
+    if not named.all():  # rows without a name: identity is (time, application, replicas, batch)
+        key_anon = key_codes([c["time"], app_col, c["num_replicas"], c["batch_size"]])
+        key = np.where(named, key, key.max(initial=0) + 1 + key_anon)
     u = row_u[idx]
     app_obj = np.array(app_names + [None], dtype=object)[:-1][app_codes[idx]] if app_names else np.zeros(0, object)
     nm = obj(names_raw)[idx]
@@ -968,9 +973,10 @@ def read_generic(path: Path, report: LoadReport, spec: Mapping[str, Any], skip: 
     if cols.get("id"):
         ida = c[cols["id"]]
         has_id = ~empty_mask(ida)
-        k_id = key_codes([ida])
-        k_row = key_codes([c[h] for h in tab.header if h in c])
-        key = np.where(has_id, k_id, k_id.max(initial=0) + 1 + k_row)
+        key = key_codes([ida])
+        if not has_id.all():  # rows without an id: identity is the whole row
+            k_row = key_codes([c[h] for h in tab.header if h in c])
+            key = np.where(has_id, key, key.max(initial=0) + 1 + k_row)
     else:
         key = key_codes([c[h] for h in tab.header if h in c])
     if cols.get("name"):
