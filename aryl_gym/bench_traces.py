@@ -2,7 +2,7 @@
 
 Each case writes a trace into a temporary folder and loads it with
 :func:`aryl_gym.workload.traces.load_trace` in a fresh Python process, which reports its wall
-time and its peak resident memory (``ru_maxrss``; the interpreter with numpy, pyarrow and
+time, CPU time (what a busy machine does not inflate) and its peak resident memory (``ru_maxrss``; the interpreter with numpy, pyarrow and
 aryl_gym imported is part of it). Cases:
 
 * ``pollux 1M``: 1,000,000 rows in the Pollux workload format (``name,time,application,
@@ -32,20 +32,26 @@ Rows = list[dict[str, Any]]
 
 _CHILD = r"""
 import json, resource, sys, time
-from aryl_gym.workload.traces import load_trace, TraceError
+import os
+if os.environ.get("ARYL_BENCH_LOADER"):  # compare another loader (a module with load_trace)
+    import importlib
+    _m = importlib.import_module(os.environ["ARYL_BENCH_LOADER"])
+    load_trace, TraceError = _m.load_trace, _m.TraceError
+else:
+    from aryl_gym.workload.traces import load_trace, TraceError
 import pyarrow  # noqa: F401  (imported up front so both loaders pay it alike)
 args = json.loads(sys.argv[1])
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-tic = time.perf_counter()
+tic, cpu0 = time.perf_counter(), time.process_time()
 err = None
 try:
     jobs, rep = load_trace(args["path"], args["fmt"], data_root=args.get("data_root"), **args["opts"])
     n = len(jobs)
 except TraceError as exc:
     n, err = 0, str(exc)[:160]
-wall = time.perf_counter() - tic
+wall, cpu = time.perf_counter() - tic, time.process_time() - cpu0
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"wall": wall, "rss_mb": rss / 1024, "rss0_mb": rss0 / 1024, "jobs": n, "error": err}))
+print(json.dumps({"wall": wall, "cpu": cpu, "rss_mb": rss / 1024, "rss0_mb": rss0 / 1024, "jobs": n, "error": err}))
 """
 
 
@@ -96,7 +102,7 @@ def _measure(path: str, fmt: str, opts: dict[str, Any], data_root: str | None) -
     arg = json.dumps({"path": path, "fmt": fmt, "opts": opts, "data_root": data_root})
     out = subprocess.run([sys.executable, "-c", _CHILD, arg], capture_output=True, text=True, check=False)
     if out.returncode != 0:
-        return {"wall": float("nan"), "rss_mb": float("nan"), "rss0_mb": float("nan"), "jobs": 0,
+        return {"wall": float("nan"), "cpu": float("nan"), "rss_mb": float("nan"), "rss0_mb": float("nan"), "jobs": 0,
                 "error": (out.stderr.strip().splitlines() or ["?"])[-1][:160]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -109,7 +115,8 @@ def bench_traces(quick: bool = False) -> Rows:
     rows: Rows = []
 
     def row(case: str, target: str, m: dict[str, Any]) -> None:
-        rows.append({"case": case, "jobs": m["jobs"], "wall s": m["wall"], "peak RSS MB": m["rss_mb"],
+        rows.append({"case": case, "jobs": m["jobs"], "wall s": m["wall"], "cpu s": m["cpu"],
+                     "peak RSS MB": m["rss_mb"],
                      "RSS before load MB": m["rss0_mb"], "target": target,
                      "error": (m["error"] or "")[:90]})
 

@@ -194,10 +194,13 @@ def test_utf8_bom_is_stripped(tmp_path):
 
 
 def test_pollux_map_top_level_delimiter(tmp_path):
-    root = Path(__file__).resolve().parents[2] / "shared"
-    prof = root / "traces/pollux-philly/traces"
-    if not prof.is_dir():
-        pytest.skip(f"shared Pollux profiles not found at {prof}")
+    from aryl_gym.workload.paths import default_data_root
+
+    root = default_data_root()
+    prof = root / "traces/pollux-philly/traces" if root is not None else None
+    if prof is None or not prof.is_dir():
+        pytest.skip("shared Pollux profiles absent: set ARYL_GYM_DATA to the folder holding "
+                    "traces/pollux-philly (read-only shared data, ../shared beside the checkout)")
     p = tmp_path / "w.csv"
     p.write_text("name;time;application;num_replicas;batch_size\na;10;cifar10;1;128\n", encoding="utf-8")
     with pytest.raises(TraceError, match="semicolon-separated"):
@@ -259,3 +262,19 @@ def test_env_trace_options_and_seeded_draws(tmp_path):
     env.reset(options={"episode_seed": 1})
     assert env.episode.jobs == want
     assert np.all([a.submit == b.submit for a, b in zip(env.episode.jobs, want)])
+
+
+def test_pollux_outside_artifact_layout_uses_data_root_profiles(tmp_path):
+    from aryl_gym.workload.paths import default_data_root
+
+    root = default_data_root()
+    if root is None or not (root / "traces/pollux-philly/traces").is_dir():
+        pytest.skip("shared Pollux profiles absent: set ARYL_GYM_DATA to the folder holding "
+                    "traces/pollux-philly (read-only shared data, ../shared beside the checkout)")
+    p = tmp_path / "my-workload.csv"
+    p.write_text("name,time,application,num_replicas,batch_size\na,10,cifar10,2,256\n", encoding="utf-8")
+    jobs, rep = load_trace(p, "pollux")
+    assert len(jobs) == 1 and jobs[0].w_max == 2
+    assert any("Pollux profiles from the data root" in n for n in rep.notes)
+    same, _ = load_trace(p, "pollux", profiles=str(root / "traces/pollux-philly/traces"))
+    assert same == jobs

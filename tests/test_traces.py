@@ -507,3 +507,92 @@ def test_real_w6_fifo_alone_gives_profile_run_time():
         res = alone.simulator().run(make_policy("fifo"))
         want = cfg.sim.first_start_overhead_s + spec.extra["profile_run_time_s"]
         assert res.jcts == [pytest.approx(want)], spec.name
+
+
+# ------------------------------------------------------------------------------------------------
+# the columnar loader against hand-written files (line numbers, blank lines, quoting, order)
+# ------------------------------------------------------------------------------------------------
+def test_columnar_lines_blank_rows_crlf_quotes(tmp_path):
+    # line 1 header, 2 job, 3 empty, 4 spaces, 5 only commas, 6 job (quoted vc), 7 CRLF job
+    text = (PHILLY_HEADER + "2017-10-01 00:00:00,100.0,1,100.0,vcA\n\n   \n,,,,\n"
+            '2017-10-01 00:01:00, 20.0 ,2,40.0,"vcA"\n' "2017-10-01 00:02:00,5,4,20,vcA\r\n")
+    p = write(tmp_path / "t.csv", text)
+    jobs, rep = load_trace(p, "philly", map=NO_ELASTIC)
+    assert rep.rows == 3 and not rep.skipped  # blank rows are not rows
+    assert [j.extra["trace_line"] for j in jobs] == [2, 6, 7]
+    assert [j.submit for j in jobs] == [0.0, 60.0, 120.0]
+    assert [j.extra["trace_duration_s"] for j in jobs] == [100.0, 20.0, 5.0]
+    assert [j.extra["vc"] for j in jobs] == ["vcA"] * 3
+    assert [j.name for j in jobs] == ["philly-vcA-L2", "philly-vcA-L6", "philly-vcA-L7"]
+    # a quoted field spanning two lines: the csv module's line (where the record ends)
+    q = write(tmp_path / "q.csv", PHILLY_HEADER + '2017-10-01 00:00:00,1,1,1,"v\nA"\n'
+              "2017-10-01 00:00:30,1,0,0,vcA\n")
+    with pytest.raises(TraceError) as ei:
+        load_trace(q, "philly")
+    assert ei.value.line == 4 and ei.value.column == "num_gpus" and ei.value.reason == "zero-gpus"
+
+
+def test_columnar_earliest_bad_row_and_one_reason_per_row(tmp_path):
+    rows = ["2017-10-01 00:00:00,10,1,10,v",
+            "2017-10-01 00:00:10,10,1,99,v",  # line 3: inconsistent gpu_time
+            "2017-10-01 00:00:20,-1,x,1,v",  # line 4: duration first (nonpositive), not num_gpus
+            "2017-10-01 00:00:30,10,1",  # line 5: wrong field count
+            "2017-10-01 00:00:40,1e999,1,1,v"]  # line 6: not finite -> bad-number
+    p = philly(tmp_path, rows)
+    with pytest.raises(TraceError) as ei:
+        load_trace(p, "philly")
+    assert (ei.value.line, ei.value.reason) == (3, "inconsistent")
+    jobs, rep = load_trace(p, "philly", skip_bad_rows=True)
+    assert len(jobs) == 1 and rep.rows == 5
+    assert dict(rep.skipped) == {"inconsistent": 1, "nonpositive-duration": 1, "wrong-field-count": 1,
+                                 "bad-number": 1}
+    assert rep.examples["bad-number"] == ["line 6 column 'duration': not a number: '1e999'"]
+
+
+def test_columnar_unsorted_running_max_and_duplicates(tmp_path):
+    head = "name,time,application,num_replicas,batch_size\n"
+    # times 10, 5, 20, 15, 30 (lines 2..6): lines 3 and 5 are late; the row before each late
+    # row that was kept is line 2 (time 10) and line 4 (time 20)
+    rows = ["a,10,x,1,1", "b,5,x,1,1", "c,20,x,1,1", "d,15,x,1,1", "a,30,x,1,1"]
+    p = write(tmp_path / "u.csv", head + "".join(r + "\n" for r in rows))
+    cols = {"submit": "time", "gpus": "num_replicas", "duration": "batch_size", "id": "name"}
+    with pytest.raises(TraceError) as ei:
+        load_trace(p, "csv", columns=cols)
+    assert ei.value.line == 3 and "before the previous row's 10 (line 2)" in str(ei.value)
+    jobs, rep = load_trace(p, "csv", columns=cols, skip_bad_rows=True)
+    assert rep.skipped["unsorted"] == 2 and rep.examples["unsorted"][1].startswith("line 5")
+    assert "20 (line 4)" in rep.examples["unsorted"][1]
+    # line 6 repeats id 'a' (line 2): a duplicate, the first occurrence kept
+    assert rep.skipped["duplicate"] == 1 and rep.examples["duplicate"] == ["line 6: same job as line 2"]
+    assert [j.name for j in jobs] == ["a", "c"]
+    jobs, rep = load_trace(p, "csv", columns=cols, sort=True, duplicates="keep")
+    assert [j.name for j in jobs] == ["b", "a", "d", "c", "a"] and not rep.skipped
+
+
+def _digest(jobs) -> str:
+    import hashlib
+    from dataclasses import fields
+
+    h = hashlib.sha256()
+    for j in jobs:
+        h.update(repr(tuple((f.name, getattr(j, f.name)) for f in fields(j) if f.name != "extra")).encode())
+        h.update(repr(sorted((k, v) for k, v in dict(j.extra).items() if k != "profiles_dir")).encode())
+    return h.hexdigest()[:16]
+
+
+@real
+@pytest.mark.parametrize("path,fmt,opts,scenario,n,digest", [
+    ("traces/pollux-philly/traces/philly.csv", "philly", {"duplicates": "keep", "skip_bad_rows": True},
+     "testbed", 82238, "0b43093643b7ff78"),
+    ("traces/pollux-philly/workloads/workload-6.csv", "pollux", {}, "pollux-w6", 160, "22f3dc9d5662860c"),
+    ("traces/gavel-philly-vc/traces/msr/seed=0/b436b2.trace", "gavel", {"skip_bad_rows": True}, "testbed",
+     2000, "ea398bc7da50870c"),
+])
+def test_real_traces_digest(path, fmt, opts, scenario, n, digest):
+    """The columnar loader gives the JobSpecs the row-by-row loader gave (digests recorded from
+    it, rng default_rng(3)): every field, and ``extra`` but the machine's profile folder."""
+    if not (ROOT / path).exists():
+        pytest.skip(f"{path} absent under the data root {ROOT}")
+    jobs, _ = load_trace(path, fmt, cluster=load_scenario(scenario), rng=np.random.default_rng(3), **opts)
+    assert len(jobs) == n
+    assert _digest(jobs) == digest
