@@ -579,9 +579,9 @@ def _map_rows(p: Path, rows: TraceRows, rules: MappingRules, cfg: ScenarioConfig
     fam = np.where(u_fam < share, i_fam % n_el, n_el + i_fam % len(INELASTIC_FAMILIES)).astype(np.int64)
     if rows.model is not None and n:
         mcodes, mnames = _dict_codes(rows.model)
-        for j, m in enumerate(mnames):
-            if m:
-                f = rules.family_of(m)
+        for j, mname in enumerate(mnames):
+            if mname:
+                f = rules.family_of(mname)
                 if f not in fam_names:
                     fam_names.append(f)
                 fam[mcodes == j] = fam_names.index(f)

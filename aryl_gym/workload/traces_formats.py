@@ -791,7 +791,7 @@ def read_gavel(path: Path, report: LoadReport, opts: Mapping[str, Any],
     if not any(ln.strip() for ln in lines):
         raise TraceError(path, "empty file", "give a Gavel .trace file with one job per line", 1)
     chk = RowChecks(path, np.zeros(0, dtype=np.int64), report, skip)
-    out: list[tuple[int, float, int, float, str, str | None, str, float]] = []
+    out: list[tuple[int, float, int, float, str, int | None, str, float]] = []
     n_extra = 0
 
     def bad_num(i: int, col: str, s: str, kind: str) -> Any:
