@@ -68,7 +68,7 @@ CASES = [
     Case("delimiter-empty", _w(PHILLY + ROW_A, "t.csv"), "philly", ["--trace-option", "delimiter="],
          ("delimiter is empty", "give one character"), names_file=False),
     Case("delimiter-commas", _w(PHILLY + ROW_A, "t.csv"), "philly", ["--trace-option", "delimiter=,,"],
-         ("delimiter", "give one character"), names_file=False),
+         ("delimiter is 2 characters (',,')", "give one character"), names_file=False),
     Case("delimiter-two-chars", _w(PHILLY + ROW_A, "t.csv"), "philly", ["--trace-option", "delimiter=;;"],
          ("delimiter is 2 characters", "give one character"), names_file=False),
     Case("delimiter-quote", _w(PHILLY + ROW_A, "t.csv"), "philly", ["--trace-option", 'delimiter="'],
@@ -184,6 +184,13 @@ def test_tab_delimiter_given_as_backslash_t(tmp_path, capsys):
     assert rc == 0 and '"jobs": 2' in out
     jobs, _ = load_trace(p, "philly", delimiter="tab")
     assert [j.g * j.w_max for j in jobs] == [1, 2]
+
+
+def test_comma_delimiter_option_works(tmp_path, capsys):
+    p = tmp_path / "c.csv"
+    p.write_text(PHILLY + ROW_A, encoding="utf-8")
+    assert main(["trace-info", str(p), "--trace-format", "philly", "--trace-option", "delimiter=,", "--json"]) == 0
+    assert '"jobs": 1' in capsys.readouterr().out
 
 
 def test_utf8_bom_is_stripped(tmp_path):

@@ -427,6 +427,9 @@ def load_trace(
         prof_dir = _pollux_profiles_dir(p, options.get("profiles"), data_root, report)
         rows = read_pollux(p, report, {**options, "delimiter": delim}, load_pollux_profiles(prof_dir), skip)
     elif fmt == "gavel":
+        if options.get("filter"):
+            raise ConfigError(f"{p}: trace option filter needs a headed CSV (philly, pollux, csv); "
+                              "Gavel .trace files have no column names: drop the filter")
         tp = options.get("throughputs")
         tp_path = resolve_data_path(str(tp), data_root) if tp else find_gavel_throughputs(p)
         if tp_path is None:
@@ -819,6 +822,9 @@ def add_trace_arguments(parser: argparse.ArgumentParser, cluster: bool = True) -
 def trace_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     for item in getattr(args, "trace_option", None) or []:
+        if item.lstrip().startswith("delimiter="):  # the value may itself be a comma (or commas)
+            opts["delimiter"] = item.split("=", 1)[1]
+            continue
         for k, v in _kv_pairs(item).items():
             opts[k] = _typed(v)
     for key in ("vc", "time_window", "time_compression", "max_jobs"):
