@@ -111,6 +111,8 @@ CASES = [
     Case("pollux-no-profiles", _w("name,time,application,num_replicas,batch_size\na,10,cifar10,1,128\n",
                                   "workload-y.csv"), "pollux", [],
          ("no Pollux profile folder", "profiles="), extra=lambda d: ["--data-root", str(d)]),
+    Case("name-too-long", lambda d: d / ("x" * 300 + ".csv"), "philly", [],
+         ("not a usable path", "file name"), names_file=False),
     Case("no-rows-left", _w(PHILLY + ROW_A, "t.csv"), "philly", ["--vc", "nope"],
          ("virtual cluster 'nope' has no rows", "vcA (1)")),
 ]

@@ -288,9 +288,13 @@ def check_delimiter(value: Any, where: str) -> str:
 
 
 def _read_bytes(path: Path) -> bytes:
-    if not path.exists():
+    try:
+        exists, is_dir = path.exists(), path.is_dir()
+    except OSError as exc:  # e.g. a file name longer than the system allows
+        raise TraceError(path, f"not a usable path ({exc.strerror or exc})", "check the file name") from None
+    if not exists:
         raise TraceError(path, "file not found", "check the path, --data-root or ARYL_GYM_DATA")
-    if path.is_dir():
+    if is_dir:
         raise TraceError(path, "is a folder, not a trace file", "name the trace file itself")
     try:
         data = path.read_bytes()
