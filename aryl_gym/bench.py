@@ -193,3 +193,10 @@ def bench_pollux_rows(quick: bool) -> Rows:
     except ModuleNotFoundError:
         return []
     return bench_pollux()
+
+
+@register("traces", "trace loading: wall s and peak RSS per load (aryl_gym.bench_traces; target 1M rows <= 5 s, <= 1 GB)")
+def bench_traces_rows(quick: bool) -> Rows:
+    from aryl_gym.bench_traces import bench_traces
+
+    return bench_traces(quick)

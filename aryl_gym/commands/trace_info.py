@@ -8,7 +8,8 @@ import json
 from aryl_gym.commands._common import fmt_num, table
 
 NAME = "trace-info"
-HELP = "summarise a trace: rows, span, GPU-size histogram, duration quantiles, skipped rows by reason"
+HELP = ("summarise a trace: rows, span, GPU-size histogram, duration quantiles, bad rows by reason "
+        "(counts and first examples; never stops at the first)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -37,14 +38,22 @@ def run(args: argparse.Namespace) -> int:
     if fmt is None:
         raise ValueError(f"{args.path}: pass --trace-format (philly|pollux|gavel|csv)")
     cfg = scenario_from_args(args) if args.scenario else None
+    # An info command reports every bad row by reason (counts and first examples) instead of
+    # stopping at the first: rows are always loaded with skip_bad_rows.
+    opts = trace_options_from_args(args)
+    opts.pop("skip_bad_rows", None)
     jobs, report = load_trace(args.path, fmt, map=args.map, cluster=cfg, rng=_seed_streams(args.seed)[0],
-                              skip_bad_rows=args.skip_bad_rows, data_root=args.data_root,
-                              **trace_options_from_args(args))
+                              skip_bad_rows=True, data_root=args.data_root, **opts)
     st = trace_stats(jobs)
     if args.json:
         print(json.dumps({"report": report.to_dict(), "stats": {k: v for k, v in st.items()}}, default=str))
         return 0
-    print(report.summary())
+    print(report.summary(examples=3))
+    if report.skipped:
+        print(f"{report.skipped_total} bad rows (by reason above, first examples with their lines): loading "
+              "this trace for a run needs --skip-bad-rows (they are left out as here) or fixed rows"
+              + ("; repeated jobs can also be kept with --trace-option duplicates=keep"
+                 if report.skipped.get("duplicate") else ""))
     print(f"jobs {st['jobs']}  span {fmt_num(st['span_h'])} h  GPU-hours {fmt_num(st['gpu_hours'])}  "
           f"elastic {st['elastic']}  type-agnostic {st['type_agnostic']}")
     print("\nGPUs per job")

@@ -30,7 +30,7 @@ from aryl_gym.envs.observation import (
     window_lists,
 )
 from aryl_gym.envs.reward import RewardTracker, parse_weights
-from aryl_gym.scenario import make_episode
+from aryl_gym.scenario import _seed_streams, make_episode
 from aryl_gym.sim.engine import Simulator
 from aryl_gym.sim.jobs import JobSpec
 from aryl_gym.sim.view import ClusterView, Decision, PlacementOptions
@@ -191,11 +191,13 @@ class ArylEnv(gym.Env):
     (levels of ``targets``; default from the scenario), ``allow_preempt`` (False), ``release``
     (True: release actions in ``sequential``), ``uses_loaning`` (True), ``placement``
     (Aryl's), ``reclaim`` (``"aryl"``), ``jobs`` (a fixed trace: list of JobSpec), ``trace`` /
-    ``trace_format`` / ``trace_map`` (a trace file, loaded with
-    :func:`aryl_gym.workload.traces.load_trace` on the scenario's cluster), ``data_root``, ``stall_hours`` (6 h), ``render_mode``,
+    ``trace_format`` / ``trace_map`` / ``trace_options`` (a trace file, loaded with
+    :func:`aryl_gym.workload.traces.load_trace` on the scenario's cluster; the mapping draws
+    follow the episode seed), ``data_root``, ``stall_hours`` (6 h), ``render_mode``,
     ``window_order`` (``"submit"`` or ``"pred_time"``: queued jobs shortest predicted time
     at base demand first).
-    ``reset(options=...)`` accepts ``jobs``, ``trace``, ``trace_format``, ``trace_map`` and
+    ``reset(options=...)`` accepts ``jobs``, ``trace``, ``trace_format``, ``trace_map``,
+    ``trace_options`` and
     ``episode_seed``.
 
     ## Version History
@@ -227,6 +229,7 @@ class ArylEnv(gym.Env):
         trace: str | None = None,
         trace_format: str | None = None,
         trace_map: str | None = None,
+        trace_options: dict[str, Any] | None = None,
         data_root: str | None = None,
         stall_hours: float = 6.0,
         render_mode: str | None = None,
@@ -284,6 +287,7 @@ class ArylEnv(gym.Env):
         self.trace = trace
         self.trace_format = trace_format
         self.trace_map = trace_map
+        self.trace_options = dict(trace_options or {})
         self.data_root = data_root
         self.stall_hours = float(stall_hours)
         self.window_order = window_order
@@ -317,7 +321,7 @@ class ArylEnv(gym.Env):
         self.policy.reclaim_fn = resolve_reclaim(reclaim)
 
     # -- episode ------------------------------------------------------------------------------
-    def _draw_jobs(self, options: dict[str, Any]) -> list[JobSpec] | None:
+    def _draw_jobs(self, options: dict[str, Any], ep_seed: int = 0) -> list[JobSpec] | None:
         if options.get("jobs") is not None:
             return list(options["jobs"])
         trace = options.get("trace", self.trace)
@@ -338,8 +342,10 @@ class ArylEnv(gym.Env):
                 fmt,
                 map=options.get("trace_map", self.trace_map),
                 cluster=self.config,
-                rng=np.random.default_rng(0),
+                # the mapping draws follow the episode seed, as make_episode's job stream
+                rng=_seed_streams(int(ep_seed))[0],
                 data_root=self.data_root,
+                **dict(options.get("trace_options", self.trace_options) or {}),
             )
             return list(jobs)
         return self.fixed_jobs
@@ -348,7 +354,7 @@ class ArylEnv(gym.Env):
         options = check_reset_options(options, RESET_OPTIONS)
         super().reset(seed=seed)
         ep_seed = episode_seed(self.np_random, options)
-        jobs = self._draw_jobs(options)
+        jobs = self._draw_jobs(options, int(ep_seed))
         ep = make_episode(self.config, int(ep_seed), jobs=jobs, data_root=self.data_root)
         self.episode = ep
         sim = ep.simulator()

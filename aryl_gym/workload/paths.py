@@ -24,8 +24,12 @@ def default_data_root() -> Path | None:
 def resolve_data_path(path: str, data_root: str | os.PathLike[str] | None = None) -> Path:
     """Resolve ``path``: absolute or existing paths as they are, else relative to the data root."""
     p = Path(path)
-    if p.is_absolute() or p.exists():
-        return p
+    try:
+        if p.is_absolute() or p.exists():
+            return p
+    except OSError as exc:  # e.g. a file name longer than the system allows
+        raise ConfigError(f"{str(path)[:80]}...: not a usable path ({exc.strerror or exc}); "
+                          "check the file name") from None
     root = Path(data_root) if data_root else default_data_root()
     if root is None:
         raise ConfigError(

@@ -38,13 +38,19 @@ All draws come from the ``rng`` passed in (the scenario's job stream), in file o
    one worker when ``G`` fits a training server and is 1, 2, 4 or 8, else the largest
    ``g`` in {8, 4, 2, 1} that divides ``G`` and fits a server. ``w_max = G / g``. Pollux
    replicas are always 1-GPU workers (``w_max = num_replicas``), as in Pollux.
-4. **Elastic range** ``[max(1, ceil(w_max * elastic_min_fraction)), w_max]`` (default fraction:
-   the scenario's ``workload.elastic_min_fraction``); inelastic ``w_min = w_max``.
+4. **Request and elastic range** (World v1). A job requests the trace's count, ``w_req = G / g``.
+   An elastic job requests its base demand, ``w_min = w_req``, and may grow to
+   ``w_max = r x w_req`` (capped by the training pool), ``r`` drawn uniformly from the powers of
+   two in ``[2, elastic_range]`` (default: the scenario's ``workload.elastic_range``, fitted
+   from the Pollux profiles' scalability). Pollux-workload jobs are the exception: their
+   replicas were chosen at 50-80% scaling efficiency (TunedJobs), where the profiles show
+   efficiency falling, so they keep ``w_max = w_req = num_replicas`` and may shrink to
+   ``max(1, ceil(w_req x elastic_min_fraction))``. Inelastic ``w_min = w_req = w_max``.
 5. **Type-agnostic** with probability ``type_agnostic_fraction`` (default: the scenario's).
-6. **Work** (V100 worker-seconds) ``= duration x w_max x speed(gpu, family)`` where ``duration``
+6. **Work** (V100 worker-seconds) ``= duration x w_req x speed(gpu, family)`` where ``duration``
    is the trace's running time on ``gpu`` (the row's GPU type, else ``duration_gpu``, default
-   V100; Pollux profiles were measured on T4). So the job runs exactly ``duration`` at ``w_max``
-   workers on that GPU type, and GPU-time = work x g / speed.
+   V100; Pollux profiles were measured on T4). So the job runs exactly ``duration`` at its
+   request on that GPU type (as the trace recorded it), and GPU-time = work x g / speed.
 7. **Predicted work** ``= work x exp(N(0, prediction_sigma))`` (default: the scenario's sigma).
 8. **Time.** Submit times are seconds from the episode start: the ``time_window`` start if given,
    else the first job (absolute-time traces: Philly, CSV datetimes) or trace time 0 (relative
@@ -73,14 +79,17 @@ import numpy as np
 from aryl_gym.config import DEFAULT_GPU_TYPES, ClusterConfig, ConfigError, ScenarioConfig, load_yaml
 from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec
 from aryl_gym.workload.generator import INELASTIC_FAMILIES
-from aryl_gym.workload.paths import resolve_data_path
+from aryl_gym.workload.paths import default_data_root, resolve_data_path
 from aryl_gym.workload.traces_formats import (
     CSV_COLUMN_KEYS,
+    GPU_UNITS,
     TIME_UNITS,
     LoadReport,
-    RowSink,
+    RowChecks,
     TraceError,
-    TraceRow,
+    TraceExtra,
+    TraceRows,
+    check_delimiter,
     find_gavel_throughputs,
     load_gavel_throughputs,
     parse_datetime,
@@ -124,6 +133,8 @@ DEFAULT_FAMILY_MAP: dict[str, str] = {
     "GNMT-16": "gnmt16",
 }
 POLLUX_ELASTIC_APPS = ("cifar10", "deepspeech2", "imagenet", "yolov3")
+#: Where the data root holds the Pollux application profiles.
+POLLUX_PROFILES = "traces/pollux-philly/traces"
 
 TRACE_OPTION_KEYS = (
     "vc",
@@ -134,6 +145,8 @@ TRACE_OPTION_KEYS = (
     "duplicates",
     "sort",
     "delimiter",
+    "filter",
+    "fractional_gpus",
     "profiles",
     "profile_gpu",
     "profile_gpus_per_node",
@@ -151,6 +164,7 @@ class MappingRules:
     elastic_families: tuple[str, ...] = ELASTIC_FAMILIES + POLLUX_ELASTIC_APPS
     elastic_family_share: float | None = None
     elastic_min_fraction: float | None = None
+    elastic_range: float | None = None
     elastic_gpus_per_worker: int = 1
     type_agnostic_fraction: float | None = None
     prediction_sigma: float | None = None
@@ -167,6 +181,7 @@ class MappingRules:
             self,
             elastic_family_share=pick(self.elastic_family_share, "elastic_fraction", 0.03),
             elastic_min_fraction=pick(self.elastic_min_fraction, "elastic_min_fraction", 0.5),
+            elastic_range=pick(self.elastic_range, "elastic_range", 4.0),
             type_agnostic_fraction=pick(self.type_agnostic_fraction, "type_agnostic_fraction", 0.21),
             prediction_sigma=pick(self.prediction_sigma, "prediction_sigma", 0.0),
         )
@@ -189,7 +204,7 @@ class TraceMap:
 
 
 _MAP_KEYS = ("columns", "units", "delimiter", "sort", "rules", "options")
-_UNIT_KEYS = ("time", "duration", "time_format", "gpu_type")
+_UNIT_KEYS = ("time", "duration", "time_format", "gpu_type", "gpus")
 
 
 def _check_fraction(src: str, key: str, v: Any) -> None:
@@ -230,6 +245,9 @@ def load_map(spec: str | os.PathLike[str] | Mapping[str, Any] | TraceMap | None)
         raise ConfigError(f"{src}: units.time must be one of {', '.join(TIME_UNITS)} or datetime, got {units['time']!r}")
     if units.get("duration", "s") not in TIME_UNITS:
         raise ConfigError(f"{src}: units.duration must be one of {', '.join(TIME_UNITS)}, got {units['duration']!r}")
+    if units.get("gpus", "count") not in GPU_UNITS:
+        raise ConfigError(f"{src}: units.gpus must be one of {', '.join(GPU_UNITS)} (how many make one GPU: "
+                          f"1, 1000, 100), got {units['gpus']!r}")
     rd = dict(data.get("rules") or {})
     rfields = {f.name for f in fields(MappingRules)}
     bad = sorted(set(rd) - rfields)
@@ -237,6 +255,9 @@ def load_map(spec: str | os.PathLike[str] | Mapping[str, Any] | TraceMap | None)
         raise ConfigError(f"{src}: unknown key '{bad[0]}' in rules. Allowed: {', '.join(sorted(rfields))}")
     for k in ("elastic_family_share", "elastic_min_fraction", "type_agnostic_fraction"):
         _check_fraction(src, k, rd.get(k))
+    er = rd.get("elastic_range")
+    if er is not None and (isinstance(er, bool) or not isinstance(er, (int, float)) or not er >= 1):
+        raise ConfigError(f"{src}: rules.elastic_range must be a number >= 1 (1 = no growth), got {er!r}")
     if "elastic_families" in rd:
         rd["elastic_families"] = tuple(rd["elastic_families"])
     if "families" in rd:
@@ -245,11 +266,11 @@ def load_map(spec: str | os.PathLike[str] | Mapping[str, Any] | TraceMap | None)
         raise ConfigError(f"{src}: rules.elastic_gpus_per_worker must be 1, 2, 4 or 8")
     opts = dict(data.get("options") or {})
     _check_options(opts, f"{src}: options")
-    return TraceMap(cols, units, str(data.get("delimiter", ",")), bool(data.get("sort", False)),
-                    MappingRules(**rd), opts, src)
+    delim = check_delimiter(data.get("delimiter", ","), src)
+    return TraceMap(cols, units, delim, bool(data.get("sort", False)), MappingRules(**rd), opts, src)
 
 
-def _check_options(opts: Mapping[str, Any], where: str) -> None:
+def _check_options(opts: dict[str, Any], where: str) -> None:
     bad = sorted(set(opts) - set(TRACE_OPTION_KEYS))
     if bad:
         raise ConfigError(f"{where}: unknown trace option '{bad[0]}'. Allowed: {', '.join(TRACE_OPTION_KEYS)}")
@@ -261,6 +282,35 @@ def _check_options(opts: Mapping[str, Any], where: str) -> None:
     mj = opts.get("max_jobs")
     if mj is not None and (isinstance(mj, bool) or not isinstance(mj, int) or mj < 1):
         raise ConfigError(f"{where}: max_jobs must be an integer >= 1, got {mj!r}")
+    if "delimiter" in opts:
+        opts["delimiter"] = check_delimiter(opts["delimiter"], f"{where}: delimiter")  # type: ignore[index]
+    if opts.get("fractional_gpus", "error") not in ("error", "ceil"):
+        raise ConfigError(f"{where}: fractional_gpus must be 'error' (bad rows, reason fractional-gpu) "
+                          f"or 'ceil' (round up to whole GPUs), got {opts['fractional_gpus']!r}")
+    if "filter" in opts:
+        opts["filter"] = parse_row_filter(opts["filter"], where)  # type: ignore[index]
+
+
+def parse_row_filter(spec: Any, where: str) -> dict[str, list[str]]:
+    """A row filter: ``{column: value or [values]}`` or the text ``COL=V1|V2;COL2=V``."""
+    fix = "give filter as COLUMN=VALUE (e.g. filter=pod_phase=Succeeded, several values V1|V2, several columns ';')"
+    if isinstance(spec, Mapping):
+        out = {}
+        for k, v in spec.items():
+            vals = list(v) if isinstance(v, (list, tuple, set)) else [v]
+            if not vals:
+                raise ConfigError(f"{where}: filter.{k} lists no values; {fix}")
+            out[str(k)] = [str(x) for x in vals]
+        return out
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"{where}: filter {spec!r} is empty or not text; {fix}")
+    out = {}
+    for part in spec.split(";"):
+        if "=" not in part or not part.split("=", 1)[0].strip():
+            raise ConfigError(f"{where}: filter part {part!r} has no COLUMN=VALUE; {fix}")
+        k, v = part.split("=", 1)
+        out[k.strip()] = [x.strip() for x in v.split("|")]
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -375,30 +425,28 @@ def load_trace(
     skip = bool(skip_bad_rows or options.pop("skip_bad_rows", False))
     p = resolve_data_path(str(path), data_root)
     report = LoadReport(str(path), fmt)
-    sink = RowSink(p, report, skip)
     rules = tmap.rules.resolved(cfg)
     rng = rng if rng is not None else np.random.default_rng(0)
+    delim = options.get("delimiter", tmap.delimiter)
 
-    # 1. read and validate rows ------------------------------------------------------------------
+    # 1. read and validate rows (vectorised; file-level errors always raise) ----------------------
     if fmt == "philly":
-        rows = read_philly(p, sink, report, options)
+        rows = read_philly(p, report, {**options, "delimiter": delim}, skip)
     elif fmt == "pollux":
         from aryl_gym.workload.traces_pollux import load_pollux_profiles
 
-        prof = options.get("profiles")
-        prof_dir = resolve_data_path(str(prof), data_root) if prof else p.parent.parent / "traces"
-        if not prof_dir.is_dir():
-            raise TraceError(p, f"Pollux profile folder {prof_dir} not found",
-                             "pass trace option profiles=<folder with bert/, cifar10/, ...> "
-                             "(relative to the data root)")
-        rows = read_pollux(p, sink, report, options, load_pollux_profiles(prof_dir))
+        prof_dir = _pollux_profiles_dir(p, options.get("profiles"), data_root, report)
+        rows = read_pollux(p, report, {**options, "delimiter": delim}, load_pollux_profiles(prof_dir), skip)
     elif fmt == "gavel":
+        if options.get("filter"):
+            raise ConfigError(f"{p}: trace option filter needs a headed CSV (philly, pollux, csv); "
+                              "Gavel .trace files have no column names: drop the filter")
         tp = options.get("throughputs")
         tp_path = resolve_data_path(str(tp), data_root) if tp else find_gavel_throughputs(p)
         if tp_path is None:
             raise TraceError(p, "no simulation_throughputs.json beside the trace",
                              "pass trace option throughputs=<path to Gavel's simulation_throughputs.json>")
-        rows = read_gavel(p, sink, report, options, load_gavel_throughputs(tp_path, options.get("gavel_gpu", "v100")))
+        rows = read_gavel(p, report, options, load_gavel_throughputs(tp_path, options.get("gavel_gpu", "v100")), skip)
     else:
         cols = dict(tmap.columns)
         missing = [k for k in ("submit", "gpus") if not cols.get(k)]
@@ -409,64 +457,73 @@ def load_trace(
                 f"{p}: csv format needs a column mapping for {', '.join(missing)}; pass --map FILE.yaml "
                 "(columns: {submit: ..., gpus: ..., duration: ...}) or --columns submit=COL,gpus=COL,duration=COL"
             )
-        rows = read_generic(p, sink, report, {"columns": cols, "units": dict(tmap.units),
-                                              "delimiter": options.get("delimiter", tmap.delimiter)})
+        rows = read_generic(p, report, {"columns": cols, "units": dict(tmap.units), "delimiter": delim,
+                                        "filter": options.get("filter"),
+                                        "fractional_gpus": options.get("fractional_gpus", "error")}, skip)
     if report.rows == 0:
         raise TraceError(p, "no data rows (empty trace)", "give a file with at least one job row", 2)
     absolute = fmt in _ABSOLUTE or (fmt == "csv" and tmap.units.get("time") == "datetime")
 
-    # 2. order ------------------------------------------------------------------------------------
+    # 2. order: sort, or reject rows earlier than the latest kept row (a running maximum) -------
     sort = fmt == "philly" or bool(options.get("sort", tmap.sort))
     time_col = {"philly": "timestamp", "pollux": "time", "gavel": "arrival_time"}.get(fmt, tmap.columns.get("submit"))
-    if sort:
-        unsorted = any(b.submit < a.submit for a, b in itertools.pairwise(rows))
-        rows = sorted(rows, key=lambda r: (r.submit, r.line))
-        if unsorted:
-            report.notes.append("rows were not in time order; sorted by submit time (ties by line)")
+    sub = rows.submit
+    if len(rows) > 1:
+        prev_max = np.maximum.accumulate(sub)[:-1]
+        late = np.concatenate(([False], sub[1:] < prev_max))
     else:
-        kept: list[TraceRow] = []
-        for r in rows:
-            if kept and r.submit < kept[-1].submit:
-                sink.bad(r.line, time_col, "unsorted",
-                         f"submit time {r.submit:g} is before the previous row's {kept[-1].submit:g} (line {kept[-1].line})",
-                         "sort the file by submit time, or set sort: true (map) / --trace-option sort=true")
-                continue
-            kept.append(r)
-        rows = kept
+        late = np.zeros(len(rows), dtype=bool)
+    if sort:
+        if late.any():
+            rows = rows.take(np.lexsort((rows.line, sub)))
+            report.notes.append("rows were not in time order; sorted by submit time (ties by line)")
+    elif late.any():
+        pos = np.arange(len(rows))
+        last_kept = np.maximum.accumulate(np.where(late, -1, pos))
+        prev = np.concatenate(([0], last_kept[:-1]))
+        chk = RowChecks(p, rows.line, report, skip, order=pos)
+        chk.flag(late, time_col, "unsorted",
+                 lambda i: (f"submit time {sub[i]:g} is before the previous row's {sub[prev[i]]:g} "
+                            f"(line {rows.line[prev[i]]})"),
+                 "sort the file by submit time, or set sort: true (map) / --trace-option sort=true")
+        rows = rows.take(np.flatnonzero(chk.finish()))
 
     # 3. time window ---------------------------------------------------------------------------
-    t_first = rows[0].submit if rows else 0.0
+    t_first = float(rows.submit[0]) if len(rows) else 0.0
     w0, w1 = parse_time_window(options.get("time_window"), absolute, t_first)
     if w0 is not None or w1 is not None:
-        kept = []
-        for r in rows:
-            if (w0 is not None and r.submit < w0) or (w1 is not None and r.submit >= w1):
-                report.filtered["outside time window"] += 1
-            else:
-                kept.append(r)
-        rows = kept
+        out = np.zeros(len(rows), dtype=bool)
+        if w0 is not None:
+            out |= rows.submit < w0
+        if w1 is not None:
+            out |= rows.submit >= w1
+        if out.any():
+            report.filtered["outside time window"] += int(out.sum())
+            rows = rows.take(np.flatnonzero(~out))
+
     # 4. duplicates (within the window), then max_jobs ---------------------------------------
-    if options.get("duplicates", "error") != "keep":
-        seen: dict[tuple, int] = {}
-        kept = []
-        for r in rows:
-            if r.key in seen:
-                sink.bad(r.line, None, "duplicate", f"same job as line {seen[r.key]}",
-                         "remove the repeated row, or set trace option duplicates=keep if they are distinct jobs")
-                continue
-            seen[r.key] = r.line
-            kept.append(r)
-        rows = kept
+    if options.get("duplicates", "error") != "keep" and len(rows):
+        _, first = np.unique(rows.key, return_index=True)
+        first_of = np.empty(int(rows.key.max()) + 1, dtype=np.int64)
+        first_of[rows.key[first]] = first
+        src = first_of[rows.key]
+        dup = src != np.arange(len(rows))
+        if dup.any():
+            chk = RowChecks(p, rows.line, report, skip, order=np.arange(len(rows)))
+            chk.flag(dup, None, "duplicate", lambda i: f"same job as line {rows.line[src[i]]}",
+                     "remove the repeated row, or set trace option duplicates=keep if they are distinct jobs")
+            rows = rows.take(np.flatnonzero(chk.finish()))
 
     mj = options.get("max_jobs")
     if mj is not None and len(rows) > mj:
         report.filtered["beyond max_jobs"] += len(rows) - mj
-        rows = rows[:mj]
+        rows = rows.take(np.arange(mj))
 
+    _release_freed_memory()
     # 5. map to JobSpec -----------------------------------------------------------------------------
-    origin = w0 if w0 is not None else ((rows[0].submit if rows else 0.0) if absolute else 0.0)
+    origin = w0 if w0 is not None else ((float(rows.submit[0]) if len(rows) else 0.0) if absolute else 0.0)
     k = float(options.get("time_compression") or 1.0)
-    jobs = _map_rows(rows, rules, cfg, rng, origin, k, sink)
+    jobs = _map_rows(p, rows, rules, cfg, rng, origin, k, report, skip)
     report.jobs = len(jobs)
     if not jobs:
         raise TraceError(p, "no jobs left after filters and skipped rows",
@@ -474,8 +531,49 @@ def load_trace(
     return jobs, report
 
 
-def _map_rows(rows: Sequence[TraceRow], rules: MappingRules, cfg: ScenarioConfig | None,
-              rng: np.random.Generator, origin: float, k: float, sink: RowSink) -> list[JobSpec]:
+def _release_freed_memory() -> None:
+    """Hand the read stage's freed buffers back to the OS before a million objects are built
+    (pyarrow's pool and, on glibc, the C heap, which otherwise keeps them)."""
+    try:
+        import pyarrow as pa
+
+        pa.default_memory_pool().release_unused()
+    except (ImportError, AttributeError):  # pragma: no cover
+        pass
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        pass
+
+
+def _pollux_profiles_dir(p: Path, prof: Any, data_root: str | os.PathLike[str] | None,
+                         report: LoadReport) -> Path:
+    """The Pollux profile folder: the ``profiles`` option, else ``<workload folder>/../traces``
+    (the artifact's layout), else the data root's ``traces/pollux-philly/traces``."""
+    if prof:
+        d = resolve_data_path(str(prof), data_root)
+        if not d.is_dir():
+            raise TraceError(p, f"Pollux profile folder {d} is not a folder",
+                             "pass trace option profiles=<folder with bert/, cifar10/, ...> (relative to the data root)")
+        return d
+    beside = p.parent.parent / "traces"
+    if beside.is_dir() and any((d / "placements.csv").exists() for d in beside.iterdir()):
+        return beside
+    root = Path(data_root) if data_root else default_data_root()
+    cand = root / POLLUX_PROFILES if root is not None else None
+    if cand is not None and cand.is_dir():
+        report.notes.append(f"Pollux profiles from the data root ({cand}): none at {beside}")
+        return cand
+    raise TraceError(p, f"no Pollux profile folder at {beside} and none under the data root",
+                     "pass trace option profiles=<folder with bert/, cifar10/, ...> (relative to the data root), "
+                     "or --data-root DIR holding " + POLLUX_PROFILES)
+
+
+def _map_rows(p: Path, rows: TraceRows, rules: MappingRules, cfg: ScenarioConfig | None,
+              rng: np.random.Generator, origin: float, k: float, report: LoadReport,
+              skip: bool) -> list[JobSpec]:
     n = len(rows)
     # Draws in a fixed order, one vector each (rules 1, 5, 7).
     u_fam = rng.random(n)
@@ -483,50 +581,144 @@ def _map_rows(rows: Sequence[TraceRow], rules: MappingRules, cfg: ScenarioConfig
     u_ta = rng.random(n)
     sigma = float(rules.prediction_sigma or 0.0)
     err = np.exp(sigma * rng.standard_normal(n)) if sigma > 0 else np.ones(n)
+    er = float(rules.elastic_range or 1.0)
+    factors = np.array([2**i for i in range(1, 31) if 2**i <= er + 1e-9] or [1], dtype=np.int64)
+    r_draw = factors[rng.integers(0, len(factors), n)]  # World v1 growth factor (rule 4)
     server = cfg.cluster.train_gpus_per_server if cfg else 8
     pool = cfg.cluster.train_gpus if cfg else None
     types = _gpu_types(cfg)
     el_set = set(rules.elastic_families)
-    jobs: list[JobSpec] = []
-    for i, r in enumerate(rows):
-        if r.model:
-            family = rules.family_of(r.model)
-        elif u_fam[i] < float(rules.elastic_family_share or 0.0):
-            family = ELASTIC_FAMILIES[int(i_fam[i]) % len(ELASTIC_FAMILIES)]
-        else:
-            family = INELASTIC_FAMILIES[int(i_fam[i]) % len(INELASTIC_FAMILIES)]
-        elastic = family in el_set
-        if r.extra.get("gpus_per_worker") == 1:  # Pollux replicas are 1-GPU workers
-            g, w_max = 1, r.gpus
-        else:
-            g, w_max = _split_gpus(r.gpus, server, elastic, rules.elastic_gpus_per_worker)
-        if pool is not None and r.gpus > pool:
-            sink.bad(r.line, None, "too-big",
-                     f"job needs {r.gpus} GPUs but the training pool has {pool}",
-                     "use a bigger cluster (--train-servers) or drop the job")
-            continue
-        w_min = max(1, math.ceil(w_max * float(rules.elastic_min_fraction or 0.0) - 1e-9)) if elastic else w_max
-        gname = r.gpu_type or rules.duration_gpu
-        gt = types.get(gname) or next((v for kk, v in types.items() if kk.lower() == gname.lower()), None)
+    share = float(rules.elastic_family_share or 0.0)
+    # 1. family: named models through the map (once per distinct name), else the draws;
+    # families as integer codes into ``fam_names``
+    fam_names: list[str] = list(ELASTIC_FAMILIES) + list(INELASTIC_FAMILIES)
+    n_el = len(ELASTIC_FAMILIES)
+    fam = np.where(u_fam < share, i_fam % n_el, n_el + i_fam % len(INELASTIC_FAMILIES)).astype(np.int64)
+    if rows.model is not None and n:
+        mcodes, mnames = _dict_codes(rows.model)
+        for j, mname in enumerate(mnames):
+            if mname:
+                f = rules.family_of(mname)
+                if f not in fam_names:
+                    fam_names.append(f)
+                fam[mcodes == j] = fam_names.index(f)
+    el_of = np.array([f in el_set for f in fam_names], dtype=bool)
+    elastic = el_of[fam]
+    # 3./4. GPUs per worker and the worker range (once per distinct size)
+    gpus = rows.gpus
+    if rows.one_gpu_workers:
+        g = np.ones(n, dtype=np.int64)
+        w_max = gpus.copy()
+    else:
+        pair = gpus * 2 + elastic
+        up, pinv = np.unique(pair, return_inverse=True)
+        split = [_split_gpus(int(q) // 2, server, bool(q % 2), rules.elastic_gpus_per_worker) for q in up.tolist()]
+        g = np.array([s[0] for s in split], dtype=np.int64)[pinv.reshape(-1)]
+        w_max = np.array([s[1] for s in split], dtype=np.int64)[pinv.reshape(-1)]
+    # the request: the trace's GPU count in workers (rule 4)
+    w_req = w_max.copy()
+    w_min = w_max.copy()
+    if rows.one_gpu_workers:
+        # Pollux workloads: replicas chosen at 50-80% scaling efficiency (TunedJobs), already at
+        # the edge of efficient scaling, so they may shrink but not grow
+        frac = float(rules.elastic_min_fraction or 0.0)
+        if elastic.any():
+            uw, winv = np.unique(w_max[elastic], return_inverse=True)
+            w_min[elastic] = np.array([max(1, math.ceil(w * frac - 1e-9)) for w in uw.tolist()], dtype=np.int64)[winv.reshape(-1)]
+    elif elastic.any():
+        # World v1: request the base demand, grow to r x request (capped by the training pool)
+        cap = np.maximum((pool if pool is not None else 1 << 30) // g, w_req)
+        w_max = np.where(elastic, np.minimum(w_req * r_draw, cap), w_req).astype(np.int64)
+    # 6. work on the row's GPU type (speed once per distinct (type, family))
+    if rows.gpu_type is not None and n:
+        gcodes, gnames = _dict_codes(rows.gpu_type)
+        gnames = [x or rules.duration_gpu for x in gnames] + [rules.duration_gpu]
+        gcodes[gcodes < 0] = len(gnames) - 1
+    else:
+        gcodes, gnames = np.zeros(n, dtype=np.int64), [rules.duration_gpu]
+    combo = gcodes * len(fam_names) + fam
+    uc, cinv = np.unique(combo, return_inverse=True)
+    cinv = cinv.reshape(-1)
+    sp = np.zeros(len(uc))
+    unk = np.zeros(len(uc), dtype=bool)
+    for j, cc in enumerate(uc.tolist()):
+        gn, fm = gnames[cc // len(fam_names)], fam_names[cc % len(fam_names)]
+        gt = types.get(gn) or next((v for kk, v in types.items() if kk.lower() == gn.lower()), None)
         if gt is None:
-            sink.bad(r.line, "gpu_type", "unknown-gpu", f"GPU type {gname!r} is not registered",
-                     f"use one of {', '.join(sorted(types))} or add it under gpu_types in the scenario")
-            continue
-        work = float(r.duration or 0.0) * w_max * gt.speed_for(family)  # V100 worker-seconds
-        extra = dict(r.extra)
-        scaling = extra.pop("scaling", None)  # Pollux: profile curve at the fixed batch
-        if scaling is not None and len(scaling) != w_max + 1:
-            scaling = None  # only defined for 1-GPU replicas, w = 0..num_replicas
-        extra["trace_line"] = r.line
-        extra["trace_gpus"] = r.gpus
-        extra["trace_duration_s"] = r.duration
-        jobs.append(JobSpec(
-            id=len(jobs), submit=round((r.submit - origin) / k, 3), family=family, g=g,
-            w_min=w_min, w_max=w_max, w_req=w_max, elastic=elastic, type_agnostic=bool(u_ta[i] < float(rules.type_agnostic_fraction or 0.0)),
-            work=work, pred_work=work * float(err[i]), name=r.name, app=r.app, batch_size=r.batch_size,
-            scaling=None if scaling is None else tuple(float(x) for x in scaling), extra=extra,
+            unk[j] = True
+        else:
+            sp[j] = gt.speed_for(fm)
+    speed, unknown = sp[cinv], unk[cinv]
+    gname_of = np.array(gnames + [None], dtype=object)[:-1]
+    chk = RowChecks(p, rows.line, report, skip, order=np.arange(n))
+    if pool is not None:
+        chk.flag(gpus > pool, None, "too-big", lambda i: f"job needs {gpus[i]} GPUs but the training pool has {pool}",
+                 "use a bigger cluster (--train-servers) or drop the job")
+    chk.flag(unknown, "gpu_type", "unknown-gpu", lambda i: f"GPU type {gname_of[gcodes[i]]!r} is not registered",
+             f"use one of {', '.join(sorted(types))} or add it under gpu_types in the scenario")
+    ok = chk.finish()
+    work = rows.duration * w_req.astype(np.float64) * speed  # V100 worker-seconds, at the request
+    pred = work * err
+    ta = u_ta < float(rules.type_agnostic_fraction or 0.0)
+    idx = np.flatnonzero(ok)
+    del u_fam, i_fam, u_ta, err, combo, cinv, speed, unknown, ok  # free before the objects are built
+    fam_obj = np.array(fam_names, dtype=object)
+    empty: dict[str, Any] = {}
+    jobs: list[JobSpec] = []
+    # JobSpecs built in chunks: positional fields, one column each, built in C (map) rather than
+    # a Python loop; chunks bound the temporary lists of Python values
+    for lo in range(0, idx.size, _CHUNK):
+        ix = idx[lo:lo + _CHUNK]
+        m = ix.size
+        nones = [None] * m
+        # submit offsets rounded to ms as round(x, 3); whole seconds need no rounding (exactly)
+        off = (rows.submit[ix] - origin) / k
+        whole = (off == np.floor(off)) & (np.abs(off) < 2.0 ** 52)
+        submit = off.tolist()
+        for j in np.flatnonzero(~whole).tolist():
+            submit[j] = round(submit[j], 3)
+        base = rows.base[ix].tolist() if rows.base is not None else nones
+        extras = map(tuple.__new__, itertools.repeat(TraceExtra, m),
+                     zip([b if b is not None else empty for b in base], rows.line[ix].tolist(),
+                         gpus[ix].tolist(), _shared(rows.duration[ix])))
+        jobs.extend(map(
+            JobSpec, range(lo, lo + m), submit, fam_obj[fam[ix]].tolist(), g[ix].tolist(),
+            w_min[ix].tolist(), w_max[ix].tolist(), elastic[ix].tolist(), ta[ix].tolist(), _shared(work[ix]),
+            _shared(pred[ix]), rows.name[ix].tolist(),
+            rows.app[ix].tolist() if rows.app is not None else nones,
+            _shared(rows.batch_size[ix]) if rows.batch_size is not None else nones,
+            rows.scaling[ix].tolist() if rows.scaling is not None else nones,
+            extras, w_req[ix].tolist(),
         ))
     return jobs
+
+
+_CHUNK = 1 << 16
+
+
+def _shared(a: np.ndarray) -> list[Any]:
+    """``a.tolist()``, with one Python object per distinct value when values repeat a lot (a
+    Pollux workload has a few hundred configurations): equal values, less memory."""
+    if a.dtype == object or a.size < 1024:
+        return a.tolist()
+    u, inv = np.unique(a, return_inverse=True)
+    if u.size * 4 > a.size or (a.dtype.kind == "f" and np.isnan(u).any()):
+        return a.tolist()
+    return np.array(u.tolist() + [None], dtype=object)[:-1][inv.reshape(-1)].tolist()
+
+
+def _dict_codes(a: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Integer codes of an object array of ``str``/``None`` (None and "" -> -1) and the names."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(pa.array(a, type=pa.string(), from_pandas=True))
+    codes = np.asarray(enc.indices.fill_null(-1), dtype=np.int64)
+    names = enc.dictionary.to_pylist()
+    for j, nm in enumerate(names):
+        if not nm:
+            codes[codes == j] = -1
+    return codes, names
 
 
 # ------------------------------------------------------------------------------------------------
@@ -653,6 +845,9 @@ def add_trace_arguments(parser: argparse.ArgumentParser, cluster: bool = True) -
 def trace_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     for item in getattr(args, "trace_option", None) or []:
+        if item.lstrip().startswith("delimiter="):  # the value may itself be a comma (or commas)
+            opts["delimiter"] = item.split("=", 1)[1]
+            continue
         for k, v in _kv_pairs(item).items():
             opts[k] = _typed(v)
     for key in ("vc", "time_window", "time_compression", "max_jobs"):

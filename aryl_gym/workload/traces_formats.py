@@ -1,25 +1,34 @@
-"""Row readers for the trace formats; each turns a file into validated :class:`TraceRow` s.
+"""Readers for the trace formats: each turns a file into validated columns (:class:`TraceRows`).
 
-Readers check *rows* (fields present, numbers and times parse, positive durations and GPU
-counts, consistency such as Philly's ``gpu_time == duration * num_gpus``); the order, duplicate,
-window and size checks that every format shares live in :mod:`aryl_gym.workload.traces`. A bad
-row goes to :meth:`RowSink.bad`, which raises a :class:`TraceError` naming the file, line and
-column and the fix, or, with ``skip_bad_rows``, counts the row under its reason and moves on.
-File-level problems (missing file or column, empty file, wrong delimiter) always raise.
+Files are read by pyarrow's CSV reader into string columns; every check is a vectorised mask
+over the rows (:class:`RowChecks`), and messages still name the file, line and column: each row
+keeps its physical line number. Readers check *rows* (fields present, numbers and times parse,
+positive durations and GPU counts, consistency such as Philly's ``gpu_time == duration *
+num_gpus``); the order, duplicate, window and size checks that every format shares live in
+:mod:`aryl_gym.workload.traces`. A bad row raises a :class:`TraceError` (the earliest bad row of
+the stage) or, with ``skip_bad_rows``, is counted under its reason. File-level problems
+(missing, unreadable, binary or non-UTF-8 file, missing column, empty file, wrong delimiter)
+always raise. A UTF-8 byte order mark is dropped.
 """
 
 from __future__ import annotations
 
 import ast
 import csv
+import io
 import json
 import math
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 
 from aryl_gym.config import ConfigError
 
@@ -45,29 +54,12 @@ class TraceError(ConfigError):
 
 
 @dataclass
-class TraceRow:
-    """One job as a trace states it, before mapping (times in seconds)."""
-
-    line: int  # 1-based line number in the file
-    submit: float  # seconds (absolute epoch seconds for datetimes, else trace seconds)
-    gpus: int  # total GPUs requested
-    duration: float | None  # seconds on ``gpu_type`` (None: derived later, e.g. Pollux)
-    model: str | None = None
-    gpu_type: str | None = None
-    name: str = ""
-    app: str | None = None
-    batch_size: int | None = None
-    key: tuple = ()  # identity for the duplicate check
-    extra: dict = field(default_factory=dict)
-
-
-@dataclass
 class LoadReport:
     """What a load did: rows read, jobs kept, rows skipped or filtered and why.
 
     ``skipped`` counts bad rows dropped under ``skip_bad_rows`` by reason; ``filtered`` counts
-    rows left out on purpose (virtual cluster, time window, ``max_jobs``); ``notes`` records
-    documented adjustments (e.g. rows sorted, durations extrapolated).
+    rows left out on purpose (virtual cluster, row filter, time window, ``max_jobs``); ``notes``
+    records documented adjustments (e.g. rows sorted, durations extrapolated).
     """
 
     path: str
@@ -83,12 +75,12 @@ class LoadReport:
     def skipped_total(self) -> int:
         return int(sum(self.skipped.values()))
 
-    def summary(self) -> str:
+    def summary(self, examples: int = 2) -> str:
         lines = [f"{self.path} ({self.fmt}): {self.rows} rows read, {self.jobs} jobs kept"]
         for reason, n in sorted(self.filtered.items()):
             lines.append(f"  filtered {n:6d}  {reason}")
         for reason, n in sorted(self.skipped.items()):
-            ex = "; ".join(self.examples.get(reason, [])[:2])
+            ex = "; ".join(self.examples.get(reason, [])[:examples])
             lines.append(f"  skipped  {n:6d}  {reason}" + (f"  (e.g. {ex})" if ex else ""))
         for note in self.notes:
             lines.append(f"  note: {note}")
@@ -102,23 +94,134 @@ class LoadReport:
             "jobs": self.jobs,
             "skipped": dict(self.skipped),
             "filtered": dict(self.filtered),
+            "examples": {k: list(v) for k, v in self.examples.items()},
             "notes": list(self.notes),
         }
 
 
-class RowSink:
-    """Raise or count bad rows (one per load)."""
+class RowChecks:
+    """The bad-row checks of one stage of a load, vectorised.
 
-    def __init__(self, path: Path, report: LoadReport, skip_bad_rows: bool):
-        self.path, self.report, self.skip = path, report, skip_bad_rows
+    Rows are positions ``0..n-1`` of a table whose physical file lines are ``lines``. Each
+    :meth:`flag` takes a boolean mask over the rows; a row is charged to the first check that
+    flags it (checks run in the order a reader states them, so a row has one reason, as when
+    rows were checked one by one). With ``skip_bad_rows`` the rows are counted by reason (first
+    three examples kept); otherwise :meth:`finish` raises a :class:`TraceError` for the earliest
+    bad row (``order``: file line in the read stage, table position after sorting).
+    """
 
-    def bad(self, line: int, column: str | None, reason: str, message: str, fix: str) -> None:
-        if not self.skip:
-            raise TraceError(self.path, message, f"{fix}; {SKIP_HINT}", line, column, reason)
-        self.report.skipped[reason] += 1
+    def __init__(self, path: Path, lines: np.ndarray, report: LoadReport, skip: bool,
+                 order: np.ndarray | None = None):
+        self.path, self.lines, self.report, self.skip = path, lines, report, skip
+        self.order = lines if order is None else order
+        self.ok = np.ones(len(lines), dtype=bool)
+        self._first: tuple[float, int, str | None, str, str, str] | None = None
+
+    def _note(self, key: float, line: int, column: str | None, reason: str, message: str, fix: str) -> None:
+        if self._first is None or key < self._first[0]:
+            self._first = (key, line, column, reason, message, fix)
+
+    def _example(self, reason: str, line: int, column: str | None, message: str) -> None:
         ex = self.report.examples.setdefault(reason, [])
         if len(ex) < 3:
             ex.append(f"line {line}" + (f" column '{column}'" if column else "") + f": {message}")
+
+    def flag(self, mask: np.ndarray, column: str | None, reason: str,
+             message: Callable[[int], str], fix: str) -> None:
+        """Rows where ``mask`` (and no earlier check) holds are bad for ``reason``."""
+        idx = np.flatnonzero(mask & self.ok)
+        if not idx.size:
+            return
+        self.ok[idx] = False
+        if self.skip:
+            self.report.skipped[reason] += int(idx.size)
+            for i in idx[:3].tolist():
+                self._example(reason, int(self.lines[i]), column, message(i))
+        else:
+            i = int(idx[np.argmin(self.order[idx])])
+            self._note(float(self.order[i]), int(self.lines[i]), column, reason, message(i), fix)
+
+    def flag_line(self, line: int, column: str | None, reason: str, message: str, fix: str) -> None:
+        """A bad line that is not a row of the table (e.g. a wrong number of fields)."""
+        if self.skip:
+            self.report.skipped[reason] += 1
+            self._example(reason, line, column, message)
+        else:
+            self._note(float(line), line, column, reason, message, fix)
+
+    def finish(self) -> np.ndarray:
+        """Raise for the earliest bad row (unless skipping); return the mask of good rows."""
+        if self._first is not None:
+            _, line, column, reason, message, fix = self._first
+            raise TraceError(self.path, message, f"{fix}; {SKIP_HINT}", line, column, reason)
+        return self.ok
+
+
+class TraceExtra(Mapping[str, Any], tuple):  # type: ignore[misc]
+    """``JobSpec.extra`` of a trace job: a read-only mapping, the format's fields (one dict shared
+    by the jobs of one configuration) plus ``trace_line``, ``trace_gpus``, ``trace_duration_s``.
+    Compares equal to the ``dict`` of the same items; ``dict(extra)`` gives a plain copy.
+    (A tuple underneath: small, and built in C for a million jobs.)"""
+
+    __slots__ = ()
+    _OWN = ("trace_line", "trace_gpus", "trace_duration_s")
+
+    def __new__(cls, base: Mapping[str, Any], line: int, gpus: int, duration: float | None) -> TraceExtra:
+        return tuple.__new__(cls, (base, line, gpus, duration))
+
+    def __getitem__(self, key: str) -> Any:  # type: ignore[override]
+        own = TraceExtra._OWN
+        if key in own:
+            return tuple.__getitem__(self, 1 + own.index(key))
+        return tuple.__getitem__(self, 0)[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from (k for k in tuple.__getitem__(self, 0) if k not in TraceExtra._OWN)
+        yield from TraceExtra._OWN
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, key: object) -> bool:
+        return key in TraceExtra._OWN or key in tuple.__getitem__(self, 0)
+
+    def __eq__(self, other: object) -> bool:
+        return Mapping.__eq__(self, other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+@dataclass
+class TraceRows:
+    """Validated jobs of a trace as columns (one entry per row, in file order until sorted)."""
+
+    line: np.ndarray  # int64, 1-based physical line in the file
+    submit: np.ndarray  # float64 seconds (absolute epoch seconds for datetimes, else trace seconds)
+    gpus: np.ndarray  # int64 total GPUs requested
+    duration: np.ndarray  # float64 seconds on ``gpu_type``
+    key: np.ndarray  # int64 identity code for the duplicate check
+    name: np.ndarray  # object: str
+    model: np.ndarray | None = None  # object: str or None
+    gpu_type: np.ndarray | None = None  # object: str or None
+    app: np.ndarray | None = None  # object: str or None
+    batch_size: np.ndarray | None = None  # int64
+    base: np.ndarray | None = None  # object: shared dicts of format fields (JobSpec.extra)
+    scaling: np.ndarray | None = None  # object: tuple of floats or None
+    one_gpu_workers: bool = False  # Pollux replicas: g = 1, w_max = gpus
+
+    def __len__(self) -> int:
+        return int(self.line.size)
+
+    def take(self, idx: np.ndarray) -> TraceRows:
+        def t(a: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None else a[idx]
+
+        return TraceRows(self.line[idx], self.submit[idx], self.gpus[idx], self.duration[idx],
+                         self.key[idx], self.name[idx], t(self.model), t(self.gpu_type), t(self.app),
+                         t(self.batch_size), t(self.base), t(self.scaling), self.one_gpu_workers)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -126,6 +229,11 @@ class RowSink:
 # ------------------------------------------------------------------------------------------------
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 DATETIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M")
+#: ``units.gpus``: how many of the unit make one GPU.
+GPU_UNITS = {"count": 1, "milli": 1000, "percent": 100}
+_EPOCH = datetime(1970, 1, 1)
+_NUM_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
+_ISO_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}$"
 
 
 def parse_datetime(text: str, fmt: str | None = None) -> float:
@@ -139,14 +247,14 @@ def parse_datetime(text: str, fmt: str | None = None) -> float:
         else:
             if d.tzinfo is not None:
                 d = d.astimezone(timezone.utc).replace(tzinfo=None)
-            return (d - datetime(1970, 1, 1)).total_seconds()
+            return (d - _EPOCH).total_seconds()
     fmts = (fmt,) if fmt else DATETIME_FORMATS
     for f in fmts:
         try:
             d = datetime.strptime(text, f)
         except ValueError:
             continue
-        return (d - datetime(1970, 1, 1)).total_seconds()
+        return (d - _EPOCH).total_seconds()
     raise ValueError(f"not a timestamp like '2017-10-03 14:05:00': {text!r}")
 
 
@@ -164,110 +272,311 @@ def parse_int(text: str) -> int:
     return int(v)
 
 
-def open_csv(path: Path, required: list[str], delimiter: str = ",") -> tuple[Any, list[str], Any]:
-    """Open a headed CSV; check it is non-empty, the delimiter and the required columns."""
-    if not path.exists():
+def check_delimiter(value: Any, where: str) -> str:
+    """A CSV delimiter: one character; ``\\t`` (two characters) and ``tab`` mean a tab."""
+    if isinstance(value, str) and value in ("\\t", "tab", "TAB"):
+        return "\t"
+    fix = "give one character, e.g. delimiter=';' or delimiter='\\t' (tab)"
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: delimiter must be one character, got {value!r}; {fix}")
+    if len(value) != 1:
+        what = "empty" if not value else f"{len(value)} characters ({value!r})"
+        raise ConfigError(f"{where}: delimiter is {what}; {fix}")
+    if value in ('"', "\n", "\r"):
+        raise ConfigError(f"{where}: delimiter {value!r} is the quote or a line break; {fix}")
+    return value
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        exists, is_dir = path.exists(), path.is_dir()
+    except OSError as exc:  # e.g. a file name longer than the system allows
+        raise TraceError(path, f"not a usable path ({exc.strerror or exc})", "check the file name") from None
+    if not exists:
         raise TraceError(path, "file not found", "check the path, --data-root or ARYL_GYM_DATA")
-    if path.is_dir():
-        raise TraceError(path, "is a folder, not a trace file", "name the CSV file itself")
-    fh = open(path, newline="", encoding="utf-8")  # noqa: SIM115 (returned to the caller)
+    if is_dir:
+        raise TraceError(path, "is a folder, not a trace file", "name the trace file itself")
     try:
-        first = fh.readline()
-        if not first.strip():
-            raise TraceError(path, "empty file (no header line)", "give a CSV with a header row and rows", 1)
-        fh.seek(0)
-        reader = csv.reader(fh, delimiter=delimiter)
-        header = [h.strip() for h in next(reader)]
-        missing = [c for c in required if c not in header]
-        if missing:
-            if len(header) == 1:
-                for d, name in ((";", "semicolon"), ("\t", "tab"), ("|", "pipe"), (",", "comma")):
-                    if d != delimiter and d in first:
-                        raise TraceError(
-                            path,
-                            f"the header has one field but contains '{d}': the file looks "
-                            f"{name}-separated, not '{delimiter}'-separated",
-                            f"convert it to '{delimiter}'-separated or set the delimiter "
-                            f"(map key delimiter: '{d}' / --trace-option delimiter='{d}')",
-                            1,
-                        )
-            raise TraceError(
-                path,
-                f"missing column '{missing[0]}' (header has {header})",
-                f"the header must name the columns {required}",
-                1,
-                missing[0],
-            )
-        return fh, header, reader
-    except BaseException:
-        fh.close()
-        raise
+        data = path.read_bytes()
+    except PermissionError:
+        raise TraceError(path, "permission denied", "make the file readable (chmod +r) or copy it") from None
+    except OSError as exc:
+        raise TraceError(path, f"cannot be read ({exc.strerror or exc})", "check the path") from None
+    if data.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte order mark (spreadsheet exports)
+        data = data[3:]
+    nul = data.find(b"\x00", 0, 1 << 20)
+    if nul >= 0:
+        raise TraceError(path, f"binary data (a NUL byte at offset {nul}): not a text trace",
+                         "give the CSV/text trace itself (decompress or export it first)",
+                         data.count(b"\n", 0, nul) + 1)
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TraceError(path, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+                             "save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+                             data.count(b"\n", 0, exc.start) + 1) from None
+    return data
 
 
-def iter_rows(
-    path: Path,
-    header: list[str],
-    reader: Any,
-    sink: RowSink,
-    report: LoadReport,
-    keep: tuple[str, set[str], str] | None = None,
-) -> Iterator[tuple[int, dict[str, str]]]:
-    """Rows as dicts with their line numbers; wrong field counts are bad rows; blank lines skipped.
+@dataclass
+class CsvTable:
+    """A headed CSV read by pyarrow: trimmed string columns and each row's file line."""
 
-    ``keep = (column, values, reason)`` filters rows (counted under ``reason``) before parsing.
+    header: list[str]
+    cols: dict[str, pa.Array]
+    lines: np.ndarray
+    bad_width: list[tuple[int, int]]  # (line, fields) of rows with a wrong number of fields
+
+    def __len__(self) -> int:
+        return int(self.lines.size)
+
+    def take(self, mask: np.ndarray) -> CsvTable:
+        m = pa.array(mask)
+        return CsvTable(self.header, {k: v.filter(m) for k, v in self.cols.items()}, self.lines[mask],
+                        self.bad_width)
+
+
+def _record_lines(data: bytes, delimiter: str, quoted: bool) -> np.ndarray:
+    """1-based file line of each non-empty record (the header is record 1)."""
+    if quoted:  # records may span lines: the csv module's count (the line a record ends on)
+        text = data.decode("utf-8")
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+        out = []
+        for row in reader:
+            if row:
+                out.append(reader.line_num)
+        return np.asarray(out, dtype=np.int64)
+    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    if not data.startswith((b"\n", b"\r\n")) and b"\n\n" not in data and b"\n\r\n" not in data \
+            and (b"\r" not in data or b"\r" not in data.replace(b"\r\n", b"")):
+        return np.arange(1, n_lines + 1, dtype=np.int64)  # no empty lines: record k is line k
+    buf = np.frombuffer(data, dtype=np.uint8)
+    nl = np.flatnonzero(buf == 10)
+    starts = np.concatenate(([0], nl + 1))
+    ends = np.concatenate((nl, [len(data)]))
+    if starts[-1] == len(data):  # the file ends with a line break
+        starts, ends = starts[:-1], ends[:-1]
+    length = ends - starts
+    cr_only = np.zeros(length.size, dtype=bool)
+    one = np.flatnonzero(length == 1)
+    cr_only[one] = buf[starts[one]] == 13
+    empty = (length == 0) | cr_only
+    return np.flatnonzero(~empty).astype(np.int64) + 1
+
+
+def read_csv_table(path: Path, required: list[str], delimiter: str, report: LoadReport,
+                   row_filter: Mapping[str, Any] | None = None) -> CsvTable:
+    """Read a headed CSV with pyarrow; check it is text, non-empty, the delimiter, the columns.
+
+    A UTF-8 byte order mark is dropped. Blank rows are ignored; rows with a wrong number of
+    fields are returned in ``bad_width`` for the caller's checks. ``row_filter`` (column -> value
+    or list of values) keeps the matching rows, the others counted as filtered.
     """
-    kidx = header.index(keep[0]) if keep else -1
-    for row in reader:
-        line = reader.line_num
-        if not row or all(not c.strip() for c in row):
-            continue
-        report.rows += 1
-        if keep and len(row) == len(header) and row[kidx].strip() not in keep[1]:
-            report.filtered[keep[2]] += 1
-            continue
-        if len(row) != len(header):
-            sink.bad(
-                line,
-                None,
-                "wrong-field-count",
-                f"{len(row)} fields but the header has {len(header)}",
-                "give every row the same fields as the header (check the delimiter and quoting)",
+    data = _read_bytes(path)
+    first = data.split(b"\n", 1)[0].decode("utf-8")
+    if not first.strip():
+        raise TraceError(path, "empty file (no header line)", "give a CSV with a header row and rows", 1)
+    header = [h.strip() for h in next(csv.reader([first.rstrip("\r")], delimiter=delimiter))]
+    filt = {str(k): v for k, v in (row_filter or {}).items()}
+    missing = [c for c in required if c not in header]
+    if missing:
+        if len(header) == 1:
+            for d, name in ((";", "semicolon"), ("\t", "tab"), ("|", "pipe"), (",", "comma")):
+                if d != delimiter and d in first:
+                    shown = "\\t" if d == "\t" else d
+                    raise TraceError(
+                        path,
+                        f"the header has one field but contains '{shown}': the file looks "
+                        f"{name}-separated, not '{delimiter}'-separated",
+                        f"convert it to '{delimiter}'-separated or set the delimiter "
+                        f"(map key delimiter: '{shown}' / --trace-option delimiter='{shown}')",
+                        1,
+                    )
+        raise TraceError(path, f"missing column '{missing[0]}' (header has {header})",
+                         f"the header must name the columns {required}", 1, missing[0])
+    bad_filter = [c for c in filt if c not in header]
+    if bad_filter:
+        raise TraceError(path, f"row filter names column '{bad_filter[0]}', which the header lacks "
+                         f"(header has {header})", "filter on a column of the file", 1, bad_filter[0])
+    dup = sorted({h for h in header if header.count(h) > 1 and (h in required or h in filt)})
+    if dup:
+        raise TraceError(path, f"column '{dup[0]}' appears twice in the header", "rename one of them", 1, dup[0])
+    names = [h if header.count(h) == 1 else f"{h}\x00{i}" for i, h in enumerate(header)]
+    invalid: list[tuple[int, int, str]] = []
+
+    def on_invalid(row: Any) -> str:
+        invalid.append((-1 if row.number is None else int(row.number), int(row.actual_columns), row.text))
+        return "skip"
+
+    quoted = b'"' in data
+
+    def read(threads: bool) -> pa.Table:
+        invalid.clear()
+        try:
+            return pacsv.read_csv(
+                pa.BufferReader(data),
+                read_options=pacsv.ReadOptions(use_threads=threads, column_names=names, skip_rows=1,
+                                               block_size=1 << 22),
+                parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=quoted,
+                                                 invalid_row_handler=on_invalid),
+                convert_options=pacsv.ConvertOptions(column_types={n: pa.string() for n in names},
+                                                     strings_can_be_null=False,
+                                                     quoted_strings_can_be_null=False),
             )
-            continue
-        yield line, {h: c.strip() for h, c in zip(header, row)}
+        except pa.ArrowInvalid as exc:
+            raise TraceError(path, f"cannot be parsed as CSV ({exc})", "check the quoting and the delimiter") from None
+
+    table = read(True)
+    if invalid:  # rows with a wrong number of fields: read again in one thread to get their numbers
+        table = read(False)
+    rec = _record_lines(data, delimiter, quoted)
+    blank_numbers = []
+    bad_width: list[tuple[int, int]] = []
+    strip_set = delimiter + " \t\r\n"
+    for number, nfields, text in invalid:
+        if not text.strip(strip_set):
+            blank_numbers.append(number)
+        else:
+            bad_width.append((int(rec[number - 1]) if number - 1 < rec.size else number, nfields))
+    drop = np.zeros(rec.size, dtype=bool)
+    drop[0] = True
+    for number, _, _ in invalid:
+        if number - 1 < rec.size:
+            drop[number - 1] = True
+    lines = rec[~drop]
+    if lines.size != table.num_rows:  # unusual line breaks (e.g. CR only): count with the csv module
+        rec = _record_lines(data, delimiter, True)
+        lines = rec[1:][: table.num_rows] if rec.size - 1 >= table.num_rows else np.arange(2, table.num_rows + 2)
+    cols = {h: pc.utf8_trim_whitespace(table.column(n).combine_chunks())
+            for h, n in zip(header, names) if header.count(h) == 1}
+    nonblank = np.zeros(table.num_rows, dtype=bool)
+    for a in cols.values():
+        nonblank |= np.asarray(pc.greater(pc.utf8_length(a), 0), dtype=bool)
+    report.rows += int(nonblank.sum()) + len(bad_width)
+    out = CsvTable(header, cols, lines, bad_width)
+    if not nonblank.all():
+        out = out.take(nonblank)
+    if filt:
+        keep = np.ones(len(out), dtype=bool)
+        for col, want in filt.items():
+            vals = [str(v).strip() for v in (want if isinstance(want, (list, tuple, set)) else [want])]
+            keep &= np.asarray(pc.is_in(out.cols[col], value_set=pa.array(vals, pa.string())), dtype=bool)
+        nf = int((~keep).sum())
+        if nf:
+            report.filtered["row filter " + ", ".join(f"{k}={v}" for k, v in filt.items())] += nf
+            out = out.take(keep)
+    return out
 
 
-def _num(sink: RowSink, line: int, col: str, text: str, kind: str = "float") -> Any:
-    if text == "":
-        sink.bad(line, col, "missing-value", "empty value", f"fill in '{col}'")
-        return None
-    try:
-        return parse_int(text) if kind == "int" else parse_float(text)
-    except ValueError:
-        what = "an integer" if kind == "int" else "a number"
-        sink.bad(line, col, "bad-number", f"not {what}: {text!r}", f"write '{col}' as {what}")
-        return None
+def empty_mask(a: pa.Array) -> np.ndarray:
+    return np.asarray(pc.equal(pc.utf8_length(a), 0), dtype=bool)
 
 
-def check_duration(sink: RowSink, line: int, col: str, d: float | None) -> bool:
-    if d is None:
-        return False
-    if not d > 0:
-        sink.bad(
-            line, col, "nonpositive-duration", f"duration {d:g} s is not positive",
-            "a job must run for more than 0 s; drop or correct the row",
-        )
-        return False
-    return True
+def to_float(a: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values, empty, bad): finite decimal numbers parse (as Python's ``float``), else NaN."""
+    empty = empty_mask(a)
+    ok = np.asarray(pc.match_substring_regex(a, _NUM_RE), dtype=bool)
+    vals = np.full(len(a), np.nan)
+    if ok.any():
+        vals[ok] = np.asarray(pc.cast(a.filter(pa.array(ok)), pa.float64()))
+    bad = ~empty & ~np.isfinite(vals)
+    return vals, empty, bad
 
 
-def check_gpus(sink: RowSink, line: int, col: str, g: int | None) -> bool:
-    if g is None:
-        return False
-    if g < 1:
-        sink.bad(line, col, "zero-gpus", f"{g} GPUs", "a job needs at least 1 GPU; drop or correct the row")
-        return False
-    return True
+def to_int(a: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """As :func:`to_float`, whole numbers only (``2.0`` is 2); values as float64."""
+    vals, empty, bad = to_float(a)
+    with np.errstate(invalid="ignore"):
+        bad |= ~empty & ~bad & (vals != np.floor(vals))
+    return vals, empty, bad
+
+
+def to_datetime(a: pa.Array, fmt: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, str]]:
+    """(epoch seconds, empty, bad, messages of bad rows): ISO ``YYYY-MM-DD HH:MM:SS`` in C,
+    other forms through :func:`parse_datetime` one by one."""
+    empty = empty_mask(a)
+    vals = np.full(len(a), np.nan)
+    todo = ~empty
+    if fmt is None:
+        iso = np.asarray(pc.match_substring_regex(a, _ISO_RE), dtype=bool)
+        if iso.any():
+            sel = pc.replace_substring(a.filter(pa.array(iso)), "T", " ")
+            ts = pc.strptime(sel, format="%Y-%m-%d %H:%M:%S", unit="s", error_is_null=True)
+            got = np.asarray(pc.cast(ts, pa.int64()).fill_null(-(1 << 62)), dtype=np.int64)
+            v = got.astype(np.float64)
+            v[got == -(1 << 62)] = np.nan
+            vals[iso] = v
+            todo &= ~(iso & np.isfinite(vals))
+    msgs: dict[int, str] = {}
+    idx = np.flatnonzero(todo)
+    if idx.size:
+        texts = a.take(pa.array(idx)).to_pylist()
+        for i, t in zip(idx.tolist(), texts):
+            try:
+                vals[i] = parse_datetime(t, fmt)
+            except ValueError as exc:
+                msgs[i] = str(exc)
+    bad = np.zeros(len(a), dtype=bool)
+    if msgs:
+        bad[list(msgs)] = True
+    return vals, empty, bad, msgs
+
+
+def key_codes(cols: list[pa.Array]) -> np.ndarray:
+    """One int64 code per row, equal iff the rows' values in ``cols`` are equal."""
+    code: np.ndarray | None = None
+    for a in cols:
+        c = np.asarray(pc.dictionary_encode(a).indices, dtype=np.int64)
+        if code is None:
+            code = c
+        else:
+            code = np.unique(code * (int(c.max(initial=0)) + 1) + c, return_inverse=True)[1].astype(np.int64)
+    return code if code is not None else np.zeros(0, dtype=np.int64)
+
+
+def obj(a: pa.Array) -> np.ndarray:
+    """A string column as a numpy array of Python ``str``."""
+    return np.asarray(a.to_numpy(zero_copy_only=False), dtype=object)
+
+
+def _text(a: pa.Array) -> Callable[[int], str]:
+    return lambda i: str(a[i].as_py())
+
+
+def num_checks(chk: RowChecks, a: pa.Array, col: str, kind: str = "float") -> np.ndarray:
+    """Missing and unparsable values of a numeric column (reasons missing-value, bad-number)."""
+    vals, empty, bad = to_int(a) if kind == "int" else to_float(a)
+    what = "an integer" if kind == "int" else "a number"
+    chk.flag(empty, col, "missing-value", lambda i: "empty value", f"fill in '{col}'")
+    chk.flag(bad, col, "bad-number", lambda i: f"not {what}: {a[i].as_py()!r}", f"write '{col}' as {what}")
+    return vals
+
+
+def duration_check(chk: RowChecks, col: str, d: np.ndarray) -> None:
+    with np.errstate(invalid="ignore"):
+        m = ~(d > 0) & np.isfinite(d)
+    chk.flag(m, col, "nonpositive-duration", lambda i: f"duration {d[i]:g} s is not positive",
+             "a job must run for more than 0 s; drop or correct the row")
+
+
+def gpus_check(chk: RowChecks, col: str, g: np.ndarray) -> None:
+    with np.errstate(invalid="ignore"):
+        m = g < 1
+    chk.flag(m, col, "zero-gpus", lambda i: f"{int(g[i])} GPUs", "a job needs at least 1 GPU; drop or correct the row")
+
+
+def width_checks(chk: RowChecks, tab: CsvTable) -> None:
+    for line, nf in tab.bad_width:
+        chk.flag_line(line, None, "wrong-field-count", f"{nf} fields but the header has {len(tab.header)}",
+                      "give every row the same fields as the header (check the delimiter and quoting)")
+
+
+def _as_i64(v: np.ndarray) -> np.ndarray:
+    out = np.zeros(v.size, dtype=np.int64)
+    f = np.isfinite(v)
+    out[f] = v[f].astype(np.int64)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -276,59 +585,50 @@ def check_gpus(sink: RowSink, line: int, col: str, g: int | None) -> bool:
 PHILLY_COLUMNS = ["timestamp", "duration", "num_gpus", "gpu_time", "cluster"]
 
 
-def read_philly(path: Path, sink: RowSink, report: LoadReport, opts: Mapping[str, Any]) -> list[TraceRow]:
+def read_philly(path: Path, report: LoadReport, opts: Mapping[str, Any], skip: bool) -> TraceRows:
     """``timestamp,duration,num_gpus,gpu_time,cluster``; filter by ``vc`` (one id or a list)."""
     vcs = opts.get("vc")
     vc_set = None
     if vcs:
         vc_set = {vcs} if isinstance(vcs, str) else set(vcs)
         vc_set = {v.strip() for s in vc_set for v in str(s).split(",") if v.strip()}
-    fh, header, reader = open_csv(path, PHILLY_COLUMNS, opts.get("delimiter", ","))
-    out: list[TraceRow] = []
-    with fh:
-        keep = ("cluster", vc_set, "other virtual cluster") if vc_set is not None else None
-        for line, r in iter_rows(path, header, reader, sink, report, keep):
-            vc = r["cluster"]
-            if r["timestamp"] == "":
-                sink.bad(line, "timestamp", "missing-value", "empty value", "fill in 'timestamp'")
-                continue
-            try:
-                t = parse_datetime(r["timestamp"])
-            except ValueError as exc:
-                sink.bad(line, "timestamp", "bad-time", str(exc), "use 'YYYY-MM-DD HH:MM:SS'")
-                continue
-            d = _num(sink, line, "duration", r["duration"])
-            if d is None or not check_duration(sink, line, "duration", d):
-                continue
-            g = _num(sink, line, "num_gpus", r["num_gpus"], "int")
-            if not check_gpus(sink, line, "num_gpus", g):
-                continue
-            gt = _num(sink, line, "gpu_time", r["gpu_time"])
-            if gt is None:
-                continue
-            if abs(gt - d * g) > 1e-6 * max(1.0, gt) + 1e-3:
-                sink.bad(
-                    line, "gpu_time", "inconsistent",
-                    f"gpu_time {gt:g} != duration {d:g} x num_gpus {g}",
-                    "correct duration, num_gpus or gpu_time so that gpu_time = duration * num_gpus",
-                )
-                continue
-            out.append(
-                TraceRow(line, t, int(g), float(d), name=f"philly-{vc}-L{line}",
-                         key=(r["timestamp"], r["duration"], r["num_gpus"], vc), extra={"vc": vc})
-            )
+    tab = read_csv_table(path, PHILLY_COLUMNS, opts.get("delimiter", ","), report, opts.get("filter"))
+    all_vcs = Counter(tab.cols["cluster"].to_pylist()) if vc_set is not None else Counter()
     if vc_set is not None:
-        seen_vcs = Counter(r.extra["vc"] for r in out)
-        unknown = sorted(vc_set - set(seen_vcs))
+        keep = np.asarray(pc.is_in(tab.cols["cluster"], value_set=pa.array(sorted(vc_set), pa.string())), dtype=bool)
+        report.filtered["other virtual cluster"] += int((~keep).sum())
+        tab = tab.take(keep)
+    c = tab.cols
+    chk = RowChecks(path, tab.lines, report, skip)
+    width_checks(chk, tab)
+    t, t_empty, t_bad, t_msg = to_datetime(c["timestamp"])
+    chk.flag(t_empty, "timestamp", "missing-value", lambda i: "empty value", "fill in 'timestamp'")
+    chk.flag(t_bad, "timestamp", "bad-time", lambda i: t_msg[i], "use 'YYYY-MM-DD HH:MM:SS'")
+    d = num_checks(chk, c["duration"], "duration")
+    duration_check(chk, "duration", d)
+    g = num_checks(chk, c["num_gpus"], "num_gpus", "int")
+    gpus_check(chk, "num_gpus", g)
+    gt = num_checks(chk, c["gpu_time"], "gpu_time")
+    with np.errstate(invalid="ignore"):
+        incons = np.abs(gt - d * g) > 1e-6 * np.maximum(1.0, gt) + 1e-3
+    chk.flag(incons, "gpu_time", "inconsistent",
+             lambda i: f"gpu_time {gt[i]:g} != duration {d[i]:g} x num_gpus {int(g[i])}",
+             "correct duration, num_gpus or gpu_time so that gpu_time = duration * num_gpus")
+    ok = chk.finish()
+    if vc_set is not None:
+        unknown = sorted(vc_set - set(all_vcs))
         if unknown:
-            fh2, header2, reader2 = open_csv(path, PHILLY_COLUMNS, opts.get("delimiter", ","))
-            with fh2:
-                ci = header2.index("cluster")
-                all_vcs = Counter(row[ci].strip() for row in reader2 if len(row) == len(header2))
             known = ", ".join(f"{k} ({n})" for k, n in all_vcs.most_common())
             raise TraceError(path, f"virtual cluster '{unknown[0]}' has no rows",
                              f"pick one of: {known}", column="cluster")
-    return out
+    key = key_codes([c["timestamp"], c["duration"], c["num_gpus"], c["cluster"]])
+    vc = obj(c["cluster"])
+    lines = tab.lines
+    bases = {v: {"vc": v} for v in set(vc.tolist())}
+    idx = np.flatnonzero(ok)
+    name = np.array([f"philly-{v}-L{ln}" for v, ln in zip(vc[idx].tolist(), lines[idx].tolist())] or [], dtype=object)
+    base = np.array([bases[v] for v in vc[idx].tolist()] + [None], dtype=object)[:-1]
+    return TraceRows(lines[idx], t[idx], _as_i64(g[idx]), d[idx], key[idx], name, base=base)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -337,65 +637,111 @@ def read_philly(path: Path, sink: RowSink, report: LoadReport, opts: Mapping[str
 POLLUX_COLUMNS = ["name", "time", "application", "num_replicas", "batch_size"]
 
 
-def read_pollux(path: Path, sink: RowSink, report: LoadReport, opts: Mapping[str, Any], apps: Mapping[str, Any]) -> list[TraceRow]:
-    """``name,time,application,num_replicas,batch_size``; run time from the app's profiles."""
+def read_pollux(path: Path, report: LoadReport, opts: Mapping[str, Any], apps: Mapping[str, Any],
+                skip: bool) -> TraceRows:
+    """``name,time,application,num_replicas,batch_size``; run time from the app's profiles
+    (computed once per distinct configuration)."""
     gpus_per_node = int(opts.get("profile_gpus_per_node", 4))
-    fh, header, reader = open_csv(path, POLLUX_COLUMNS, opts.get("delimiter", ","))
-    out: list[TraceRow] = []
-    with fh:
-        for line, r in iter_rows(path, header, reader, sink, report):
-            t = _num(sink, line, "time", r["time"])
-            if t is None:
-                continue
-            if t < 0:
-                sink.bad(line, "time", "bad-time", f"negative arrival {t:g} s", "arrival times are seconds >= 0")
-                continue
-            app_name = r["application"]
-            if app_name not in apps:
-                sink.bad(line, "application", "unknown-app", f"no profile for application {app_name!r}",
-                         f"use one of {sorted(apps)} or add its profile folder")
-                continue
-            n = _num(sink, line, "num_replicas", r["num_replicas"], "int")
-            if not check_gpus(sink, line, "num_replicas", n):
-                continue
-            b = _num(sink, line, "batch_size", r["batch_size"], "int")
-            if b is None:
-                continue
-            app = apps[app_name]
-            if not app.init_batch_size <= b <= app.max_batch_size:
-                sink.bad(line, "batch_size", "bad-batch",
-                         f"batch {b} outside {app_name}'s validated range [{app.init_batch_size}, {app.max_batch_size}]",
-                         "pick a batch size the profiles validate")
-                continue
-            try:
-                dur = app.run_time(int(n), int(b), gpus_per_node)
-                cfg = app.config(int(n), int(b), gpus_per_node)
-                # rate multiplier by worker count at this fixed batch (JobSpec.scaling)
-                curve = app.scaling_curve(int(n), int(b), gpus_per_node)
-            except ConfigError as exc:
-                sink.bad(line, "num_replicas", "no-profile", str(exc), "use a configuration the profiles cover")
-                continue
-            out.append(
-                TraceRow(
-                    line, float(t), int(n), float(dur), model=app_name, gpu_type=opts.get("profile_gpu", "T4"),
-                    name=r["name"] or f"{app_name}-L{line}", app=app_name, batch_size=int(b),
-                    key=(r["name"],) if r["name"] else (r["time"], app_name, r["num_replicas"], r["batch_size"]),
-                    extra={
-                        "profile_run_time_s": dur,
-                        "atomic_bsz": cfg.atomic_bsz,
-                        "accum_steps": cfg.accum_steps,
-                        "max_replicas": app.max_replicas,
-                        "min_batch_size": app.init_batch_size,
-                        "max_batch_size": app.max_batch_size,
-                        "max_epochs": app.max_epochs,
-                        "gpus_per_worker": 1,
-                        "scaling": curve,
-                        "profiles_dir": str(app.folder.parent),
-                        "profile_gpus_per_node": gpus_per_node,
-                    },
-                )
-            )
-    return out
+    profile_gpu = opts.get("profile_gpu", "T4")
+    tab = read_csv_table(path, POLLUX_COLUMNS, opts.get("delimiter", ","), report, opts.get("filter"))
+    c = tab.cols
+    chk = RowChecks(path, tab.lines, report, skip)
+    width_checks(chk, tab)
+    t = num_checks(chk, c["time"], "time")
+    with np.errstate(invalid="ignore"):
+        chk.flag(t < 0, "time", "bad-time", lambda i: f"negative arrival {t[i]:g} s", "arrival times are seconds >= 0")
+    app_col = c["application"]
+    known = np.asarray(pc.is_in(app_col, value_set=pa.array(sorted(apps), pa.string())), dtype=bool)
+    chk.flag(~known, "application", "unknown-app", lambda i: f"no profile for application {app_col[i].as_py()!r}",
+             f"use one of {sorted(apps)} or add its profile folder")
+    n = num_checks(chk, c["num_replicas"], "num_replicas", "int")
+    gpus_check(chk, "num_replicas", n)
+    b = num_checks(chk, c["batch_size"], "batch_size", "int")
+    # one profile computation per distinct (application, replicas, batch)
+    cand = np.flatnonzero(chk.ok)
+    app_codes = np.asarray(pc.dictionary_encode(app_col).indices, dtype=np.int64)
+    app_names = pc.dictionary_encode(app_col).dictionary.to_pylist()
+    n_i, b_i = _as_i64(n), _as_i64(b)
+    cfg_code = np.zeros(cand.size, dtype=np.int64)
+    for part in (app_codes[cand], n_i[cand], b_i[cand]):
+        _, pinv = np.unique(part, return_inverse=True)
+        pinv = pinv.reshape(-1).astype(np.int64)
+        cfg_code = cfg_code * (int(pinv.max(initial=0)) + 1) + pinv
+        cfg_code = np.unique(cfg_code, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    first_u, inv = (np.unique(cfg_code, return_index=True, return_inverse=True)[1:] if cand.size
+                    else (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+    inv = np.asarray(inv).reshape(-1)
+    uniq = np.stack([app_codes[cand][first_u], n_i[cand][first_u], b_i[cand][first_u]], axis=1)
+    m_u = len(uniq)
+    u_batch_bad = np.zeros(m_u, dtype=bool)
+    u_err: dict[int, str] = {}
+    u_dur = np.zeros(m_u)
+    u_base: list[dict[str, Any] | None] = [None] * m_u
+    u_scaling: list[tuple[float, ...] | None] = [None] * m_u
+    u_msg: dict[int, str] = {}
+    for k, (ai, ni, bi) in enumerate(uniq.tolist()):
+        name = app_names[ai]
+        app = apps[name]
+        if not app.init_batch_size <= bi <= app.max_batch_size:
+            u_batch_bad[k] = True
+            u_msg[k] = (f"batch {bi} outside {name}'s validated range "
+                        f"[{app.init_batch_size}, {app.max_batch_size}]")
+            continue
+        try:
+            dur = app.run_time(ni, bi, gpus_per_node)
+            cfg = app.config(ni, bi, gpus_per_node)
+            curve = app.scaling_curve(ni, bi, gpus_per_node)
+        except ConfigError as exc:
+            u_err[k] = str(exc)
+            continue
+        u_dur[k] = dur
+        u_scaling[k] = tuple(float(x) for x in curve) if len(curve) == ni + 1 else None
+        u_base[k] = {
+            "profile_run_time_s": dur,
+            "atomic_bsz": cfg.atomic_bsz,
+            "accum_steps": cfg.accum_steps,
+            "max_replicas": app.max_replicas,
+            "min_batch_size": app.init_batch_size,
+            "max_batch_size": app.max_batch_size,
+            "max_epochs": app.max_epochs,
+            "gpus_per_worker": 1,
+            "profiles_dir": str(app.folder.parent),
+            "profile_gpus_per_node": gpus_per_node,
+        }
+    row_u = np.full(len(tab), -1, dtype=np.int64)
+    row_u[cand] = inv
+    bb = np.zeros(len(tab), dtype=bool)
+    bb[cand] = u_batch_bad[inv]
+    chk.flag(bb, "batch_size", "bad-batch", lambda i: u_msg[int(row_u[i])], "pick a batch size the profiles validate")
+    err_mask = np.zeros(len(tab), dtype=bool)
+    if u_err:
+        err_u = np.zeros(m_u, dtype=bool)
+        err_u[list(u_err)] = True
+        err_mask[cand] = err_u[inv]
+    chk.flag(err_mask, "num_replicas", "no-profile", lambda i: u_err[int(row_u[i])],
+             "use a configuration the profiles cover")
+    ok = chk.finish()
+    idx = np.flatnonzero(ok)
+    names_raw = c["name"]
+    key = key_codes([names_raw])
+    named = ~empty_mask(names_raw)
+    if not named.all():  # rows without a name: identity is (time, application, replicas, batch)
+        key_anon = key_codes([c["time"], app_col, c["num_replicas"], c["batch_size"]])
+        key = np.where(named, key, key.max(initial=0) + 1 + key_anon)
+    u = row_u[idx]
+    app_obj = np.array(app_names + [None], dtype=object)[:-1][app_codes[idx]] if app_names else np.zeros(0, object)
+    nm = obj(names_raw)[idx]
+    lines = tab.lines[idx]
+    empty_names = np.flatnonzero(nm == "")
+    for j in empty_names.tolist():
+        nm[j] = f"{app_obj[j]}-L{lines[j]}"
+    base_arr = np.array(u_base + [None], dtype=object)[:-1]
+    scal_arr = np.array(u_scaling + [None], dtype=object)[:-1]
+    return TraceRows(
+        lines, t[idx], n_i[idx], u_dur[u], key[idx], nm, model=app_obj,
+        gpu_type=np.full(idx.size, profile_gpu, dtype=object), app=app_obj, batch_size=b_i[idx],
+        base=base_arr[u], scaling=scal_arr[u], one_gpu_workers=True,
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -416,11 +762,12 @@ def load_gavel_throughputs(path: Path, gpu: str = "v100") -> dict[tuple[str, int
     if not path.exists():
         raise TraceError(path, "Gavel throughput file not found", "pass trace option throughputs=<simulation_throughputs.json>")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(_read_bytes(path).decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise TraceError(path, f"not valid JSON ({exc})", "give Gavel's simulation_throughputs.json") from None
-    if gpu not in data:
-        raise TraceError(path, f"no GPU type '{gpu}' (has {sorted(data)})", "pick one with trace option gavel_gpu=")
+    if not isinstance(data, dict) or gpu not in data:
+        have = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise TraceError(path, f"no GPU type '{gpu}' (has {have})", "pick one with trace option gavel_gpu=")
     out: dict[tuple[str, int], float] = {}
     for key, val in data[gpu].items():
         try:
@@ -431,7 +778,8 @@ def load_gavel_throughputs(path: Path, gpu: str = "v100") -> dict[tuple[str, int
     return out
 
 
-def read_gavel(path: Path, sink: RowSink, report: LoadReport, opts: Mapping[str, Any], tput: Mapping[tuple[str, int], float]) -> list[TraceRow]:
+def read_gavel(path: Path, report: LoadReport, opts: Mapping[str, Any],
+               tput: Mapping[tuple[str, int], float], skip: bool) -> TraceRows:
     """Tab-separated, no header: job_type, command, num_steps_arg, needs_data_dir, total_steps,
     arrival_time (s), scale_factor (GPUs). Duration = total_steps / V100 steps-per-second.
 
@@ -439,16 +787,28 @@ def read_gavel(path: Path, sink: RowSink, report: LoadReport, opts: Mapping[str,
     Recommendation, A3C, CycleGAN, measured on 1 GPU only) use the throughput of the largest
     measured scale factor ``s0 < sf`` scaled linearly, ``tput(s0) * sf / s0`` (counted in the
     report's notes), unless ``gavel_extrapolate`` is false (then they are bad rows).
+    Gavel traces are small (thousands of lines): rows are checked one by one.
     """
-    if not path.exists():
-        raise TraceError(path, "file not found", "check the path, --data-root or ARYL_GYM_DATA")
     extrapolate = bool(opts.get("gavel_extrapolate", True))
-    text = path.read_text(encoding="utf-8")
+    text = _read_bytes(path).decode("utf-8")
     lines = text.splitlines()
     if not any(ln.strip() for ln in lines):
         raise TraceError(path, "empty file", "give a Gavel .trace file with one job per line", 1)
-    out: list[TraceRow] = []
+    chk = RowChecks(path, np.zeros(0, dtype=np.int64), report, skip)
+    out: list[tuple[int, float, int, float, str, int | None, str, float]] = []
     n_extra = 0
+
+    def bad_num(i: int, col: str, s: str, kind: str) -> Any:
+        if s == "":
+            chk.flag_line(i, col, "missing-value", "empty value", f"fill in '{col}'")
+            return None
+        try:
+            return parse_int(s) if kind == "int" else parse_float(s)
+        except ValueError:
+            what = "an integer" if kind == "int" else "a number"
+            chk.flag_line(i, col, "bad-number", f"not {what}: {s!r}", f"write '{col}' as {what}")
+            return None
+
     for i, ln in enumerate(lines, start=1):
         if not ln.strip():
             continue
@@ -457,23 +817,26 @@ def read_gavel(path: Path, sink: RowSink, report: LoadReport, opts: Mapping[str,
         if len(parts) != 7:
             if i == 1 and len(parts) == 1 and ("," in ln or ";" in ln):
                 raise TraceError(path, "one field per line: the file is not tab-separated", "Gavel .trace files separate the 7 fields by tabs", 1)
-            sink.bad(i, None, "wrong-field-count", f"{len(parts)} tab-separated fields, need 7 ({', '.join(GAVEL_FIELDS)})",
-                     "use Gavel's old 7-field format (convert 10-field files)")
+            chk.flag_line(i, None, "wrong-field-count", f"{len(parts)} tab-separated fields, need 7 ({', '.join(GAVEL_FIELDS)})",
+                          "use Gavel's old 7-field format (convert 10-field files)")
             continue
         jt = parts[0].strip()
-        steps = _num(sink, i, "total_steps", parts[4].strip())
+        steps = bad_num(i, "total_steps", parts[4].strip(), "float")
         if steps is None:
             continue
         if not steps > 0:
-            sink.bad(i, "total_steps", "nonpositive-duration", f"total_steps {steps:g}", "a job needs > 0 steps")
+            chk.flag_line(i, "total_steps", "nonpositive-duration", f"total_steps {steps:g}", "a job needs > 0 steps")
             continue
         try:
             t = parse_float(parts[5].strip())
         except ValueError:
-            sink.bad(i, "arrival_time", "bad-time", f"not a number of seconds: {parts[5]!r}", "write arrival_time in seconds")
+            chk.flag_line(i, "arrival_time", "bad-time", f"not a number of seconds: {parts[5]!r}", "write arrival_time in seconds")
             continue
-        sf = _num(sink, i, "scale_factor", parts[6].strip(), "int")
-        if not check_gpus(sink, i, "scale_factor", sf):
+        sf = bad_num(i, "scale_factor", parts[6].strip(), "int")
+        if sf is None:
+            continue
+        if sf < 1:
+            chk.flag_line(i, "scale_factor", "zero-gpus", f"{sf} GPUs", "a job needs at least 1 GPU; drop or correct the row")
             continue
         rate = tput.get((jt, int(sf)))
         if rate is None and extrapolate:
@@ -483,8 +846,8 @@ def read_gavel(path: Path, sink: RowSink, report: LoadReport, opts: Mapping[str,
                 rate = tput[(jt, s0)] * sf / s0
                 n_extra += 1
         if not rate or rate <= 0:
-            sink.bad(i, "job_type", "no-throughput", f"no V100 throughput for ({jt!r}, {sf})",
-                     "use a job type and scale factor listed in simulation_throughputs.json")
+            chk.flag_line(i, "job_type", "no-throughput", f"no V100 throughput for ({jt!r}, {sf})",
+                          "use a job type and scale factor listed in simulation_throughputs.json")
             continue
         base = jt.split(" (")[0]
         bs = None
@@ -493,88 +856,137 @@ def read_gavel(path: Path, sink: RowSink, report: LoadReport, opts: Mapping[str,
                 bs = int(jt.split("batch size")[1].strip(" )"))
             except ValueError:
                 bs = None
-        out.append(TraceRow(i, t, int(sf), steps / rate, model=base, gpu_type="V100",
-                            name=f"{base}-L{i}", batch_size=bs, key=(ln,), extra={"job_type": jt, "total_steps": steps}))
+        out.append((i, t, int(sf), steps / rate, base, bs, ln, steps))
+    chk.finish()
     if n_extra:
         report.notes.append(
             f"{n_extra} jobs have no Gavel throughput entry for their scale factor: used the largest "
             "measured smaller scale factor's throughput scaled linearly "
             "(trace option gavel_extrapolate=false to skip them instead)"
         )
-    return out
+    m = len(out)
+    key = key_codes([pa.array([r[6] for r in out], pa.string())]) if m else np.zeros(0, np.int64)
+    models = np.array([r[4] for r in out] + [None], dtype=object)[:-1]
+    return TraceRows(
+        np.array([r[0] for r in out], dtype=np.int64), np.array([r[1] for r in out], dtype=np.float64),
+        np.array([r[2] for r in out], dtype=np.int64), np.array([r[3] for r in out], dtype=np.float64), key,
+        np.array([f"{r[4]}-L{r[0]}" for r in out] + [None], dtype=object)[:-1], model=models,
+        gpu_type=np.full(m, "V100", dtype=object),
+        batch_size=np.array([r[5] for r in out] + [None], dtype=object)[:-1],
+        base=np.array([{"job_type": r[6].split("\t")[0].strip(), "total_steps": r[7]} for r in out] + [None], dtype=object)[:-1],
+    )
 
 
 # ------------------------------------------------------------------------------------------------
 # Generic CSV with a column mapping
 # ------------------------------------------------------------------------------------------------
-CSV_COLUMN_KEYS = ("submit", "gpus", "duration", "start", "end", "model", "gpu_type", "id", "name")
+CSV_COLUMN_KEYS = ("submit", "gpus", "gpu_milli", "duration", "start", "end", "model", "gpu_type", "id", "name")
 
 
-def read_generic(path: Path, sink: RowSink, report: LoadReport, spec: Mapping[str, Any]) -> list[TraceRow]:
-    """A user's CSV; ``spec`` = the map's ``columns``/``units``/``delimiter`` (see docs/traces.md)."""
+def read_generic(path: Path, report: LoadReport, spec: Mapping[str, Any], skip: bool) -> TraceRows:
+    """A user's CSV; ``spec`` = the map's ``columns``/``units``/``delimiter``, the trace
+    options ``filter`` and ``fractional_gpus`` (see docs/traces.md)."""
     cols: Mapping[str, str] = spec["columns"]
     units: Mapping[str, Any] = spec.get("units", {})
     tu = units.get("time", "s")
     du = units.get("duration", "s")
     tfmt = units.get("time_format")
     gpu_default = units.get("gpu_type")
+    per_gpu = GPU_UNITS[units.get("gpus", "count")]
+    frac_rule = spec.get("fractional_gpus", "error")
     required = [cols["submit"], cols["gpus"]]
     if cols.get("duration"):
         required.append(cols["duration"])
     else:
         required += [cols["start"], cols["end"]]
-    for k in ("model", "gpu_type", "id", "name"):
+    for k in ("gpu_milli", "model", "gpu_type", "id", "name"):
         if cols.get(k):
             required.append(cols[k])
-    fh, header, reader = open_csv(path, required, spec.get("delimiter", ","))
+    tab = read_csv_table(path, required, spec.get("delimiter", ","), report, spec.get("filter"))
+    c = tab.cols
+    chk = RowChecks(path, tab.lines, report, skip)
+    width_checks(chk, tab)
 
-    def tparse(line: int, col: str, text: str) -> float | None:
-        if text == "":
-            sink.bad(line, col, "missing-value", "empty value", f"fill in '{col}'")
-            return None
+    def tparse(col: str) -> np.ndarray:
+        a = c[col]
         if tu == "datetime":
-            try:
-                return parse_datetime(text, tfmt)
-            except ValueError as exc:
-                sink.bad(line, col, "bad-time", str(exc), f"write '{col}' as {tfmt or 'YYYY-MM-DD HH:MM:SS'} or set units.time")
-                return None
-        try:
-            return parse_float(text) * TIME_UNITS[tu]
-        except ValueError:
-            sink.bad(line, col, "bad-time", f"not a number of {tu}: {text!r}",
-                     f"write '{col}' as a number of {tu}, or set units.time: datetime (with time_format)")
-            return None
+            v, empty, bad, msgs = to_datetime(a, tfmt)
+            chk.flag(empty, col, "missing-value", lambda i: "empty value", f"fill in '{col}'")
+            chk.flag(bad, col, "bad-time", lambda i: msgs[i],
+                     f"write '{col}' as {tfmt or 'YYYY-MM-DD HH:MM:SS'} or set units.time")
+            return v
+        v, empty, bad = to_float(a)
+        chk.flag(empty, col, "missing-value", lambda i: "empty value", f"fill in '{col}'")
+        chk.flag(bad, col, "bad-time", lambda i: f"not a number of {tu}: {a[i].as_py()!r}",
+                 f"write '{col}' as a number of {tu}, or set units.time: datetime (with time_format)")
+        return v * TIME_UNITS[tu]
 
-    out: list[TraceRow] = []
-    with fh:
-        for line, r in iter_rows(path, header, reader, sink, report):
-            t = tparse(line, cols["submit"], r[cols["submit"]])
-            if t is None:
-                continue
-            g = _num(sink, line, cols["gpus"], r[cols["gpus"]], "int")
-            if not check_gpus(sink, line, cols["gpus"], g):
-                continue
-            if cols.get("duration"):
-                d = _num(sink, line, cols["duration"], r[cols["duration"]])
-                dcol = cols["duration"]
-                d = None if d is None else d * TIME_UNITS[du]
-            else:
-                s = tparse(line, cols["start"], r[cols["start"]])
-                e = tparse(line, cols["end"], r[cols["end"]]) if s is not None else None
-                if s is None or e is None:
-                    continue
-                d, dcol = e - s, cols["end"]
-                if s < t:
-                    sink.bad(line, cols["start"], "start-before-submit", f"start {s:g} is before submit {t:g}",
-                             "a job starts at or after its submission; check the columns")
-                    continue
-            if not check_duration(sink, line, dcol, d):
-                continue
-            model = r[cols["model"]] if cols.get("model") else None
-            gtype = (r[cols["gpu_type"]] if cols.get("gpu_type") else None) or gpu_default
-            ident = r[cols["id"]] if cols.get("id") else None
-            name = r[cols["name"]] if cols.get("name") else (ident or f"job-L{line}")
-            key = (ident,) if ident else tuple(r[h] for h in header)
-            out.append(TraceRow(line, float(t), int(g), float(d), model=model or None, gpu_type=gtype or None,
-                                name=str(name), key=key))
-    return out
+    t = tparse(cols["submit"])
+    gcol = cols["gpus"]
+    if per_gpu == 1 and not cols.get("gpu_milli"):
+        g = num_checks(chk, c[gcol], gcol, "int")
+    else:
+        graw = num_checks(chk, c[gcol], gcol, "float")
+        share = np.ones(len(tab))
+        if cols.get("gpu_milli"):
+            share = num_checks(chk, c[cols["gpu_milli"]], cols["gpu_milli"]) / 1000.0
+        with np.errstate(invalid="ignore"):
+            total = graw / per_gpu * share
+            whole = np.round(total)
+            frac = np.isfinite(total) & (np.abs(total - whole) > 1e-9) & (total > 0)
+        fcol = cols.get("gpu_milli") or gcol
+        if frac_rule == "ceil":
+            nfrac = int((frac & chk.ok).sum())
+            if nfrac:
+                report.notes.append(f"{nfrac} jobs ask for a fraction of a GPU (e.g. 0.46): counted as "
+                                    "whole GPUs, rounded up (fractional_gpus=ceil)")
+            g = np.where(frac, np.ceil(total - 1e-9), whole)
+        else:
+            chk.flag(frac, fcol, "fractional-gpu", lambda i: f"asks for {total[i]:g} GPUs (a fraction of a GPU)",
+                     "aryl-gym allocates whole GPUs: drop such rows (--skip-bad-rows) or set trace option "
+                     "fractional_gpus=ceil to round them up")
+            g = whole
+    gpus_check(chk, gcol, g)
+    if cols.get("duration"):
+        dcol = cols["duration"]
+        d = num_checks(chk, c[dcol], dcol) * TIME_UNITS[du]
+    else:
+        s = tparse(cols["start"])
+        e = tparse(cols["end"])
+        d, dcol = e - s, cols["end"]
+        with np.errstate(invalid="ignore"):
+            sb = s < t
+        chk.flag(sb, cols["start"], "start-before-submit", lambda i: f"start {s[i]:g} is before submit {t[i]:g}",
+                 "a job starts at or after its submission; check the columns")
+    duration_check(chk, dcol, d)
+    ok = chk.finish()
+    idx = np.flatnonzero(ok)
+    lines = tab.lines[idx]
+
+    def col_or_none(role: str) -> np.ndarray | None:
+        return obj(c[cols[role]])[idx] if cols.get(role) else None
+
+    model = col_or_none("model")
+    if model is not None:
+        model[model == ""] = None
+    gtype = col_or_none("gpu_type")
+    if gtype is None:
+        gtype = np.full(idx.size, gpu_default or None, dtype=object)
+    else:
+        gtype[gtype == ""] = gpu_default or None
+    if cols.get("id"):
+        ida = c[cols["id"]]
+        has_id = ~empty_mask(ida)
+        key = key_codes([ida])
+        if not has_id.all():  # rows without an id: identity is the whole row
+            k_row = key_codes([c[h] for h in tab.header if h in c])
+            key = np.where(has_id, key, key.max(initial=0) + 1 + k_row)
+    else:
+        key = key_codes([c[h] for h in tab.header if h in c])
+    if cols.get("name"):
+        name = obj(c[cols["name"]])[idx]
+    else:
+        ident = col_or_none("id")
+        name = np.array([(ident[j] if ident is not None and ident[j] else f"job-L{ln}")
+                         for j, ln in enumerate(lines.tolist())] + [None], dtype=object)[:-1]
+    return TraceRows(lines, t[idx], _as_i64(g[idx]), d[idx], key[idx], name, model=model, gpu_type=gtype)
