@@ -130,7 +130,7 @@ def test_resume_reports_damaged_duplicated_and_edited_rows_separately(done_run: 
 
 def test_cut_last_row_is_reported_as_cut(done_run: Path) -> None:
     with open(done_run / CSV_NAME, "a", newline="") as fh:
-        fh.write("dur,tiny,tiny,aryl_gym/Aryl-v0,v0,1,sjf,policy,,,30,3")
+        fh.write("dur,tiny,tiny,aryl_gym/Aryl-v1,v1,1,sjf,policy,,,30,3")
     msgs: list[str] = []
     summ = run_suite(_suite(), done_run, resume=True, progress=False, log=_quiet(msgs))
     assert "incomplete last row" in "\n".join(msgs) and "damaged row" not in "\n".join(msgs)
@@ -163,13 +163,13 @@ def test_validate_rebuilds_the_requested_env_kwargs_of_an_agent_row() -> None:
     used = {"action_mode": "sequential", "reward_scale": 36000.0}
     row = {
         "suite": "s", "scenario": "tiny", "seed": 0, "policy": "ppo", "kind": "agent",
-        "source": "ppo-testbed", "env_id": "aryl_gym/Aryl-v0", "env_kwargs": json.dumps(used),
-        "config_hash": config_hash(cfg, ent, "aryl_gym/Aryl-v0", requested),
+        "source": "ppo-testbed", "env_id": "aryl_gym/Aryl-v1", "env_kwargs": json.dumps(used),
+        "config_hash": config_hash(cfg, ent, "aryl_gym/Aryl-v1", requested),
     }
     task = task_from_row(row)
     assert task.config_hash == row["config_hash"] and dict(task.env_kwargs) == requested
     # a suite that asked for one of them
-    row["config_hash"] = config_hash(cfg, ent, "aryl_gym/Aryl-v0", {"action_mode": "sequential"})
+    row["config_hash"] = config_hash(cfg, ent, "aryl_gym/Aryl-v1", {"action_mode": "sequential"})
     task = task_from_row(row)
     assert task.config_hash == row["config_hash"]
     assert dict(task.env_kwargs) == {"action_mode": "sequential"}

@@ -313,7 +313,7 @@ def test_trace_file_as_kwarg_and_reset_option(tmp_path):
     env = ArylEnv(scenario="tiny", trace=str(p), trace_format="csv", trace_map=str(m))
     env.reset(seed=0)
     assert env.sim.n_jobs == 3
-    assert [j.g * j.w_max for j in env.sim.jobs] == [1, 2, 4]
+    assert [j.g * j.w_req for j in env.sim.jobs] == [1, 2, 4]  # the trace's GPUs are the request
     env.reset(seed=1, options={"trace": str(p), "trace_format": "csv", "trace_map": str(m)})
     assert env.sim.n_jobs == 3
     with pytest.raises(ValueError, match="trace_format"):

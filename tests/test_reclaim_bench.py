@@ -135,7 +135,7 @@ def test_reclaim_env_snapshot_mode(tmp_path: Path) -> None:
     )
     snaps = [Snapshot(inst, 2, "hand", 0.0, (8, 8, 8, 8))] + synthetic_snapshots(5, 3, 12, seed=1)
     path = save_snapshots(tmp_path / "s.npz", snaps)
-    env = gym.make("aryl_gym/ArylReclaim-v0", snapshots=str(path), optimum=True, max_servers=16)
+    env = gym.make("aryl_gym/ArylReclaim-v1", snapshots=str(path), optimum=True, max_servers=16)
     from gymnasium.utils.env_checker import check_env
 
     check_env(env.unwrapped, skip_render_check=True)
@@ -156,11 +156,11 @@ def test_reclaim_env_snapshot_mode(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         env.step(1)
     # same seed, same draws
-    a = [gym.make("aryl_gym/ArylReclaim-v0", snapshots=snaps).reset(seed=s)[1]["index"] for s in range(6)]
-    b = [gym.make("aryl_gym/ArylReclaim-v0", snapshots=snaps).reset(seed=s)[1]["index"] for s in range(6)]
+    a = [gym.make("aryl_gym/ArylReclaim-v1", snapshots=snaps).reset(seed=s)[1]["index"] for s in range(6)]
+    b = [gym.make("aryl_gym/ArylReclaim-v1", snapshots=snaps).reset(seed=s)[1]["index"] for s in range(6)]
     assert a == b
     with pytest.raises(ValueError, match="max_servers"):
-        gym.make("aryl_gym/ArylReclaim-v0", snapshots=snaps, max_servers=2)
+        gym.make("aryl_gym/ArylReclaim-v1", snapshots=snaps, max_servers=2)
 
 
 class PreemptCostAgent:
