@@ -14,6 +14,9 @@ Built in:
 * ``knapsack`` -- Aryl's phase-two knapsack time per round at production size (ms): the mean,
   p99 and max over the decision rounds of a production episode (or testbed when quick), and a
   synthetic tight instance (every GPU of the production cluster, 300 elastic jobs).
+* ``tensorboard`` -- the leaderboard's TensorBoard writer: 100,000 scalars as timeline rows and
+  one per event (target <= 2 s), and TensorBoard's own pure-Python writer for comparison
+  (skipped with ``--quick``).
 * ``env`` and ``pollux`` -- :mod:`aryl_gym.bench_env` and :mod:`aryl_gym.bench_pollux` when
   those modules are present (skipped with ``--quick``).
 """
@@ -127,6 +130,15 @@ def bench_knapsack(quick: bool) -> Rows:
         secs.append(time.perf_counter() - tic)
     rows.append(_knapsack_stats("synthetic: 300 jobs, 2,048 GPUs", secs, [300] * len(secs)))
     return rows
+
+
+@register("tensorboard", "TensorBoard event writing, 100,000 scalars (target <= 2 s)")
+def bench_tensorboard(quick: bool) -> Rows:
+    from aryl_gym.leaderboard.tb import bench_writer, tensorboard_available
+
+    if not tensorboard_available():
+        return []
+    return bench_writer(reference=not quick)
 
 
 @register("env", "environment steps per second (aryl_gym.bench_env)")
