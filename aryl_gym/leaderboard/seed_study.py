@@ -153,7 +153,7 @@ def render(spreads: Sequence[PairSpread], rec: Mapping[str, Any], delta: float, 
         "  ".join(h.ljust(w) for h, w in zip(head, widths)),
         "  ".join("-" * w for w in widths),
     ]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in body]
     if rec.get("pairs"):
         which = "close pairs (geometric-mean ratio within 10%)" if rec["close_only"] else "all pairs"
         lines += [
