@@ -473,8 +473,8 @@ def protocol_header(agg: Mapping[str, Any]) -> str:
             (f"- **x Baseline**{' / **x ' + ref + '**' if ref else ''}: mean `{p['rank_by']}` of "
             f"the entrant / mean of `{p['baseline']}` (the paper's Baseline: FIFO, no loaning, no "
             "elastic scaling)" + (f" / of `{ref}`" if ref else "") + ", over the seeds both "
-            "have, with a 95% confidence interval from a stratified bootstrap paired by seed "
-            f"({iv['library']}; {iv['bootstrap']}). Below 1 is better for times."),
+            "have, with a 95% confidence interval "
+            f"({iv['library']}: bootstrap {iv['bootstrap']}). Below 1 is better for times."),
             (f"- **score IQM**: the normalised score {iv['score']}; its interquartile mean over "
             "seeds, with a stratified bootstrap 95% interval (with fewer than 8 seeds the IQM "
             "trims nothing and equals the mean)."),
