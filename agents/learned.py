@@ -84,7 +84,7 @@ def _zoo_yaml(path: Path) -> Any:
     class _Loader(yaml.SafeLoader):
         pass
 
-    def _ordered(loader: yaml.SafeLoader, node: yaml.Node) -> dict[str, Any]:
+    def _ordered(loader: yaml.SafeLoader, node: yaml.SequenceNode) -> dict[str, Any]:
         pairs = loader.construct_sequence(node, deep=True)
         items = pairs[0] if len(pairs) == 1 and isinstance(pairs[0], list) else pairs
         return {k: v for k, v in items}
@@ -281,6 +281,7 @@ def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:
 
     zoo = find_zoo_experiment(name_or_path) if Path(str(name_or_path)).is_dir() else None
     config: dict[str, Any] = {}
+    cfg_path: Path | None
     if zoo is not None:
         model_path, config, vn_path = resolve_zoo_folder(zoo)
         cfg_path = zoo

@@ -147,7 +147,7 @@ def score_distribution(scores: np.ndarray, taus: Any) -> np.ndarray:
 
 def performance_profile(
     score_dict: Mapping[str, Any],
-    taus: Sequence[float],
+    taus: Sequence[float] | np.ndarray,
     reps: int = REPS,
     seed: int = SEED,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

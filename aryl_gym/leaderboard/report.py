@@ -232,7 +232,7 @@ def aggregate(
             name: d[scen] for name, d in per.items() if scen in d
         }
         base = by.get(suite.baseline, {})
-        entries = []
+        entries: list[dict[str, Any]] = []
         for e in suite.entrants:
             per_seed = by.get(e.name)
             if not per_seed:
