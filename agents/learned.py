@@ -3,7 +3,9 @@
 ``load_agent("ppo-testbed")`` resolves ``agents/pretrained/ppo-testbed.zip`` and its config
 ``ppo-testbed.yaml`` (the resolved training config: algorithm, scenario, env id and kwargs);
 ``load_agent("runs/RUN")`` a run folder (its ``best_model.zip`` if present, else ``model.zip``);
-``load_agent("path/model.zip")`` a model file (its config is looked for beside it). The returned
+``load_agent("path/model.zip")`` a model file (its config is looked for beside it);
+``load_agent("logs/ppo_mask/aryl_gym-Aryl-v0_1")`` an rl-baselines3-zoo experiment folder (or
+``logs/ppo_mask``, or ``logs``: the latest experiment), see :func:`resolve_zoo_folder`. The returned
 :class:`LearnedAgent` has ``predict(obs, state=None, episode_start=None, deterministic=True)``
 and passes the action mask to ``MaskablePPO.predict(action_masks=...)``: from the argument
 ``action_masks`` when given, else from the observation's ``action_mask`` key. Observation
@@ -16,6 +18,7 @@ torch and stable-baselines3 are imported only when an agent is loaded (never on
 from __future__ import annotations
 
 import pickle
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +65,115 @@ def resolve_agent_path(name_or_path: str | Path) -> tuple[Path, Path | None, Pat
 
 def _opt(p: Path) -> Path | None:
     return p if p.exists() else None
+
+
+# ----------------------------------------------------------------------------------------------
+# rl-baselines3-zoo folders
+# ----------------------------------------------------------------------------------------------
+
+#: the zoo's algorithm names -> this package's (aryl_gym.train.config.ALGOS)
+ZOO_ALGOS = {"ppo_mask": "maskable_ppo", "ppo": "ppo", "a2c": "a2c", "dqn": "dqn", "ppo_lstm": "recurrent_ppo"}
+_RUN_RE = re.compile(r"^(?P<env>.+)_(?P<id>[0-9]+)$")
+
+
+def _zoo_yaml(path: Path) -> Any:
+    """A zoo ``args.yml`` / ``config.yml``: YAML dumps of ``OrderedDict`` (tagged
+    ``!!python/object/apply:collections.OrderedDict``), read safely as plain dicts."""
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    def _ordered(loader: yaml.SafeLoader, node: yaml.SequenceNode) -> dict[str, Any]:
+        pairs = loader.construct_sequence(node, deep=True)
+        items = pairs[0] if len(pairs) == 1 and isinstance(pairs[0], list) else pairs
+        return {k: v for k, v in items}
+
+    _Loader.add_constructor("tag:yaml.org,2002:python/object/apply:collections.OrderedDict", _ordered)
+    try:
+        return yaml.load(path.read_text(), Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not a readable rl-zoo3 file ({exc})") from None
+
+
+def _is_zoo_experiment(p: Path) -> bool:
+    return p.is_dir() and any(p.glob("*/args.yml"))
+
+
+def find_zoo_experiment(folder: str | Path) -> Path | None:
+    """The zoo experiment folder ``LOG/ALGO/ENV_N`` that ``folder`` names, or None if ``folder``
+    is not a zoo folder. ``folder`` may be the experiment itself, an algorithm folder
+    ``LOG/ALGO`` (its latest ``ENV_N``) or the log root ``LOG`` holding one algorithm folder."""
+    p = Path(folder)
+    if not p.is_dir():
+        return None
+    if _is_zoo_experiment(p):
+        return p
+    runs = [d for d in p.iterdir() if _RUN_RE.match(d.name) and _is_zoo_experiment(d)]
+    if runs:
+        envs = sorted({_RUN_RE.match(d.name).group("env") for d in runs})  # type: ignore[union-attr]
+        if len(envs) > 1:
+            raise ConfigError(
+                f"{p} holds rl-zoo3 experiments of several envs ({', '.join(envs)}); name one "
+                f"experiment folder, e.g. {sorted(runs)[-1]}"
+            )
+        return max(runs, key=lambda d: int(_RUN_RE.match(d.name).group("id")))  # type: ignore[union-attr]
+    algos = [d for d in p.iterdir() if d.is_dir() and any(
+        _RUN_RE.match(e.name) and _is_zoo_experiment(e) for e in d.iterdir())]
+    if len(algos) == 1:
+        return find_zoo_experiment(algos[0])
+    if len(algos) > 1:
+        raise ConfigError(
+            f"{p} holds rl-zoo3 runs of several algorithms ({', '.join(sorted(d.name for d in algos))}); "
+            "name one, e.g. " + str(sorted(algos)[0])
+        )
+    return None
+
+
+def resolve_zoo_folder(folder: str | Path) -> tuple[Path, dict[str, Any], Path | None]:
+    """``(model.zip, config, vecnormalize.pkl or None)`` of a zoo experiment folder.
+
+    The zoo writes ``ENV_N/best_model.zip`` (best evaluation, when ``--eval-freq`` ran),
+    ``ENV_N/ENV.zip`` (the final model), ``ENV_N/rl_model_STEPS_steps.zip`` (checkpoints) and
+    ``ENV_N/ENV/{args.yml, config.yml, vecnormalize.pkl}``. The model is the best one, else the
+    final one, else the latest checkpoint; the config (algorithm, env id, env kwargs) comes from
+    ``args.yml`` and ``config.yml``."""
+    exp = find_zoo_experiment(folder)
+    if exp is None:
+        raise ConfigError(f"{folder} is not an rl-zoo3 log folder (no */args.yml inside)")
+    params = next(d for d in sorted(exp.iterdir()) if (d / "args.yml").exists())
+    args = _zoo_yaml(params / "args.yml") or {}
+    hyper = _zoo_yaml(params / "config.yml") if (params / "config.yml").exists() else {}
+    if not isinstance(args, dict) or not isinstance(hyper or {}, dict):
+        raise ConfigError(f"{params}: args.yml / config.yml are not mappings")
+    checkpoints = sorted(
+        exp.glob("rl_model_*_steps.zip"),
+        key=lambda q: int(re.sub(r"\D", "", q.stem) or 0),
+    )
+    candidates = [exp / "best_model.zip", exp / f"{params.name}.zip", *reversed(checkpoints)]
+    model = next((c for c in candidates if c.exists()), None)
+    if model is None:
+        raise ConfigError(
+            f"rl-zoo3 folder {exp} holds no model yet (best_model.zip, {params.name}.zip or "
+            "rl_model_*_steps.zip); has the training finished its first evaluation or save?"
+        )
+    zoo_algo = str(args.get("algo", "ppo_mask"))
+    if zoo_algo not in ZOO_ALGOS:
+        raise ConfigError(
+            f"{params / 'args.yml'}: algo {zoo_algo!r} is not one this package loads "
+            f"({', '.join(ZOO_ALGOS)})"
+        )
+    env_kwargs = dict(args.get("env_kwargs") or (hyper or {}).get("env_kwargs") or {})
+    config: dict[str, Any] = {
+        "algo": ZOO_ALGOS[zoo_algo],
+        "env_id": str(args.get("env") or "aryl_gym/Aryl-v0"),
+        "env_kwargs": {k: v for k, v in env_kwargs.items() if k != "scenario"},
+        "source": "rl-zoo3",
+        "zoo_folder": str(exp),
+    }
+    if "scenario" in env_kwargs:
+        config["scenario"] = env_kwargs["scenario"]
+    return model, config, _opt(params / "vecnormalize.pkl")
 
 
 @dataclass
@@ -178,10 +290,16 @@ def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:
     """
     import yaml
 
-    model_path, cfg_path, vn_path = resolve_agent_path(name_or_path)
+    zoo = find_zoo_experiment(name_or_path) if Path(str(name_or_path)).is_dir() else None
     config: dict[str, Any] = {}
-    if cfg_path is not None:
-        config = yaml.safe_load(cfg_path.read_text()) or {}
+    cfg_path: Path | None
+    if zoo is not None:
+        model_path, config, vn_path = resolve_zoo_folder(zoo)
+        cfg_path = zoo
+    else:
+        model_path, cfg_path, vn_path = resolve_agent_path(name_or_path)
+        if cfg_path is not None:
+            config = yaml.safe_load(cfg_path.read_text()) or {}
     algo = str(config.get("algo", "")) or None
     from aryl_gym.train.config import ALGOS
     from aryl_gym.train.runner import algo_class

@@ -17,6 +17,9 @@ Built in:
 * ``reclaim`` -- the exact reclaim optimum (:func:`aryl_gym.agents.reclaim.milp_reclaim`):
   solve time by number of loaned servers, 10 to 200, beside Aryl's heuristic. Target: 200
   loaned servers in at most 10 s.
+* ``tensorboard`` -- the leaderboard's TensorBoard writer: 100,000 scalars as timeline rows and
+  one per event (target <= 2 s), and TensorBoard's own pure-Python writer for comparison
+  (skipped with ``--quick``).
 * ``env`` and ``pollux`` -- :mod:`aryl_gym.bench_env` and :mod:`aryl_gym.bench_pollux` when
   those modules are present (skipped with ``--quick``).
 """
@@ -171,6 +174,13 @@ def bench_reclaim(quick: bool) -> Rows:
                 }
             )
     return rows
+@register("tensorboard", "TensorBoard event writing, 100,000 scalars (target <= 2 s)")
+def bench_tensorboard(quick: bool) -> Rows:
+    from aryl_gym.leaderboard.tb import bench_writer, tensorboard_available
+
+    if not tensorboard_available():
+        return []
+    return bench_writer(reference=not quick)
 
 
 @register("env", "environment steps per second (aryl_gym.bench_env)")

@@ -149,8 +149,14 @@ def test_e2e_table(e2e: dict[str, Any]) -> None:
     for r in rows:
         means.setdefault(r["policy"], []).append(r["avg_jct"])
     expect = sorted(means, key=lambda p: (sum(means[p]) / len(means[p]), p))
-    assert [e["policy"] for e in entrants] == expect
-    assert [e["rank"] for e in entrants] == list(range(1, len(expect) + 1))
+    ranks = [e["rank"] for e in entrants]
+    if data["protocol"]["intervals"]:
+        # ranks with ties (test_leaderboard_stats.py checks them): sorted by rank, then mean
+        assert ranks[0] == 1 and ranks == sorted(ranks)
+        assert sorted(e["policy"] for e in entrants) == sorted(expect)
+    else:
+        assert [e["policy"] for e in entrants] == expect
+        assert ranks == list(range(1, len(expect) + 1))
     for e in entrants:
         vals = means[e["policy"]]
         m = e["metrics"]["avg_jct"]
@@ -165,7 +171,7 @@ def test_e2e_table(e2e: dict[str, Any]) -> None:
 
 
 def test_e2e_plots(e2e: dict[str, Any]) -> None:
-    for name in ("usage_tiny.png", "jct_cdf_tiny.png", "queue_tiny.png"):
+    for name in ("usage_tiny.png", "jct_cdf_tiny.png", "queue_tiny.png", "performance_profile.png"):
         p = e2e["out"] / "plots" / name
         assert p.exists() and p.stat().st_size > 5000, name
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -317,13 +323,21 @@ def test_optional_and_allowed_missing_policies(tmp_path: Path) -> None:
     assert s.missing == ("not-yet",)
 
 
+STANDARD_SEEDS = 48  # docs/leaderboard.md, "How many seeds"
+
+
 def test_shipped_suites_load() -> None:
-    for name, n_seeds in (("quick", 3), ("standard", 5), ("full", 5)):
+    every = {"fifo", "sjf", "aryl", "afs", "pollux", "gandiva", "ppo-testbed-v0"}
+    for name, n_seeds, must in (
+        ("quick", 16, every - {"pollux"}),  # the main job keeps the learned agent (README)
+        ("standard", STANDARD_SEEDS, every),
+        ("full", STANDARD_SEEDS, every),
+    ):
         s = load_suite(name, allow_missing=True)
         listed = {e.name for e in s.entrants} | set(s.missing)
-        assert {"fifo", "sjf", "aryl", "afs", "pollux", "gandiva"} <= listed
-        assert {"ppo-testbed", "ppo-testbed-v0"} & listed
+        assert must <= listed
         assert len(s.seeds) == n_seeds and s.baseline == "fifo"
+        assert min(s.seeds) >= 2000  # held out from training
     assert load_suite("quick", allow_missing=True).scenarios == ("testbed",)
 
 

@@ -7,6 +7,14 @@ Per scenario:
 * ``jct_cdf_SCENARIO.png``: the CDF of job completion times per entrant, all seeds pooled;
 * ``queue_SCENARIO.png``: average and p95 queuing time per entrant (mean over seeds, bars with
   the sample standard deviation).
+
+For the suite:
+
+* ``performance_profile.png``: rliable's performance profile (score distribution): per entrant,
+  the fraction of episodes (seeds x scenarios) whose normalised score ``jct_lower_bound /
+  avg_jct`` exceeds tau, with a 95% stratified bootstrap band (the band needs rliable, the
+  ``stats`` extra; without it the curves are drawn alone). A curve above another is better over
+  the whole distribution of episodes, not only on average.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from aryl_gym.leaderboard.report import stats
+from aryl_gym.leaderboard.report import episode_score, stats
 from aryl_gym.leaderboard.runner import Key, slug
 from aryl_gym.leaderboard.suites import Suite
 
@@ -126,7 +134,65 @@ def make_plots(
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=8)
         written.append(_save(fig, plt, pdir / f"queue_{tag}.png"))
+    prof = performance_profile_plot(pdir, suite, rows, plt)
+    if prof is not None:
+        written.append(prof)
     return written
+
+
+def profile_scores(suite: Suite, rows: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """Per entrant, its normalised scores as a ``(seeds, scenarios)`` matrix over the seeds it
+    finished on every scenario (entrants missing a scenario are left out)."""
+    per: dict[str, dict[tuple[str, int], float]] = {}
+    for r in rows:
+        sc = episode_score(r)
+        if sc is not None:
+            per.setdefault(str(r["policy"]), {})[(str(r["scenario"]), int(r["seed"]))] = sc
+    out: dict[str, np.ndarray] = {}
+    for e in suite.entrants:
+        got = per.get(e.name, {})
+        seeds = [s for s in suite.seeds if all((sc, s) in got for sc in suite.scenarios)]
+        if seeds:
+            out[e.name] = np.array([[got[(sc, s)] for sc in suite.scenarios] for s in seeds])
+    return out
+
+
+def performance_profile_plot(
+    pdir: Path, suite: Suite, rows: Sequence[Mapping[str, Any]], plt: Any
+) -> Path | None:
+    """``performance_profile.png`` (see the module docstring), or None without scores."""
+    from aryl_gym.leaderboard import intervals as iv
+
+    scores = profile_scores(suite, rows)
+    if not scores:
+        return None
+    allv = np.concatenate([m.ravel() for m in scores.values()])
+    lo, hi = float(allv.min()), float(allv.max())
+    pad = max(0.02 * (hi - lo), 1e-3)
+    taus = np.linspace(lo - pad, hi + pad, 121)
+    if iv.available():
+        prof, bands = iv.performance_profile(scores, taus)
+    else:
+        prof = {k: iv.score_distribution(m, taus) for k, m in scores.items()}
+        bands = {}
+    fig, ax = plt.subplots(figsize=(8, 4.6))
+    for i, name in enumerate(scores):
+        (line,) = ax.plot(taus, prof[name], label=name, **_style(i, name, suite.baseline))
+        if name in bands:
+            ax.fill_between(taus, bands[name][0], bands[name][1], color=line.get_color(), alpha=0.15, lw=0)
+    n = {m.shape[0] * m.shape[1] for m in scores.values()}
+    ax.set_xlabel("normalised score τ  (JCT lower bound / average JCT; higher is better)")
+    ax.set_ylabel("fraction of episodes with score > τ")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(
+        f"{suite.name}: performance profile over {', '.join(suite.scenarios)} "
+        f"({'/'.join(str(x) for x in sorted(n))} episodes per entrant"
+        + ("; 95% stratified bootstrap bands)" if bands else ")"),
+        fontsize=10,
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, plt, pdir / "performance_profile.png")
 
 
 def _save(fig: Any, plt: Any, path: Path) -> Path:

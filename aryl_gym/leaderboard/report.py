@@ -1,9 +1,22 @@
 """Leaderboard tables: ``leaderboard.md`` and ``leaderboard.json`` from the results rows.
 
 Per scenario and entrant, every metric of SPEC 5 is summarised as mean +- sample standard
-deviation over the suite's seeds; the ratio to the Baseline (the suite's ``baseline``, ``fifo``
-by default, the paper's "Baseline" of section 7) is the ratio of means over the seeds both have;
-entrants are ranked by the mean of ``rank_by`` (average JCT by default, lower is better).
+deviation over the suite's seeds. The comparisons use rliable's estimators
+(:mod:`aryl_gym.leaderboard.intervals`), always paired by seed:
+
+* **score**: the normalised score of an episode is ``jct_lower_bound / avg_jct`` (in (0, 1],
+  higher is better: 1 would mean every job ran alone at its maximal width on its fastest GPU from
+  the moment it arrived); per entrant its interquartile mean (IQM) over seeds and scenarios, with
+  a stratified bootstrap 95% interval;
+* **x Baseline** / **x aryl**: the ratio of the entrant's mean ``rank_by`` to the Baseline's
+  (``fifo``, the paper's "Baseline" of section 7) and to ``aryl``'s, over the seeds both have,
+  with a paired stratified bootstrap 95% interval;
+* **rank**: every pair of entrants is compared the same way; an entrant is *separated* from
+  another when the 95% interval of their ratio excludes 1. ``rank = 1 + the number of entrants
+  separated from it on the better side``, so entrants whose intervals overlap 1 share a rank
+  (marked ``=``) and their names are listed as ties. Without rliable (the ``stats`` extra) the
+  ranks follow the means alone and the table says so.
+
 The Markdown starts with a header that states this protocol, so a table is never read without it.
 """
 
@@ -15,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from aryl_gym.leaderboard.runner import METRIC_TYPES, WALL_METRICS, RunSummary, env_version
 from aryl_gym.leaderboard.suites import Suite
@@ -64,25 +79,160 @@ def stats(values: Sequence[Any]) -> dict[str, Any]:
     return {"mean": mean, "std": std, "min": min(v), "max": max(v), "n": n}
 
 
+#: the second reference of every comparison (when it is an entrant): the paper's scheduler
+REFERENCE = "aryl"
+#: the normalised score's definition (also written into leaderboard.json)
+SCORE_DEFINITION = "jct_lower_bound / avg_jct per episode (higher is better, at most 1)"
+
+
+def episode_score(row: Mapping[str, Any]) -> float | None:
+    """``jct_lower_bound / avg_jct``: the mean over jobs of each job alone at its maximal width on
+    its fastest allowed GPU (no queuing), over the average JCT of the completed jobs."""
+    lb, jct = row.get("jct_lower_bound"), row.get("avg_jct")
+    if lb is None or jct is None:
+        return None
+    lb, jct = float(lb), float(jct)
+    if not (math.isfinite(lb) and math.isfinite(jct)) or jct <= 0:
+        return None
+    return lb / jct
+
+
+def _matrix(
+    per: Mapping[str, Mapping[int, Mapping[str, Any]]],
+    scenarios: Sequence[str],
+    seeds: Sequence[int],
+    value: Any,
+) -> np.ndarray | None:
+    """``(len(seeds), len(scenarios))`` values, or None if one is missing or not finite."""
+    out = np.empty((len(seeds), len(scenarios)))
+    for j, scen in enumerate(scenarios):
+        for i, s in enumerate(seeds):
+            r = per.get(scen, {}).get(s)
+            v = value(r) if r is not None else None
+            if v is None or not math.isfinite(float(v)):
+                return None
+            out[i, j] = float(v)
+    return out
+
+
+def _common_seeds(per_a: Mapping[str, Mapping[int, Any]], per_b: Mapping[str, Mapping[int, Any]],
+                  scenarios: Sequence[str]) -> list[int]:
+    sets = [set(per_a.get(sc, {})) & set(per_b.get(sc, {})) for sc in scenarios]
+    return sorted(set.intersection(*sets)) if sets else []
+
+
+def _ci(point: float, lo: float, hi: float, n: int) -> dict[str, Any]:
+    return {"value": point, "ci": [lo, hi], "seeds": n}
+
+
+def compare_entrants(
+    per: Mapping[str, Mapping[str, Mapping[int, Mapping[str, Any]]]],
+    names: Sequence[str],
+    scenarios: Sequence[str],
+    rank_by: str,
+    baseline: str,
+    reference: str | None = REFERENCE,
+) -> dict[str, Any]:
+    """rliable statistics of ``names`` on ``scenarios`` (tasks); ``per[name][scenario][seed]`` is
+    a row. Returns ``{"entrants": {name: {...}}, "pairwise": [...]}`` (see the module docstring).
+
+    A comparison needs at least two seeds that both entrants finished on every scenario, and a
+    positive, finite ``rank_by`` on each; otherwise it has no interval and separates nothing."""
+    from aryl_gym.leaderboard import intervals as iv
+
+    higher = rank_by in HIGHER_IS_BETTER
+    stats_out: dict[str, dict[str, Any]] = {n: {} for n in names}
+    for n in names:
+        seeds = _common_seeds(per[n], per[n], scenarios)
+        m = _matrix(per[n], scenarios, seeds, episode_score) if seeds else None
+        if m is not None and len(seeds) >= 1:
+            point, lo, hi = iv.iqm_ci(m) if len(seeds) >= 2 else (iv.iqm(m),) * 3
+            stats_out[n]["score_iqm"] = _ci(point, lo, hi, len(seeds))
+        else:
+            stats_out[n]["score_iqm"] = None
+
+    def metric(r: Mapping[str, Any]) -> float | None:
+        v = r.get(rank_by)
+        return None if v is None or not float(v) > 0 else float(v)
+
+    pairwise = []
+    better: dict[tuple[str, str], bool] = {}
+    cache: dict[tuple[str, str], dict[str, Any] | None] = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            seeds = _common_seeds(per[a], per[b], scenarios)
+            xa = _matrix(per[a], scenarios, seeds, metric) if len(seeds) >= 2 else None
+            xb = _matrix(per[b], scenarios, seeds, metric) if xa is not None else None
+            res: dict[str, Any] | None = None
+            if xa is not None and xb is not None:
+                point, lo, hi = iv.ratio_ci(xa, xb)
+                if all(math.isfinite(v) for v in (point, lo, hi)):
+                    res = _ci(point, lo, hi, len(seeds))
+            cache[(a, b)] = res
+            if res is not None:
+                inv = _ci(1.0 / res["value"], 1.0 / res["ci"][1], 1.0 / res["ci"][0], res["seeds"])
+                cache[(b, a)] = inv
+                lo, hi = res["ci"]
+                a_better = lo > 1.0 if higher else hi < 1.0
+                b_better = hi < 1.0 if higher else lo > 1.0
+                better[(a, b)], better[(b, a)] = a_better, b_better
+                pairwise.append({"a": a, "b": b, "ratio": res["value"], "ci": res["ci"],
+                                 "seeds": res["seeds"], "separated": a_better or b_better})
+            else:
+                cache[(b, a)] = None
+                pairwise.append({"a": a, "b": b, "ratio": None, "ci": None, "seeds": len(seeds),
+                                 "separated": False})
+    ranks = iv.tie_ranks(names, better)
+    for n in names:
+        st = stats_out[n]
+        st["vs_baseline"] = (
+            _ci(1.0, 1.0, 1.0, len(_common_seeds(per[n], per[n], scenarios)))
+            if n == baseline else cache.get((n, baseline))
+        )
+        if reference is not None and reference in names:
+            st["vs_reference"] = (
+                _ci(1.0, 1.0, 1.0, len(_common_seeds(per[n], per[n], scenarios)))
+                if n == reference else cache.get((n, reference))
+            )
+        else:
+            st["vs_reference"] = None
+        st["rank"] = ranks[n]
+        st["tied_with"] = [
+            o for o in names
+            if o != n and cache.get((n, o)) is not None and not better[(n, o)] and not better[(o, n)]
+        ]
+        st["uncompared"] = [o for o in names if o != n and cache.get((n, o)) is None]
+    return {"entrants": stats_out, "pairwise": pairwise}
+
+
 def aggregate(
     rows: Sequence[Mapping[str, Any]],
     suite: Suite,
     summary: RunSummary | None = None,
 ) -> dict[str, Any]:
-    """The ``leaderboard.json`` structure: protocol, then per scenario a ranked entrant list."""
+    """The ``leaderboard.json`` structure: protocol, then per scenario a ranked entrant list
+    (and, with several scenarios, an ``overall`` comparison stratified over them)."""
+    from aryl_gym.leaderboard import intervals as iv
+
+    with_ci = iv.available()
     rank_by = suite.rank_by
     higher = rank_by in HIGHER_IS_BETTER
+    reference = REFERENCE if any(e.name == REFERENCE for e in suite.entrants) else None
     scenarios: dict[str, Any] = {}
     commits = sorted({str(r["commit"]) for r in rows})
     hashes: dict[str, list[str]] = {}
+    # per[entrant][scenario][seed] = row
+    per: dict[str, dict[str, dict[int, Mapping[str, Any]]]] = {}
+    for r in rows:
+        per.setdefault(str(r["policy"]), {}).setdefault(str(r["scenario"]), {})[int(r["seed"])] = r
     for scen in suite.scenarios:
         srows = [r for r in rows if r["scenario"] == scen]
         hashes[scen] = sorted({str(r["config_hash"]) for r in srows if r["kind"] == "policy"})
-        by: dict[str, dict[int, Mapping[str, Any]]] = {}
-        for r in srows:
-            by.setdefault(str(r["policy"]), {})[int(r["seed"])] = r
+        by: dict[str, dict[int, Mapping[str, Any]]] = {
+            name: d[scen] for name, d in per.items() if scen in d
+        }
         base = by.get(suite.baseline, {})
-        entries = []
+        entries: list[dict[str, Any]] = []
         for e in suite.entrants:
             per_seed = by.get(e.name)
             if not per_seed:
@@ -113,17 +263,31 @@ def aggregate(
                     "notes": notes,
                 }
             )
+        pairwise: list[dict[str, Any]] = []
+        if with_ci and entries:
+            names = [en["policy"] for en in entries]
+            cmp = compare_entrants(
+                {n: {scen: by[n]} for n in names}, names, [scen], rank_by, suite.baseline, reference
+            )
+            pairwise = cmp["pairwise"]
+            for en in entries:
+                en.update(cmp["entrants"][en["policy"]])
 
-        def sort_key(en: dict[str, Any]) -> tuple[int, float, str]:
+        def mean_key(en: dict[str, Any]) -> tuple[int, float, str]:
             m = en["metrics"][rank_by]["mean"]
             if m is None:
                 return (1, 0.0, en["policy"])
             return (0, -m if higher else m, en["policy"])
 
-        entries.sort(key=sort_key)
-        for i, en in enumerate(entries):
-            en["rank"] = i + 1
-        scenarios[scen] = {"config_hash": hashes[scen], "entrants": entries}
+        if with_ci:
+            entries.sort(key=lambda en: (en["rank"], *mean_key(en)))
+        else:
+            entries.sort(key=mean_key)
+            for i, en in enumerate(entries):
+                en["rank"] = i + 1
+        _mark_shared(entries)
+        scenarios[scen] = {"config_hash": hashes[scen], "entrants": entries, "pairwise": pairwise}
+    overall = _overall(per, suite, rank_by, reference) if with_ci and len(suite.scenarios) > 1 else None
     skipped = dict(summary.skipped) if summary else {}
     failed = [
         {"scenario": k[1], "seed": k[2], "policy": k[3], "error": msg.splitlines()[0] if msg else ""}
@@ -139,6 +303,7 @@ def aggregate(
         "seeds": list(suite.seeds),
         "entrants": [{"name": e.name, "kind": e.kind, "source": e.source} for e in suite.entrants],
         "baseline": suite.baseline,
+        "reference": reference,
         "rank_by": rank_by,
         "rank_order": "descending" if higher else "ascending",
         "env_id": suite.env_id,
@@ -146,6 +311,22 @@ def aggregate(
         "env_kwargs": dict(suite.env_kwargs),
         "statistics": "mean and sample standard deviation (ddof=1) over seeds",
         "ratio_to_baseline": "mean of the entrant / mean of the baseline, over the seeds both have",
+        "intervals": (
+            {
+                "library": "rliable " + _version("rliable"),
+                "score": SCORE_DEFINITION,
+                "score_aggregate": "interquartile mean over seeds (and scenarios)",
+                "ratio": "per scenario mean(entrant) / mean(other) over the seeds both have; "
+                "geometric mean over scenarios",
+                "bootstrap": f"stratified (seeds resampled within each scenario), paired by seed, "
+                f"{iv.REPS} replications, percentile {iv.CI_SIZE:.0%} intervals, "
+                f"numpy seed {iv.SEED}",
+                "ties": "two entrants are separated when the 95% interval of their ratio excludes "
+                "1; rank = 1 + number of entrants separated from it on the better side",
+            }
+            if with_ci
+            else None
+        ),
         "commits": commits,
         "aryl_gym_version": __version__,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -153,7 +334,50 @@ def aggregate(
     }
     if summary is not None:
         protocol.update(new_episodes=summary.new, resumed_episodes=summary.resumed)
-    return {"protocol": protocol, "scenarios": scenarios, "skipped": skipped, "failed": failed}
+    out = {"protocol": protocol, "scenarios": scenarios, "skipped": skipped, "failed": failed}
+    if overall is not None:
+        out["overall"] = overall
+    return out
+
+
+def _mark_shared(entries: list[dict[str, Any]]) -> None:
+    counts: dict[int, int] = {}
+    for en in entries:
+        counts[en["rank"]] = counts.get(en["rank"], 0) + 1
+    for en in entries:
+        en["rank_shared"] = counts[en["rank"]] > 1
+
+
+def _overall(
+    per: Mapping[str, Mapping[str, Mapping[int, Mapping[str, Any]]]],
+    suite: Suite,
+    rank_by: str,
+    reference: str | None,
+) -> dict[str, Any]:
+    """All scenarios at once (rliable's tasks): entrants that have every scenario."""
+    names = [e.name for e in suite.entrants if all(sc in per.get(e.name, {}) for sc in suite.scenarios)]
+    if not names:
+        return {"entrants": [], "pairwise": []}
+    cmp = compare_entrants(per, names, list(suite.scenarios), rank_by, suite.baseline, reference)
+    entries = [{"policy": n, "baseline": n == suite.baseline, **cmp["entrants"][n]} for n in names]
+
+    def key(en: dict[str, Any]) -> tuple[int, float, str]:
+        vb = en["vs_baseline"]
+        v = vb["value"] if vb else math.inf
+        return (en["rank"], -v if rank_by in HIGHER_IS_BETTER else v, en["policy"])
+
+    entries.sort(key=key)
+    _mark_shared(entries)
+    return {"scenarios": list(suite.scenarios), "entrants": entries, "pairwise": cmp["pairwise"]}
+
+
+def _version(dist: str) -> str:
+    try:
+        from importlib.metadata import version
+
+        return version(dist)
+    except Exception:  # noqa: BLE001
+        return "?"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -202,6 +426,24 @@ def _ratio(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
+def fmt_ci(c: Mapping[str, Any] | None, digits: int = 3) -> str:
+    """``0.934 [0.901, 0.962]`` (a comparison with itself is just ``1``)."""
+    if not c:
+        return "-"
+    v, (lo, hi) = c["value"], c["ci"]
+    if v == lo == hi == 1.0:
+        return "1"
+    return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def _rank(en: Mapping[str, Any]) -> str:
+    return f"{en['rank']}=" if en.get("rank_shared") else str(en["rank"])
+
+
+def _has_ci(agg: Mapping[str, Any]) -> bool:
+    return bool(agg["protocol"].get("intervals"))
+
+
 def protocol_header(agg: Mapping[str, Any]) -> str:
     p = agg["protocol"]
     order = "lower is better" if p["rank_order"] == "ascending" else "higher is better"
@@ -215,7 +457,7 @@ def protocol_header(agg: Mapping[str, Any]) -> str:
         "## Protocol",
         "",
         (f"- **Episodes**: scenarios {', '.join(p['scenarios'])} x seeds "
-        f"{', '.join(str(s) for s in p['seeds'])} x entrants {ent}. Seed *s* is the episode of "
+        f"{_seed_text(p['seeds'])} x entrants {ent}. Seed *s* is the episode of "
         "`make_episode(scenario, s)` (trace and inference series); every entrant plays the same "
         "episodes."),
         ("- **Reference policies** run natively on the simulator; **learned agents** act through "
@@ -223,11 +465,37 @@ def protocol_header(agg: Mapping[str, Any]) -> str:
         "checked), deterministically, with action masks. Both yield the same metrics (SPEC 5)."),
         (f"- **Numbers**: {p['statistics']}. JCT and queuing times over completed jobs, in "
         "seconds; makespan in hours; utilisation and usage as fractions of GPU time."),
-        (f"- **x Baseline**: {p['ratio_to_baseline']}; the Baseline is `{p['baseline']}` (the "
-        "paper's Baseline: FIFO, no loaning, no elastic scaling). Below 1 is better for times."),
-        (f"- **Rank**: by mean `{p['rank_by']}` ({order}). † marks an entrant with unfinished jobs "
-        "in some episode (its averages cover fewer jobs and are not comparable). Decision time is "
-        "wall-clock and machine dependent."),
+    ]
+    iv = p.get("intervals")
+    if iv:
+        ref = p.get("reference")
+        lines += [
+            (f"- **x Baseline**{' / **x ' + ref + '**' if ref else ''}: mean `{p['rank_by']}` of "
+            f"the entrant / mean of `{p['baseline']}` (the paper's Baseline: FIFO, no loaning, no "
+            "elastic scaling)" + (f" / of `{ref}`" if ref else "") + ", over the seeds both "
+            "have, with a 95% confidence interval "
+            f"({iv['library']}: bootstrap {iv['bootstrap']}). Below 1 is better for times."),
+            (f"- **score IQM**: the normalised score {iv['score']}; its interquartile mean over "
+            "seeds, with a stratified bootstrap 95% interval (with fewer than 8 seeds the IQM "
+            "trims nothing and equals the mean)."),
+            (f"- **Rank**: every pair of entrants is compared by the ratio of their mean "
+            f"`{p['rank_by']}` ({order}), paired by seed, with a 95% bootstrap interval; an "
+            "entrant is *separated* from another when that interval excludes 1. Rank = 1 + the "
+            "number of entrants separated from it on the better side: `=` marks a shared rank, "
+            "*ties* lists the entrants it is not separated from. With few seeds the bootstrap "
+            "intervals are optimistic (docs/leaderboard.md says how many seeds separate a 3% "
+            "difference)."),
+        ]
+    else:
+        lines += [
+            (f"- **x Baseline**: {p['ratio_to_baseline']}; the Baseline is `{p['baseline']}`. "
+            "Below 1 is better for times."),
+            (f"- **Rank**: by mean `{p['rank_by']}` ({order}), without confidence intervals "
+            "(install `aryl-gym[stats]` for rliable's intervals and tied ranks)."),
+        ]
+    lines += [
+        ("- † marks an entrant with unfinished jobs in some episode (its averages cover fewer "
+        "jobs and are not comparable). Decision time is wall-clock and machine dependent."),
         ("- **Replay**: each row of `results.csv` records scenario, seed, entrant, env id and "
         "kwargs, config hash and commit; `aryl-gym leaderboard --validate results.csv` replays a "
         "sample and checks the metrics."),
@@ -245,9 +513,46 @@ def protocol_header(agg: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _seed_text(seeds: Sequence[int]) -> str:
+    s = sorted(int(x) for x in seeds)
+    if len(s) > 3 and s == list(range(s[0], s[-1] + 1)):
+        return f"{s[0]}-{s[-1]} ({len(s)} seeds)"
+    return ", ".join(str(x) for x in s)
+
+
+def _ci_head(agg: Mapping[str, Any]) -> list[str]:
+    ref = agg["protocol"].get("reference")
+    return ["x Baseline [95% CI]"] + ([f"x {ref} [95% CI]"] if ref else []) + ["score IQM [95% CI]"]
+
+
+def _ci_cells(agg: Mapping[str, Any], en: Mapping[str, Any]) -> list[str]:
+    cells = [fmt_ci(en.get("vs_baseline"))]
+    if agg["protocol"].get("reference"):
+        cells.append(fmt_ci(en.get("vs_reference")))
+    cells.append(fmt_ci(en.get("score_iqm")))
+    return cells
+
+
+def _ties(en: Mapping[str, Any]) -> str:
+    return ", ".join(en.get("tied_with") or []) or "-"
+
+
 def render_markdown(agg: Mapping[str, Any]) -> str:
     out = [protocol_header(agg), ""]
     rank_by = agg["protocol"]["rank_by"]
+    ci = _has_ci(agg)
+    if agg.get("overall"):
+        ov = agg["overall"]
+        out += [f"## All scenarios ({', '.join(ov['scenarios'])})", "",
+                "Stratified over scenarios: ratios are geometric means over scenarios of the "
+                "per-scenario ratios of means; the IQM pools every seed of every scenario.", ""]
+        head = ["rank", "entrant", *_ci_head(agg), "ties (not separated)"]
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|" + "|".join(["---:", ":---"] + ["---:"] * (len(head) - 3) + [":---"]) + "|")
+        for en in ov["entrants"]:
+            label = en["policy"] + (" (Baseline)" if en["baseline"] else "")
+            out.append("| " + " | ".join([_rank(en), label, *_ci_cells(agg, en), _ties(en)]) + " |")
+        out.append("")
     for scen, data in agg["scenarios"].items():
         out.append(f"## {scen}")
         out.append("")
@@ -265,15 +570,20 @@ def render_markdown(agg: Mapping[str, Any]) -> str:
         for k, title, _ in cols:
             head.append(title)
             if k == rank_by:
-                head.append("x Baseline")
+                head += _ci_head(agg) if ci else ["x Baseline"]
+        if ci:
+            head.append("ties (not separated)")
         out.append("| " + " | ".join(head) + " |")
-        out.append("|" + "|".join(["---:"] + [":---"] + ["---:"] * (len(head) - 2)) + "|")
+        aligns = ["---:", ":---"] + ["---:"] * (len(head) - 2 - int(ci)) + ([":---"] if ci else [])
+        out.append("|" + "|".join(aligns) + "|")
         for en in data["entrants"]:
-            cells = [str(en["rank"]), _label(en)]
+            cells = [_rank(en), _label(en)]
             for k, _, fmt in cols:
                 cells.append(fmt_stat(en["metrics"][k], fmt))
                 if k == rank_by:
-                    cells.append(_ratio(en["ratio_to_baseline"][k]))
+                    cells += _ci_cells(agg, en) if ci else [_ratio(en["ratio_to_baseline"][k])]
+            if ci:
+                cells.append(_ties(en))
             out.append("| " + " | ".join(cells) + " |")
         notes = [(en["policy"], n) for en in data["entrants"] for n in en["notes"]]
         if notes:
@@ -299,6 +609,8 @@ def render_markdown(agg: Mapping[str, Any]) -> str:
 def render_console(agg: Mapping[str, Any]) -> str:
     """A short fixed-width table per scenario for the terminal."""
     rank_by = agg["protocol"]["rank_by"]
+    ci = _has_ci(agg)
+    ref = agg["protocol"].get("reference")
     cols = list(CONSOLE_COLUMNS)
     if rank_by not in {c[0] for c in cols}:
         cols.insert(0, (rank_by, rank_by, "n"))
@@ -308,17 +620,23 @@ def render_console(agg: Mapping[str, Any]) -> str:
         for k, title, _ in cols:
             head.append(title)
             if k == rank_by:
-                head.append("xBase")
+                head += (["xBase [95% CI]"] + ([f"x{ref} [95% CI]"] if ref else [])) if ci else ["xBase"]
         body = []
         for en in data["entrants"]:
-            r = [str(en["rank"]), _label(en)]
+            r = [_rank(en), _label(en)]
             for k, _, fmt in cols:
                 r.append(fmt_stat(en["metrics"][k], fmt))
                 if k == rank_by:
-                    r.append(_ratio(en["ratio_to_baseline"][k]))
+                    if ci:
+                        r.append(fmt_ci(en.get("vs_baseline"), 2))
+                        if ref:
+                            r.append(fmt_ci(en.get("vs_reference"), 2))
+                    else:
+                        r.append(_ratio(en["ratio_to_baseline"][k]))
             body.append(r)
         widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-        lines = [f"{scen} ({len(agg['protocol']['seeds'])} seeds, mean ± std; rank by {rank_by})"]
+        what = "mean ± std, paired 95% CIs, = shared rank" if ci else "mean ± std"
+        lines = [f"{scen} ({len(agg['protocol']['seeds'])} seeds, {what}; rank by {rank_by})"]
         lines.append("  ".join(h.ljust(w) if i == 1 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths))))
         lines.append("  ".join("-" * w for w in widths))
         for b in body:
@@ -355,4 +673,14 @@ def _json_default(o: Any) -> Any:  # pragma: no cover - numpy scalars, if any sl
         return str(o)
 
 
-__all__ = ["WALL_METRICS", "aggregate", "render_console", "render_markdown", "stats", "write_report"]
+__all__ = [
+    "REFERENCE",
+    "WALL_METRICS",
+    "aggregate",
+    "compare_entrants",
+    "episode_score",
+    "render_console",
+    "render_markdown",
+    "stats",
+    "write_report",
+]
