@@ -604,7 +604,7 @@ def cache_path(out: Path, task: Task) -> Path:
 
 def run_task(task: Task) -> TaskOutput:
     """Run one episode; never raises. Module level and plain data, so it runs in any worker."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         from aryl_gym.scenario import make_episode
 
@@ -624,6 +624,8 @@ def run_task(task: Task) -> TaskOutput:
     d["combined_usage_hourly"] = [float(x) for x in res.combined_usage_hourly]
     d["arrival_hours"] = last_submit / 3600.0
     d["episode_wall_s"] = time.perf_counter() - t0
+    # CPU seconds of this process: the cost of the episode on a machine shared with other work
+    d["episode_cpu_s"] = time.process_time() - c0
     return TaskOutput(task, "ok", result=d)
 
 
@@ -709,12 +711,16 @@ def local_executor(tasks: Sequence[Task], workers: int) -> Iterator[TaskOutput]:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=mp.get_context("spawn"))
+    finished = False
     try:
         futures = [pool.submit(run_task, t) for t in tasks]
         for fut in as_completed(futures):
             yield fut.result()
+        finished = True
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        # On an interruption do not wait for the episodes in flight (their results would be
+        # lost anyway); what finished is already cached.
+        pool.shutdown(wait=finished, cancel_futures=True)
 
 
 def ray_executor(tasks: Sequence[Task], workers: int, address: str | None = None) -> Iterator[TaskOutput]:
@@ -772,6 +778,8 @@ class RunStats:
     skipped: list[tuple[Task, str]] = field(default_factory=list)
     other_commit: int = 0
     wall_by_policy: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    cpu_by_policy: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    missing: list[Task] = field(default_factory=list)  # not cached, not run (``cached_only``)
     wall_s: float = 0.0
 
 
@@ -782,6 +790,7 @@ def run_tasks(
     workers: int = 1,
     backend: str = "local",
     fresh: bool = False,
+    cached_only: bool = False,
     progress: bool = True,
     executor: Executor | None = None,
     log: Callable[[str], None] | None = None,
@@ -816,6 +825,11 @@ def run_tasks(
             f"note: {stats.other_commit} cached episode(s) were made at another commit; pass "
             "--fresh (or another --out) to recompute them with this code"
         )
+    if cached_only:
+        stats.missing = todo
+        if todo:
+            say(f"--cached-only: {len(todo)} episode(s) not cached are left out")
+        todo = []
     todo.sort(key=_cost, reverse=True)
     if todo:
         say(f"{len(todo)} episode(s) to run, {stats.cached} cached, {workers} worker(s), backend {backend}")
@@ -863,9 +877,11 @@ def run_tasks(
 
 
 def _note_wall(stats: RunStats, t: Task, d: Mapping[str, Any]) -> None:
-    w = d.get("episode_wall_s")
+    w, c = d.get("episode_wall_s"), d.get("episode_cpu_s")
     if isinstance(w, (int, float)):
         stats.wall_by_policy.setdefault((t.config.name, t.policy), []).append(float(w))
+    if isinstance(c, (int, float)):
+        stats.cpu_by_policy.setdefault((t.config.name, t.policy), []).append(float(c))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1130,7 +1146,12 @@ def update_doc(path: Path, blocks: Mapping[str, str], title: str = "# Reproducin
 
 
 def wall_table_md(stats: RunStats) -> str:
-    lines = ["| scenario | policy | episodes | wall s per episode (mean) |", "|---|---|---|---|"]
+    lines = [
+        "| scenario | policy | episodes | wall s per episode (mean) | CPU s per episode (mean) |",
+        "|---|---|---|---|---|",
+    ]
     for (scen, pol), ws in sorted(stats.wall_by_policy.items()):
-        lines.append(f"| {scen} | {pol} | {len(ws)} | {np.mean(ws):.1f} |")
+        cs = stats.cpu_by_policy.get((scen, pol), [])
+        cpu = f"{np.mean(cs):.1f}" if cs else "-"
+        lines.append(f"| {scen} | {pol} | {len(ws)} | {np.mean(ws):.1f} | {cpu} |")
     return "\n".join(lines)

@@ -49,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--write-docs", action="store_true",
                    help="also update the generated blocks of docs/reproduction.md")
     p.add_argument("--fresh", action="store_true", help="ignore cached episodes and recompute them")
+    p.add_argument("--cached-only", action="store_true",
+                   help="run nothing: report from the cached episodes (rows use the seeds cached "
+                        "for both of their policies)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (progress lines only)")
 
@@ -80,6 +83,8 @@ def _command_line(args: argparse.Namespace, out: Path) -> str:
         parts += ["--sweep", s]
     if args.study:
         parts += ["--study", args.study]
+    if args.cached_only:
+        parts += ["--cached-only"]
     parts += ["--out", str(out)]
     if args.workers != 1:
         parts += ["--workers", str(args.workers)]
@@ -109,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
     def run_tasks(tasks: list[Any]) -> tuple[dict[Any, Any], Any]:
         return rp.run_tasks(tasks, out, workers=args.workers, backend=args.backend,
-                            fresh=args.fresh, progress=progress)
+                            fresh=args.fresh, cached_only=args.cached_only, progress=progress)
 
     if args.study == "prediction-error":
         return _prediction_study(args, rp, scale, configs, out, cmd, run_tasks)
@@ -148,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
             "episodes": {"new": stats.new, "cached": stats.cached, "failed": len(failed),
                          "skipped": len(stats.skipped)},
             "wall_s_per_episode": {f"{s}/{p}": sum(w) / len(w) for (s, p), w in stats.wall_by_policy.items()},
+            "cpu_s_per_episode": {f"{s}/{p}": sum(w) / len(w) for (s, p), w in stats.cpu_by_policy.items()},
+            "missing_episodes": len(stats.missing),
             "report": str(md),
             "plot": str(plot) if plot else None,
         }, default=_json_default))
@@ -168,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _merge_stats(a: Any, b: Any) -> None:
+    a.missing += b.missing
     a.new += b.new
     a.cached += b.cached
     a.failed += b.failed
@@ -176,6 +184,8 @@ def _merge_stats(a: Any, b: Any) -> None:
     a.wall_s += b.wall_s
     for k, v in b.wall_by_policy.items():
         a.wall_by_policy.setdefault(k, []).extend(v)
+    for k, v in b.cpu_by_policy.items():
+        a.cpu_by_policy.setdefault(k, []).extend(v)
 
 
 def _json_default(o: Any) -> Any:
@@ -210,7 +220,11 @@ def _table_block(rp: Any, rows: list[Any], scale: Any, configs: dict[str, Any], 
         cmd,
         "```",
         "",
-        f"Wall time per episode (this run's machine; {stats.new} run, {stats.cached} cached):",
+        *([f"{len(stats.missing)} episode(s) were not in the cache and are left out: "
+           + ", ".join(sorted({f'{t.config.name}/{t.policy}' for t in stats.missing}))
+           + " (rows use the seeds cached for both of their policies).", ""] if stats.missing else []),
+        f"Cost per episode (this run's machine; {stats.new} run, {stats.cached} cached; wall time "
+        "depends on what else the machine runs, CPU time much less):",
         "",
         rp.wall_table_md(stats),
     ]
