@@ -156,17 +156,19 @@ class RowSpec:
     metric: str
     variant: str  # what the row runs, in the paper's words
     stat: str = "ratio"
-    paper_note: str = ""
+    #: policies run only to explain the row when it misses (e.g. how much of Baseline's queue
+    #: is head-of-line blocking: ``fifo-backfill``)
+    extra: tuple[str, ...] = ()
 
     @property
-    def policies(self) -> tuple[str, str]:
-        return (self.num, self.den)
+    def policies(self) -> tuple[str, ...]:
+        return (self.num, self.den, *self.extra)
 
 
 ROWS: tuple[RowSpec, ...] = (
     RowSpec("queue-aryl-baseline", "Aryl vs Baseline: average queuing, Baseline / Aryl", 1.53, "x",
             "basic", "fifo", "aryl", "avg_queue_time",
-            "fifo / aryl, with loaning (paper 7.1, Basic)"),
+            "fifo / aryl, with loaning (paper 7.1, Basic)", extra=("fifo-backfill",)),
     RowSpec("jct-aryl-baseline", "Aryl vs Baseline: average JCT, Baseline / Aryl", 1.50, "x",
             "basic", "fifo", "aryl", "avg_jct",
             "fifo / aryl, with loaning (paper 7.1, Basic)"),
@@ -368,14 +370,20 @@ def explain(spec: RowSpec, results: Results, seeds: Sequence[int], stat: RatioSt
         )
     if spec.id == "queue-aryl-baseline":
         qa, qb = m(B, "avg_queue_time"), m(A, "avg_queue_time")
-        return (
+        text = (
             f"{head}: Baseline queues {_s(qb)} on average, Aryl {_s(qa)} "
             f"({qa / m(B, 'avg_jct') if m(B, 'avg_jct') > 0 else math.nan:.1%} of Aryl's JCT); "
-            f"Baseline's p95 queue {_s(m(A, 'p95_queue_time'))}, train utilisation "
+            f"Baseline's p95 queue {_s(m(A, 'p95_queue_time'))}, training utilisation "
             f"{m(A, 'train_util'):.0%}"
-            + (" -- Baseline's queue is mostly FIFO head-of-line blocking, which any reordering removes"
-               if side == "above" else "")
         )
+        qbf = m("fifo-backfill", "avg_queue_time")
+        if math.isfinite(qbf) and qb > 0:
+            text += (
+                f"; FIFO with backfilling (no loaning, no elasticity) queues {_s(qbf)}, so "
+                f"{1 - qbf / qb:.0%} of Baseline's queue is head-of-line blocking that any "
+                "reordering removes"
+            )
+        return text
     if spec.stat == "peak_hourly_usage":
         ub, ua = m(B, "combined_usage"), m(A, "combined_usage")
         lu, lo_ = m(A, "loaned_gpu_hours_used"), m(A, "loaned_gpu_hours_offered")
@@ -791,11 +799,15 @@ def run_tasks(
     backend: str = "local",
     fresh: bool = False,
     cached_only: bool = False,
-    progress: bool = True,
+    progress: str = "bar",
     executor: Executor | None = None,
     log: Callable[[str], None] | None = None,
 ) -> tuple[dict[Task, EpisodeResult], RunStats]:
-    """Run the tasks not yet cached under ``out``; return every task's result."""
+    """Run the tasks not yet cached under ``out``; return every task's result.
+
+    ``progress``: ``"bar"`` (a tqdm bar on stderr), ``"lines"`` (one stderr line per episode) or
+    ``"none"``.
+    """
     from aryl_gym.leaderboard.runner import git_commit
 
     say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -842,7 +854,7 @@ def run_tasks(
         else:
             raise ValueError(f"--backend: unknown backend {backend!r}; use local or ray")
     bar = None
-    if progress and todo:
+    if progress == "bar" and todo:
         from tqdm import tqdm
 
         bar = tqdm(total=len(todo), unit="ep", desc="reproduce", dynamic_ncols=True, file=sys.stderr)
@@ -864,8 +876,8 @@ def run_tasks(
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix_str(line, refresh=True)
-            elif progress:
-                say(line)
+            elif progress == "lines":
+                say(f"[{stats.new + len(stats.failed) + len(stats.skipped)}/{len(todo)}] {line}")
     except KeyboardInterrupt:
         say(f"\ninterrupted: {stats.new} new episode(s) are cached in {out}/episodes; rerun to resume")
         raise
@@ -927,7 +939,9 @@ def all_seeds(tasks: Sequence[Task]) -> list[int]:
     return sorted({t.seed for t in tasks})
 
 
-def render_table_md(rows: Sequence[RowResult]) -> str:
+def render_table_md(rows: Sequence[RowResult], names: Mapping[str, str] | None = None) -> str:
+    """The table in Markdown; ``names`` maps a role to its scenario's name."""
+    names = names or {}
     lines = [
         "| row | paper | ours (geo. mean of per-seed ratios) | 95% CI | seeds | tolerance | within | runs |",
         "|---|---|---|---|---|---|---|---|",
@@ -940,7 +954,7 @@ def render_table_md(rows: Sequence[RowResult]) -> str:
         lines.append(
             f"| {sp.name} | {fmt_value(sp.paper, sp.fmt)} | {fmt_value(st.mean, sp.fmt)} | {ci} | "
             f"{st.n}{f' ({st.dropped} undefined)' if st.dropped else ''} | "
-            f"{fmt_value(lo, sp.fmt)} .. {fmt_value(hi, sp.fmt)} | {ok} | {sp.variant} on `{sp.role}` |"
+            f"{fmt_value(lo, sp.fmt)} .. {fmt_value(hi, sp.fmt)} | {ok} | {sp.variant} on `{names.get(sp.role, sp.role)}` |"
         )
     return "\n".join(lines)
 
@@ -1064,6 +1078,24 @@ def plot_sweep(points: Sequence[SweepPoint], specs: Sequence[RowSpec], path: Pat
 PREDICTION_SIGMAS: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0)
 PREDICTION_POLICIES: tuple[str, ...] = ("aryl", "sjf", "afs", f"{AGENT_PREFIX}ppo-testbed")
 PREDICTION_METRICS: tuple[str, ...] = ("avg_jct", "p95_jct", "avg_queue_time")
+
+
+def check_policies(names: Sequence[str]) -> None:
+    """Every name is a registered policy or ``agent:SOURCE``; ValueError naming the first that is not."""
+    from aryl_gym.agents import policy_names
+
+    known = policy_names()
+    if not names:
+        raise ValueError("--policies: give at least one policy")
+    for n in names:
+        if n.startswith(AGENT_PREFIX):
+            if not n[len(AGENT_PREFIX):]:
+                raise ValueError("--policies: 'agent:' needs a source, e.g. agent:ppo-testbed")
+            continue
+        if n not in known:
+            raise ValueError(
+                f"--policies: unknown policy {n!r}. Known: {', '.join(known)}; or agent:SOURCE"
+            )
 
 
 def prediction_tasks(

@@ -235,8 +235,9 @@ def test_reproduce_tiny_end_to_end_and_resume(tmp_path, capsys):
     ids = [r["id"] for r in first["rows"]]
     assert ids == FAST_ROWS.split(",")
     assert first["seeds"] == [0, 1]
-    # fifo, aryl, aryl-noloan, afs, aryl-nogroup on tiny; aryl-nogroup, aryl on tiny-ideal; 2 seeds
-    assert first["episodes"]["new"] == 14 and first["episodes"]["cached"] == 0
+    # fifo, aryl, fifo-backfill (explains the queue row), aryl-noloan, afs, aryl-nogroup on tiny;
+    # aryl-nogroup, aryl on tiny-ideal; 2 seeds each
+    assert first["episodes"]["new"] == 16 and first["episodes"]["cached"] == 0
     by = {r["id"]: r for r in first["rows"]}
     for rid in ("queue-aryl-baseline", "jct-aryl-baseline", "usage-peak-gain", "afs-aryl-avg", "nogroup-jct"):
         o = by[rid]["ours"]
@@ -260,7 +261,7 @@ def test_reproduce_tiny_end_to_end_and_resume(tmp_path, capsys):
     assert "<!-- reproduce:table -->" in md and "Made by:" in md
     # second run: everything from the cache, the same numbers
     second = _run_json(capsys, argv)
-    assert second["episodes"]["new"] == 0 and second["episodes"]["cached"] == 14
+    assert second["episodes"]["new"] == 0 and second["episodes"]["cached"] == 16
     assert [r["ours"] for r in second["rows"]] == [r["ours"] for r in first["rows"]]
     # a sweep point equal to the shipped value reuses the same episodes (same config hash)
     load = load_scenario("tiny").workload.load
@@ -278,3 +279,42 @@ def test_reproduce_tiny_all_rows_with_workers_and_sweep(tmp_path, capsys):
     assert len(res["sweep"]) == 2 and res["plot"] and (tmp_path / "sweep.png").exists()
     md = (tmp_path / "reproduction.md").read_text()
     assert "<!-- reproduce:sweep -->" in md and "inference.headroom=0.2" in md
+
+
+def test_prediction_error_study_on_tiny(tmp_path, capsys):
+    argv = ["reproduce", "--study", "prediction-error", "--scale", "tiny", "--seeds", "2",
+            "--policies", "aryl,sjf", "--out", str(tmp_path), "--json"]
+    res = _run_json(capsys, argv)
+    assert res["sigmas"] == [0.0, 0.25, 0.5, 1.0] and res["skipped"] == {}
+    jct = res["ratios"]["avg_jct"]
+    for p in ("aryl", "sjf"):
+        # sigma = 0 against itself: exactly 1 on every seed
+        assert jct[p]["0.0"]["mean"] == pytest.approx(1.0) and jct[p]["0.0"]["n"] == 2
+        for sg in ("0.25", "0.5", "1.0"):
+            o = jct[p][sg]
+            assert o["n"] == 2 and all(math.isfinite(o[k]) for k in ("mean", "ci_lo", "ci_hi"))
+    # the cached episodes: the same trace at every sigma (only predictions change)
+    a0 = json.loads(next((tmp_path / "episodes" / "tiny" / "sjf").glob("seed0-*.json")).read_text())
+    assert a0["result"]["jobs_total"] == 30
+    md = (tmp_path / "reproduction.md").read_text()
+    assert "<!-- reproduce:prediction-error -->" in md and "--policies aryl,sjf" in md
+
+
+def test_study_rejects_unknown_policy_and_rows(tmp_path, capsys):
+    assert main(["reproduce", "--study", "prediction-error", "--policies", "aryl,nope",
+                 "--out", str(tmp_path)]) == 2
+    assert "unknown policy 'nope'" in capsys.readouterr().err
+    assert main(["reproduce", "--study", "prediction-error", "--rows", "afs-aryl-avg",
+                 "--out", str(tmp_path)]) == 2
+    assert "drop --rows" in capsys.readouterr().err
+
+
+def test_prediction_sigma_changes_predictions_only():
+    from aryl_gym.scenario import make_episode
+
+    cfg = load_scenario("tiny")
+    a = make_episode(rp.apply_override(cfg, "workload.prediction_sigma", 0.0), 3).jobs
+    b = make_episode(rp.apply_override(cfg, "workload.prediction_sigma", 1.0), 3).jobs
+    assert [(j.submit, j.work, j.w_max) for j in a] == [(j.submit, j.work, j.w_max) for j in b]
+    assert [j.pred_work for j in a] == [j.work for j in a]
+    assert any(j.pred_work != j.work for j in b)

@@ -44,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "'default' = the knobs the paper does not fix")
     p.add_argument("--study", choices=STUDIES, default=None,
                    help="prediction-error: paper 7.5 study instead of the table")
+    p.add_argument("--policies", default=None,
+                   help="--study only: comma-separated policies (registry names or agent:SOURCE; "
+                        "default aryl,sjf,afs,agent:ppo-testbed)")
     p.add_argument("--out", default=None, help="folder for the episode cache and reproduction.md "
                                                "(default results/reproduce-SCALE)")
     p.add_argument("--write-docs", action="store_true",
@@ -83,6 +86,8 @@ def _command_line(args: argparse.Namespace, out: Path) -> str:
         parts += ["--sweep", s]
     if args.study:
         parts += ["--study", args.study]
+    if args.policies:
+        parts += ["--policies", args.policies]
     if args.cached_only:
         parts += ["--cached-only"]
     parts += ["--out", str(out)]
@@ -100,6 +105,10 @@ def docs_path() -> Path:
 def run(args: argparse.Namespace) -> int:
     from aryl_gym import reproduce as rp
 
+    if args.study and (args.rows or args.sweep):
+        raise ValueError("--study runs its own grid; drop --rows and --sweep")
+    if args.policies and not args.study:
+        raise ValueError("--policies applies to --study only (the table's rows fix their policies)")
     scale = rp.SCALES[args.scale]
     out = Path(args.out) if args.out else Path("results") / f"reproduce-{args.scale}"
     specs = rp.select_rows([r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None)
@@ -110,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             rp.sweep_configs(configs, key, v)  # a bad value fails here, with its key
     out.mkdir(parents=True, exist_ok=True)
     cmd = _command_line(args, out)
-    progress = not args.no_progress and not args.json
+    progress = "lines" if (args.no_progress or args.json) else "bar"
 
     def run_tasks(tasks: list[Any]) -> tuple[dict[Any, Any], Any]:
         return rp.run_tasks(tasks, out, workers=args.workers, backend=args.backend,
@@ -207,7 +216,7 @@ def _table_block(rp: Any, rows: list[Any], scale: Any, configs: dict[str, Any], 
         "Student-t interval on the log ratios. Tolerance: +-20% of the paper's gain, judged on the "
         "point estimate.",
         "",
-        rp.render_table_md(rows),
+        rp.render_table_md(rows, {r: c.name for r, c in configs.items()}),
         "",
         "Out of tolerance, and why (figures are means over the paired seeds):" if why else
         "Every row is within tolerance.",
@@ -257,7 +266,9 @@ def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], o
     n = args.seeds if args.seeds is not None else 3
     seeds = list(range(args.first_seed, args.first_seed + n))
     cfg = configs["basic"]
-    pols = list(rp.PREDICTION_POLICIES)
+    pols = ([p.strip() for p in args.policies.split(",") if p.strip()] if args.policies
+            else list(rp.PREDICTION_POLICIES))
+    rp.check_policies(pols)
     sigmas = list(rp.PREDICTION_SIGMAS)
     tasks = rp.prediction_tasks(cfg, pols, sigmas, seeds)
     results, stats = run_tasks(tasks)
