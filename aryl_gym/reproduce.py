@@ -85,10 +85,12 @@ class RatioStat:
     hi: float
     n: int
     per_seed: tuple[tuple[int, float], ...] = ()
-    dropped: int = 0  # seeds where the ratio was undefined (zero or missing figure)
+    dropped: int = 0  # seeds where the ratio was undefined (zero denominator, missing figure)
+    method: str = "geometric"  # or "arithmetic" when some ratio is exactly 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "method": self.method,
             "mean": _clean(self.mean),
             "ci_lo": _clean(self.lo),
             "ci_hi": _clean(self.hi),
@@ -102,14 +104,24 @@ def paired_ratio_ci(ratios: Mapping[int, float] | Sequence[float]) -> RatioStat:
     """Geometric mean and 95% CI of per-seed ratios (``{seed: ratio}`` or a list).
 
     CI = ``exp(m +- t_{0.975, n-1} * s / sqrt(n))`` with ``m``, ``s`` the mean and sample standard
-    deviation of ``log(ratio)``. Non-finite or non-positive ratios are dropped and counted.
+    deviation of ``log(ratio)``. Missing, non-finite or negative ratios are dropped and counted.
+    A ratio of exactly 0 (the numerator's figure is 0, e.g. no preemption at all) has no
+    logarithm: then the row uses the arithmetic mean of the ratios with a t interval
+    (``method="arithmetic"``), so a real zero is reported, not hidden.
     """
     items = list(ratios.items()) if isinstance(ratios, Mapping) else list(enumerate(ratios))
-    good = [(int(s), float(r)) for s, r in items if r is not None and math.isfinite(r) and r > 0]
+    good = [(int(s), float(r)) for s, r in items if r is not None and math.isfinite(r) and r >= 0]
     dropped = len(items) - len(good)
     n = len(good)
     if n == 0:
         return RatioStat(math.nan, math.nan, math.nan, 0, (), dropped)
+    if any(r == 0 for _, r in good):
+        xs = np.array([r for _, r in good])
+        mu = float(xs.mean())
+        if n == 1:
+            return RatioStat(mu, math.nan, math.nan, 1, tuple(good), dropped, "arithmetic")
+        half = t975(n - 1) * float(xs.std(ddof=1)) / math.sqrt(n)
+        return RatioStat(mu, mu - half, mu + half, n, tuple(good), dropped, "arithmetic")
     logs = np.log([r for _, r in good])
     m = float(logs.mean())
     if n == 1:
@@ -221,6 +233,8 @@ def select_rows(ids: Sequence[str] | None) -> list[RowSpec]:
 def seed_ratio(spec: RowSpec, num: EpisodeResult, den: EpisodeResult) -> float:
     """The row's figure on one seed (NaN when undefined)."""
     if spec.stat == "peak_hourly_usage":
+        if not num.combined_usage_hourly or not den.combined_usage_hourly:
+            return math.nan
         a = np.asarray(num.combined_usage_hourly, dtype=float)
         b = np.asarray(den.combined_usage_hourly, dtype=float)
         # Hours of the arrival window both runs cover; the drain after the last arrival differs
@@ -235,7 +249,7 @@ def seed_ratio(spec: RowSpec, num: EpisodeResult, den: EpisodeResult) -> float:
         return math.nan
     x, y = float(x), float(y)
     if not (math.isfinite(x) and math.isfinite(y)) or y <= 0:
-        return math.nan
+        return math.nan  # 0 / 0 or x / 0: undefined on this seed
     return x / y
 
 
@@ -345,10 +359,11 @@ def explain(spec: RowSpec, results: Results, seeds: Sequence[int], stat: RatioSt
     if not seeds or stat.n == 0:
         missing = [p for p in spec.policies if not any((spec.role, p, s) in results for s in seeds)]
         if stat.dropped:
+            a = _mean_of(results, spec.role, spec.num, seeds, spec.metric)
+            b = _mean_of(results, spec.role, spec.den, seeds, spec.metric)
             return (
-                f"undefined on every seed ({stat.dropped}): {spec.den}'s {spec.metric} is 0, "
-                f"so there is nothing to divide by"
-                + (f" ({spec.den}: {_mean_of(results, spec.role, spec.den, seeds, spec.metric):.3g})")
+                f"undefined on every seed ({stat.dropped}): {spec.den}'s {spec.metric} is 0 "
+                f"(mean {spec.num} {a:.3g}, {spec.den} {b:.3g}), so there is nothing to divide by"
             )
         return f"no paired episodes (missing: {', '.join(missing) or 'both'})"
     role, A, B = spec.role, spec.num, spec.den
@@ -952,7 +967,8 @@ def render_table_md(rows: Sequence[RowResult], names: Mapping[str, str] | None =
         lo, hi = r.band
         ok = "yes" if r.within else ("no (CI overlaps)" if r.ci_overlaps else "no")
         lines.append(
-            f"| {sp.name} | {fmt_value(sp.paper, sp.fmt)} | {fmt_value(st.mean, sp.fmt)} | {ci} | "
+            f"| {sp.name} | {fmt_value(sp.paper, sp.fmt)} | {fmt_value(st.mean, sp.fmt)}"
+            f"{' (arith. mean: a seed has 0)' if st.method == 'arithmetic' else ''} | {ci} | "
             f"{st.n}{f' ({st.dropped} undefined)' if st.dropped else ''} | "
             f"{fmt_value(lo, sp.fmt)} .. {fmt_value(hi, sp.fmt)} | {ok} | {sp.variant} on `{names.get(sp.role, sp.role)}` |"
         )

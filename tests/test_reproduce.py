@@ -42,12 +42,20 @@ def test_paired_ratio_ci_hand_computed():
 
 
 def test_paired_ratio_ci_drops_undefined_and_single_seed_has_no_interval():
-    st = rp.paired_ratio_ci({0: 1.5, 1: math.nan, 2: 0.0, 3: math.inf})
-    assert st.n == 1 and st.dropped == 3
+    st = rp.paired_ratio_ci({0: 1.5, 1: math.nan, 2: -1.0, 3: math.inf, 4: None})
+    assert st.n == 1 and st.dropped == 4
     assert st.mean == pytest.approx(1.5)
     assert math.isnan(st.lo) and math.isnan(st.hi)
     st = rp.paired_ratio_ci([])
     assert st.n == 0 and math.isnan(st.mean)
+
+
+def test_paired_ratio_ci_reports_a_real_zero_with_the_arithmetic_mean():
+    # ratios 0, 0.5, 1.0: mean 0.5, sd 0.5, half-width 4.303 * 0.5 / sqrt(3) = 1.242169
+    st = rp.paired_ratio_ci([0.0, 0.5, 1.0])
+    assert st.method == "arithmetic" and st.n == 3 and st.dropped == 0
+    assert (st.mean, st.lo, st.hi) == pytest.approx((0.5, 0.5 - 1.242169, 0.5 + 1.242169), rel=1e-5)
+    assert rp.paired_ratio_ci([1.2, 1.5]).method == "geometric"
 
 
 def test_tolerance_band_is_twenty_percent_of_the_gain():
@@ -118,11 +126,17 @@ def test_peak_hourly_usage_row_uses_the_arrival_window():
 def test_undefined_row_says_why():
     spec = {r.id: r for r in rp.ROWS}["nogroup-preemption"]
     res = {
-        ("ideal", "aryl-nogroup", 0): _result("aryl-nogroup", 0, preemption_ratio=0.0),
+        ("ideal", "aryl-nogroup", 0): _result("aryl-nogroup", 0, preemption_ratio=0.1),
         ("ideal", "aryl", 0): _result("aryl", 0, preemption_ratio=0.0),
     }
     (row,) = rp.compute_rows([spec], res, [0])
-    assert row.stat.n == 0 and row.stat.dropped == 1 and "is 0" in row.why
+    assert row.stat.n == 0 and row.stat.dropped == 1 and "aryl's preemption_ratio is 0" in row.why
+    # the other way round the ratio is a real 0 (-100%), reported, not dropped
+    res[("ideal", "aryl", 0)] = _result("aryl", 0, preemption_ratio=0.25)
+    res[("ideal", "aryl-nogroup", 0)] = _result("aryl-nogroup", 0, preemption_ratio=0.0)
+    (row,) = rp.compute_rows([spec], res, [0])
+    assert row.stat.n == 1 and row.stat.mean == 0.0 and rp.fmt_value(row.stat.mean, "%") == "-100.0%"
+    assert "aryl-nogroup 0.00%, aryl 25.00%" in row.why
 
 
 def test_select_rows_rejects_unknown_ids():
