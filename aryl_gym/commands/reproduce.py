@@ -129,17 +129,24 @@ def run(args: argparse.Namespace) -> int:
         return _prediction_study(args, rp, scale, configs, out, cmd, run_tasks)
 
     tasks = rp.table_tasks(specs, configs, scale, args.seeds, args.first_seed)
-    results, stats = run_tasks(tasks)
+    sweep_tasks = [
+        (key, v, rp.table_tasks(specs, rp.sweep_configs(configs, key, v), scale, args.seeds,
+                                args.first_seed, tag=f"{key}={v}"))
+        for key, values in sweeps
+        for v in values
+    ]
+    # One pool for the table and every sweep point; an episode shared by several (a sweep value
+    # equal to the shipped one) runs once.
+    results, stats = run_tasks([*tasks, *(t for _, _, ts in sweep_tasks for t in ts)])
+    by_key = {t.key: r for t, r in results.items()}
+
+    def rows_for(ts: list[Any]) -> list[Any]:
+        res = {t: by_key[t.key] for t in ts if t.key in by_key}
+        return rp.compute_rows(specs, rp.results_by_role(res), seeds)
+
     seeds = rp.all_seeds(tasks)
-    rows = rp.compute_rows(specs, rp.results_by_role(results), seeds)
-    points: list[rp.SweepPoint] = []
-    for key, values in sweeps:
-        for v in values:
-            cfgs = rp.sweep_configs(configs, key, v)
-            st = rp.table_tasks(specs, cfgs, scale, args.seeds, args.first_seed, tag=f"{key}={v}")
-            res, s2 = run_tasks(st)
-            _merge_stats(stats, s2)
-            points.append(rp.SweepPoint(key, v, rp.compute_rows(specs, rp.results_by_role(res), seeds)))
+    rows = rows_for(tasks)
+    points = [rp.SweepPoint(key, v, rows_for(ts)) for key, v, ts in sweep_tasks]
     blocks = {
         "table": _table_block(rp, rows, scale, configs, seeds, cmd, stats),
     }
@@ -181,20 +188,6 @@ def run(args: argparse.Namespace) -> int:
     for t, msg in failed:
         _say(f"FAILED {t.config.name} {t.policy} seed {t.seed}: {msg.splitlines()[0]}")
     return 1 if failed else 0
-
-
-def _merge_stats(a: Any, b: Any) -> None:
-    a.missing += b.missing
-    a.new += b.new
-    a.cached += b.cached
-    a.failed += b.failed
-    a.skipped += b.skipped
-    a.other_commit += b.other_commit
-    a.wall_s += b.wall_s
-    for k, v in b.wall_by_policy.items():
-        a.wall_by_policy.setdefault(k, []).extend(v)
-    for k, v in b.cpu_by_policy.items():
-        a.cpu_by_policy.setdefault(k, []).extend(v)
 
 
 def _json_default(o: Any) -> Any:
