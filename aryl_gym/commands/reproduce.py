@@ -99,7 +99,14 @@ def _command_line(args: argparse.Namespace, out: Path) -> str:
 
 
 def docs_path() -> Path:
-    return Path(__file__).resolve().parents[2] / "docs" / "reproduction.md"
+    """``docs/reproduction.md`` of the checkout holding this package (``--write-docs``)."""
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    if not docs.is_dir():
+        raise ValueError(
+            f"--write-docs updates docs/reproduction.md of a source checkout, and {docs} does not "
+            "exist (an installed package); the report is in --out"
+        )
+    return docs / "reproduction.md"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
     for key, values in sweeps:
         for v in values:
             rp.sweep_configs(configs, key, v)  # a bad value fails here, with its key
+    if args.write_docs:
+        docs_path()  # fail before running anything
     out.mkdir(parents=True, exist_ok=True)
     cmd = _command_line(args, out)
     progress = "lines" if (args.no_progress or args.json) else "bar"
