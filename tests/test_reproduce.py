@@ -311,7 +311,7 @@ def test_prediction_error_study_on_tiny(tmp_path, capsys):
     a0 = json.loads(next((tmp_path / "episodes" / "tiny" / "sjf").glob("seed0-*.json")).read_text())
     assert a0["result"]["jobs_total"] == 30
     md = (tmp_path / "reproduction.md").read_text()
-    assert "<!-- reproduce:prediction-error -->" in md and "--policies aryl,sjf" in md
+    assert "<!-- reproduce:prediction-error-tiny -->" in md and "--policies aryl,sjf" in md
 
 
 def test_study_rejects_unknown_policy_and_rows(tmp_path, capsys):

@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policies", default=None,
                    help="--study only: comma-separated policies (registry names or agent:SOURCE; "
                         "default aryl,sjf,afs,agent:ppo-testbed)")
+    p.add_argument("--scenario", default=None,
+                   help="--study only: run the study on this scenario (name or YAML) instead of "
+                        "the scale's Basic")
     p.add_argument("--out", default=None, help="folder for the episode cache and reproduction.md "
                                                "(default results/reproduce-SCALE)")
     p.add_argument("--write-docs", action="store_true",
@@ -88,6 +91,8 @@ def _command_line(args: argparse.Namespace, out: Path) -> str:
         parts += ["--study", args.study]
     if args.policies:
         parts += ["--policies", args.policies]
+    if args.scenario:
+        parts += ["--scenario", args.scenario]
     if args.cached_only:
         parts += ["--cached-only"]
     parts += ["--out", str(out)]
@@ -114,8 +119,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.study and (args.rows or args.sweep):
         raise ValueError("--study runs its own grid; drop --rows and --sweep")
-    if args.policies and not args.study:
-        raise ValueError("--policies applies to --study only (the table's rows fix their policies)")
+    if (args.policies or args.scenario) and not args.study:
+        raise ValueError("--policies and --scenario apply to --study only (the table's rows fix "
+                         "their policies and the scale fixes the scenarios)")
     scale = rp.SCALES[args.scale]
     out = Path(args.out) if args.out else Path("results") / f"reproduce-{args.scale}"
     specs = rp.select_rows([r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None)
@@ -267,7 +273,12 @@ def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], o
                       run_tasks: Any) -> int:
     n = args.seeds if args.seeds is not None else 3
     seeds = list(range(args.first_seed, args.first_seed + n))
-    cfg = configs["basic"]
+    if args.scenario:
+        from aryl_gym.config import load_scenario
+
+        cfg = load_scenario(args.scenario)
+    else:
+        cfg = configs["basic"]
     pols = ([p.strip() for p in args.policies.split(",") if p.strip()] if args.policies
             else list(rp.PREDICTION_POLICIES))
     rp.check_policies(pols)
@@ -283,7 +294,7 @@ def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], o
         absolute[p] = sum(xs) / len(xs) if xs else math.nan
     tables = {m: rp.prediction_table(results, ran, sigmas, seeds, m) for m in rp.PREDICTION_METRICS}
     body = [
-        "## Prediction error (paper 7.5; generated)",
+        f"### Prediction error on `{cfg.name}` (generated)",
         "",
         f"Scenario `{cfg.name}`, seeds {seeds[0]}..{seeds[-1]}. Predicted work = work x "
         "exp(N(0, sigma)) per job (`workload.prediction_sigma`); the trace itself does not change "
@@ -297,9 +308,10 @@ def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], o
         body.append(f"- {p} did not run here: {msg}")
     body += ["", "Made by:", "", "```", cmd, "```", "", rp.wall_table_md(stats)]
     md = out / "reproduction.md"
-    rp.update_doc(md, {"prediction-error": "\n".join(body)})
+    block = {f"prediction-error-{cfg.name}": "\n".join(body)}
+    rp.update_doc(md, block)
     if args.write_docs:
-        rp.update_doc(docs_path(), {"prediction-error": "\n".join(body)})
+        rp.update_doc(docs_path(), block)
     if args.json:
         print(json.dumps({
             "study": "prediction-error",
