@@ -272,7 +272,7 @@ def test_reproduce_tiny_end_to_end_and_resume(tmp_path, capsys):
     md = (tmp_path / "reproduction.md").read_text()
     assert "Aryl vs Baseline: average JCT" in md
     assert f"aryl-gym reproduce --scale tiny --seeds 2 --rows {FAST_ROWS} --out {tmp_path}" in md
-    assert "<!-- reproduce:table -->" in md and "Made by:" in md
+    assert "<!-- reproduce:table -->" in md and "Made by (at commit" in md
     # second run: everything from the cache, the same numbers
     second = _run_json(capsys, argv)
     assert second["episodes"]["new"] == 0 and second["episodes"]["cached"] == 16

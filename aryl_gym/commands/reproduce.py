@@ -205,6 +205,12 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _commit() -> str:
+    from aryl_gym.leaderboard.runner import git_commit
+
+    return git_commit()[:12]
+
+
 def _json_default(o: Any) -> Any:
     if isinstance(o, float) and not math.isfinite(o):
         return None
@@ -231,7 +237,7 @@ def _table_block(rp: Any, rows: list[Any], scale: Any, configs: dict[str, Any], 
         "",
         *why,
         "",
-        "Made by:",
+        f"Made by (at commit `{_commit()}`):",
         "",
         "```",
         cmd,
@@ -260,7 +266,7 @@ def _sweep_block(rp: Any, points: list[Any], specs: list[Any], cmd: str, plot: P
         "",
         f"Plot: `{plot}`" if plot else "(matplotlib missing: no plot)",
         "",
-        "Made by:",
+        f"Made by (at commit `{_commit()}`):",
         "",
         "```",
         cmd,
@@ -306,7 +312,7 @@ def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], o
         body += [f"`{m}`:", "", rp.render_prediction_md(tab, sigmas, absolute if m == "avg_jct" else {}, m), ""]
     for p, msg in skipped.items():
         body.append(f"- {p} did not run here: {msg}")
-    body += ["", "Made by:", "", "```", cmd, "```", "", rp.wall_table_md(stats)]
+    body += ["", f"Made by (at commit `{_commit()}`):", "", "```", cmd, "```", "", rp.wall_table_md(stats)]
     md = out / "reproduction.md"
     block = {f"prediction-error-{cfg.name}": "\n".join(body)}
     rp.update_doc(md, block)
