@@ -1073,11 +1073,13 @@ def plot_sweep(points: Sequence[SweepPoint], specs: Sequence[RowSpec], path: Pat
             if not np.isfinite(m).any():
                 continue
             err = np.vstack([np.where(np.isfinite(lo), m - lo, 0), np.where(np.isfinite(hi), hi - m, 0)])
-            ax.errorbar(xs, m, yerr=err, marker="o", capsize=3, label=sp.id)
+            line = ax.errorbar(xs, m, yerr=err, marker="o", capsize=3, label=sp.id)
+            # the paper's figure, dotted, in the row's colour
+            ax.axhline(sp.paper, color=line.lines[0].get_color(), ls=":", lw=0.9)
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xticks(xs, [str(p.value) for p in pts])
         ax.set_xlabel(key)
-        ax.set_ylabel("ratio (paired geo. mean, 95% CI)")
+        ax.set_ylabel("ratio (paired geo. mean, 95% CI; dotted: paper)")
         ax.set_yscale("log")
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.tight_layout()

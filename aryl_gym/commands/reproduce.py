@@ -172,7 +172,15 @@ def run(args: argparse.Namespace) -> int:
     md = out / "reproduction.md"
     rp.update_doc(md, blocks)
     if args.write_docs:
-        rp.update_doc(docs_path(), blocks)
+        dp = docs_path()
+        if plot is not None:
+            import shutil
+
+            img = dp.parent / "img" / "reproduction-sweep.png"
+            img.parent.mkdir(exist_ok=True)
+            shutil.copyfile(plot, img)
+            blocks["sweep"] = _sweep_block(rp, points, specs, cmd, Path("img") / img.name)
+        rp.update_doc(dp, blocks)
     failed = stats.failed
     if args.json:
         print(json.dumps({
@@ -264,7 +272,7 @@ def _sweep_block(rp: Any, points: list[Any], specs: list[Any], cmd: str, plot: P
         "",
         rp.render_sweep_md(points, specs),
         "",
-        f"Plot: `{plot}`" if plot else "(matplotlib missing: no plot)",
+        f"![each row's ratio over each knob's values]({plot})" if plot else "(matplotlib missing: no plot)",
         "",
         f"Made by (at commit `{_commit()}`):",
         "",
