@@ -314,7 +314,15 @@ def compute_rows(specs: Sequence[RowSpec], results: Results, seeds: Sequence[int
             used.append(s)
             ratios[s] = seed_ratio(sp, a, b)
         rr = RowResult(sp, paired_ratio_ci(ratios), used)
-        if not rr.within:
+        if not used:
+            have = {p: [s for s in seeds if (sp.role, p, s) in results] for p in (sp.num, sp.den)}
+            missing = [p for p, ss in have.items() if not ss]
+            rr.why = (
+                f"no seed has both episodes (not run or not cached: {', '.join(missing)})"
+                if missing else
+                f"no seed has both episodes ({sp.num} on seeds {have[sp.num]}, {sp.den} on {have[sp.den]})"
+            )
+        elif not rr.within:
             rr.why = explain(sp, results, used, rr.stat)
         out.append(rr)
     return out
@@ -356,16 +364,13 @@ def explain(spec: RowSpec, results: Results, seeds: Sequence[int], stat: RatioSt
     """One line saying why the row is off the paper, with the figures that show it."""
     lo, hi = tolerance_band(spec.paper)
     side = "below" if stat.mean < lo else "above"
-    if not seeds or stat.n == 0:
-        missing = [p for p in spec.policies if not any((spec.role, p, s) in results for s in seeds)]
-        if stat.dropped:
-            a = _mean_of(results, spec.role, spec.num, seeds, spec.metric)
-            b = _mean_of(results, spec.role, spec.den, seeds, spec.metric)
-            return (
-                f"undefined on every seed ({stat.dropped}): {spec.den}'s {spec.metric} is 0 "
-                f"(mean {spec.num} {a:.3g}, {spec.den} {b:.3g}), so there is nothing to divide by"
-            )
-        return f"no paired episodes (missing: {', '.join(missing) or 'both'})"
+    if stat.n == 0:
+        a = _mean_of(results, spec.role, spec.num, seeds, spec.metric)
+        b = _mean_of(results, spec.role, spec.den, seeds, spec.metric)
+        return (
+            f"undefined on every seed ({stat.dropped}): {spec.den}'s {spec.metric} is 0 "
+            f"(mean {spec.num} {a:.3g}, {spec.den} {b:.3g}), so there is nothing to divide by"
+        )
     role, A, B = spec.role, spec.num, spec.den
 
     def m(p: str, attr: str) -> float:
@@ -419,7 +424,9 @@ def explain(spec: RowSpec, results: Results, seeds: Sequence[int], stat: RatioSt
         pa, pb = m(A, "preemption_ratio"), m(B, "preemption_ratio")
         return (
             f"{head}: preemption ratio {A} {pa:.2%}, {B} {pb:.2%}; {B} reclaimed "
-            f"{m(B, 'reclaimed_servers'):,.0f} servers, {A} {m(A, 'reclaimed_servers'):,.0f}"
+            f"{m(B, 'reclaimed_servers'):,.0f} servers, {A} {m(A, 'reclaimed_servers'):,.0f}; "
+            f"training workers used {m(B, 'loaned_gpu_hours_used'):,.0f} loaned GPU-hours under "
+            f"{B}, {m(A, 'loaned_gpu_hours_used'):,.0f} under {A}"
             + (f"; {stat.dropped} seed(s) without any preemption under {B} left out" if stat.dropped else "")
         )
     # JCT / queuing ratios between two schedulers: how close each is to the lower bound.

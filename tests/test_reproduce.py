@@ -332,3 +332,10 @@ def test_prediction_sigma_changes_predictions_only():
     assert [(j.submit, j.work, j.w_max) for j in a] == [(j.submit, j.work, j.w_max) for j in b]
     assert [j.pred_work for j in a] == [j.work for j in a]
     assert any(j.pred_work != j.work for j in b)
+
+
+def test_row_without_paired_episodes_names_what_is_missing():
+    spec = {r.id: r for r in rp.ROWS}["afs-aryl-avg"]
+    res = {("basic", "aryl-noloan", 0): _result("aryl-noloan", 0, avg_jct=1.0)}
+    (row,) = rp.compute_rows([spec], res, [0, 1])
+    assert row.stat.n == 0 and "not run or not cached: afs" in row.why and "aryl-noloan" not in row.why
