@@ -795,9 +795,10 @@ _COST = {"pollux-250": 100.0, "pollux": 50.0, "afs": 3.0, "aryl+tuned": 2.0}
 
 
 def _cost(t: Task) -> float:
+    scale = t.config.cluster.train_gpus + t.config.cluster.inf_gpus
     if t.policy.startswith(AGENT_PREFIX):
-        return 30.0
-    return _COST.get(t.policy, 1.0) * (t.config.cluster.train_gpus + t.config.cluster.inf_gpus)
+        return 50.0 * scale  # acts through the env, one sub-step per grant
+    return _COST.get(t.policy, 1.0) * scale
 
 
 @dataclass
