@@ -302,10 +302,15 @@ def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], o
     skipped = {t.policy: msg for t, msg in stats.skipped}
     ran = [p for p in pols if p not in skipped]
     by = {(t.policy, t.seed, t.role): r for t, r in results.items()}
-    absolute = {}
-    for p in ran:
-        xs = [by[(p, s, f"sigma={sigmas[0]}")].avg_jct for s in seeds if (p, s, f"sigma={sigmas[0]}") in by]
-        absolute[p] = sum(xs) / len(xs) if xs else math.nan
+    def absolute(metric: str) -> dict[str, float]:
+        """Each policy's mean ``metric`` at the first sigma (the reference of the ratios)."""
+        out = {}
+        for p in ran:
+            xs = [getattr(by[(p, s, f"sigma={sigmas[0]}")], metric) for s in seeds
+                  if (p, s, f"sigma={sigmas[0]}") in by]
+            out[p] = sum(xs) / len(xs) if xs else math.nan
+        return out
+
     tables = {m: rp.prediction_table(results, ran, sigmas, seeds, m) for m in rp.PREDICTION_METRICS}
     body = [
         f"### Prediction error on `{cfg.name}` (generated)",
@@ -317,7 +322,7 @@ def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], o
         "",
     ]
     for m, tab in tables.items():
-        body += [f"`{m}`:", "", rp.render_prediction_md(tab, sigmas, absolute if m == "avg_jct" else {}, m), ""]
+        body += [f"`{m}`:", "", rp.render_prediction_md(tab, sigmas, absolute(m), m), ""]
     for p, msg in skipped.items():
         body.append(f"- {p} did not run here: {msg}")
     body += ["", f"Made by (at commit `{_commit()}`):", "", "```", cmd, "```", "", rp.wall_table_md(stats)]
@@ -335,7 +340,8 @@ def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], o
             "skipped": skipped,
             "ratios": {m: {p: {str(sg): st.to_dict() for sg, st in row.items()} for p, row in tab.items()}
                        for m, tab in tables.items()},
-            "avg_jct_at_sigma0": {p: (v if math.isfinite(v) else None) for p, v in absolute.items()},
+            "at_sigma0": {m: {p: (v if math.isfinite(v) else None) for p, v in absolute(m).items()}
+                          for m in rp.PREDICTION_METRICS},
             "wall_s": stats.wall_s,
             "report": str(md),
         }))
