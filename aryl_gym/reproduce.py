@@ -1210,6 +1210,6 @@ def wall_table_md(stats: RunStats) -> str:
     ]
     for (scen, pol), ws in sorted(stats.wall_by_policy.items()):
         cs = stats.cpu_by_policy.get((scen, pol), [])
-        cpu = f"{np.mean(cs):.1f}" if cs else "-"
+        cpu = f"{np.mean(cs):.2g}" if cs and np.mean(cs) < 10 else (f"{np.mean(cs):.0f}" if cs else "-")
         lines.append(f"| {scen} | {pol} | {len(ws)} | {np.mean(ws):.1f} | {cpu} |")
     return "\n".join(lines)
