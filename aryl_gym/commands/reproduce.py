@@ -1,0 +1,351 @@
+"""``aryl-gym reproduce``: the paper's headline table, sensitivity sweeps, the prediction-error study.
+
+* ``aryl-gym reproduce --scale mid --seeds 5 --workers 2``: the table (``docs/reproduction.md``
+  explains every row); episodes are cached in ``--out`` (default ``results/reproduce-SCALE``)
+  and reused, so an interrupted run resumes.
+* ``--sweep KEY=V1,V2`` (repeatable; ``--sweep default`` = the knobs the paper does not fix):
+  one knob at a time, the table's ratios at each value, a Markdown table and a PNG.
+* ``--study prediction-error``: ``workload.prediction_sigma`` in {0, 0.25, 0.5, 1.0} for aryl,
+  sjf, afs and the shipped learned agent, each policy's ratio to its own sigma = 0 result.
+
+Writes ``OUT/reproduction.md`` (and ``docs/reproduction.md``'s generated blocks with
+``--write-docs``). ``--json`` prints exactly one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+NAME = "reproduce"
+HELP = "reproduce the paper's headline table (paired by seed, 95% CI), sweeps and studies"
+
+STUDIES = ("prediction-error",)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scale", choices=("paper", "mid", "tiny"), default="mid",
+                   help="paper: production size; mid: basic/ideal (default); tiny: seconds (tests)")
+    p.add_argument("--seeds", type=_positive_int, default=None,
+                   help="seeds per policy (default: 3 at paper scale, 1 for pollux-250 there; 5 mid; 3 tiny)")
+    p.add_argument("--first-seed", type=int, default=0, help="seeds are FIRST..FIRST+N-1 (default 0)")
+    p.add_argument("--workers", type=_positive_int, default=1, help="parallel episodes (default 1)")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local process pool (default) or Ray (RAY_ADDRESS or a local Ray)")
+    p.add_argument("--rows", default=None,
+                   help="comma-separated row ids to compute (default all); see docs/reproduction.md")
+    p.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="vary a scenario config key (SECTION.FIELD), one knob at a time; "
+                        "'default' = the knobs the paper does not fix")
+    p.add_argument("--study", choices=STUDIES, default=None,
+                   help="prediction-error: paper 7.5 study instead of the table")
+    p.add_argument("--policies", default=None,
+                   help="--study only: comma-separated policies (registry names or agent:SOURCE; "
+                        "default aryl,sjf,afs,agent:ppo-testbed)")
+    p.add_argument("--scenario", default=None,
+                   help="--study only: run the study on this scenario (name or YAML) instead of "
+                        "the scale's Basic")
+    p.add_argument("--out", default=None, help="folder for the episode cache and reproduction.md "
+                                               "(default results/reproduce-SCALE)")
+    p.add_argument("--write-docs", action="store_true",
+                   help="also update the generated blocks of docs/reproduction.md")
+    p.add_argument("--fresh", action="store_true", help="ignore cached episodes and recompute them")
+    p.add_argument("--cached-only", action="store_true",
+                   help="run nothing: report from the cached episodes (rows use the seeds cached "
+                        "for both of their policies)")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (progress lines only)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _command_line(args: argparse.Namespace, out: Path) -> str:
+    """The command that makes this report, from the parsed options (no display-only flags)."""
+    parts = ["aryl-gym", "reproduce", "--scale", args.scale]
+    if args.seeds is not None:
+        parts += ["--seeds", str(args.seeds)]
+    if args.first_seed:
+        parts += ["--first-seed", str(args.first_seed)]
+    if args.rows:
+        parts += ["--rows", args.rows]
+    for s in args.sweep:
+        parts += ["--sweep", s]
+    if args.study:
+        parts += ["--study", args.study]
+    if args.policies:
+        parts += ["--policies", args.policies]
+    if args.scenario:
+        parts += ["--scenario", args.scenario]
+    if args.cached_only:
+        parts += ["--cached-only"]
+    parts += ["--out", str(out)]
+    if args.workers != 1:
+        parts += ["--workers", str(args.workers)]
+    if args.backend != "local":
+        parts += ["--backend", args.backend]
+    return " ".join(shlex.quote(a) for a in parts)
+
+
+def docs_path() -> Path:
+    """``docs/reproduction.md`` of the checkout holding this package (``--write-docs``)."""
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    if not docs.is_dir():
+        raise ValueError(
+            f"--write-docs updates docs/reproduction.md of a source checkout, and {docs} does not "
+            "exist (an installed package); the report is in --out"
+        )
+    return docs / "reproduction.md"
+
+
+def run(args: argparse.Namespace) -> int:
+    from aryl_gym import reproduce as rp
+
+    if args.study and (args.rows or args.sweep):
+        raise ValueError("--study runs its own grid; drop --rows and --sweep")
+    if (args.policies or args.scenario) and not args.study:
+        raise ValueError("--policies and --scenario apply to --study only (the table's rows fix "
+                         "their policies and the scale fixes the scenarios)")
+    scale = rp.SCALES[args.scale]
+    out = Path(args.out) if args.out else Path("results") / f"reproduce-{args.scale}"
+    specs = rp.select_rows([r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None)
+    sweeps = rp.resolve_sweeps(args.sweep, _say)  # validated before any episode runs
+    configs = rp.role_configs(scale)
+    for key, values in sweeps:
+        for v in values:
+            rp.sweep_configs(configs, key, v)  # a bad value fails here, with its key
+    if args.write_docs:
+        docs_path()  # fail before running anything
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = _command_line(args, out)
+    progress = "lines" if (args.no_progress or args.json) else "bar"
+
+    def run_tasks(tasks: list[Any]) -> tuple[dict[Any, Any], Any]:
+        return rp.run_tasks(tasks, out, workers=args.workers, backend=args.backend,
+                            fresh=args.fresh, cached_only=args.cached_only, progress=progress)
+
+    if args.study == "prediction-error":
+        return _prediction_study(args, rp, scale, configs, out, cmd, run_tasks)
+
+    tasks = rp.table_tasks(specs, configs, scale, args.seeds, args.first_seed)
+    sweep_tasks = [
+        (key, v, rp.table_tasks(specs, rp.sweep_configs(configs, key, v), scale, args.seeds,
+                                args.first_seed, tag=f"{key}={v}"))
+        for key, values in sweeps
+        for v in values
+    ]
+    # One pool for the table and every sweep point; an episode shared by several (a sweep value
+    # equal to the shipped one) runs once.
+    results, stats = run_tasks([*tasks, *(t for _, _, ts in sweep_tasks for t in ts)])
+    by_key = {t.key: r for t, r in results.items()}
+
+    def rows_for(ts: list[Any]) -> list[Any]:
+        res = {t: by_key[t.key] for t in ts if t.key in by_key}
+        return rp.compute_rows(specs, rp.results_by_role(res), seeds)
+
+    seeds = rp.all_seeds(tasks)
+    rows = rows_for(tasks)
+    points = [rp.SweepPoint(key, v, rows_for(ts)) for key, v, ts in sweep_tasks]
+    blocks = {
+        "table": _table_block(rp, rows, scale, configs, seeds, cmd, stats),
+    }
+    plot = None
+    if points:
+        plot = rp.plot_sweep(points, specs, out / "sweep.png")
+        blocks["sweep"] = _sweep_block(rp, points, specs, cmd, plot)
+    md = out / "reproduction.md"
+    rp.update_doc(md, blocks)
+    if args.write_docs:
+        dp = docs_path()
+        if plot is not None:
+            import shutil
+
+            img = dp.parent / "img" / "reproduction-sweep.png"
+            img.parent.mkdir(exist_ok=True)
+            shutil.copyfile(plot, img)
+            blocks["sweep"] = _sweep_block(rp, points, specs, cmd, Path("img") / img.name)
+        rp.update_doc(dp, blocks)
+    failed = stats.failed
+    if args.json:
+        print(json.dumps({
+            "scale": args.scale,
+            "scenarios": {r: c.name for r, c in configs.items()},
+            "seeds": seeds,
+            "rows": [r.to_dict() for r in rows],
+            "sweep": [{"key": p.key, "value": p.value, "rows": [r.to_dict() for r in p.rows]} for p in points],
+            "episodes": {"new": stats.new, "cached": stats.cached, "failed": len(failed),
+                         "skipped": len(stats.skipped)},
+            "wall_s_per_episode": {f"{s}/{p}": sum(w) / len(w) for (s, p), w in stats.wall_by_policy.items()},
+            "cpu_s_per_episode": {f"{s}/{p}": sum(w) / len(w) for (s, p), w in stats.cpu_by_policy.items()},
+            "missing_episodes": len(stats.missing),
+            "report": str(md),
+            "plot": str(plot) if plot else None,
+        }, default=_json_default))
+    else:
+        print(f"scale {args.scale}: basic = {configs['basic'].name}, ideal = {configs['ideal'].name}; "
+              f"seeds {seeds[0]}..{seeds[-1]}; ratios are geometric means of per-seed ratios, 95% t CI")
+        print(rp.render_table_text(rows))
+        for line in rp.why_lines(rows):
+            print(line)
+        if points:
+            print()
+            print(rp.render_sweep_md(points, specs))
+        print(f"\n{stats.new} episode(s) run, {stats.cached} cached, {stats.wall_s:.0f} s; report: {md}"
+              + (f"; sweep plot: {plot}" if plot else ""))
+    for t, msg in failed:
+        _say(f"FAILED {t.config.name} {t.policy} seed {t.seed}: {msg.splitlines()[0]}")
+    return 1 if failed else 0
+
+
+def _commit() -> str:
+    from aryl_gym.leaderboard.runner import git_commit
+
+    return git_commit()[:12]
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return str(o)
+
+
+def _table_block(rp: Any, rows: list[Any], scale: Any, configs: dict[str, Any], seeds: list[int],
+                 cmd: str, stats: Any) -> str:
+    why = rp.why_lines(rows)
+    parts = [
+        "## The table",
+        "",
+        f"Scale `{scale.name}`: the paper's Basic is `{configs['basic'].name}`, its Ideal "
+        f"`{configs['ideal'].name}`; seeds {seeds[0]}..{seeds[-1]}"
+        + (f" ({', '.join(f'{p}: {n}' for p, n in scale.slow_seeds.items())} seed(s))" if scale.slow_seeds else "")
+        + ". Each value is the geometric mean of per-seed ratios (paired by seed), with a 95% "
+        "Student-t interval on the log ratios. Tolerance: +-20% of the paper's gain, judged on the "
+        "point estimate.",
+        "",
+        rp.render_table_md(rows, {r: c.name for r, c in configs.items()}),
+        "",
+        "Out of tolerance, and why (figures are means over the paired seeds):" if why else
+        "Every row is within tolerance.",
+        "",
+        *why,
+        "",
+        f"Made by (at commit `{_commit()}`):",
+        "",
+        "```",
+        cmd,
+        "```",
+        "",
+        *([f"{len(stats.missing)} episode(s) were not in the cache and are left out: "
+           + ", ".join(sorted({f'{t.config.name}/{t.policy}' for t in stats.missing}))
+           + " (rows use the seeds cached for both of their policies).", ""] if stats.missing else []),
+        f"Cost per episode (this run's machine; {stats.new} run, {stats.cached} cached; wall time "
+        "depends on what else the machine runs, CPU time much less):",
+        "",
+        rp.wall_table_md(stats),
+    ]
+    return "\n".join(parts)
+
+
+def _sweep_block(rp: Any, points: list[Any], specs: list[Any], cmd: str, plot: Path | None) -> str:
+    parts = [
+        "## Sensitivity (generated)",
+        "",
+        "One knob at a time, every other setting as the scenario ships it. Read off the table below:",
+        "",
+        *rp.sweep_findings(points, specs),
+        "",
+        rp.render_sweep_md(points, specs),
+        "",
+        f"![each row's ratio over each knob's values]({plot})" if plot else "(matplotlib missing: no plot)",
+        "",
+        f"Made by (at commit `{_commit()}`):",
+        "",
+        "```",
+        cmd,
+        "```",
+    ]
+    return "\n".join(parts)
+
+
+def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], out: Path, cmd: str,
+                      run_tasks: Any) -> int:
+    n = args.seeds if args.seeds is not None else 3
+    seeds = list(range(args.first_seed, args.first_seed + n))
+    if args.scenario:
+        from aryl_gym.config import load_scenario
+
+        cfg = load_scenario(args.scenario)
+    else:
+        cfg = configs["basic"]
+    pols = ([p.strip() for p in args.policies.split(",") if p.strip()] if args.policies
+            else list(rp.PREDICTION_POLICIES))
+    rp.check_policies(pols)
+    sigmas = list(rp.PREDICTION_SIGMAS)
+    tasks = rp.prediction_tasks(cfg, pols, sigmas, seeds)
+    results, stats = run_tasks(tasks)
+    skipped = {t.policy: msg for t, msg in stats.skipped}
+    ran = [p for p in pols if p not in skipped]
+    by = {(t.policy, t.seed, t.role): r for t, r in results.items()}
+    def absolute(metric: str) -> dict[str, float]:
+        """Each policy's mean ``metric`` at the first sigma (the reference of the ratios)."""
+        out = {}
+        for p in ran:
+            xs = [getattr(by[(p, s, f"sigma={sigmas[0]}")], metric) for s in seeds
+                  if (p, s, f"sigma={sigmas[0]}") in by]
+            out[p] = sum(xs) / len(xs) if xs else math.nan
+        return out
+
+    tables = {m: rp.prediction_table(results, ran, sigmas, seeds, m) for m in rp.PREDICTION_METRICS}
+    body = [
+        f"### Prediction error on `{cfg.name}` (generated)",
+        "",
+        f"Scenario `{cfg.name}`, seeds {seeds[0]}..{seeds[-1]}. Predicted work = work x "
+        "exp(N(0, sigma)) per job (`workload.prediction_sigma`); the trace itself does not change "
+        "with sigma, so each policy is compared with itself on the same episodes. Cells: "
+        "geometric mean over seeds of metric(sigma) / metric(sigma = 0), 95% t interval.",
+        "",
+    ]
+    for m, tab in tables.items():
+        body += [f"`{m}`:", "", rp.render_prediction_md(tab, sigmas, absolute(m), m), ""]
+    for p, msg in skipped.items():
+        body.append(f"- {p} did not run here: {msg}")
+    body += ["", f"Made by (at commit `{_commit()}`):", "", "```", cmd, "```", "", rp.wall_table_md(stats)]
+    md = out / "reproduction.md"
+    block = {f"prediction-error-{cfg.name}": "\n".join(body)}
+    rp.update_doc(md, block)
+    if args.write_docs:
+        rp.update_doc(docs_path(), block)
+    if args.json:
+        print(json.dumps({
+            "study": "prediction-error",
+            "scenario": cfg.name,
+            "seeds": seeds,
+            "sigmas": sigmas,
+            "skipped": skipped,
+            "ratios": {m: {p: {str(sg): st.to_dict() for sg, st in row.items()} for p, row in tab.items()}
+                       for m, tab in tables.items()},
+            "at_sigma0": {m: {p: (v if math.isfinite(v) else None) for p, v in absolute(m).items()}
+                          for m in rp.PREDICTION_METRICS},
+            "wall_s": stats.wall_s,
+            "report": str(md),
+        }))
+    else:
+        print("\n".join(body))
+        print(f"\n{stats.new} episode(s) run, {stats.cached} cached, {stats.wall_s:.0f} s; report: {md}")
+    return 1 if stats.failed else 0

@@ -1,0 +1,1215 @@
+"""The paper's headline table, its sensitivity to the knobs the paper does not fix, and the
+prediction-error study (``aryl-gym reproduce``; ``docs/reproduction.md``).
+
+**Rows.** Each row of :data:`ROWS` is one claim of the paper as a ratio of one figure between two
+policies on one scenario *role* (``basic``: the paper's Basic; ``ideal``: its Ideal), e.g. the
+Aryl/Baseline average-JCT gain is ``avg_jct(fifo) / avg_jct(aryl)`` on ``basic``. A gain "+26.9%"
+is stored as the ratio 1.269.
+
+**Statistics.** Comparisons are paired by seed: both policies run on the same drawn episode.
+For each seed we compute the ratio ``r_s``; the row's value is the *geometric mean* of the
+``r_s`` and its 95% confidence interval is ``exp(mean(log r) +- t_{0.975, n-1} sd(log r) /
+sqrt(n))`` (a Student-t interval on the log ratios, :func:`paired_ratio_ci`). With one seed the
+interval is undefined (reported as ``-``). Seeds where a ratio is undefined (a zero or missing
+figure, e.g. no preemption at all) are left out and counted.
+
+**Tolerance.** +-20% of the paper's *gain*: a ratio ``R`` (gain ``R - 1``) is within tolerance
+when ``1 + 0.8 (R - 1) <= ours <= 1 + 1.2 (R - 1)`` (1.50x -> 1.40x-1.60x; +26.9% -> +21.5% to
++32.3%), judged on the point estimate; ``ci_overlaps`` says whether the interval reaches the band.
+
+**Scales.** ``paper``: the paper's Basic is production size (``production``), its Ideal is
+``production`` with the workload fields in which ``ideal.yaml`` differs from ``basic.yaml``
+(:func:`ideal_overrides`; today ``all_elastic: true`` and ``type_agnostic_fraction: 1.0``), 3
+seeds, 1 for ``pollux-250``. ``mid``: ``basic`` and ``ideal``, 5 seeds. ``tiny``: ``tiny`` and
+``tiny`` with the same ideal overrides, 3 seeds (tests).
+
+**Episodes** run once each and are shared between rows: every :class:`EpisodeResult` is cached as
+``OUT/episodes/SCENARIO/POLICY/seedN-HASH.json`` (``HASH``: the resolved scenario config, see
+:func:`config_hash`), written as soon as the episode ends, so an interrupted run resumes and
+nothing computed is lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from aryl_gym.config import (
+    ConfigError,
+    ScenarioConfig,
+    load_scenario,
+    validate_scenario,
+)
+from aryl_gym.metrics import EpisodeResult
+
+# ----------------------------------------------------------------------------------------------
+# Statistics
+# ----------------------------------------------------------------------------------------------
+
+#: two-sided 95% Student-t quantiles t_{0.975, df}, df = 1..30 (standard tables)
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)
+
+
+def t975(df: int) -> float:
+    """t_{0.975, df}: the table for df <= 30, then ``1.96 + 2.4 / df`` (within 0.002 of exact)."""
+    if df < 1:
+        raise ValueError("a t interval needs at least 2 observations (df >= 1)")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    return 1.959964 + 2.4 / df
+
+
+@dataclass(frozen=True)
+class RatioStat:
+    """Geometric mean of paired per-seed ratios with a 95% t interval (NaN when undefined)."""
+
+    mean: float
+    lo: float
+    hi: float
+    n: int
+    per_seed: tuple[tuple[int, float], ...] = ()
+    dropped: int = 0  # seeds where the ratio was undefined (zero denominator, missing figure)
+    method: str = "geometric"  # or "arithmetic" when some ratio is exactly 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "mean": _clean(self.mean),
+            "ci_lo": _clean(self.lo),
+            "ci_hi": _clean(self.hi),
+            "n": self.n,
+            "dropped_seeds": self.dropped,
+            "per_seed": {str(s): _clean(r) for s, r in self.per_seed},
+        }
+
+
+def paired_ratio_ci(ratios: Mapping[int, float] | Sequence[float]) -> RatioStat:
+    """Geometric mean and 95% CI of per-seed ratios (``{seed: ratio}`` or a list).
+
+    CI = ``exp(m +- t_{0.975, n-1} * s / sqrt(n))`` with ``m``, ``s`` the mean and sample standard
+    deviation of ``log(ratio)``. Missing, non-finite or negative ratios are dropped and counted.
+    A ratio of exactly 0 (the numerator's figure is 0, e.g. no preemption at all) has no
+    logarithm: then the row uses the arithmetic mean of the ratios with a t interval
+    (``method="arithmetic"``), so a real zero is reported, not hidden.
+    """
+    items = list(ratios.items()) if isinstance(ratios, Mapping) else list(enumerate(ratios))
+    good = [(int(s), float(r)) for s, r in items if r is not None and math.isfinite(r) and r >= 0]
+    dropped = len(items) - len(good)
+    n = len(good)
+    if n == 0:
+        return RatioStat(math.nan, math.nan, math.nan, 0, (), dropped)
+    if any(r == 0 for _, r in good):
+        xs = np.array([r for _, r in good])
+        mu = float(xs.mean())
+        if n == 1:
+            return RatioStat(mu, math.nan, math.nan, 1, tuple(good), dropped, "arithmetic")
+        half = t975(n - 1) * float(xs.std(ddof=1)) / math.sqrt(n)
+        return RatioStat(mu, mu - half, mu + half, n, tuple(good), dropped, "arithmetic")
+    logs = np.log([r for _, r in good])
+    m = float(logs.mean())
+    if n == 1:
+        return RatioStat(math.exp(m), math.nan, math.nan, 1, tuple(good), dropped)
+    half = t975(n - 1) * float(logs.std(ddof=1)) / math.sqrt(n)
+    return RatioStat(math.exp(m), math.exp(m - half), math.exp(m + half), n, tuple(good), dropped)
+
+
+def tolerance_band(paper: float, rel: float = 0.2) -> tuple[float, float]:
+    """The band ``1 + (1 -+ rel)(paper - 1)`` around a ratio ``paper`` (its gain +- rel)."""
+    g = paper - 1.0
+    a, b = 1.0 + (1.0 - rel) * g, 1.0 + (1.0 + rel) * g
+    return (min(a, b), max(a, b))
+
+
+def within_tolerance(value: float, paper: float, rel: float = 0.2) -> bool:
+    lo, hi = tolerance_band(paper, rel)
+    return bool(math.isfinite(value) and lo - 1e-12 <= value <= hi + 1e-12)
+
+
+# ----------------------------------------------------------------------------------------------
+# Rows
+# ----------------------------------------------------------------------------------------------
+
+Results = Mapping[tuple[str, str, int], EpisodeResult]  # (role, policy, seed) -> result
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    """One claim of the paper: ``figure(num_policy) / figure(den_policy)`` on ``role``.
+
+    ``stat="ratio"`` divides the EpisodeResult field ``metric``; ``stat="peak_hourly_usage"`` is
+    ``max over hours of usage_num(h) / usage_den(h)`` of the hourly combined-usage series over the
+    arrival window (both runs see the same inference series, so hours pair).
+    """
+
+    id: str
+    name: str
+    paper: float
+    fmt: str  # "x" (ratio) or "%" (gain)
+    role: str  # "basic" | "ideal"
+    num: str
+    den: str
+    metric: str
+    variant: str  # what the row runs, in the paper's words
+    stat: str = "ratio"
+    #: policies run only to explain the row when it misses (e.g. how much of Baseline's queue
+    #: is head-of-line blocking: ``fifo-backfill``)
+    extra: tuple[str, ...] = ()
+
+    @property
+    def policies(self) -> tuple[str, ...]:
+        return (self.num, self.den, *self.extra)
+
+
+ROWS: tuple[RowSpec, ...] = (
+    RowSpec("queue-aryl-baseline", "Aryl vs Baseline: average queuing, Baseline / Aryl", 1.53, "x",
+            "basic", "fifo", "aryl", "avg_queue_time",
+            "fifo / aryl, with loaning (paper 7.1, Basic)", extra=("fifo-backfill",)),
+    RowSpec("jct-aryl-baseline", "Aryl vs Baseline: average JCT, Baseline / Aryl", 1.50, "x",
+            "basic", "fifo", "aryl", "avg_jct",
+            "fifo / aryl, with loaning (paper 7.1, Basic)"),
+    RowSpec("usage-peak-gain", "largest hourly combined-usage gain, Aryl over Baseline", 1.269, "%",
+            "basic", "aryl", "fifo", "combined_usage_hourly",
+            "max over hours of aryl / fifo hourly combined usage (paper: up to +26.9%; "
+            "Figure 9: +14% Basic vs Baseline over 48 h)", stat="peak_hourly_usage"),
+    RowSpec("pollux-aryl-median", "Pollux-250 vs Aryl: median JCT, Pollux / Aryl", 1.20, "x",
+            "basic", "pollux-250", "aryl-noloan", "median_jct",
+            "pollux-250 / aryl-noloan: no capacity loaning (paper 7.4, Basic)"),
+    RowSpec("pollux-aryl-p95", "Pollux-250 vs Aryl: p95 JCT, Pollux / Aryl", 1.25, "x",
+            "basic", "pollux-250", "aryl-noloan", "p95_jct",
+            "pollux-250 / aryl-noloan: no capacity loaning (paper 7.4, Basic)"),
+    RowSpec("afs-aryl-avg", "AFS vs Aryl: average JCT, AFS / Aryl", 1.20, "x",
+            "basic", "afs", "aryl-noloan", "avg_jct",
+            "afs / aryl-noloan: no capacity loaning (paper 7.4, Basic)"),
+    RowSpec("pollux-tuned-median", "Pollux vs Aryl+TunedJobs: median JCT, Pollux / Aryl+Tuned",
+            1.32, "x", "basic", "pollux-250", "aryl+tuned", "median_jct",
+            "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Basic)"),
+    RowSpec("pollux-tuned-p95", "Pollux vs Aryl+TunedJobs: p95 JCT, Pollux / Aryl+Tuned",
+            1.37, "x", "basic", "pollux-250", "aryl+tuned", "p95_jct",
+            "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Basic)"),
+    RowSpec("pollux-tuned-scalings", "scaling events, Pollux / Aryl+TunedJobs (Ideal)", 1.76, "x",
+            "ideal", "pollux-250", "aryl+tuned", "scaling_events",
+            "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Ideal)"),
+    RowSpec("nogroup-preemption", "preemption ratio without flexible grouping (Ideal)", 2.13, "%",
+            "ideal", "aryl-nogroup", "aryl", "preemption_ratio",
+            "aryl-nogroup / aryl, with loaning (paper Table 6: up to +113%, Ideal)"),
+    RowSpec("nogroup-queue", "average queuing without flexible grouping (Basic)", 1.10, "%",
+            "basic", "aryl-nogroup", "aryl", "avg_queue_time",
+            "aryl-nogroup / aryl, with loaning (paper Table 6: up to +10%, Basic)"),
+    RowSpec("nogroup-jct", "average JCT without flexible grouping (Basic)", 1.20, "%",
+            "basic", "aryl-nogroup", "aryl", "avg_jct",
+            "aryl-nogroup / aryl, with loaning (paper Table 6: up to +20%, Basic)"),
+)
+ROW_IDS = tuple(r.id for r in ROWS)
+
+
+def select_rows(ids: Sequence[str] | None) -> list[RowSpec]:
+    """Rows by id (all when ``ids`` is empty); an unknown id is a ValueError listing the known."""
+    if not ids:
+        return list(ROWS)
+    by_id = {r.id: r for r in ROWS}
+    bad = [i for i in ids if i not in by_id]
+    if bad:
+        raise ValueError(f"--rows: unknown row {bad[0]!r}. Known rows: {', '.join(ROW_IDS)}")
+    return [by_id[i] for i in ids]
+
+
+def seed_ratio(spec: RowSpec, num: EpisodeResult, den: EpisodeResult) -> float:
+    """The row's figure on one seed (NaN when undefined)."""
+    if spec.stat == "peak_hourly_usage":
+        if not num.combined_usage_hourly or not den.combined_usage_hourly:
+            return math.nan
+        a = np.asarray(num.combined_usage_hourly, dtype=float)
+        b = np.asarray(den.combined_usage_hourly, dtype=float)
+        # Hours of the arrival window both runs cover; the drain after the last arrival differs
+        # between policies by design and is not the steady state Figure 9 shows.
+        h = min(len(a), len(b), max(1, math.ceil(_last_submit_hours(num))))
+        a, b = a[:h], b[:h]
+        ok = b > 0
+        return float((a[ok] / b[ok]).max()) if ok.any() else math.nan
+    x = getattr(num, spec.metric)
+    y = getattr(den, spec.metric)
+    if x is None or y is None:
+        return math.nan
+    x, y = float(x), float(y)
+    if not (math.isfinite(x) and math.isfinite(y)) or y <= 0:
+        return math.nan  # 0 / 0 or x / 0: undefined on this seed
+    return x / y
+
+
+def _last_submit_hours(res: EpisodeResult) -> float:
+    """Hours of arrivals: stored by the harness beside each result (``arrival_hours``)."""
+    return float(getattr(res, "arrival_hours", None) or len(res.combined_usage_hourly))
+
+
+@dataclass
+class RowResult:
+    spec: RowSpec
+    stat: RatioStat
+    seeds: list[int]
+    why: str = ""
+
+    @property
+    def band(self) -> tuple[float, float]:
+        return tolerance_band(self.spec.paper)
+
+    @property
+    def within(self) -> bool:
+        return within_tolerance(self.stat.mean, self.spec.paper)
+
+    @property
+    def ci_overlaps(self) -> bool:
+        lo, hi = self.band
+        s = self.stat
+        if not (math.isfinite(s.lo) and math.isfinite(s.hi)):
+            return self.within
+        return s.lo <= hi and s.hi >= lo
+
+    def to_dict(self) -> dict[str, Any]:
+        sp = self.spec
+        return {
+            "id": sp.id,
+            "name": sp.name,
+            "scenario_role": sp.role,
+            "variant": sp.variant,
+            "numerator": sp.num,
+            "denominator": sp.den,
+            "metric": sp.metric,
+            "paper": sp.paper,
+            "tolerance": list(self.band),
+            "ours": self.stat.to_dict(),
+            "within_tolerance": self.within,
+            "ci_overlaps_tolerance": self.ci_overlaps,
+            "why": self.why,
+        }
+
+
+def compute_rows(specs: Sequence[RowSpec], results: Results, seeds: Sequence[int]) -> list[RowResult]:
+    """Each row's paired statistic over ``seeds`` (seeds missing either policy are skipped)."""
+    out = []
+    for sp in specs:
+        ratios: dict[int, float] = {}
+        used = []
+        for s in seeds:
+            a = results.get((sp.role, sp.num, s))
+            b = results.get((sp.role, sp.den, s))
+            if a is None or b is None:
+                continue
+            used.append(s)
+            ratios[s] = seed_ratio(sp, a, b)
+        rr = RowResult(sp, paired_ratio_ci(ratios), used)
+        if not used:
+            have = {p: [s for s in seeds if (sp.role, p, s) in results] for p in (sp.num, sp.den)}
+            missing = [p for p, ss in have.items() if not ss]
+            rr.why = (
+                f"no seed has both episodes (not run or not cached: {', '.join(missing)})"
+                if missing else
+                f"no seed has both episodes ({sp.num} on seeds {have[sp.num]}, {sp.den} on {have[sp.den]})"
+            )
+        elif not rr.within:
+            rr.why = explain(sp, results, used, rr.stat)
+        out.append(rr)
+    return out
+
+
+def fmt_value(v: float, fmt: str) -> str:
+    if not math.isfinite(v):
+        return "-"
+    if fmt == "%":
+        return f"{(v - 1.0) * 100:+.1f}%"
+    return f"{v:.2f}x"
+
+
+# ----------------------------------------------------------------------------------------------
+# Why a row is out of tolerance: figures from the measured data
+# ----------------------------------------------------------------------------------------------
+
+
+def _mean_of(results: Results, role: str, policy: str, seeds: Sequence[int], attr: str) -> float:
+    xs = []
+    for s in seeds:
+        r = results.get((role, policy, s))
+        if r is None:
+            continue
+        v = getattr(r, attr, None)
+        if v is not None and math.isfinite(float(v)):
+            xs.append(float(v))
+    return float(np.mean(xs)) if xs else math.nan
+
+
+def _s(v: float) -> str:
+    """A duration in seconds, compact."""
+    if not math.isfinite(v):
+        return "-"
+    return f"{v:,.0f} s"
+
+
+def explain(spec: RowSpec, results: Results, seeds: Sequence[int], stat: RatioStat) -> str:
+    """One line saying why the row is off the paper, with the figures that show it."""
+    lo, hi = tolerance_band(spec.paper)
+    side = "below" if stat.mean < lo else "above"
+    if stat.n == 0:
+        a = _mean_of(results, spec.role, spec.num, seeds, spec.metric)
+        b = _mean_of(results, spec.role, spec.den, seeds, spec.metric)
+        return (
+            f"undefined on every seed ({stat.dropped}): {spec.den}'s {spec.metric} is 0 "
+            f"(mean {spec.num} {a:.3g}, {spec.den} {b:.3g}), so there is nothing to divide by"
+        )
+    role, A, B = spec.role, spec.num, spec.den
+
+    def m(p: str, attr: str) -> float:
+        return _mean_of(results, role, p, seeds, attr)
+
+    head = f"ours {fmt_value(stat.mean, spec.fmt)} is {side} the band {fmt_value(lo, spec.fmt)}-{fmt_value(hi, spec.fmt)}"
+    if spec.id == "jct-aryl-baseline":
+        q, j = m(A, "avg_queue_time"), m(A, "avg_jct")
+        share = q / j if j > 0 else math.nan
+        bound = 1.0 / (1.0 - share) if share < 1 else math.inf
+        run_a, run_b = m(B, "avg_jct") - m(B, "avg_queue_time"), j - q
+        return (
+            f"{head}: Baseline's queuing is {share:.0%} of its JCT ({_s(q)} of {_s(j)}), so removing "
+            f"all queuing alone gives at most {bound:.2f}x; the rest must come from running faster, "
+            f"and Aryl's JCT minus queuing is {_s(run_a)} vs Baseline's {_s(run_b)} "
+            f"({run_b / run_a if run_a > 0 else math.nan:.2f}x)"
+        )
+    if spec.id == "queue-aryl-baseline":
+        qa, qb = m(B, "avg_queue_time"), m(A, "avg_queue_time")
+        text = (
+            f"{head}: Baseline queues {_s(qb)} on average, Aryl {_s(qa)} "
+            f"({qa / m(B, 'avg_jct') if m(B, 'avg_jct') > 0 else math.nan:.1%} of Aryl's JCT); "
+            f"Baseline's p95 queue {_s(m(A, 'p95_queue_time'))}, training utilisation "
+            f"{m(A, 'train_util'):.0%}"
+        )
+        qbf = m("fifo-backfill", "avg_queue_time")
+        if math.isfinite(qbf) and qb > 0:
+            text += (
+                f"; FIFO with backfilling (no loaning, no elasticity) queues {_s(qbf)}, so "
+                f"{1 - qbf / qb:.0%} of Baseline's queue is head-of-line blocking that any "
+                "reordering removes"
+            )
+        return text
+    if spec.stat == "peak_hourly_usage":
+        ub, ua = m(B, "combined_usage"), m(A, "combined_usage")
+        lu, lo_ = m(A, "loaned_gpu_hours_used"), m(A, "loaned_gpu_hours_offered")
+        return (
+            f"{head}: mean combined usage Baseline {ub:.1%}, Aryl {ua:.1%}; Aryl used "
+            f"{lu:,.0f} of {lo_:,.0f} loaned GPU-hours offered"
+            + (f" ({lu / lo_:.0%})" if lo_ > 0 else " (no server was ever loaned)")
+            + f"; Baseline's training utilisation {m(B, 'train_util'):.0%}"
+        )
+    if spec.metric == "scaling_events":
+        na, nb = m(A, "scaling_events"), m(B, "scaling_events")
+        jobs = m(B, "jobs_total")
+        return (
+            f"{head}: {A} scales {na:,.0f} times, {B} {nb:,.0f} times ({na / jobs:.2f} vs "
+            f"{nb / jobs:.2f} per job over {jobs:,.0f} jobs)"
+        )
+    if spec.metric == "preemption_ratio":
+        pa, pb = m(A, "preemption_ratio"), m(B, "preemption_ratio")
+        return (
+            f"{head}: preemption ratio {A} {pa:.2%}, {B} {pb:.2%}; {B} reclaimed "
+            f"{m(B, 'reclaimed_servers'):,.0f} servers, {A} {m(A, 'reclaimed_servers'):,.0f}; "
+            f"training workers used {m(B, 'loaned_gpu_hours_used'):,.0f} loaned GPU-hours under "
+            f"{B}, {m(A, 'loaned_gpu_hours_used'):,.0f} under {A}"
+            + (f"; {stat.dropped} seed(s) without any preemption under {B} left out" if stat.dropped else "")
+        )
+    # JCT / queuing ratios between two schedulers: how close each is to the lower bound.
+    return (
+        f"{head}: {A} {spec.metric} {_s(m(A, spec.metric))}, {B} {_s(m(B, spec.metric))}; mean "
+        f"slowdown over the lower bound {A} {m(A, 'mean_slowdown'):.2f}, {B} "
+        f"{m(B, 'mean_slowdown'):.2f}; avg queue {A} {_s(m(A, 'avg_queue_time'))}, {B} "
+        f"{_s(m(B, 'avg_queue_time'))}; preemption ratio {A} {m(A, 'preemption_ratio'):.1%}, "
+        f"{B} {m(B, 'preemption_ratio'):.1%}; loaned GPU-hours used {A} "
+        f"{m(A, 'loaned_gpu_hours_used'):,.0f}, {B} {m(B, 'loaned_gpu_hours_used'):,.0f}"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Scales and scenarios
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scale:
+    name: str
+    basic: str  # scenario name of the "basic" role
+    ideal_base: str  # scenario the "ideal" role derives from (None-like "" = use ``ideal`` as is)
+    ideal_direct: str | None  # a scenario used as is for the ideal role
+    seeds: int
+    slow_seeds: Mapping[str, int] = field(default_factory=dict)
+
+
+SCALES: dict[str, Scale] = {
+    # The paper's Basic is production size (>3,500 GPUs, 15 days); its Ideal at the same size.
+    "paper": Scale("paper", "production", "production", None, 3, {"pollux-250": 1}),
+    "mid": Scale("mid", "basic", "basic", "ideal", 5),
+    "tiny": Scale("tiny", "tiny", "tiny", None, 3),
+}
+
+
+def ideal_overrides() -> dict[str, Any]:
+    """The workload fields in which ``ideal.yaml`` differs from ``basic.yaml`` (our Ideal)."""
+    b, i = load_scenario("basic").workload, load_scenario("ideal").workload
+    return {
+        f.name: getattr(i, f.name)
+        for f in dataclasses.fields(i)
+        if getattr(i, f.name) != getattr(b, f.name)
+    }
+
+
+def role_configs(scale: Scale) -> dict[str, ScenarioConfig]:
+    """The scenario config of each role at ``scale``."""
+    basic = load_scenario(scale.basic)
+    if scale.ideal_direct:
+        ideal = load_scenario(scale.ideal_direct)
+    else:
+        base = load_scenario(scale.ideal_base)
+        ideal = dataclasses.replace(
+            base.replace(workload=ideal_overrides()),
+            name=f"{base.name}-ideal",
+            description=f"{base.name} with ideal.yaml's workload settings: {ideal_overrides()}",
+        )
+    return {"basic": basic, "ideal": ideal}
+
+
+def config_hash(cfg: ScenarioConfig) -> str:
+    """16 hex digits of SHA-256 over everything of the resolved config that changes an episode."""
+    from aryl_gym.leaderboard.runner import scenario_fingerprint
+
+    text = json.dumps(scenario_fingerprint(cfg), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------------------------
+# Config overrides (sweeps)
+# ----------------------------------------------------------------------------------------------
+
+#: The knobs the paper does not fix (SPEC "World v1" 6) and the values the default sweep tries.
+#: Each list holds the scenario's data-derived default and values around it, fixed before any
+#: policy's result was looked at; a knob not defined by this checkout's config is skipped.
+DEFAULT_SWEEPS: dict[str, tuple[Any, ...]] = {
+    "workload.elastic_range": (1.0, 2.0, 4.0),
+    "workload.burstiness": (0.0, 0.5, 1.0),
+    "inference.headroom": (0.0, 0.1, 0.2),
+    "cluster.inf_speed_scale": (0.5, 1.0, 2.0),
+    "workload.load": (0.7, 0.85, 1.0),
+}
+
+_SECTION_NAMES = ("cluster", "inference", "workload", "sim")
+
+
+def _section_fields(section: str) -> list[str]:
+    cfg = ScenarioConfig(name="probe")
+    return [f.name for f in dataclasses.fields(getattr(cfg, section))]
+
+
+def check_key(key: str) -> tuple[str, str]:
+    """``section.field`` -> (section, field); ValueError naming the key and the allowed ones."""
+    parts = key.split(".")
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(
+            f"--sweep: {key!r} is not a dotted key; use SECTION.FIELD, e.g. workload.load "
+            f"(sections: {', '.join(_SECTION_NAMES)})"
+        )
+    sec, fld = parts
+    if sec not in _SECTION_NAMES:
+        raise ValueError(
+            f"--sweep: unknown section {sec!r} in {key!r}; sections: {', '.join(_SECTION_NAMES)}"
+        )
+    allowed = _section_fields(sec)
+    if fld not in allowed:
+        raise ValueError(
+            f"--sweep: unknown key {key!r}: section '{sec}' has no field '{fld}'. "
+            f"Allowed: {', '.join(sorted(allowed))}"
+        )
+    return sec, fld
+
+
+def apply_override(cfg: ScenarioConfig, key: str, value: Any) -> ScenarioConfig:
+    """``cfg`` with ``section.field = value``, type- and cross-checked (ValueError on a bad one)."""
+    sec, fld = check_key(key)
+    try:
+        new = cfg.replace(**{sec: {fld: value}})
+        validate_scenario(dataclasses.replace(new, source=f"--sweep {key}={value!r}"))
+    except ConfigError as exc:
+        raise ValueError(str(exc).replace("<override>", f"--sweep {key}={value!r}")) from None
+    except TypeError as exc:
+        raise ValueError(f"--sweep {key}={value!r}: {exc}") from None
+    return new
+
+
+def parse_sweep(text: str) -> tuple[str, list[Any]]:
+    """``KEY=V1,V2,...`` -> (key, values), values read as YAML scalars (``0.5``, ``true``)."""
+    if "=" not in text:
+        raise ValueError(f"--sweep {text!r}: use KEY=V1,V2,... e.g. workload.load=0.7,0.85,1.0")
+    key, vals = text.split("=", 1)
+    key = key.strip()
+    check_key(key)
+    out: list[Any] = []
+    for v in vals.split(","):
+        v = v.strip()
+        if not v:
+            continue
+        try:
+            out.append(yaml.safe_load(v))
+        except yaml.YAMLError:
+            raise ValueError(f"--sweep {key}: cannot read value {v!r}") from None
+    if not out:
+        raise ValueError(f"--sweep {key}: give at least one value after '='")
+    return key, out
+
+
+def resolve_sweeps(texts: Sequence[str], log: Callable[[str], None]) -> list[tuple[str, list[Any]]]:
+    """The sweeps of ``--sweep`` flags (``default`` expands to :data:`DEFAULT_SWEEPS`)."""
+    out: list[tuple[str, list[Any]]] = []
+    for t in texts:
+        if t.strip() == "default":
+            for key, vals in DEFAULT_SWEEPS.items():
+                try:
+                    check_key(key)
+                except ValueError:
+                    log(f"note: default sweep knob {key} is not defined by this checkout's config; skipped")
+                    continue
+                out.append((key, list(vals)))
+        else:
+            out.append(parse_sweep(t))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Episodes: tasks, cache, executors
+# ----------------------------------------------------------------------------------------------
+
+AGENT_PREFIX = "agent:"
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity (the config holds dicts)
+class Task:
+    """One episode: a scenario config, a policy (registry name or ``agent:SOURCE``), a seed."""
+
+    role: str
+    config: ScenarioConfig
+    policy: str
+    seed: int
+    hash: str
+    tag: str = ""  # which variant (sweep point, sigma) this config is, for progress lines
+
+    @property
+    def key(self) -> tuple[str, str, int, str]:
+        return (self.config.name, self.policy, self.seed, self.hash)
+
+
+@dataclass
+class TaskOutput:
+    task: Task
+    status: str  # "ok" | "failed" | "skipped"
+    result: dict[str, Any] | None = None
+    message: str = ""
+
+
+def cache_path(out: Path, task: Task) -> Path:
+    from aryl_gym.leaderboard.runner import slug
+
+    return (
+        out / "episodes" / slug(task.config.name) / slug(task.policy)
+        / f"seed{task.seed}-{task.hash}.json"
+    )
+
+
+def run_task(task: Task) -> TaskOutput:
+    """Run one episode; never raises. Module level and plain data, so it runs in any worker."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    try:
+        from aryl_gym.scenario import make_episode
+
+        ep = make_episode(task.config, task.seed)
+        last_submit = max((j.submit for j in ep.jobs), default=0.0)
+        if task.policy.startswith(AGENT_PREFIX):
+            res = _run_learned(task)
+        else:
+            from aryl_gym.agents import make_policy
+
+            res = ep.simulator().run(make_policy(task.policy))
+    except _Unavailable as exc:
+        return TaskOutput(task, "skipped", message=str(exc))
+    except Exception as exc:  # noqa: BLE001 - reported, the run goes on
+        return TaskOutput(task, "failed", message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}")
+    d = res.to_dict(series=False)
+    d["combined_usage_hourly"] = [float(x) for x in res.combined_usage_hourly]
+    d["arrival_hours"] = last_submit / 3600.0
+    d["episode_wall_s"] = time.perf_counter() - t0
+    # CPU seconds of this process: the cost of the episode on a machine shared with other work
+    d["episode_cpu_s"] = time.process_time() - c0
+    return TaskOutput(task, "ok", result=d)
+
+
+class _Unavailable(Exception):
+    """A learned agent that cannot run here (no torch/SB3, or its env rejects the scenario)."""
+
+
+def _run_learned(task: Task) -> EpisodeResult:
+    source = task.policy[len(AGENT_PREFIX):]
+    try:
+        from aryl_gym.agents.learned import load_agent
+    except ImportError as exc:
+        raise _Unavailable(f"learned agents need aryl-gym[train]: {exc}") from None
+    try:
+        agent = load_agent(source)
+    except (ImportError, ConfigError) as exc:
+        raise _Unavailable(f"cannot load agent {source!r}: {exc}") from None
+    from aryl_gym.train.evaluation import run_agent
+
+    env = agent.make_env(scenario=task.config)
+    try:
+        res, _ret, _steps = run_agent(agent, env, task.seed)
+    finally:
+        env.close()
+    return res
+
+
+def result_from_cache(d: Mapping[str, Any]) -> EpisodeResult:
+    res = EpisodeResult.from_dict(dict(d))
+    res.arrival_hours = float(d.get("arrival_hours") or 0.0)  # type: ignore[attr-defined]
+    return res
+
+
+def read_cached(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            d = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) and "result" in d else None
+
+
+def write_cached(path: Path, task: Task, result: Mapping[str, Any], commit: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    payload = {
+        "scenario": task.config.name,
+        "policy": task.policy,
+        "seed": task.seed,
+        "config_hash": task.hash,
+        "commit": commit,
+        "result": dict(result),
+    }
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(payload, fh, default=_json_default)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _json_default(o: Any) -> Any:  # pragma: no cover - numpy scalars
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+Executor = Callable[[Sequence[Task], int], Iterator[TaskOutput]]
+
+
+def local_executor(tasks: Sequence[Task], workers: int) -> Iterator[TaskOutput]:
+    """Run here (``workers <= 1``) or in ``spawn``-ed worker processes, yielding as they finish."""
+    if workers <= 1 or len(tasks) <= 1:
+        for t in tasks:
+            yield run_task(t)
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=mp.get_context("spawn"))
+    finished = False
+    try:
+        futures = [pool.submit(run_task, t) for t in tasks]
+        for fut in as_completed(futures):
+            yield fut.result()
+        finished = True
+    finally:
+        # On an interruption do not wait for the episodes in flight (their results would be
+        # lost anyway); what finished is already cached.
+        pool.shutdown(wait=finished, cancel_futures=True)
+
+
+def ray_executor(tasks: Sequence[Task], workers: int, address: str | None = None) -> Iterator[TaskOutput]:
+    """Run ``tasks`` as Ray tasks (the leaderboard's Ray set-up: ``RAY_ADDRESS`` or a local Ray)."""
+    if not tasks:
+        return
+    try:
+        import ray
+    except ImportError:
+        raise ValueError(
+            "--backend ray needs Ray: pip install 'aryl-gym[ray]', or use --backend local"
+        ) from None
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    started = False
+    if not ray.is_initialized():
+        kw: dict[str, Any] = {"ignore_reinit_error": True, "include_dashboard": False,
+                              "log_to_driver": False, "configure_logging": False}
+        if address:
+            kw["address"] = address
+        else:
+            kw["num_cpus"] = max(1, int(workers))
+        ray.init(**kw)
+        started = True
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(run_task)
+        pending = {remote.remote(t): t for t in tasks}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                t = pending.pop(ref)
+                try:
+                    yield ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - a worker died: report, go on
+                    yield TaskOutput(t, "failed", message=f"ray task failed: {exc}")
+    finally:
+        if started:
+            ray.shutdown()
+
+
+#: rough relative cost of one episode by policy, to start the long ones first
+_COST = {"pollux-250": 100.0, "pollux": 50.0, "afs": 3.0, "aryl+tuned": 2.0}
+
+
+def _cost(t: Task) -> float:
+    scale = t.config.cluster.train_gpus + t.config.cluster.inf_gpus
+    if t.policy.startswith(AGENT_PREFIX):
+        return 50.0 * scale  # acts through the env, one sub-step per grant
+    return _COST.get(t.policy, 1.0) * scale
+
+
+@dataclass
+class RunStats:
+    new: int = 0
+    cached: int = 0
+    failed: list[tuple[Task, str]] = field(default_factory=list)
+    skipped: list[tuple[Task, str]] = field(default_factory=list)
+    other_commit: int = 0
+    wall_by_policy: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    cpu_by_policy: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    missing: list[Task] = field(default_factory=list)  # not cached, not run (``cached_only``)
+    wall_s: float = 0.0
+
+
+def run_tasks(
+    tasks: Sequence[Task],
+    out: Path,
+    *,
+    workers: int = 1,
+    backend: str = "local",
+    fresh: bool = False,
+    cached_only: bool = False,
+    progress: str = "bar",
+    executor: Executor | None = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[dict[Task, EpisodeResult], RunStats]:
+    """Run the tasks not yet cached under ``out``; return every task's result.
+
+    ``progress``: ``"bar"`` (a tqdm bar on stderr), ``"lines"`` (one stderr line per episode) or
+    ``"none"``.
+    """
+    from aryl_gym.leaderboard.runner import git_commit
+
+    say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    t0 = time.perf_counter()
+    commit = git_commit()
+    stats = RunStats()
+    results: dict[Task, EpisodeResult] = {}
+    todo: list[Task] = []
+    seen: set[tuple[str, str, int, str]] = set()
+    uniq: list[Task] = []
+    for t in tasks:
+        if t.key not in seen:
+            seen.add(t.key)
+            uniq.append(t)
+    for t in uniq:
+        c = None if fresh else read_cached(cache_path(out, t))
+        if c is not None:
+            results[t] = result_from_cache(c["result"])
+            stats.cached += 1
+            if c.get("commit") != commit:
+                stats.other_commit += 1
+            _note_wall(stats, t, c["result"])
+        else:
+            todo.append(t)
+    if stats.other_commit:
+        say(
+            f"note: {stats.other_commit} cached episode(s) were made at another commit; pass "
+            "--fresh (or another --out) to recompute them with this code"
+        )
+    if cached_only:
+        stats.missing = todo
+        if todo:
+            say(f"--cached-only: {len(todo)} episode(s) not cached are left out")
+        todo = []
+    todo.sort(key=_cost, reverse=True)
+    if todo:
+        say(f"{len(todo)} episode(s) to run, {stats.cached} cached, {workers} worker(s), backend {backend}")
+    run = executor
+    if run is None:
+        if backend == "ray":
+            run = ray_executor
+        elif backend == "local":
+            run = local_executor
+        else:
+            raise ValueError(f"--backend: unknown backend {backend!r}; use local or ray")
+    bar = None
+    if progress == "bar" and todo:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), unit="ep", desc="reproduce", dynamic_ncols=True, file=sys.stderr)
+    try:
+        for o in run(todo, workers):
+            t = o.task
+            if o.status == "ok" and o.result is not None:
+                write_cached(cache_path(out, t), t, o.result, commit)
+                results[t] = result_from_cache(o.result)
+                stats.new += 1
+                _note_wall(stats, t, o.result)
+                line = f"{t.config.name} {t.policy} seed {t.seed}{' ' + t.tag if t.tag else ''}: {o.result['episode_wall_s']:.1f} s"
+            elif o.status == "skipped":
+                stats.skipped.append((t, o.message))
+                line = f"{t.config.name} {t.policy} seed {t.seed}: skipped ({o.message})"
+            else:
+                stats.failed.append((t, o.message))
+                line = f"{t.config.name} {t.policy} seed {t.seed}: FAILED {o.message.splitlines()[0]}"
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(line, refresh=True)
+            elif progress == "lines":
+                say(f"[{stats.new + len(stats.failed) + len(stats.skipped)}/{len(todo)}] {line}")
+    except KeyboardInterrupt:
+        say(f"\ninterrupted: {stats.new} new episode(s) are cached in {out}/episodes; rerun to resume")
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+        stats.wall_s = time.perf_counter() - t0
+    return results, stats
+
+
+def _note_wall(stats: RunStats, t: Task, d: Mapping[str, Any]) -> None:
+    w, c = d.get("episode_wall_s"), d.get("episode_cpu_s")
+    if isinstance(w, (int, float)):
+        stats.wall_by_policy.setdefault((t.config.name, t.policy), []).append(float(w))
+    if isinstance(c, (int, float)):
+        stats.cpu_by_policy.setdefault((t.config.name, t.policy), []).append(float(c))
+
+
+# ----------------------------------------------------------------------------------------------
+# The headline table
+# ----------------------------------------------------------------------------------------------
+
+
+def seeds_for(scale: Scale, n: int | None, first_seed: int, policy: str) -> list[int]:
+    k = n if n is not None else scale.seeds
+    if n is None and policy in scale.slow_seeds:
+        k = scale.slow_seeds[policy]
+    elif n is not None and policy in scale.slow_seeds:
+        k = min(n, scale.slow_seeds[policy])
+    return list(range(first_seed, first_seed + k))
+
+
+def table_tasks(
+    specs: Sequence[RowSpec],
+    configs: Mapping[str, ScenarioConfig],
+    scale: Scale,
+    n_seeds: int | None,
+    first_seed: int,
+    tag: str = "",
+) -> list[Task]:
+    """The episodes the rows need: each (role, policy, seed) once."""
+    need: dict[tuple[str, str], None] = {}
+    for sp in specs:
+        for p in sp.policies:
+            need[(sp.role, p)] = None
+    hashes = {r: config_hash(c) for r, c in configs.items()}
+    tasks = []
+    for role, pol in need:
+        for s in seeds_for(scale, n_seeds, first_seed, pol):
+            tasks.append(Task(role, configs[role], pol, s, hashes[role], tag))
+    return tasks
+
+
+def results_by_role(results: Mapping[Task, EpisodeResult]) -> dict[tuple[str, str, int], EpisodeResult]:
+    return {(t.role, t.policy, t.seed): r for t, r in results.items()}
+
+
+def all_seeds(tasks: Sequence[Task]) -> list[int]:
+    return sorted({t.seed for t in tasks})
+
+
+def render_table_md(rows: Sequence[RowResult], names: Mapping[str, str] | None = None) -> str:
+    """The table in Markdown; ``names`` maps a role to its scenario's name."""
+    names = names or {}
+    lines = [
+        "| row | paper | ours (geo. mean of per-seed ratios) | 95% CI | seeds | tolerance | within | runs |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        sp, st = r.spec, r.stat
+        ci = f"{fmt_value(st.lo, sp.fmt)} .. {fmt_value(st.hi, sp.fmt)}" if math.isfinite(st.lo) else "-"
+        lo, hi = r.band
+        ok = "yes" if r.within else ("no (CI overlaps)" if r.ci_overlaps else "no")
+        lines.append(
+            f"| {sp.name} | {fmt_value(sp.paper, sp.fmt)} | {fmt_value(st.mean, sp.fmt)}"
+            f"{' (arith. mean: a seed has 0)' if st.method == 'arithmetic' else ''} | {ci} | "
+            f"{st.n}{f' ({st.dropped} undefined)' if st.dropped else ''} | "
+            f"{fmt_value(lo, sp.fmt)} .. {fmt_value(hi, sp.fmt)} | {ok} | {sp.variant} on `{names.get(sp.role, sp.role)}` |"
+        )
+    return "\n".join(lines)
+
+
+def render_table_text(rows: Sequence[RowResult]) -> str:
+    from aryl_gym.commands._common import table
+
+    body = []
+    for r in rows:
+        sp, st = r.spec, r.stat
+        ci = f"{fmt_value(st.lo, sp.fmt)}..{fmt_value(st.hi, sp.fmt)}" if math.isfinite(st.lo) else "-"
+        lo, hi = r.band
+        body.append([sp.id, fmt_value(sp.paper, sp.fmt), fmt_value(st.mean, sp.fmt), ci, str(st.n),
+                     f"{fmt_value(lo, sp.fmt)}..{fmt_value(hi, sp.fmt)}", "yes" if r.within else "no"])
+    return table(body, ["row", "paper", "ours", "95% CI", "n", "tolerance", "within"])
+
+
+def why_lines(rows: Sequence[RowResult]) -> list[str]:
+    return [f"- **{r.spec.name}**: {r.why}" for r in rows if not r.within]
+
+
+# ----------------------------------------------------------------------------------------------
+# Sweeps
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SweepPoint:
+    key: str
+    value: Any
+    rows: list[RowResult]
+
+
+def sweep_configs(base: Mapping[str, ScenarioConfig], key: str, value: Any) -> dict[str, ScenarioConfig]:
+    return {role: apply_override(c, key, value) for role, c in base.items()}
+
+
+def render_sweep_md(points: Sequence[SweepPoint], specs: Sequence[RowSpec]) -> str:
+    out = []
+    keys = list(dict.fromkeys(p.key for p in points))
+    for key in keys:
+        pts = [p for p in points if p.key == key]
+        head = "| row | paper | " + " | ".join(f"{key}={p.value}" for p in pts) + " |"
+        out += [head, "|---|---|" + "---|" * len(pts)]
+        for i, sp in enumerate(specs):
+            cells = []
+            for p in pts:
+                st = p.rows[i].stat
+                mark = " *" if p.rows[i].within else ""
+                ci = (f" ({fmt_value(st.lo, sp.fmt)}..{fmt_value(st.hi, sp.fmt)})"
+                      if math.isfinite(st.lo) else "")
+                cells.append(f"{fmt_value(st.mean, sp.fmt)}{ci}{mark}")
+            out.append(f"| {sp.name} | {fmt_value(sp.paper, sp.fmt)} | " + " | ".join(cells) + " |")
+        out.append("")
+    out.append("`*`: within the paper's tolerance.")
+    return "\n".join(out)
+
+
+def sweep_findings(points: Sequence[SweepPoint], specs: Sequence[RowSpec]) -> list[str]:
+    """Plain sentences read off the sweep table: where each row meets the paper, and its trend."""
+    lines = []
+    keys = list(dict.fromkeys(p.key for p in points))
+    for i, sp in enumerate(specs):
+        for key in keys:
+            pts = [p for p in points if p.key == key]
+            vals = [p.rows[i].stat.mean for p in pts]
+            if not any(math.isfinite(v) for v in vals):
+                continue
+            ok = [str(p.value) for p in pts if p.rows[i].within]
+            fin = [(p.value, v) for p, v in zip(pts, vals) if math.isfinite(v)]
+            trend = ""
+            if len(fin) >= 2:
+                d = fin[-1][1] - fin[0][1]
+                trend = (f"moves from {fmt_value(fin[0][1], sp.fmt)} at {fin[0][0]} to "
+                         f"{fmt_value(fin[-1][1], sp.fmt)} at {fin[-1][0]}"
+                         if abs(d) > 1e-9 else "does not move")
+            where = f"within tolerance at {key} = {', '.join(ok)}" if ok else "within tolerance at no tried value"
+            lines.append(f"- {sp.name} (paper {fmt_value(sp.paper, sp.fmt)}) over `{key}`: {trend}; {where}.")
+    return lines
+
+
+def plot_sweep(points: Sequence[SweepPoint], specs: Sequence[RowSpec], path: Path) -> Path | None:
+    """One panel per knob: each row's ratio over the tried values, with its 95% CI."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    keys = list(dict.fromkeys(p.key for p in points))
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 4), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        pts = [p for p in points if p.key == key]
+        xs = list(range(len(pts)))
+        for i, sp in enumerate(specs):
+            m = np.array([p.rows[i].stat.mean for p in pts], dtype=float)
+            lo = np.array([p.rows[i].stat.lo for p in pts], dtype=float)
+            hi = np.array([p.rows[i].stat.hi for p in pts], dtype=float)
+            if not np.isfinite(m).any():
+                continue
+            err = np.vstack([np.where(np.isfinite(lo), m - lo, 0), np.where(np.isfinite(hi), hi - m, 0)])
+            line = ax.errorbar(xs, m, yerr=err, marker="o", capsize=3, label=sp.id)
+            # the paper's figure, dotted, in the row's colour
+            ax.axhline(sp.paper, color=line.lines[0].get_color(), ls=":", lw=0.9)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_xticks(xs, [str(p.value) for p in pts])
+        ax.set_xlabel(key)
+        ax.set_ylabel("ratio (paired geo. mean, 95% CI; dotted: paper)")
+        ax.set_yscale("log")
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# ----------------------------------------------------------------------------------------------
+# Prediction-error study (paper 7.5)
+# ----------------------------------------------------------------------------------------------
+
+PREDICTION_SIGMAS: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0)
+PREDICTION_POLICIES: tuple[str, ...] = ("aryl", "sjf", "afs", f"{AGENT_PREFIX}ppo-testbed")
+PREDICTION_METRICS: tuple[str, ...] = ("avg_jct", "p95_jct", "avg_queue_time")
+
+
+def check_policies(names: Sequence[str]) -> None:
+    """Every name is a registered policy or ``agent:SOURCE``; ValueError naming the first that is not."""
+    from aryl_gym.agents import policy_names
+
+    known = policy_names()
+    if not names:
+        raise ValueError("--policies: give at least one policy")
+    for n in names:
+        if n.startswith(AGENT_PREFIX):
+            if not n[len(AGENT_PREFIX):]:
+                raise ValueError("--policies: 'agent:' needs a source, e.g. agent:ppo-testbed")
+            continue
+        if n not in known:
+            raise ValueError(
+                f"--policies: unknown policy {n!r}. Known: {', '.join(known)}; or agent:SOURCE"
+            )
+
+
+def prediction_tasks(
+    cfg: ScenarioConfig, policies: Sequence[str], sigmas: Sequence[float], seeds: Sequence[int]
+) -> list[Task]:
+    tasks = []
+    for sg in sigmas:
+        c = apply_override(cfg, "workload.prediction_sigma", float(sg))
+        h = config_hash(c)
+        for p in policies:
+            for s in seeds:
+                tasks.append(Task(f"sigma={sg}", c, p, s, h, f"sigma={sg}"))
+    return tasks
+
+
+def prediction_table(
+    results: Mapping[Task, EpisodeResult], policies: Sequence[str], sigmas: Sequence[float],
+    seeds: Sequence[int], metric: str = "avg_jct",
+) -> dict[str, dict[float, RatioStat]]:
+    """policy -> sigma -> paired ratio ``metric(sigma) / metric(0)`` over seeds."""
+    by = {(t.role, t.policy, t.seed): r for t, r in results.items()}
+    out: dict[str, dict[float, RatioStat]] = {}
+    for p in policies:
+        out[p] = {}
+        for sg in sigmas:
+            ratios = {}
+            for s in seeds:
+                a, b = by.get((f"sigma={sg}", p, s)), by.get((f"sigma={sigmas[0]}", p, s))
+                if a is None or b is None:
+                    continue
+                x, y = getattr(a, metric), getattr(b, metric)
+                ratios[s] = float(x) / float(y) if y else math.nan
+            out[p][sg] = paired_ratio_ci(ratios)
+    return out
+
+
+def render_prediction_md(
+    tab: Mapping[str, Mapping[float, RatioStat]], sigmas: Sequence[float],
+    absolute: Mapping[str, float], metric: str,
+) -> str:
+    lines = [
+        f"| policy | {metric} at sigma={sigmas[0]} | "
+        + " | ".join(f"sigma={s}" for s in sigmas[1:]) + " |",
+        "|---|---|" + "---|" * (len(sigmas) - 1),
+    ]
+    for p, row in tab.items():
+        cells = []
+        for sg in sigmas[1:]:
+            st = row[sg]
+            ci = f" ({st.lo:.3f}..{st.hi:.3f})" if math.isfinite(st.lo) else ""
+            cells.append(f"{st.mean:.3f}{ci}" if math.isfinite(st.mean) else "-")
+        lines.append(f"| {p} | {_s(absolute.get(p, math.nan))} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------
+# The document
+# ----------------------------------------------------------------------------------------------
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    """``text`` with the block between ``<!-- reproduce:NAME -->`` markers set to ``body``
+    (appended at the end when absent), so hand-written prose around it is kept."""
+    start, end = f"<!-- reproduce:{name} -->", f"<!-- /reproduce:{name} -->"
+    block = f"{start}\n{body.rstrip()}\n{end}"
+    i, j = text.find(start), text.find(end)
+    if i >= 0 and j > i:
+        return text[:i] + block + text[j + len(end):]
+    return text.rstrip() + ("\n\n" if text.strip() else "") + block + "\n"
+
+
+def update_doc(path: Path, blocks: Mapping[str, str], title: str = "# Reproducing the paper's headline table") -> None:
+    text = path.read_text(encoding="utf-8") if path.exists() else f"{title}\n"
+    for name, body in blocks.items():
+        text = replace_block(text, name, body)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def wall_table_md(stats: RunStats) -> str:
+    lines = [
+        "| scenario | policy | episodes | wall s per episode (mean) | CPU s per episode (mean) |",
+        "|---|---|---|---|---|",
+    ]
+    for (scen, pol), ws in sorted(stats.wall_by_policy.items()):
+        cs = stats.cpu_by_policy.get((scen, pol), [])
+        cpu = f"{np.mean(cs):.2g}" if cs and np.mean(cs) < 10 else (f"{np.mean(cs):.0f}" if cs else "-")
+        lines.append(f"| {scen} | {pol} | {len(ws)} | {np.mean(ws):.1f} | {cpu} |")
+    return "\n".join(lines)

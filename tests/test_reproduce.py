@@ -1,0 +1,341 @@
+"""``aryl-gym reproduce``: paired statistics, tolerance, rows, sweeps' key checks, cache resume."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from aryl_gym import reproduce as rp
+from aryl_gym.cli import main
+from aryl_gym.config import load_scenario
+from aryl_gym.metrics import EpisodeResult
+
+# ------------------------------------------------------------------------------------------------
+# Statistics
+# ------------------------------------------------------------------------------------------------
+
+
+def test_t_quantiles_match_tables():
+    assert rp.t975(1) == pytest.approx(12.706)
+    assert rp.t975(4) == pytest.approx(2.776)
+    assert rp.t975(30) == pytest.approx(2.042)
+    assert rp.t975(60) == pytest.approx(2.000, abs=0.002)  # exact 2.0003
+    assert rp.t975(120) == pytest.approx(1.980, abs=0.002)  # exact 1.9799
+    with pytest.raises(ValueError):
+        rp.t975(0)
+
+
+def test_paired_ratio_ci_hand_computed():
+    # ratios 1.2, 1.5, 1.8: logs 0.182322, 0.405465, 0.587787; mean 0.391858, sd 0.203075;
+    # half-width 4.303 * 0.203075 / sqrt(3) = 0.504506; geometric mean 3.24^(1/3) = 1.479727;
+    # CI exp(0.391858 -+ 0.504506) = 0.893465 .. 2.450677.
+    st = rp.paired_ratio_ci({0: 1.2, 1: 1.5, 2: 1.8})
+    assert st.n == 3 and st.dropped == 0
+    assert st.mean == pytest.approx(1.479727, rel=1e-5)
+    assert st.lo == pytest.approx(0.893465, rel=1e-5)
+    assert st.hi == pytest.approx(2.450677, rel=1e-5)
+    # identical ratios: zero-width interval
+    st = rp.paired_ratio_ci([2.0, 2.0])
+    assert (st.mean, st.lo, st.hi) == pytest.approx((2.0, 2.0, 2.0))
+
+
+def test_paired_ratio_ci_drops_undefined_and_single_seed_has_no_interval():
+    st = rp.paired_ratio_ci({0: 1.5, 1: math.nan, 2: -1.0, 3: math.inf, 4: None})
+    assert st.n == 1 and st.dropped == 4
+    assert st.mean == pytest.approx(1.5)
+    assert math.isnan(st.lo) and math.isnan(st.hi)
+    st = rp.paired_ratio_ci([])
+    assert st.n == 0 and math.isnan(st.mean)
+
+
+def test_paired_ratio_ci_reports_a_real_zero_with_the_arithmetic_mean():
+    # ratios 0, 0.5, 1.0: mean 0.5, sd 0.5, half-width 4.303 * 0.5 / sqrt(3) = 1.242169
+    st = rp.paired_ratio_ci([0.0, 0.5, 1.0])
+    assert st.method == "arithmetic" and st.n == 3 and st.dropped == 0
+    assert (st.mean, st.lo, st.hi) == pytest.approx((0.5, 0.5 - 1.242169, 0.5 + 1.242169), rel=1e-5)
+    assert rp.paired_ratio_ci([1.2, 1.5]).method == "geometric"
+
+
+def test_tolerance_band_is_twenty_percent_of_the_gain():
+    assert rp.tolerance_band(1.50) == pytest.approx((1.40, 1.60))
+    assert rp.tolerance_band(1.269) == pytest.approx((1.2152, 1.3228))
+    assert rp.tolerance_band(2.13) == pytest.approx((1.904, 2.356))
+    assert rp.within_tolerance(1.40, 1.50) and rp.within_tolerance(1.60, 1.50)
+    assert not rp.within_tolerance(1.39, 1.50) and not rp.within_tolerance(1.61, 1.50)
+    assert not rp.within_tolerance(math.nan, 1.50)
+    assert rp.fmt_value(1.269, "%") == "+26.9%" and rp.fmt_value(1.5, "x") == "1.50x"
+
+
+# ------------------------------------------------------------------------------------------------
+# Rows on synthetic results
+# ------------------------------------------------------------------------------------------------
+
+
+def _result(policy: str, seed: int, **kw: float) -> EpisodeResult:
+    base = {f: 0.0 for f in EpisodeResult.__dataclass_fields__}
+    base.update(scenario="x", policy=policy, seed=seed, truncated=False, stalled=False,
+                combined_usage_hourly=[], jcts=[], queue_times=[])
+    base.update(kw)
+    return EpisodeResult.from_dict(base)
+
+
+def test_rows_pair_by_seed_and_explain_misses_with_figures():
+    spec = {r.id: r for r in rp.ROWS}
+    res = {
+        # seed 0: fifo/aryl JCT 1.5 (within), seed 1: 1.5 -> geo mean 1.5, within
+        ("basic", "fifo", 0): _result("fifo", 0, avg_jct=3000.0, avg_queue_time=1200.0),
+        ("basic", "aryl", 0): _result("aryl", 0, avg_jct=2000.0, avg_queue_time=800.0),
+        ("basic", "fifo", 1): _result("fifo", 1, avg_jct=6000.0, avg_queue_time=600.0),
+        ("basic", "aryl", 1): _result("aryl", 1, avg_jct=4000.0, avg_queue_time=100.0),
+    }
+    rows = rp.compute_rows([spec["jct-aryl-baseline"], spec["queue-aryl-baseline"]], res, [0, 1])
+    jct, queue = rows
+    assert jct.stat.mean == pytest.approx(1.5) and jct.within and jct.why == ""
+    assert jct.stat.lo == pytest.approx(1.5) and jct.stat.hi == pytest.approx(1.5)
+    # queue ratios 1.5 and 6.0: geometric mean 3.0, out of the band 1.4236..1.636
+    assert queue.stat.mean == pytest.approx(3.0) and not queue.within
+    assert "above" in queue.why and "900 s" in queue.why  # Baseline's mean queue (1200 + 600) / 2
+    d = queue.to_dict()
+    assert d["ours"]["per_seed"] == {"0": pytest.approx(1.5), "1": pytest.approx(6.0)}
+    assert d["tolerance"] == pytest.approx([1.424, 1.636])
+
+
+def test_jct_row_explanation_gives_the_queue_share_bound():
+    spec = {r.id: r for r in rp.ROWS}["jct-aryl-baseline"]
+    res = {
+        ("basic", "fifo", 0): _result("fifo", 0, avg_jct=10000.0, avg_queue_time=2000.0),
+        ("basic", "aryl", 0): _result("aryl", 0, avg_jct=8000.0, avg_queue_time=0.0),
+    }
+    (row,) = rp.compute_rows([spec], res, [0])
+    assert row.stat.mean == pytest.approx(1.25) and not row.within
+    # queue share 20% -> removing all queuing gives at most 1 / 0.8 = 1.25x
+    assert "20% of its JCT" in row.why and "1.25x" in row.why
+
+
+def test_peak_hourly_usage_row_uses_the_arrival_window():
+    spec = {r.id: r for r in rp.ROWS}["usage-peak-gain"]
+    a = _result("aryl", 0, combined_usage_hourly=[0.5, 0.9, 0.6, 0.9])
+    b = _result("fifo", 0, combined_usage_hourly=[0.5, 0.6, 0.6, 0.3])
+    a.arrival_hours = 2.5  # type: ignore[attr-defined]
+    # hours 0..2 only: max(1.0, 1.5, 1.0); hour 3 (drain, 3.0) is left out
+    assert rp.seed_ratio(spec, a, b) == pytest.approx(1.5)
+
+
+def test_undefined_row_says_why():
+    spec = {r.id: r for r in rp.ROWS}["nogroup-preemption"]
+    res = {
+        ("ideal", "aryl-nogroup", 0): _result("aryl-nogroup", 0, preemption_ratio=0.1),
+        ("ideal", "aryl", 0): _result("aryl", 0, preemption_ratio=0.0),
+    }
+    (row,) = rp.compute_rows([spec], res, [0])
+    assert row.stat.n == 0 and row.stat.dropped == 1 and "aryl's preemption_ratio is 0" in row.why
+    # the other way round the ratio is a real 0 (-100%), reported, not dropped
+    res[("ideal", "aryl", 0)] = _result("aryl", 0, preemption_ratio=0.25)
+    res[("ideal", "aryl-nogroup", 0)] = _result("aryl-nogroup", 0, preemption_ratio=0.0)
+    (row,) = rp.compute_rows([spec], res, [0])
+    assert row.stat.n == 1 and row.stat.mean == 0.0 and rp.fmt_value(row.stat.mean, "%") == "-100.0%"
+    assert "aryl-nogroup 0.00%, aryl 25.00%" in row.why
+
+
+def test_select_rows_rejects_unknown_ids():
+    assert [r.id for r in rp.select_rows(["afs-aryl-avg"])] == ["afs-aryl-avg"]
+    with pytest.raises(ValueError, match="unknown row 'nope'.*jct-aryl-baseline"):
+        rp.select_rows(["nope"])
+
+
+# ------------------------------------------------------------------------------------------------
+# Scales, overrides, sweeps
+# ------------------------------------------------------------------------------------------------
+
+
+def test_ideal_role_is_the_base_scenario_with_ideals_workload_settings():
+    ov = rp.ideal_overrides()
+    assert ov.get("all_elastic") is True and ov.get("type_agnostic_fraction") == 1.0
+    cfgs = rp.role_configs(rp.SCALES["paper"])
+    prod = load_scenario("production")
+    assert cfgs["basic"] == prod
+    ideal = cfgs["ideal"]
+    assert ideal.name == "production-ideal" and ideal.cluster == prod.cluster
+    assert ideal.workload.all_elastic and ideal.workload.type_agnostic_fraction == 1.0
+    assert ideal.workload.duration_hours == prod.workload.duration_hours
+    mid = rp.role_configs(rp.SCALES["mid"])
+    assert mid["ideal"] == load_scenario("ideal")
+
+
+def test_sweep_key_validation():
+    with pytest.raises(ValueError, match="not a dotted key"):
+        rp.check_key("load")
+    with pytest.raises(ValueError, match="unknown section 'work'"):
+        rp.check_key("work.load")
+    with pytest.raises(ValueError, match="section 'workload' has no field 'lod'.*Allowed:.*load"):
+        rp.check_key("workload.lod")
+    assert rp.parse_sweep("workload.load=0.7, 0.85") == ("workload.load", [0.7, 0.85])
+    assert rp.parse_sweep("workload.all_elastic=true") == ("workload.all_elastic", [True])
+    cfg = load_scenario("tiny")
+    assert rp.apply_override(cfg, "workload.load", 0.7).workload.load == 0.7
+    with pytest.raises(ValueError, match="workload.load must be > 0"):
+        rp.apply_override(cfg, "workload.load", 0)
+    with pytest.raises(ValueError, match="must be a number"):
+        rp.apply_override(cfg, "workload.load", "high")
+    with pytest.raises(ValueError, match="inference.headroom must be in"):
+        rp.apply_override(cfg, "inference.headroom", 1.5)
+    with pytest.raises(ValueError, match="use KEY=V1,V2"):
+        rp.parse_sweep("workload.load")
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("workload.nope=1", "section 'workload' has no field 'nope'"),
+        ("workload.load=-1", "workload.load must be >= 0"),
+        ("cluster.train_servers=1.5", "must be an integer"),
+        ("nodots=1", "not a dotted key"),
+    ],
+)
+def test_cli_rejects_bad_sweeps_with_exit_2(tmp_path, capsys, flag, message):
+    rc = main(["reproduce", "--scale", "tiny", "--sweep", flag, "--out", str(tmp_path), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "episodes").exists()  # nothing ran
+
+
+def test_cli_rejects_unknown_rows(tmp_path, capsys):
+    assert main(["reproduce", "--scale", "tiny", "--rows", "bogus", "--out", str(tmp_path)]) == 2
+    assert "unknown row 'bogus'" in capsys.readouterr().err
+
+
+def test_default_sweep_list_skips_knobs_this_config_lacks():
+    notes: list[str] = []
+    sweeps = rp.resolve_sweeps(["default"], notes.append)
+    keys = [k for k, _ in sweeps]
+    for key in rp.DEFAULT_SWEEPS:
+        try:
+            rp.check_key(key)
+        except ValueError:
+            assert key not in keys and any(key in n for n in notes)
+        else:
+            assert key in keys
+
+
+def test_replace_block_keeps_prose():
+    text = "# T\n\nprose\n\n<!-- reproduce:table -->\nold\n<!-- /reproduce:table -->\n\nmore prose\n"
+    out = rp.replace_block(text, "table", "new")
+    assert "prose" in out and "more prose" in out and "new" in out and "old" not in out
+    out2 = rp.replace_block(out, "sweep", "S")
+    assert out2.endswith("<!-- reproduce:sweep -->\nS\n<!-- /reproduce:sweep -->\n")
+
+
+# ------------------------------------------------------------------------------------------------
+# End to end on tiny
+# ------------------------------------------------------------------------------------------------
+
+FAST_ROWS = "queue-aryl-baseline,jct-aryl-baseline,usage-peak-gain,afs-aryl-avg,nogroup-preemption,nogroup-jct"
+
+
+def _run_json(capsys, argv):
+    rc = main(argv)
+    out = capsys.readouterr().out
+    assert rc == 0
+    return json.loads(out)
+
+
+def test_reproduce_tiny_end_to_end_and_resume(tmp_path, capsys):
+    argv = ["reproduce", "--scale", "tiny", "--seeds", "2", "--rows", FAST_ROWS, "--out",
+            str(tmp_path), "--json", "--no-progress"]
+    first = _run_json(capsys, argv)
+    ids = [r["id"] for r in first["rows"]]
+    assert ids == FAST_ROWS.split(",")
+    assert first["seeds"] == [0, 1]
+    # fifo, aryl, fifo-backfill (explains the queue row), aryl-noloan, afs, aryl-nogroup on tiny;
+    # aryl-nogroup, aryl on tiny-ideal; 2 seeds each
+    assert first["episodes"]["new"] == 16 and first["episodes"]["cached"] == 0
+    by = {r["id"]: r for r in first["rows"]}
+    for rid in ("queue-aryl-baseline", "jct-aryl-baseline", "usage-peak-gain", "afs-aryl-avg", "nogroup-jct"):
+        o = by[rid]["ours"]
+        assert o["n"] == 2
+        assert all(isinstance(o[k], float) and math.isfinite(o[k]) for k in ("mean", "ci_lo", "ci_hi"))
+        assert o["ci_lo"] <= o["mean"] <= o["ci_hi"]
+        lo, hi = by[rid]["tolerance"]
+        assert by[rid]["within_tolerance"] == (lo <= o["mean"] <= hi)
+        assert by[rid]["within_tolerance"] or by[rid]["why"]
+    # the JCT row is recomputed here from the cached episodes, seed by seed
+    eps = tmp_path / "episodes"
+    per_seed = {}
+    for s in (0, 1):
+        (f,) = (eps / "tiny" / "fifo").glob(f"seed{s}-*.json")
+        (a,) = (eps / "tiny" / "aryl").glob(f"seed{s}-*.json")
+        per_seed[s] = json.loads(f.read_text())["result"]["avg_jct"] / json.loads(a.read_text())["result"]["avg_jct"]
+    assert by["jct-aryl-baseline"]["ours"]["mean"] == pytest.approx(math.sqrt(per_seed[0] * per_seed[1]))
+    md = (tmp_path / "reproduction.md").read_text()
+    assert "Aryl vs Baseline: average JCT" in md
+    assert f"aryl-gym reproduce --scale tiny --seeds 2 --rows {FAST_ROWS} --out {tmp_path}" in md
+    assert "<!-- reproduce:table -->" in md and "Made by (at commit" in md
+    # second run: everything from the cache, the same numbers
+    second = _run_json(capsys, argv)
+    assert second["episodes"]["new"] == 0 and second["episodes"]["cached"] == 16
+    assert [r["ours"] for r in second["rows"]] == [r["ours"] for r in first["rows"]]
+    # a sweep point equal to the shipped value reuses the same episodes (same config hash)
+    load = load_scenario("tiny").workload.load
+    third = _run_json(capsys, [*argv, "--sweep", f"workload.load={load}"])
+    assert third["episodes"]["new"] == 0
+    assert [r["ours"] for r in third["sweep"][0]["rows"]] == [r["ours"] for r in first["rows"]]
+
+
+@pytest.mark.slow
+def test_reproduce_tiny_all_rows_with_workers_and_sweep(tmp_path, capsys):
+    argv = ["reproduce", "--scale", "tiny", "--seeds", "2", "--workers", "2", "--out", str(tmp_path),
+            "--json", "--no-progress", "--sweep", "inference.headroom=0.0,0.2"]
+    res = _run_json(capsys, argv)
+    assert [r["id"] for r in res["rows"]] == list(rp.ROW_IDS)
+    assert len(res["sweep"]) == 2 and res["plot"] and (tmp_path / "sweep.png").exists()
+    md = (tmp_path / "reproduction.md").read_text()
+    assert "<!-- reproduce:sweep -->" in md and "inference.headroom=0.2" in md
+
+
+def test_prediction_error_study_on_tiny(tmp_path, capsys):
+    argv = ["reproduce", "--study", "prediction-error", "--scale", "tiny", "--seeds", "2",
+            "--policies", "aryl,sjf", "--out", str(tmp_path), "--json"]
+    res = _run_json(capsys, argv)
+    assert res["sigmas"] == [0.0, 0.25, 0.5, 1.0] and res["skipped"] == {}
+    jct = res["ratios"]["avg_jct"]
+    for p in ("aryl", "sjf"):
+        # sigma = 0 against itself: exactly 1 on every seed
+        assert jct[p]["0.0"]["mean"] == pytest.approx(1.0) and jct[p]["0.0"]["n"] == 2
+        for sg in ("0.25", "0.5", "1.0"):
+            o = jct[p][sg]
+            assert o["n"] == 2 and all(math.isfinite(o[k]) for k in ("mean", "ci_lo", "ci_hi"))
+    # the cached episodes: the same trace at every sigma (only predictions change)
+    a0 = json.loads(next((tmp_path / "episodes" / "tiny" / "sjf").glob("seed0-*.json")).read_text())
+    assert a0["result"]["jobs_total"] == 30
+    md = (tmp_path / "reproduction.md").read_text()
+    assert "<!-- reproduce:prediction-error-tiny -->" in md and "--policies aryl,sjf" in md
+
+
+def test_study_rejects_unknown_policy_and_rows(tmp_path, capsys):
+    assert main(["reproduce", "--study", "prediction-error", "--policies", "aryl,nope",
+                 "--out", str(tmp_path)]) == 2
+    assert "unknown policy 'nope'" in capsys.readouterr().err
+    assert main(["reproduce", "--study", "prediction-error", "--rows", "afs-aryl-avg",
+                 "--out", str(tmp_path)]) == 2
+    assert "drop --rows" in capsys.readouterr().err
+
+
+def test_prediction_sigma_changes_predictions_only():
+    from aryl_gym.scenario import make_episode
+
+    cfg = load_scenario("tiny")
+    a = make_episode(rp.apply_override(cfg, "workload.prediction_sigma", 0.0), 3).jobs
+    b = make_episode(rp.apply_override(cfg, "workload.prediction_sigma", 1.0), 3).jobs
+    assert [(j.submit, j.work, j.w_max) for j in a] == [(j.submit, j.work, j.w_max) for j in b]
+    assert [j.pred_work for j in a] == [j.work for j in a]
+    assert any(j.pred_work != j.work for j in b)
+
+
+def test_row_without_paired_episodes_names_what_is_missing():
+    spec = {r.id: r for r in rp.ROWS}["afs-aryl-avg"]
+    res = {("basic", "aryl-noloan", 0): _result("aryl-noloan", 0, avg_jct=1.0)}
+    (row,) = rp.compute_rows([spec], res, [0, 1])
+    assert row.stat.n == 0 and "not run or not cached: afs" in row.why and "aryl-noloan" not in row.why
