@@ -508,7 +508,7 @@ DEFAULT_SWEEPS: dict[str, tuple[Any, ...]] = {
     "workload.burstiness": (0.0, 0.5, 1.0),
     "inference.headroom": (0.0, 0.1, 0.2),
     "cluster.inf_speed_scale": (0.5, 1.0, 2.0),
-    "workload.load": (0.7, 0.85, 1.0),
+    "workload.load": (0.6, 0.8, 1.0),
 }
 
 _SECTION_NAMES = ("cluster", "inference", "workload", "sim")
