@@ -48,6 +48,9 @@ scenario without loaning (section 7.4).
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 import numpy as np
 from aryl_gym.agents._alloc import fit_targets
 from aryl_gym.agents.base import BasePolicy, register
@@ -233,21 +236,80 @@ class PolluxPolicy(BasePolicy):
         return pop
 
 
+#: Mutation probabilities per cell (upstream ``_mutate``): reset to the current allocation,
+#: zero; a third one, raise to a random valid count, has probability ``1 / jobs``.
+P_RESET, P_ZERO = 0.1, 0.01
+#: a cell is reset or zeroed (zero wins over reset, as upstream applies it second)
+P_RESET_OR_ZERO = 1.0 - (1.0 - P_RESET) * (1.0 - P_ZERO)
+
+
+def bernoulli_cells(rng: np.random.Generator, N: int, p: float) -> np.ndarray:
+    """Sorted indices of the cells, among ``N``, that an independent Bernoulli(``p``) trial
+    per cell selects: the same law as ``np.flatnonzero(rng.random(N) < p)``, drawn as geometric
+    gaps between successes (about ``N p`` draws instead of ``N``). Blocks of gaps are drawn
+    until they pass ``N``; the draw count depends only on the stream, so a seed repeats."""
+    if N <= 0 or p <= 0.0:
+        return np.empty(0, dtype=np.int64)
+    if p >= 1.0:
+        return np.arange(N, dtype=np.int64)
+    mean = N * p
+    m = int(mean + 6.0 * math.sqrt(mean) + 16)
+    parts = []
+    last = -1
+    while True:
+        pos = last + rng.geometric(p, m).cumsum()
+        if pos[-1] >= N:
+            parts.append(pos[: int(np.searchsorted(pos, N))])
+            break
+        parts.append(pos)
+        last = int(pos[-1])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class GenerationDraws(NamedTuple):
+    """The random choices of one GA generation (population ``P`` x ``n`` jobs), see
+    :func:`draw_generation`. Cells are flat indices ``child * n + job``."""
+
+    tournament: np.ndarray  # (P, 2) contestants of each child's binary tournament
+    points: np.ndarray  # (P // 2,) crossover point of each pair of children
+    rz_cells: np.ndarray  # sorted cells reset to the current allocation or zeroed
+    rz_zero: np.ndarray  # (len(rz_cells),) True: zeroed, False: reset
+    inc_cells: np.ndarray  # sorted cells raised to a random valid count
+    inc_u: np.ndarray  # (len(inc_cells),) uniform that picks the raised count
+
+
+def draw_generation(rng: np.random.Generator, P: int, n: int) -> GenerationDraws:
+    """Draw one generation's random choices, in this order: ``2P + P/2`` uniforms (binary
+    tournaments, then crossover points), the reset-or-zero cells (Bernoulli
+    ``P_RESET_OR_ZERO`` per cell, :func:`bernoulli_cells`), one uniform per such cell (zeroed
+    when below ``P_ZERO / P_RESET_OR_ZERO``, else reset: the same joint law as independent reset
+    and zero trials), the raised cells (Bernoulli ``1 / n``) and one uniform per raised cell."""
+    half = P // 2
+    R = rng.random(2 * P + half)
+    tour = (R[: 2 * P] * P).astype(np.intp).reshape(P, 2)
+    pts = (R[2 * P :] * n).astype(np.intp)
+    rz = bernoulli_cells(rng, P * n, P_RESET_OR_ZERO)
+    zero = rng.random(rz.size) < P_ZERO / P_RESET_OR_ZERO
+    inc = bernoulli_cells(rng, P * n, 1.0 / n)
+    u = rng.random(inc.size)
+    return GenerationDraws(tour, pts, rz, zero, inc, u)
+
+
 class GAProblem:
     """The per-round optimisation problem, vectorised over a population (P, n) of counts.
 
-    Speed [ours, same results]: every per-job rule is a lookup table indexed by
-    ``job x count`` (counts are small integers), built once per round, so a generation is a
-    handful of whole-population numpy calls: repair is one gather (plus a second one when
-    capacity binds), the fitness of the whole population one gather and one row sum over
-    precomputed ``1 / (penalised speedup + 1e-3)``. Random numbers for many generations are
-    drawn in one call (the same stream, in the same order, as one call per generation) and
-    turned into tournament, crossover and mutation masks in bulk. Results are bit-identical
-    to the straightforward per-generation formulation (``tests/test_pollux.py`` checks it).
+    Speed [ours, same law]: every per-job rule is a lookup table indexed by ``job x count``
+    (counts are small integers), built once per round. A generation gathers the tournament
+    winners' rows, splices them at the crossover points, and applies the mutations only to the
+    cells they hit (about 11% of cells plus one per child), drawn sparsely
+    (:func:`draw_generation`). Repair then needs the valid-count rule only at those cells
+    (every parent already satisfies it) and the capacity cut only in the children over
+    capacity: the cumulative-sum rule keeps a row up to the first job that passes capacity,
+    gives that job what is left and zeroes the rest. The fitness of all children is one gather
+    and one row sum over precomputed ``1 / (penalised speedup + 1e-3)``. Results are
+    bit-identical to the literal per-generation formulation on the same draws
+    (``tests/test_pollux.py`` checks it).
     """
-
-    #: most random numbers drawn (and masks built) at once, to bound memory (doubles)
-    CHUNK_DOUBLES = 1 << 21
 
     def __init__(
         self,
@@ -308,13 +370,23 @@ class GAProblem:
         return self._repair(np.minimum(pop, self._V - 1))
 
     def _repair(self, pop: np.ndarray) -> np.ndarray:
-        x = self._fix1.take(pop + self._offs)
-        cum = (x if self._unit_g else x * self.g).cumsum(axis=1)
-        if cum[:, -1].max() > self.cap:
-            np.minimum(cum, self.cap, out=cum)
-            cum[:, 1:] -= cum[:, :-1].copy()
-            x = cum if self._unit_g else cum // self.g
-            x = self._fix2.take(x + self._offs)
+        return self._cut(self._fix1.take(pop + self._offs))
+
+    def _cut(self, x: np.ndarray) -> np.ndarray:
+        """The capacity step of :meth:`repair` on rows whose counts are already valid (repair
+        step 1 leaves them unchanged), in place: only rows over capacity change."""
+        tot = x.sum(axis=1) if self._unit_g else x @ self.g
+        over = np.flatnonzero(tot > self.cap)
+        if over.size:
+            sub = x[over]
+            cum = (sub if self._unit_g else sub * self.g).cumsum(axis=1)
+            k = (cum > self.cap).argmax(axis=1)  # first job past capacity
+            rows = np.arange(over.size)
+            prev = np.where(k > 0, cum[rows, k - 1], 0)
+            left = (self.cap - prev) // self.g[k]
+            sub[np.arange(x.shape[1])[None, :] > k[:, None]] = 0
+            sub[rows, k] = self._fix2[self._offs[k] + left]
+            x[over] = sub
         return x
 
     def search(
@@ -322,58 +394,55 @@ class GAProblem:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Elitist GA; returns (population sorted best first, fitness).
 
-        Per generation ``2P + P/2 + 4Pn`` uniform draws, in this order: binary tournaments
-        (2 per child), single-point crossover points (one per pair), then four (P, n) blocks for
-        mutation: reset to the current allocation (< 0.1), zero (< 0.01), raise (< 1/n) and the
-        raised value. The draw order is fixed, so a seed repeats exactly.
+        Each generation: binary tournaments pick ``P`` parents; pairs ``(i, i + P/2)`` cross
+        over at one point (child ``i`` takes its own parent before the point, its partner's
+        after; child ``i + P/2`` the reverse); each child's cells are reset to the current
+        allocation (0.1), zeroed (0.01) and raised to a uniform count in ``[current, hi]``
+        (``1/n``); children are repaired; parents and children compete for ``P`` places
+        (stable: a parent wins ties). Random choices: :func:`draw_generation`.
         """
         P, n = pop.shape
         fit = self.objective(pop)
         if n == 0 or generations == 0:
             idx = np.argsort(-fit, kind="stable")
             return pop[idx], fit[idx]
-        p_inc = 1.0 / n
+        half = P // 2
         span = (self.hi + 1).astype(np.float64)
         cols = np.arange(n)
-        half = P // 2
-        k1, k2 = 2 * P, 2 * P + half
-        per = k2 + 4 * P * n  # draws per generation
         other = np.concatenate([np.arange(half, P), np.arange(half)])  # partner of child i
-        flat_cols = cols[None, :]
-        chunk = max(1, min(generations, self.CHUNK_DOUBLES // per))
+        offs, base = self._offs, self.base
+        # Rows that pass repair step 1 unchanged stay so through crossover; then only mutated
+        # cells need it. The starting allocation (row 0) may not (e.g. capacity shrank).
+        valid = bool(np.array_equal(self._fix1.take(np.minimum(pop, self._V - 1) + offs), pop))
         # parents in rows [0, P), children in rows [P, 2P): survival gathers the best P back
         allp = np.concatenate([pop, pop])
         allf = np.concatenate([fit, fit])
-        done = 0
-        while done < generations:
-            c = min(chunk, generations - done)
-            R = rng.random(c * per).reshape(c, per)
-            A = (R[:, :k1] * P).astype(np.intp).reshape(c, P, 2)
-            pts = (R[:, k1:k2] * n).astype(np.intp)  # (c, half)
-            cross = cols[None, None, :] < pts[:, :, None]  # (c, half, n)
-            cross = np.concatenate([cross, cross], axis=1)  # same point for both children
-            r = R[:, k2:].reshape(c, 4, P, n)
-            zero = r[:, 1] < 0.01
-            keep = ~((r[:, 0] < 0.1) | zero)  # mutation (1)-(2) leave the child as bred
-            fixed = np.where(zero, 0, self.base)  # ... else it becomes this value
-            inc = r[:, 2] < p_inc
-            r3 = r[:, 3]
-            for t in range(c):
-                a = A[t]
-                win = np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])
-                # crossover: child i takes parent win[i] before the point, its partner after
-                src = np.where(cross[t], win[:, None], win[other][:, None])
-                kids = allp.take(src * n + flat_cols)  # parents are allp[:P]
-                kids = np.where(keep[t], kids, fixed[t])
-                kids = np.where(inc[t], kids + (r3[t] * (span - kids)).astype(np.int64), kids)
-                kids = self._repair(kids)
-                allp[P:] = kids
-                allf[P:] = self.objective(kids)
-                idx = (-allf).argsort(kind="stable")[:P]
-                allp[:P] = allp[idx]
-                allf[:P] = allf[idx]
-                fit = allf[:P]
-            done += c
+        for _ in range(generations):
+            d = draw_generation(rng, P, n)
+            a = d.tournament
+            win = np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])
+            kids = allp[win]  # parents are allp[:P]
+            pts = np.concatenate([d.points, d.points])  # same point for both children
+            np.copyto(kids, allp[win[other]], where=cols[None, :] >= pts[:, None])
+            flat = kids.reshape(-1)
+            c = d.rz_cells
+            if c.size:
+                flat[c] = np.where(d.rz_zero, 0, base[c % n])
+            c = d.inc_cells
+            if c.size:
+                j = c % n
+                cur = flat[c]
+                cur += (d.inc_u * (span[j] - cur)).astype(np.int64)
+                # repair step 1 where it can change something: 0 and the current allocation
+                # pass it, so only the raised cells
+                flat[c] = self._fix1[cur + offs[j]] if valid else cur
+            kids = self._cut(kids) if valid else self.repair(kids)
+            allp[P:] = kids
+            allf[P:] = self.objective(kids)
+            idx = (-allf).argsort(kind="stable")[:P]
+            allp[:P] = allp[idx]
+            allf[:P] = allf[idx]
+            fit = allf[:P]
         return allp[:P].copy(), allf[:P].copy()
 
 

@@ -8,7 +8,14 @@ import itertools
 import numpy as np
 import pytest
 from aryl_gym.agents.base import make_policy
-from aryl_gym.agents.pollux import GAProblem, PolluxPolicy
+from aryl_gym.agents.pollux import (
+    P_RESET_OR_ZERO,
+    P_ZERO,
+    GAProblem,
+    PolluxPolicy,
+    bernoulli_cells,
+    draw_generation,
+)
 from aryl_gym.agents.pollux_model import family_model, load_profile, packed_placement
 
 from aryl_gym.sim.view import Decision
@@ -177,7 +184,8 @@ def test_scaling_counts_match_placement_reports():
 # The vectorised GA gives exactly the straightforward formulation's result
 # ------------------------------------------------------------------------------------------------
 def _reference_search(prob: GAProblem, pop, generations, rng):
-    """One generation at a time, rules applied literally (the pre-table implementation)."""
+    """One generation at a time, every rule applied literally to whole (P, n) arrays with dense
+    masks built from the same draws (the pre-table, pre-sparse implementation)."""
     lo, hi, base, g, cap, ir = prob.lo, prob.hi, prob.base, prob.g, prob.cap, prob.inel_run
     offs = np.arange(len(prob.jobs)) * prob.S.shape[1]
 
@@ -202,19 +210,23 @@ def _reference_search(prob: GAProblem, pop, generations, rng):
     P, n = pop.shape
     fit = objective(pop)
     span, cols, half = (hi + 1).astype(np.float64), np.arange(n), P // 2
-    k1, k2 = 2 * P, 2 * P + half
     for _ in range(generations):
-        R = rng.random(k2 + 4 * P * n)
-        a = (R[:k1] * P).astype(np.intp).reshape(P, 2)
+        d = draw_generation(rng, P, n)
+        a = d.tournament
         win = np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])
         p1, p2 = pop[win[:half]], pop[win[half:]]
-        mask = cols < (R[k1:k2] * n).astype(np.intp)[:, None]
+        mask = cols < d.points[:, None]
         kids = np.concatenate([np.where(mask, p1, p2), np.where(mask, p2, p1)])
-        r = R[k2:].reshape(4, P, n)
-        kids = np.where(r[0] < 0.1, base, kids)
-        kids[r[1] < 0.01] = 0
-        inc = r[2] < 1.0 / n
-        kids[inc] = (kids + (r[3] * (span - kids)).astype(np.int64))[inc]
+        reset, zero = np.zeros(P * n, bool), np.zeros(P * n, bool)
+        reset[d.rz_cells] = True  # zero wins over reset
+        zero[d.rz_cells[d.rz_zero]] = True
+        inc, u = np.zeros(P * n, bool), np.zeros(P * n)
+        inc[d.inc_cells] = True
+        u[d.inc_cells] = d.inc_u
+        reset, zero, inc, u = (m.reshape(P, n) for m in (reset, zero, inc, u))
+        kids = np.where(reset, base, kids)
+        kids[zero] = 0
+        kids[inc] = (kids + (u * (span - kids)).astype(np.int64))[inc]
         kids = repair(kids)
         allp, allf = np.concatenate([pop, kids]), np.concatenate([fit, objective(kids)])
         idx = np.argsort(-allf, kind="stable")[:P]
@@ -222,11 +234,10 @@ def _reference_search(prob: GAProblem, pop, generations, rng):
     return pop, fit
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_vectorised_ga_is_bit_identical_to_reference(seed):
+def _ref_case(seed: int, tight: bool = False):
     rs = np.random.default_rng(100 + seed)
     n = int(rs.integers(3, 25))
-    g = rs.choice([1, 1, 2, 4], n)
+    g = rs.choice([1, 1, 2, 4], n) if seed % 2 == 0 else np.ones(n, int)
     hi = rs.integers(1, 9, n)
     lo = np.where(rs.random(n) < 0.3, hi, np.maximum(1, hi // 3))
     base = np.where(rs.random(n) < 0.5, rs.integers(0, 9, n), 0)
@@ -234,16 +245,101 @@ def test_vectorised_ga_is_bit_identical_to_reference(seed):
     ir = (lo == hi) & (base > 0)
     S = np.concatenate([np.zeros((n, 1)), np.cumsum(rs.random((n, hi.max())), axis=1)], axis=1)
     factor = rs.random(n)
-    prob = GAProblem(list(range(n)), g, lo, hi, base, S, factor, int(rs.integers(8, 64)), -1.0, ir)
+    # tight: the starting allocation is over capacity (capacity shrank), repair must still run
+    cap = max(1, int((base * g).sum()) // 2) if tight else int(rs.integers(8, 64))
+    prob = GAProblem(list(range(n)), g, lo, hi, base, S, factor, cap, -1.0, ir)
     start = prob.repair(rs.integers(0, 9, (40, n)))
-    # a small chunk forces several random-number blocks per search
-    prob.CHUNK_DOUBLES = 3 * (2 * 40 + 20 + 4 * 40 * n)
+    start[0] = base
+    if tight:  # a starting row that repair step 1 would change (above its job's range)
+        start[1] = np.minimum(base + 1, 8)
+    return prob, start
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("tight", [False, True])
+def test_fast_ga_is_bit_identical_to_reference(seed, tight):
+    prob, start = _ref_case(seed, tight)
     r1, r2 = np.random.default_rng(seed), np.random.default_rng(seed)
     got = prob.search(start.copy(), 17, r1)
     want = _reference_search(prob, start.copy(), 17, r2)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
     assert r1.random() == r2.random()  # same draws consumed
-    assert np.array_equal(prob.repair(start), start)  # repaired stays repaired
+    rep = prob.repair(start[2:])
+    assert np.array_equal(prob.repair(rep), rep)  # repaired stays repaired
+
+
+class _CountingProblem(GAProblem):
+    """Counts the children the capacity step cut, to show the cases reach that path."""
+
+    cut_rows = 0
+
+    def _cut(self, x):
+        tot = (x * self.g).sum(axis=1)
+        self.cut_rows += int((tot > self.cap).sum())
+        return super()._cut(x)
+
+
+class _NoCutProblem(GAProblem):
+    """A wrong capacity step: the row is left whole instead of cut (a planted bug)."""
+
+    def _cut(self, x):
+        return x
+
+
+def test_reference_cases_reach_the_capacity_cut():
+    # valid starts (sparse repair) and invalid ones (full repair), unit and mixed GPUs/worker
+    for seed, tight in ((0, False), (1, False), (2, True), (3, True)):
+        prob, start = _ref_case(seed, tight)
+        cnt = _CountingProblem(prob.jobs, prob.g, prob.lo, prob.hi, prob.base, prob.S,
+                               prob.factor, prob.cap, prob.p, prob.inel_run)
+        cnt.search(start.copy(), 17, np.random.default_rng(seed))
+        assert cnt.cut_rows > 0
+
+
+def test_reference_comparison_catches_a_wrong_rule():
+    """The bit-identity check has teeth: a GA with one rule broken no longer matches."""
+    for seed in range(4):
+        prob, start = _ref_case(seed, tight=True)
+        want = _reference_search(prob, start.copy(), 17, np.random.default_rng(seed))
+        bad = _NoCutProblem(prob.jobs, prob.g, prob.lo, prob.hi, prob.base, prob.S,
+                            prob.factor, prob.cap, prob.p, prob.inel_run)
+        got = bad.search(start.copy(), 17, np.random.default_rng(seed))
+        assert not (np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]))
+
+
+def test_generation_draws_follow_the_mutation_law():
+    """Sparse draws have the per-cell law of independent uniform trials: reset-or-zero 0.109,
+    zeroed 0.01, raised 1/n, independently of the cell's place, and uniform raised values."""
+    rng = np.random.default_rng(5)
+    P, n, G = 40, 25, 400
+    rz = np.zeros(P * n)
+    zero = np.zeros(P * n)
+    inc = np.zeros(P * n)
+    both = 0.0
+    us = []
+    for _ in range(G):
+        d = draw_generation(rng, P, n)
+        assert np.all(np.diff(d.rz_cells) > 0) and np.all(np.diff(d.inc_cells) > 0)
+        assert d.tournament.shape == (P, 2) and d.tournament.max() < P
+        assert d.points.shape == (P // 2,) and d.points.max() < n
+        rz[d.rz_cells] += 1
+        zero[d.rz_cells[d.rz_zero]] += 1
+        inc[d.inc_cells] += 1
+        both += np.intersect1d(d.rz_cells, d.inc_cells).size
+        us.append(d.inc_u)
+    N = P * n * G
+    for counts, p in ((rz, P_RESET_OR_ZERO), (zero, P_ZERO), (inc, 1 / n)):
+        sd = np.sqrt(N * p * (1 - p))
+        assert abs(counts.sum() - N * p) < 5 * sd
+        # every child and every job is hit at the same rate
+        for per in (counts.reshape(P, n).sum(1), counts.reshape(P, n).sum(0)):
+            m = counts.sum() / per.size
+            assert np.all(np.abs(per - m) < 6 * np.sqrt(m) + 3)
+    assert abs(both - N * P_RESET_OR_ZERO / n) < 5 * np.sqrt(N * P_RESET_OR_ZERO / n)
+    u = np.concatenate(us)
+    assert abs(u.mean() - 0.5) < 5 * np.sqrt(1 / 12 / u.size)
+    assert bernoulli_cells(rng, 10, 1.0).tolist() == list(range(10))
+    assert bernoulli_cells(rng, 10, 0.0).size == 0 and bernoulli_cells(rng, 0, 0.5).size == 0
 
 
 def test_exploration_cap_doubles_replicas_per_reallocation():
