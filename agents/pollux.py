@@ -245,19 +245,25 @@ P_RESET_OR_ZERO = 1.0 - (1.0 - P_RESET) * (1.0 - P_ZERO)
 
 def bernoulli_cells(rng: np.random.Generator, N: int, p: float) -> np.ndarray:
     """Sorted indices of the cells, among ``N``, that an independent Bernoulli(``p``) trial
-    per cell selects: the same law as ``np.flatnonzero(rng.random(N) < p)``, drawn as geometric
-    gaps between successes (about ``N p`` draws instead of ``N``). Blocks of gaps are drawn
-    until they pass ``N``; the draw count depends only on the stream, so a seed repeats."""
+    per cell selects: the law of ``np.flatnonzero(rng.random(N) < p)``, drawn as geometric gaps
+    between successes (about ``N p`` draws instead of ``N``). A gap is ``1 + floor(E / l)`` with
+    ``E`` standard exponential and ``l = -log(1 - p)``, which is geometric with success
+    probability ``p``. Blocks of gaps are drawn until they pass ``N``; the draw count depends
+    only on the stream, so a seed repeats."""
     if N <= 0 or p <= 0.0:
         return np.empty(0, dtype=np.int64)
     if p >= 1.0:
         return np.arange(N, dtype=np.int64)
+    inv = -1.0 / math.log1p(-p)
     mean = N * p
     m = int(mean + 6.0 * math.sqrt(mean) + 16)
     parts = []
     last = -1
     while True:
-        pos = last + rng.geometric(p, m).cumsum()
+        gaps = (rng.standard_exponential(m) * inv).astype(np.int64)
+        gaps += 1
+        pos = gaps.cumsum()
+        pos += last
         if pos[-1] >= N:
             parts.append(pos[: int(np.searchsorted(pos, N))])
             break
@@ -268,7 +274,7 @@ def bernoulli_cells(rng: np.random.Generator, N: int, p: float) -> np.ndarray:
 
 class GenerationDraws(NamedTuple):
     """The random choices of one GA generation (population ``P`` x ``n`` jobs), see
-    :func:`draw_generation`. Cells are flat indices ``child * n + job``."""
+    :func:`draw_block`. Cells are flat indices ``child * n + job``."""
 
     tournament: np.ndarray  # (P, 2) contestants of each child's binary tournament
     points: np.ndarray  # (P // 2,) crossover point of each pair of children
@@ -278,21 +284,63 @@ class GenerationDraws(NamedTuple):
     inc_u: np.ndarray  # (len(inc_cells),) uniform that picks the raised count
 
 
-def draw_generation(rng: np.random.Generator, P: int, n: int) -> GenerationDraws:
-    """Draw one generation's random choices, in this order: ``2P + P/2`` uniforms (binary
-    tournaments, then crossover points), the reset-or-zero cells (Bernoulli
+class DrawBlock(NamedTuple):
+    """The random choices of ``G`` consecutive generations (:func:`draw_block`). Cells are flat
+    indices ``(generation * P + child) * n + job``; ``rz_at``/``inc_at`` (length ``G + 1``)
+    delimit each generation's share of the sorted cell lists."""
+
+    tournament: np.ndarray  # (G, P, 2)
+    points: np.ndarray  # (G, P // 2)
+    rz_cells: np.ndarray
+    rz_zero: np.ndarray
+    inc_cells: np.ndarray
+    inc_u: np.ndarray
+    rz_at: np.ndarray
+    inc_at: np.ndarray
+
+    def generation(self, t: int, P: int, n: int) -> GenerationDraws:
+        """Generation ``t``'s draws with cells relative to that generation."""
+        a, b = self.rz_at[t], self.rz_at[t + 1]
+        c, d = self.inc_at[t], self.inc_at[t + 1]
+        o = t * P * n
+        return GenerationDraws(
+            self.tournament[t], self.points[t], self.rz_cells[a:b] - o, self.rz_zero[a:b],
+            self.inc_cells[c:d] - o, self.inc_u[c:d],
+        )
+
+
+#: most cells (generations x population x jobs) whose random choices are drawn at once; part
+#: of the stream's definition (a seed repeats for a given population, job count and
+#: generation count)
+BLOCK_CELLS = 1 << 20
+
+
+def block_sizes(generations: int, P: int, n: int) -> list[int]:
+    """Generations per :func:`draw_block` call for a search of ``generations``."""
+    per = max(1, BLOCK_CELLS // max(P * n, 1))
+    return [min(per, generations - k) for k in range(0, generations, per)]
+
+
+def draw_block(rng: np.random.Generator, G: int, P: int, n: int) -> DrawBlock:
+    """Draw ``G`` generations' random choices, in this order: ``G (2P + P/2)`` uniforms (per
+    generation: binary tournaments, then crossover points), the reset-or-zero cells (Bernoulli
     ``P_RESET_OR_ZERO`` per cell, :func:`bernoulli_cells`), one uniform per such cell (zeroed
-    when below ``P_ZERO / P_RESET_OR_ZERO``, else reset: the same joint law as independent reset
-    and zero trials), the raised cells (Bernoulli ``1 / n``) and one uniform per raised cell."""
+    when below ``P_ZERO / P_RESET_OR_ZERO``, else reset: the joint law of independent reset and
+    zero trials, zero applied last), the raised cells (Bernoulli ``1 / n``) and one uniform per
+    raised cell."""
     half = P // 2
-    R = rng.random(2 * P + half)
-    tour = (R[: 2 * P] * P).astype(np.intp).reshape(P, 2)
-    pts = (R[2 * P :] * n).astype(np.intp)
-    rz = bernoulli_cells(rng, P * n, P_RESET_OR_ZERO)
+    R = rng.random(G * (2 * P + half)).reshape(G, 2 * P + half)
+    tour = (R[:, : 2 * P] * P).astype(np.intp).reshape(G, P, 2)
+    pts = (R[:, 2 * P :] * n).astype(np.intp)
+    N = G * P * n
+    rz = bernoulli_cells(rng, N, P_RESET_OR_ZERO)
     zero = rng.random(rz.size) < P_ZERO / P_RESET_OR_ZERO
-    inc = bernoulli_cells(rng, P * n, 1.0 / n)
+    inc = bernoulli_cells(rng, N, 1.0 / n)
     u = rng.random(inc.size)
-    return GenerationDraws(tour, pts, rz, zero, inc, u)
+    ends = np.arange(G + 1, dtype=np.int64) * (P * n)
+    return DrawBlock(
+        tour, pts, rz, zero, inc, u, np.searchsorted(rz, ends), np.searchsorted(inc, ends)
+    )
 
 
 class GAProblem:
@@ -302,7 +350,7 @@ class GAProblem:
     (counts are small integers), built once per round. A generation gathers the tournament
     winners' rows, splices them at the crossover points, and applies the mutations only to the
     cells they hit (about 11% of cells plus one per child), drawn sparsely
-    (:func:`draw_generation`). Repair then needs the valid-count rule only at those cells
+    for many generations at once (:func:`draw_block`). Repair then needs the valid-count rule only at those cells
     (every parent already satisfies it) and the capacity cut only in the children over
     capacity: the cumulative-sum rule keeps a row up to the first job that passes capacity,
     gives that job what is left and zeroes the rest. The fitness of all children is one gather
@@ -399,7 +447,8 @@ class GAProblem:
         after; child ``i + P/2`` the reverse); each child's cells are reset to the current
         allocation (0.1), zeroed (0.01) and raised to a uniform count in ``[current, hi]``
         (``1/n``); children are repaired; parents and children compete for ``P`` places
-        (stable: a parent wins ties). Random choices: :func:`draw_generation`.
+        (stable: a parent wins ties). Random choices: :func:`draw_block`, in blocks of
+        :func:`block_sizes` generations.
         """
         P, n = pop.shape
         fit = self.objective(pop)
@@ -407,42 +456,48 @@ class GAProblem:
             idx = np.argsort(-fit, kind="stable")
             return pop[idx], fit[idx]
         half = P // 2
-        span = (self.hi + 1).astype(np.float64)
         cols = np.arange(n)
         other = np.concatenate([np.arange(half, P), np.arange(half)])  # partner of child i
-        offs, base = self._offs, self.base
+        offs, base, Pn = self._offs, self.base, P * n
         # Rows that pass repair step 1 unchanged stay so through crossover; then only mutated
         # cells need it. The starting allocation (row 0) may not (e.g. capacity shrank).
         valid = bool(np.array_equal(self._fix1.take(np.minimum(pop, self._V - 1) + offs), pop))
+        # per-cell tables of a (P, n) block, indexed by cell = child * n + job
+        base_cell = np.tile(base, P)
+        span_cell = np.tile((self.hi + 1).astype(np.float64), P)
+        offs_cell = np.tile(offs, P)
         # parents in rows [0, P), children in rows [P, 2P): survival gathers the best P back
         allp = np.concatenate([pop, pop])
         allf = np.concatenate([fit, fit])
-        for _ in range(generations):
-            d = draw_generation(rng, P, n)
-            a = d.tournament
-            win = np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])
-            kids = allp[win]  # parents are allp[:P]
-            pts = np.concatenate([d.points, d.points])  # same point for both children
-            np.copyto(kids, allp[win[other]], where=cols[None, :] >= pts[:, None])
-            flat = kids.reshape(-1)
-            c = d.rz_cells
-            if c.size:
-                flat[c] = np.where(d.rz_zero, 0, base[c % n])
-            c = d.inc_cells
-            if c.size:
-                j = c % n
-                cur = flat[c]
-                cur += (d.inc_u * (span[j] - cur)).astype(np.int64)
-                # repair step 1 where it can change something: 0 and the current allocation
-                # pass it, so only the raised cells
-                flat[c] = self._fix1[cur + offs[j]] if valid else cur
-            kids = self._cut(kids) if valid else self.repair(kids)
-            allp[P:] = kids
-            allf[P:] = self.objective(kids)
-            idx = (-allf).argsort(kind="stable")[:P]
-            allp[:P] = allp[idx]
-            allf[:P] = allf[idx]
-            fit = allf[:P]
+        for G in block_sizes(generations, P, n):
+            d = draw_block(rng, G, P, n)
+            pts = np.concatenate([d.points, d.points], axis=1)  # same point for both children
+            for t in range(G):
+                o = t * Pn
+                a = d.tournament[t]
+                win = np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])
+                kids = allp[win]  # parents are allp[:P]
+                # crossover: a child takes its partner's genes from its point on
+                np.copyto(kids, allp[win[other]], where=cols >= pts[t][:, None])
+                flat = kids.reshape(-1)
+                i, j = d.rz_at[t], d.rz_at[t + 1]
+                c = d.rz_cells[i:j] - o
+                flat[c] = np.where(d.rz_zero[i:j], 0, base_cell[c])
+                i, j = d.inc_at[t], d.inc_at[t + 1]
+                if j > i:
+                    c = d.inc_cells[i:j] - o
+                    cur = flat[c]
+                    cur += (d.inc_u[i:j] * (span_cell[c] - cur)).astype(np.int64)
+                    # repair step 1 where it can change something: 0 and the current
+                    # allocation pass it, so only the raised cells
+                    flat[c] = self._fix1[cur + offs_cell[c]] if valid else cur
+                kids = self._cut(kids) if valid else self.repair(kids)
+                allp[P:] = kids
+                allf[P:] = self.objective(kids)
+                idx = (-allf).argsort(kind="stable")[:P]
+                allp[:P] = allp[idx]
+                allf[:P] = allf[idx]
+                fit = allf[:P]
         return allp[:P].copy(), allf[:P].copy()
 
 

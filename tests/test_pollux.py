@@ -14,7 +14,8 @@ from aryl_gym.agents.pollux import (
     GAProblem,
     PolluxPolicy,
     bernoulli_cells,
-    draw_generation,
+    block_sizes,
+    draw_block,
 )
 from aryl_gym.agents.pollux_model import family_model, load_profile, packed_placement
 
@@ -210,8 +211,11 @@ def _reference_search(prob: GAProblem, pop, generations, rng):
     P, n = pop.shape
     fit = objective(pop)
     span, cols, half = (hi + 1).astype(np.float64), np.arange(n), P // 2
-    for _ in range(generations):
-        d = draw_generation(rng, P, n)
+    draws = []
+    for G in block_sizes(generations, P, n):
+        block = draw_block(rng, G, P, n)
+        draws += [block.generation(t, P, n) for t in range(G)]
+    for d in draws:
         a = d.tournament
         win = np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])
         p1, p2 = pop[win[:half]], pop[win[half:]]
@@ -317,8 +321,11 @@ def test_generation_draws_follow_the_mutation_law():
     inc = np.zeros(P * n)
     both = 0.0
     us = []
-    for _ in range(G):
-        d = draw_generation(rng, P, n)
+    sizes = block_sizes(G, P, n)
+    assert sum(sizes) == G
+    blocks = [draw_block(rng, k, P, n) for k in (G // 4, G // 4, G // 2)]
+    for d in (b.generation(t, P, n) for b in blocks for t in range(len(b.tournament))):
+        assert d.rz_cells.min() >= 0 and d.rz_cells.max() < P * n
         assert np.all(np.diff(d.rz_cells) > 0) and np.all(np.diff(d.inc_cells) > 0)
         assert d.tournament.shape == (P, 2) and d.tournament.max() < P
         assert d.points.shape == (P // 2,) and d.points.max() < n
