@@ -110,6 +110,10 @@ class PolluxPolicy(BasePolicy):
         self._max_seen: dict[int, int] = {}  # most workers each job has run with (exploration)
         self._last_now: float | None = None
         self._sent: set[int] = set()  # jobs whose tuning table the simulator has
+        # per-job constants (g, w_min, w_max, submit, relaunch overhead) and goodput rows
+        # G[0..w_max] by (job, pool), with the speed they were built for
+        self._static: dict[int, tuple[int, int, int, float, float]] = {}
+        self._rows: dict[tuple[int, int], tuple[float, np.ndarray]] = {}
         self.last_objective: tuple[float, float] | None = None  # (start, best) of last round
 
     # -- model ---------------------------------------------------------------------------------
@@ -135,34 +139,61 @@ class PolluxPolicy(BasePolicy):
                 )
         self._last_now = now
 
+    def _job_static(self, view: ClusterView, j: int) -> tuple[int, int, int, float, float]:
+        st = self._static.get(j)
+        if st is None:
+            spec = view.jobs[j]
+            relaunch = view.config.sim.relaunch_for(spec.family)
+            st = (int(spec.g), int(spec.w_min), int(spec.w_max), float(spec.submit), relaunch)
+            self._static[j] = st
+        return st
+
+    def _goodput_row(self, view: ClusterView, j: int, pool: int) -> np.ndarray:
+        """``G[0..w_max]`` of job ``j`` on ``pool`` in work units per second: the simulator's
+        rate times the tuning multiplier (cached; rebuilt if the pool's speed changed)."""
+        speed = view.speed(j, pool)
+        hit = self._rows.get((j, pool))
+        if hit is not None and hit[0] == speed:
+            return hit[1]
+        spec = view.jobs[j]
+        t = self.table(view, j)
+        w = np.arange(1, spec.w_max + 1)
+        sc = scaling_of(spec)  # the job's own curve (JobSpec.scaling), ones if linear
+        row = np.zeros(spec.w_max + 1)
+        row[1:] = w * speed * sc[w] * t[np.minimum(w, len(t) - 1)]
+        self._rows[(j, pool)] = (speed, row)
+        return row
+
     def problem(self, view: ClusterView) -> GAProblem:
         """Build this round's optimisation problem (jobs in Pollux's priority order)."""
         self._update_attained(view)
         jobs = view.active()
-        jobs.sort(key=lambda j: (self._attained.get(j, 0.0), view.jobs[j].submit, j))
+        stat = [self._job_static(view, j) for j in jobs]
+        att = self._attained
+        order = sorted(range(len(jobs)), key=lambda i: (att.get(jobs[i], 0.0), stat[i][3], jobs[i]))
+        jobs = [jobs[i] for i in order]
         n = len(jobs)
-        specs = [view.jobs[j] for j in jobs]
-        g = np.array([s.g for s in specs], dtype=np.int64)
-        lo = np.array([s.w_min for s in specs], dtype=np.int64)
-        hi = hi_full = np.array([s.w_max for s in specs], dtype=np.int64)
+        st = np.array([stat[i] for i in order], dtype=np.float64).reshape(n, 5)
+        ja = np.array(jobs, dtype=np.int64)
+        g = st[:, 0].astype(np.int64)
+        lo = st[:, 1].astype(np.int64)
+        hi = hi_full = st[:, 2].astype(np.int64)
         if self.explore:
             # Upstream JobInfo.max_replicas = max(2 x most replicas profiled so far, 1): a job
             # grows at most by doubling per re-allocation (never below its own w_min).
             seen = np.array([self._max_seen.get(j, 0) for j in jobs], dtype=np.int64)
             hi = np.maximum(np.minimum(hi, np.maximum(2 * seen, 1)), lo)
-        base = np.array([int(view.workers[j]) for j in jobs], dtype=np.int64)
-        running = np.array([view.state[j] == JobState.RUNNING for j in jobs], dtype=bool)
+        base = np.asarray(view.workers)[ja].astype(np.int64)
+        running = np.asarray(view.state)[ja] == JobState.RUNNING
+        pools = np.where(running, np.asarray(view.pool)[ja], TRAIN)
         # A running inelastic job may only keep its size or stop.
         cap = view.capacity(TRAIN)
         wmax = int(hi_full.max()) if n else 0
         # Goodput table G[j, w] in work units per second (sim rate x tuning multiplier).
         G = np.zeros((n, wmax + 1))
         for i, j in enumerate(jobs):
-            t = self.table(view, j)
-            w = np.arange(1, hi_full[i] + 1)
-            pool = int(view.pool[j]) if running[i] else TRAIN
-            sc = scaling_of(specs[i])  # the job's own curve (JobSpec.scaling), ones if linear
-            G[i, 1 : hi_full[i] + 1] = w * view.speed(j, pool) * sc[w] * t[np.minimum(w, len(t) - 1)]
+            row = self._goodput_row(view, j, int(pools[i]))
+            G[i, : row.size] = row
         fair = np.clip(np.ceil(cap / np.maximum(g * max(n, 1), 1)), lo, hi_full).astype(np.int64)
         fair = np.where(lo == hi_full, hi_full, fair)
         base_gp = G[np.arange(n), fair]
@@ -171,18 +202,12 @@ class PolluxPolicy(BasePolicy):
         S = G / np.maximum(base_gp, 1e-12)[:, None] * (share * n_srv)[:, None]
         # Re-allocation penalty factor (applied where an individual differs from `base`).
         sim = view.config.sim
-        age = np.array([view.now - s.submit for s in specs])
-        delay = np.array(
-            [
-                sim.scale_overhead_s
-                if running[i]
-                else (
-                    sim.relaunch_for(specs[i].family)
-                    if view.preemptions[j] > 0
-                    else sim.first_start_overhead_s
-                )
-                for i, j in enumerate(jobs)
-            ]
+        age = view.now - st[:, 3]
+        preempted = np.asarray(view.preemptions)[ja] > 0
+        delay = np.where(
+            running,
+            float(sim.scale_overhead_s),
+            np.where(preempted, st[:, 4], float(sim.first_start_overhead_s)),
         )
         restarts = np.array([self._reallocs.get(j, 0) for j in jobs], dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -466,39 +491,54 @@ class GAProblem:
         base_cell = np.tile(base, P)
         span_cell = np.tile((self.hi + 1).astype(np.float64), P)
         offs_cell = np.tile(offs, P)
-        # parents in rows [0, P), children in rows [P, 2P): survival gathers the best P back
-        allp = np.concatenate([pop, pop])
-        allf = np.concatenate([fit, fit])
+        # Individuals live in 2P row slots; pos_slot[i] is the slot of population position i
+        # (positions sorted best first after each survival), so survival moves no rows: the
+        # surviving children are copied into the slots of the parents they displace.
+        X = np.concatenate([pop, pop])
+        pos_slot = np.arange(P)
+        free = np.arange(P, 2 * P)
         for G in block_sizes(generations, P, n):
             d = draw_block(rng, G, P, n)
             pts = np.concatenate([d.points, d.points], axis=1)  # same point for both children
+            # reset-or-zero cells relative to their generation, and their new values
+            rz_cell = d.rz_cells - np.repeat(np.arange(G, dtype=np.int64) * Pn, np.diff(d.rz_at))
+            rz_val = np.where(d.rz_zero, 0, base_cell[rz_cell])
             for t in range(G):
-                o = t * Pn
                 a = d.tournament[t]
-                win = np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])
-                kids = allp[win]  # parents are allp[:P]
+                win = pos_slot[np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])]
+                kids = X[win]
                 # crossover: a child takes its partner's genes from its point on
-                np.copyto(kids, allp[win[other]], where=cols >= pts[t][:, None])
+                np.copyto(kids, X[win[other]], where=cols >= pts[t][:, None])
                 flat = kids.reshape(-1)
                 i, j = d.rz_at[t], d.rz_at[t + 1]
-                c = d.rz_cells[i:j] - o
-                flat[c] = np.where(d.rz_zero[i:j], 0, base_cell[c])
+                flat[rz_cell[i:j]] = rz_val[i:j]
                 i, j = d.inc_at[t], d.inc_at[t + 1]
                 if j > i:
-                    c = d.inc_cells[i:j] - o
+                    c = d.inc_cells[i:j] - t * Pn
                     cur = flat[c]
                     cur += (d.inc_u[i:j] * (span_cell[c] - cur)).astype(np.int64)
                     # repair step 1 where it can change something: 0 and the current
                     # allocation pass it, so only the raised cells
                     flat[c] = self._fix1[cur + offs_cell[c]] if valid else cur
                 kids = self._cut(kids) if valid else self.repair(kids)
-                allp[P:] = kids
-                allf[P:] = self.objective(kids)
+                allf = np.concatenate([fit, self.objective(kids)])
                 idx = (-allf).argsort(kind="stable")[:P]
-                allp[:P] = allp[idx]
-                allf[:P] = allf[idx]
-                fit = allf[:P]
-        return allp[:P].copy(), allf[:P].copy()
+                fit = allf[idx]
+                is_kid = idx >= P
+                k = int(is_kid.sum())
+                if k:
+                    kept = np.zeros(P, dtype=bool)
+                    kept[idx[~is_kid]] = True
+                    slots = free[:k]
+                    X[slots] = kids[idx[is_kid] - P]
+                    free = np.concatenate([free[k:], pos_slot[~kept]])
+                    new = np.empty(P, dtype=np.int64)
+                    new[~is_kid] = pos_slot[idx[~is_kid]]
+                    new[is_kid] = slots
+                    pos_slot = new
+                else:
+                    pos_slot = pos_slot[idx]
+        return X[pos_slot], fit
 
 
 @register("pollux")
