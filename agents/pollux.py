@@ -262,10 +262,9 @@ class PolluxPolicy(BasePolicy):
 
 
 #: Mutation probabilities per cell (upstream ``_mutate``): reset to the current allocation,
-#: zero; a third one, raise to a random valid count, has probability ``1 / jobs``.
+#: zero (applied after the reset); a third one, raise to a random valid count, has
+#: probability ``1 / jobs``.
 P_RESET, P_ZERO = 0.1, 0.01
-#: a cell is reset or zeroed (zero wins over reset, as upstream applies it second)
-P_RESET_OR_ZERO = 1.0 - (1.0 - P_RESET) * (1.0 - P_ZERO)
 
 
 def bernoulli_cells(rng: np.random.Generator, N: int, p: float) -> np.ndarray:
@@ -299,38 +298,40 @@ def bernoulli_cells(rng: np.random.Generator, N: int, p: float) -> np.ndarray:
 
 class GenerationDraws(NamedTuple):
     """The random choices of one GA generation (population ``P`` x ``n`` jobs), see
-    :func:`draw_block`. Cells are flat indices ``child * n + job``."""
+    :func:`draw_block`. Cells are flat indices ``child * n + job``, sorted."""
 
     tournament: np.ndarray  # (P, 2) contestants of each child's binary tournament
     points: np.ndarray  # (P // 2,) crossover point of each pair of children
-    rz_cells: np.ndarray  # sorted cells reset to the current allocation or zeroed
-    rz_zero: np.ndarray  # (len(rz_cells),) True: zeroed, False: reset
-    inc_cells: np.ndarray  # sorted cells raised to a random valid count
+    reset_cells: np.ndarray  # cells reset to the current allocation
+    zero_cells: np.ndarray  # cells zeroed (after the resets)
+    inc_cells: np.ndarray  # cells raised to a random valid count (after both)
     inc_u: np.ndarray  # (len(inc_cells),) uniform that picks the raised count
 
 
 class DrawBlock(NamedTuple):
     """The random choices of ``G`` consecutive generations (:func:`draw_block`). Cells are flat
-    indices ``(generation * P + child) * n + job``; ``rz_at``/``inc_at`` (length ``G + 1``)
-    delimit each generation's share of the sorted cell lists."""
+    indices ``(generation * P + child) * n + job``; ``*_at`` (length ``G + 1``) delimit each
+    generation's share of the sorted cell lists."""
 
     tournament: np.ndarray  # (G, P, 2)
     points: np.ndarray  # (G, P // 2)
-    rz_cells: np.ndarray
-    rz_zero: np.ndarray
+    reset_cells: np.ndarray
+    zero_cells: np.ndarray
     inc_cells: np.ndarray
     inc_u: np.ndarray
-    rz_at: np.ndarray
+    reset_at: np.ndarray
+    zero_at: np.ndarray
     inc_at: np.ndarray
 
     def generation(self, t: int, P: int, n: int) -> GenerationDraws:
         """Generation ``t``'s draws with cells relative to that generation."""
-        a, b = self.rz_at[t], self.rz_at[t + 1]
-        c, d = self.inc_at[t], self.inc_at[t + 1]
         o = t * P * n
+        r = slice(self.reset_at[t], self.reset_at[t + 1])
+        z = slice(self.zero_at[t], self.zero_at[t + 1])
+        i = slice(self.inc_at[t], self.inc_at[t + 1])
         return GenerationDraws(
-            self.tournament[t], self.points[t], self.rz_cells[a:b] - o, self.rz_zero[a:b],
-            self.inc_cells[c:d] - o, self.inc_u[c:d],
+            self.tournament[t], self.points[t], self.reset_cells[r] - o, self.zero_cells[z] - o,
+            self.inc_cells[i] - o, self.inc_u[i],
         )
 
 
@@ -348,23 +349,22 @@ def block_sizes(generations: int, P: int, n: int) -> list[int]:
 
 def draw_block(rng: np.random.Generator, G: int, P: int, n: int) -> DrawBlock:
     """Draw ``G`` generations' random choices, in this order: ``G (2P + P/2)`` uniforms (per
-    generation: binary tournaments, then crossover points), the reset-or-zero cells (Bernoulli
-    ``P_RESET_OR_ZERO`` per cell, :func:`bernoulli_cells`), one uniform per such cell (zeroed
-    when below ``P_ZERO / P_RESET_OR_ZERO``, else reset: the joint law of independent reset and
-    zero trials, zero applied last), the raised cells (Bernoulli ``1 / n``) and one uniform per
-    raised cell."""
+    generation: binary tournaments, then crossover points), then three independent Bernoulli
+    processes over the block's cells (:func:`bernoulli_cells`): reset (``P_RESET``), zero
+    (``P_ZERO``) and raise (``1 / n``), and one uniform per raised cell."""
     half = P // 2
     R = rng.random(G * (2 * P + half)).reshape(G, 2 * P + half)
     tour = (R[:, : 2 * P] * P).astype(np.intp).reshape(G, P, 2)
     pts = (R[:, 2 * P :] * n).astype(np.intp)
     N = G * P * n
-    rz = bernoulli_cells(rng, N, P_RESET_OR_ZERO)
-    zero = rng.random(rz.size) < P_ZERO / P_RESET_OR_ZERO
+    reset = bernoulli_cells(rng, N, P_RESET)
+    zero = bernoulli_cells(rng, N, P_ZERO)
     inc = bernoulli_cells(rng, N, 1.0 / n)
     u = rng.random(inc.size)
     ends = np.arange(G + 1, dtype=np.int64) * (P * n)
     return DrawBlock(
-        tour, pts, rz, zero, inc, u, np.searchsorted(rz, ends), np.searchsorted(inc, ends)
+        tour, pts, reset, zero, inc, u,
+        np.searchsorted(reset, ends), np.searchsorted(zero, ends), np.searchsorted(inc, ends),
     )
 
 
@@ -427,11 +427,13 @@ class GAProblem:
 
     def objective(self, pop: np.ndarray) -> np.ndarray:
         """Generalised mean (power ``p``) of penalised speedups, per individual: (P,)."""
-        t = self._term.take(pop + self._offs)
-        n = pop.shape[1]
+        return self._mean(self._term.take(pop + self._offs).sum(axis=1), pop.shape[1])
+
+    def _mean(self, total: np.ndarray, n: int) -> np.ndarray:
+        """The power mean from each individual's sum of terms."""
         if self.p == -1.0:
-            return n / t.sum(axis=1)
-        return (t.sum(axis=1) / n) ** (1.0 / self.p)
+            return n / total
+        return (total / n) ** (1.0 / self.p)
 
     def repair(self, pop: np.ndarray) -> np.ndarray:
         """Valid counts in range, then GPU capacity by cumulative sum over the job order.
@@ -482,7 +484,6 @@ class GAProblem:
             return pop[idx], fit[idx]
         half = P // 2
         cols = np.arange(n)
-        other = np.concatenate([np.arange(half, P), np.arange(half)])  # partner of child i
         offs, base, Pn = self._offs, self.base, P * n
         # Rows that pass repair step 1 unchanged stay so through crossover; then only mutated
         # cells need it. The starting allocation (row 0) may not (e.g. capacity shrank).
@@ -497,21 +498,35 @@ class GAProblem:
         X = np.concatenate([pop, pop])
         pos_slot = np.arange(P)
         free = np.arange(P, 2 * P)
+        # work buffers, reused every generation (fresh large temporaries cost page faults)
+        kids = np.empty((P, n), dtype=np.int64)
+        flat = kids.reshape(-1)
+        sec = np.empty((half, n), dtype=np.int64)
+        late = np.empty((half, n), dtype=bool)
+        ib = np.empty((P, n), dtype=np.int64)
+        tb = np.empty((P, n))
         for G in block_sizes(generations, P, n):
             d = draw_block(rng, G, P, n)
-            pts = np.concatenate([d.points, d.points], axis=1)  # same point for both children
-            # reset-or-zero cells relative to their generation, and their new values
-            rz_cell = d.rz_cells - np.repeat(np.arange(G, dtype=np.int64) * Pn, np.diff(d.rz_at))
-            rz_val = np.where(d.rz_zero, 0, base_cell[rz_cell])
+            # cells relative to their generation, and the reset values
+            gen_offs = np.arange(G, dtype=np.int64) * Pn
+            reset = d.reset_cells - np.repeat(gen_offs, np.diff(d.reset_at))
+            reset_val = base_cell[reset]
+            zero = d.zero_cells - np.repeat(gen_offs, np.diff(d.zero_at))
             for t in range(G):
                 a = d.tournament[t]
                 win = pos_slot[np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])]
-                kids = X[win]
-                # crossover: a child takes its partner's genes from its point on
-                np.copyto(kids, X[win[other]], where=cols >= pts[t][:, None])
-                flat = kids.reshape(-1)
-                i, j = d.rz_at[t], d.rz_at[t + 1]
-                flat[rz_cell[i:j]] = rz_val[i:j]
+                # crossover: pair (i, i + P/2) shares a point; each child takes its own
+                # parent's genes before it and its partner's from it on
+                np.take(X, win[:half], axis=0, out=kids[:half], mode="clip")
+                np.take(X, win[half:], axis=0, out=kids[half:], mode="clip")
+                np.copyto(sec, kids[half:])
+                np.greater_equal(cols, d.points[t][:, None], out=late)
+                np.copyto(kids[half:], kids[:half], where=late)
+                np.copyto(kids[:half], sec, where=late)
+                i, j = d.reset_at[t], d.reset_at[t + 1]
+                flat[reset[i:j]] = reset_val[i:j]
+                i, j = d.zero_at[t], d.zero_at[t + 1]
+                flat[zero[i:j]] = 0
                 i, j = d.inc_at[t], d.inc_at[t + 1]
                 if j > i:
                     c = d.inc_cells[i:j] - t * Pn
@@ -520,8 +535,13 @@ class GAProblem:
                     # repair step 1 where it can change something: 0 and the current
                     # allocation pass it, so only the raised cells
                     flat[c] = self._fix1[cur + offs_cell[c]] if valid else cur
-                kids = self._cut(kids) if valid else self.repair(kids)
-                allf = np.concatenate([fit, self.objective(kids)])
+                if valid:
+                    self._cut(kids)
+                else:
+                    kids[...] = self.repair(kids)
+                np.add(kids, offs, out=ib)
+                np.take(self._term, ib, out=tb, mode="clip")
+                allf = np.concatenate([fit, self._mean(tb.sum(axis=1), n)])
                 idx = (-allf).argsort(kind="stable")[:P]
                 fit = allf[idx]
                 is_kid = idx >= P

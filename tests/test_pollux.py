@@ -10,7 +10,7 @@ import pytest
 from aryl_gym.agents import pollux as pollux_mod
 from aryl_gym.agents.base import make_policy
 from aryl_gym.agents.pollux import (
-    P_RESET_OR_ZERO,
+    P_RESET,
     P_ZERO,
     GAProblem,
     PolluxPolicy,
@@ -223,8 +223,8 @@ def _reference_search(prob: GAProblem, pop, generations, rng):
         mask = cols < d.points[:, None]
         kids = np.concatenate([np.where(mask, p1, p2), np.where(mask, p2, p1)])
         reset, zero = np.zeros(P * n, bool), np.zeros(P * n, bool)
-        reset[d.rz_cells] = True  # zero wins over reset
-        zero[d.rz_cells[d.rz_zero]] = True
+        reset[d.reset_cells] = True
+        zero[d.zero_cells] = True
         inc, u = np.zeros(P * n, bool), np.zeros(P * n)
         inc[d.inc_cells] = True
         u[d.inc_cells] = d.inc_u
@@ -316,41 +316,43 @@ def test_reference_comparison_catches_a_wrong_rule():
 
 
 def test_generation_draws_follow_the_mutation_law():
-    """Sparse draws have the per-cell law of independent uniform trials: reset-or-zero 0.109,
-    zeroed 0.01, raised 1/n, independently of the cell's place, and uniform raised values."""
+    """Sparse draws have the per-cell law of independent uniform trials: reset 0.1, zero 0.01,
+    raise 1/n, independently of each other and of the cell's place; uniform raised values."""
     rng = np.random.default_rng(5)
     P, n, G = 40, 25, 400
-    rz = np.zeros(P * n)
-    zero = np.zeros(P * n)
-    inc = np.zeros(P * n)
+    counts = {k: np.zeros(P * n) for k in ("reset", "zero", "inc")}
     both = 0.0
     us = []
-    sizes = block_sizes(G, P, n)
-    assert sum(sizes) == G
+    assert sum(block_sizes(G, P, n)) == G
     blocks = [draw_block(rng, k, P, n) for k in (G // 4, G // 4, G // 2)]
     for d in (b.generation(t, P, n) for b in blocks for t in range(len(b.tournament))):
-        assert d.rz_cells.min() >= 0 and d.rz_cells.max() < P * n
-        assert np.all(np.diff(d.rz_cells) > 0) and np.all(np.diff(d.inc_cells) > 0)
-        assert d.tournament.shape == (P, 2) and d.tournament.max() < P
-        assert d.points.shape == (P // 2,) and d.points.max() < n
-        rz[d.rz_cells] += 1
-        zero[d.rz_cells[d.rz_zero]] += 1
-        inc[d.inc_cells] += 1
-        both += np.intersect1d(d.rz_cells, d.inc_cells).size
+        assert d.tournament.shape == (P, 2) and 0 <= d.tournament.min() <= d.tournament.max() < P
+        assert d.points.shape == (P // 2,) and 0 <= d.points.min() <= d.points.max() < n
+        for k, cells in (("reset", d.reset_cells), ("zero", d.zero_cells), ("inc", d.inc_cells)):
+            assert cells.size == 0 or (cells.min() >= 0 and cells.max() < P * n)
+            assert np.all(np.diff(cells) > 0)
+            counts[k][cells] += 1
+        both += np.intersect1d(d.reset_cells, d.inc_cells).size
         us.append(d.inc_u)
     N = P * n * G
-    for counts, p in ((rz, P_RESET_OR_ZERO), (zero, P_ZERO), (inc, 1 / n)):
-        sd = np.sqrt(N * p * (1 - p))
-        assert abs(counts.sum() - N * p) < 5 * sd
+    for k, p in (("reset", P_RESET), ("zero", P_ZERO), ("inc", 1 / n)):
+        c = counts[k]
+        assert abs(c.sum() - N * p) < 5 * np.sqrt(N * p * (1 - p))
         # every child and every job is hit at the same rate
-        for per in (counts.reshape(P, n).sum(1), counts.reshape(P, n).sum(0)):
-            m = counts.sum() / per.size
+        for per in (c.reshape(P, n).sum(1), c.reshape(P, n).sum(0)):
+            m = c.sum() / per.size
             assert np.all(np.abs(per - m) < 6 * np.sqrt(m) + 3)
-    assert abs(both - N * P_RESET_OR_ZERO / n) < 5 * np.sqrt(N * P_RESET_OR_ZERO / n)
+    assert abs(both - N * P_RESET / n) < 5 * np.sqrt(N * P_RESET / n)  # independent
     u = np.concatenate(us)
     assert abs(u.mean() - 0.5) < 5 * np.sqrt(1 / 12 / u.size)
     assert bernoulli_cells(rng, 10, 1.0).tolist() == list(range(10))
     assert bernoulli_cells(rng, 10, 0.0).size == 0 and bernoulli_cells(rng, 0, 0.5).size == 0
+    # gaps: P(first success at cell k) = (1 - p)^k p
+    first = np.array([bernoulli_cells(rng, 50, 0.2)[:1] for _ in range(4000)], dtype=object)
+    k0 = np.array([f[0] if len(f) else 99 for f in first])
+    for k in range(4):
+        want = 0.8**k * 0.2 * 4000
+        assert abs((k0 == k).sum() - want) < 5 * np.sqrt(want)
 
 
 def test_exploration_cap_doubles_replicas_per_reallocation():
