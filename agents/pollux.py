@@ -250,12 +250,8 @@ class PolluxPolicy(BasePolicy):
         pop = np.tile(prob.base, (P, 1))
         if self._prev_pop is not None and self._prev_jobs:
             idx = {j: i for i, j in enumerate(self._prev_jobs)}
-            for c, j in enumerate(prob.jobs):
-                k = idx.get(j)
-                if k is not None:
-                    pop[:, c] = self._prev_pop[:, k]
-                else:
-                    pop[:, c] = 0
+            k = np.array([idx.get(j, -1) for j in prob.jobs], dtype=np.int64)
+            pop = np.where(k >= 0, self._prev_pop[:, np.maximum(k, 0)], 0)
         pop[0] = prob.base  # the current allocation is always a candidate
         pop[1:] = prob.repair(pop[1:])
         return pop
