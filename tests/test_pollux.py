@@ -375,3 +375,20 @@ def test_exploration_cap_doubles_replicas_per_reallocation():
     sim2.begin(unc)
     sim2.step(unc)
     assert int(sim2.workers[0]) > 2  # without the cap it may jump at once
+
+
+def test_bench_rows_share_keys_and_sample_extrapolates():
+    import math
+
+    from aryl_gym.bench_pollux import bench_pollux, bench_pollux_sample
+    from aryl_gym.scenario import make_episode
+
+    full = bench_pollux(runs=(("tiny", "pollux"),), sample=False)
+    row = bench_pollux_sample("tiny", "pollux", rounds=6)
+    assert list(full[0]) == list(row)  # one table
+    assert full[0]["rounds"] > 6 and full[0]["jobs"] == 30 and full[0]["cpu_s"] > 0
+    assert row["rounds"] == 6 and row["run"] == "first 6 rounds"
+    assert 0 < row["decision_rounds"] <= 3  # decisions counted in the second half only
+    cfg = make_episode("tiny", 0).config
+    total = math.ceil(cfg.workload.duration_hours * 3600 / cfg.sim.interval)
+    assert row["episode_cpu_s_est"] == pytest.approx(row["cpu_ms_per_round"] * total / 1e3)
