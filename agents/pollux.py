@@ -370,12 +370,14 @@ class GAProblem:
     Speed [ours, same law]: every per-job rule is a lookup table indexed by ``job x count``
     (counts are small integers), built once per round. A generation gathers the tournament
     winners' rows, splices them at the crossover points, and applies the mutations only to the
-    cells they hit (about 11% of cells plus one per child), drawn sparsely
-    for many generations at once (:func:`draw_block`). Repair then needs the valid-count rule only at those cells
-    (every parent already satisfies it) and the capacity cut only in the children over
-    capacity: the cumulative-sum rule keeps a row up to the first job that passes capacity,
-    gives that job what is left and zeroes the rest. The fitness of all children is one gather
-    and one row sum over precomputed ``1 / (penalised speedup + 1e-3)``. Results are
+    cells they hit (about 11% of cells plus one per child), drawn sparsely for many
+    generations at once (:func:`draw_block`; the same per-cell law as one uniform per cell and
+    rule, a different stream). Repair then needs the valid-count rule only at the raised cells
+    (every parent, 0 and the current allocation already satisfy it) and the capacity cut only
+    in the children over capacity: the cumulative-sum rule keeps a row up to the first job that
+    passes capacity, gives that job what is left and zeroes the rest. The fitness of all
+    children is one gather and one row sum over precomputed ``1 / (penalised speedup + 1e-3)``.
+    Survival moves no rows (population positions point to row slots). Results are
     bit-identical to the literal per-generation formulation on the same draws
     (``tests/test_pollux.py`` checks it).
     """
