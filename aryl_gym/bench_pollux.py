@@ -16,6 +16,11 @@
   at the scenario's round length; the drain after the last arrival, with few jobs left, is not
   counted). Target: one production episode under ``pollux-250`` within 15 minutes.
 
+* the GA alone at production size (:func:`bench_pollux_kernel`): one ``pollux-250`` search
+  (population 100, 250 generations) over a synthetic round of 450 active jobs on 2,048 GPUs,
+  the busy count of a production episode; the fastest of three, CPU ms in
+  ``cpu_ms_per_round``.
+
 One row per run: wall and CPU seconds (CPU is what a busy machine does not inflate), rounds,
 decision rounds, active jobs (at the end of a sample), mean and max decision time per round
 (ms, wall clock as the simulator records it), CPU ms per round, the episode estimate, jobs,
@@ -116,12 +121,52 @@ def bench_pollux_sample(
     )
 
 
+def bench_pollux_kernel(n: int = 450, generations: int = 250, seed: int = 0) -> dict[str, Any]:
+    """Time the GA search alone on a synthetic production-size round (module docstring)."""
+    import numpy as np
+
+    from aryl_gym.agents.pollux import GAProblem
+
+    rs = np.random.default_rng(seed)
+    w = rs.choice([1, 1, 1, 2, 4, 8], n)
+    hi = np.where(rs.random(n) < 0.1, 4 * w, w)  # 10% elastic, range x4
+    g = rs.choice([1] * 9 + [2, 4], n)
+    cap = 2048
+    base = np.where(rs.random(n) < 0.9, w, 0)
+    base = np.where(np.cumsum(base * g) <= 0.97 * cap, base, 0)
+    S = np.concatenate([np.zeros((n, 1)), np.cumsum(rs.random((n, int(hi.max()))), 1)], 1)
+    prob = GAProblem(
+        list(range(n)), g, w, hi, base, S, rs.random(n), cap, -1.0, (w == hi) & (base > 0)
+    )
+    pop = np.tile(base, (100, 1))
+    pop[1:] = prob.repair(rs.integers(0, hi + 1, (99, n)))
+    walls, cpus = [], []
+    for k in range(3):
+        tic, cpu = time.perf_counter(), time.process_time()
+        prob.search(pop.copy(), generations, np.random.default_rng(k))
+        walls.append(time.perf_counter() - tic)
+        cpus.append(time.process_time() - cpu)
+    return _row(
+        "synthetic",
+        f"GA {generations} generations",
+        seed,
+        run=f"GA search, {n} jobs",
+        active_jobs=n,
+        decision_ms_mean=1e3 * min(walls),
+        decision_ms_max=1e3 * max(walls),
+        cpu_ms_per_round=1e3 * min(cpus),
+        wall_s=sum(walls),
+        cpu_s=sum(cpus),
+    )
+
+
 def bench_pollux(
     runs: tuple[tuple[str, str], ...] = DEFAULT_RUNS,
     seed: int = 0,
     sample: bool = True,
 ) -> list[dict[str, Any]]:
-    """Run each ``(scenario, policy)`` once, then the production sample; returns the rows."""
+    """Run each ``(scenario, policy)`` once, then the production sample and the GA alone;
+    returns the rows."""
     from aryl_gym.agents.base import make_policy
     from aryl_gym.config import ConfigError
     from aryl_gym.scenario import make_episode
@@ -155,4 +200,5 @@ def bench_pollux(
         )
     if sample:
         rows.append(bench_pollux_sample(seed=seed))
+        rows.append(bench_pollux_kernel(seed=seed))
     return rows

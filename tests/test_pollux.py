@@ -380,12 +380,14 @@ def test_exploration_cap_doubles_replicas_per_reallocation():
 def test_bench_rows_share_keys_and_sample_extrapolates():
     import math
 
-    from aryl_gym.bench_pollux import bench_pollux, bench_pollux_sample
+    from aryl_gym.bench_pollux import bench_pollux, bench_pollux_kernel, bench_pollux_sample
     from aryl_gym.scenario import make_episode
 
     full = bench_pollux(runs=(("tiny", "pollux"),), sample=False)
     row = bench_pollux_sample("tiny", "pollux", rounds=6)
-    assert list(full[0]) == list(row)  # one table
+    kernel = bench_pollux_kernel(n=30, generations=5)
+    assert list(full[0]) == list(row) == list(kernel)  # one table
+    assert kernel["active_jobs"] == 30 and kernel["cpu_ms_per_round"] > 0
     assert full[0]["rounds"] > 6 and full[0]["jobs"] == 30 and full[0]["cpu_s"] > 0
     assert row["rounds"] == 6 and row["run"] == "first 6 rounds"
     assert 0 < row["decision_rounds"] <= 3  # decisions counted in the second half only
