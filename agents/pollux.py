@@ -503,6 +503,10 @@ class GAProblem:
         late = np.empty((half, n), dtype=bool)
         ib = np.empty((P, n), dtype=np.int64)
         tb = np.empty((P, n))
+        allf = np.empty(2 * P)  # fitness of parents (positions), then children
+        allf[:P] = fit
+        neg = np.empty(2 * P)
+        term, fix1, unit_g, g, cap = self._term, self._fix1, self._unit_g, self.g, self.cap
         for G in block_sizes(generations, P, n):
             d = draw_block(rng, G, P, n)
             # cells relative to their generation, and the reset values
@@ -510,40 +514,42 @@ class GAProblem:
             reset = d.reset_cells - np.repeat(gen_offs, np.diff(d.reset_at))
             reset_val = base_cell[reset]
             zero = d.zero_cells - np.repeat(gen_offs, np.diff(d.zero_at))
+            a0 = d.tournament[:, :, 0].copy()
+            a1 = d.tournament[:, :, 1].copy()
+            r_at, z_at, i_at = d.reset_at.tolist(), d.zero_at.tolist(), d.inc_at.tolist()
             for t in range(G):
-                a = d.tournament[t]
-                win = pos_slot[np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])]
+                fit = allf[:P]
+                x0, x1 = a0[t], a1[t]
+                win = pos_slot[np.where(fit[x0] >= fit[x1], x0, x1)]
                 # crossover: pair (i, i + P/2) shares a point; each child takes its own
                 # parent's genes before it and its partner's from it on
-                np.take(X, win[:half], axis=0, out=kids[:half], mode="clip")
-                np.take(X, win[half:], axis=0, out=kids[half:], mode="clip")
+                X.take(win[:half], axis=0, out=kids[:half], mode="clip")
+                X.take(win[half:], axis=0, out=kids[half:], mode="clip")
                 np.copyto(sec, kids[half:])
                 np.greater_equal(cols, d.points[t][:, None], out=late)
                 np.copyto(kids[half:], kids[:half], where=late)
                 np.copyto(kids[:half], sec, where=late)
-                i, j = d.reset_at[t], d.reset_at[t + 1]
-                flat[reset[i:j]] = reset_val[i:j]
-                i, j = d.zero_at[t], d.zero_at[t + 1]
-                flat[zero[i:j]] = 0
-                i, j = d.inc_at[t], d.inc_at[t + 1]
+                flat[reset[r_at[t] : r_at[t + 1]]] = reset_val[r_at[t] : r_at[t + 1]]
+                flat[zero[z_at[t] : z_at[t + 1]]] = 0
+                i, j = i_at[t], i_at[t + 1]
                 if j > i:
                     c = d.inc_cells[i:j] - t * Pn
                     cur = flat[c]
                     cur += (d.inc_u[i:j] * (span_cell[c] - cur)).astype(np.int64)
                     # repair step 1 where it can change something: 0 and the current
                     # allocation pass it, so only the raised cells
-                    flat[c] = self._fix1[cur + offs_cell[c]] if valid else cur
-                if valid:
-                    self._cut(kids)
-                else:
+                    flat[c] = fix1[cur + offs_cell[c]] if valid else cur
+                if not valid:
                     kids[...] = self.repair(kids)
+                elif (kids.sum(axis=1) if unit_g else kids @ g).max() > cap:
+                    self._cut(kids)
                 np.add(kids, offs, out=ib)
-                np.take(self._term, ib, out=tb, mode="clip")
-                allf = np.concatenate([fit, self._mean(tb.sum(axis=1), n)])
-                idx = (-allf).argsort(kind="stable")[:P]
-                fit = allf[idx]
+                term.take(ib, out=tb, mode="clip")
+                allf[P:] = self._mean(tb.sum(axis=1), n)
+                np.negative(allf, out=neg)
+                idx = neg.argsort(kind="stable")[:P]
                 is_kid = idx >= P
-                k = int(is_kid.sum())
+                k = int(np.count_nonzero(is_kid))
                 if k:
                     kept = np.zeros(P, dtype=bool)
                     kept[idx[~is_kid]] = True
@@ -556,6 +562,8 @@ class GAProblem:
                     pos_slot = new
                 else:
                     pos_slot = pos_slot[idx]
+                allf[:P] = allf[idx]
+        fit = allf[:P].copy()
         return X[pos_slot], fit
 
 
