@@ -48,6 +48,9 @@ scenario without loaning (section 7.4).
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 import numpy as np
 from aryl_gym.agents._alloc import fit_targets
 from aryl_gym.agents.base import BasePolicy, register
@@ -107,6 +110,10 @@ class PolluxPolicy(BasePolicy):
         self._max_seen: dict[int, int] = {}  # most workers each job has run with (exploration)
         self._last_now: float | None = None
         self._sent: set[int] = set()  # jobs whose tuning table the simulator has
+        # per-job constants (g, w_min, w_max, submit, relaunch overhead) and goodput rows
+        # G[0..w_max] by (job, pool), with the speed they were built for
+        self._static: dict[int, tuple[int, int, int, float, float]] = {}
+        self._rows: dict[tuple[int, int], tuple[float, np.ndarray]] = {}
         self.last_objective: tuple[float, float] | None = None  # (start, best) of last round
 
     # -- model ---------------------------------------------------------------------------------
@@ -132,34 +139,61 @@ class PolluxPolicy(BasePolicy):
                 )
         self._last_now = now
 
+    def _job_static(self, view: ClusterView, j: int) -> tuple[int, int, int, float, float]:
+        st = self._static.get(j)
+        if st is None:
+            spec = view.jobs[j]
+            relaunch = view.config.sim.relaunch_for(spec.family)
+            st = (int(spec.g), int(spec.w_min), int(spec.w_max), float(spec.submit), relaunch)
+            self._static[j] = st
+        return st
+
+    def _goodput_row(self, view: ClusterView, j: int, pool: int) -> np.ndarray:
+        """``G[0..w_max]`` of job ``j`` on ``pool`` in work units per second: the simulator's
+        rate times the tuning multiplier (cached; rebuilt if the pool's speed changed)."""
+        speed = view.speed(j, pool)
+        hit = self._rows.get((j, pool))
+        if hit is not None and hit[0] == speed:
+            return hit[1]
+        spec = view.jobs[j]
+        t = self.table(view, j)
+        w = np.arange(1, spec.w_max + 1)
+        sc = scaling_of(spec)  # the job's own curve (JobSpec.scaling), ones if linear
+        row = np.zeros(spec.w_max + 1)
+        row[1:] = w * speed * sc[w] * t[np.minimum(w, len(t) - 1)]
+        self._rows[(j, pool)] = (speed, row)
+        return row
+
     def problem(self, view: ClusterView) -> GAProblem:
         """Build this round's optimisation problem (jobs in Pollux's priority order)."""
         self._update_attained(view)
         jobs = view.active()
-        jobs.sort(key=lambda j: (self._attained.get(j, 0.0), view.jobs[j].submit, j))
+        stat = [self._job_static(view, j) for j in jobs]
+        att = self._attained
+        order = sorted(range(len(jobs)), key=lambda i: (att.get(jobs[i], 0.0), stat[i][3], jobs[i]))
+        jobs = [jobs[i] for i in order]
         n = len(jobs)
-        specs = [view.jobs[j] for j in jobs]
-        g = np.array([s.g for s in specs], dtype=np.int64)
-        lo = np.array([s.w_min for s in specs], dtype=np.int64)
-        hi = hi_full = np.array([s.w_max for s in specs], dtype=np.int64)
+        st = np.array([stat[i] for i in order], dtype=np.float64).reshape(n, 5)
+        ja = np.array(jobs, dtype=np.int64)
+        g = st[:, 0].astype(np.int64)
+        lo = st[:, 1].astype(np.int64)
+        hi = hi_full = st[:, 2].astype(np.int64)
         if self.explore:
             # Upstream JobInfo.max_replicas = max(2 x most replicas profiled so far, 1): a job
             # grows at most by doubling per re-allocation (never below its own w_min).
             seen = np.array([self._max_seen.get(j, 0) for j in jobs], dtype=np.int64)
             hi = np.maximum(np.minimum(hi, np.maximum(2 * seen, 1)), lo)
-        base = np.array([int(view.workers[j]) for j in jobs], dtype=np.int64)
-        running = np.array([view.state[j] == JobState.RUNNING for j in jobs], dtype=bool)
+        base = np.asarray(view.workers)[ja].astype(np.int64)
+        running = np.asarray(view.state)[ja] == JobState.RUNNING
+        pools = np.where(running, np.asarray(view.pool)[ja], TRAIN)
         # A running inelastic job may only keep its size or stop.
         cap = view.capacity(TRAIN)
         wmax = int(hi_full.max()) if n else 0
         # Goodput table G[j, w] in work units per second (sim rate x tuning multiplier).
         G = np.zeros((n, wmax + 1))
         for i, j in enumerate(jobs):
-            t = self.table(view, j)
-            w = np.arange(1, hi_full[i] + 1)
-            pool = int(view.pool[j]) if running[i] else TRAIN
-            sc = scaling_of(specs[i])  # the job's own curve (JobSpec.scaling), ones if linear
-            G[i, 1 : hi_full[i] + 1] = w * view.speed(j, pool) * sc[w] * t[np.minimum(w, len(t) - 1)]
+            row = self._goodput_row(view, j, int(pools[i]))
+            G[i, : row.size] = row
         fair = np.clip(np.ceil(cap / np.maximum(g * max(n, 1), 1)), lo, hi_full).astype(np.int64)
         fair = np.where(lo == hi_full, hi_full, fair)
         base_gp = G[np.arange(n), fair]
@@ -168,18 +202,12 @@ class PolluxPolicy(BasePolicy):
         S = G / np.maximum(base_gp, 1e-12)[:, None] * (share * n_srv)[:, None]
         # Re-allocation penalty factor (applied where an individual differs from `base`).
         sim = view.config.sim
-        age = np.array([view.now - s.submit for s in specs])
-        delay = np.array(
-            [
-                sim.scale_overhead_s
-                if running[i]
-                else (
-                    sim.relaunch_for(specs[i].family)
-                    if view.preemptions[j] > 0
-                    else sim.first_start_overhead_s
-                )
-                for i, j in enumerate(jobs)
-            ]
+        age = view.now - st[:, 3]
+        preempted = np.asarray(view.preemptions)[ja] > 0
+        delay = np.where(
+            running,
+            float(sim.scale_overhead_s),
+            np.where(preempted, st[:, 4], float(sim.first_start_overhead_s)),
         )
         restarts = np.array([self._reallocs.get(j, 0) for j in jobs], dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -222,32 +250,137 @@ class PolluxPolicy(BasePolicy):
         pop = np.tile(prob.base, (P, 1))
         if self._prev_pop is not None and self._prev_jobs:
             idx = {j: i for i, j in enumerate(self._prev_jobs)}
-            for c, j in enumerate(prob.jobs):
-                k = idx.get(j)
-                if k is not None:
-                    pop[:, c] = self._prev_pop[:, k]
-                else:
-                    pop[:, c] = 0
+            k = np.array([idx.get(j, -1) for j in prob.jobs], dtype=np.int64)
+            pop = np.where(k >= 0, self._prev_pop[:, np.maximum(k, 0)], 0)
         pop[0] = prob.base  # the current allocation is always a candidate
         pop[1:] = prob.repair(pop[1:])
         return pop
 
 
+#: Mutation probabilities per cell (upstream ``_mutate``): reset to the current allocation,
+#: zero (applied after the reset); a third one, raise to a random valid count, has
+#: probability ``1 / jobs``.
+P_RESET, P_ZERO = 0.1, 0.01
+
+
+def bernoulli_cells(rng: np.random.Generator, N: int, p: float) -> np.ndarray:
+    """Sorted indices of the cells, among ``N``, that an independent Bernoulli(``p``) trial
+    per cell selects: the law of ``np.flatnonzero(rng.random(N) < p)``, drawn as geometric gaps
+    between successes (about ``N p`` draws instead of ``N``). A gap is ``1 + floor(E / l)`` with
+    ``E`` standard exponential and ``l = -log(1 - p)``, which is geometric with success
+    probability ``p``. Blocks of gaps are drawn until they pass ``N``; the draw count depends
+    only on the stream, so a seed repeats."""
+    if N <= 0 or p <= 0.0:
+        return np.empty(0, dtype=np.int64)
+    if p >= 1.0:
+        return np.arange(N, dtype=np.int64)
+    inv = -1.0 / math.log1p(-p)
+    mean = N * p
+    m = int(mean + 6.0 * math.sqrt(mean) + 16)
+    parts = []
+    last = -1
+    while True:
+        gaps = (rng.standard_exponential(m) * inv).astype(np.int64)
+        gaps += 1
+        pos = gaps.cumsum()
+        pos += last
+        if pos[-1] >= N:
+            parts.append(pos[: int(np.searchsorted(pos, N))])
+            break
+        parts.append(pos)
+        last = int(pos[-1])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class GenerationDraws(NamedTuple):
+    """The random choices of one GA generation (population ``P`` x ``n`` jobs), see
+    :func:`draw_block`. Cells are flat indices ``child * n + job``, sorted."""
+
+    tournament: np.ndarray  # (P, 2) contestants of each child's binary tournament
+    points: np.ndarray  # (P // 2,) crossover point of each pair of children
+    reset_cells: np.ndarray  # cells reset to the current allocation
+    zero_cells: np.ndarray  # cells zeroed (after the resets)
+    inc_cells: np.ndarray  # cells raised to a random valid count (after both)
+    inc_u: np.ndarray  # (len(inc_cells),) uniform that picks the raised count
+
+
+class DrawBlock(NamedTuple):
+    """The random choices of ``G`` consecutive generations (:func:`draw_block`). Cells are flat
+    indices ``(generation * P + child) * n + job``; ``*_at`` (length ``G + 1``) delimit each
+    generation's share of the sorted cell lists."""
+
+    tournament: np.ndarray  # (G, P, 2)
+    points: np.ndarray  # (G, P // 2)
+    reset_cells: np.ndarray
+    zero_cells: np.ndarray
+    inc_cells: np.ndarray
+    inc_u: np.ndarray
+    reset_at: np.ndarray
+    zero_at: np.ndarray
+    inc_at: np.ndarray
+
+    def generation(self, t: int, P: int, n: int) -> GenerationDraws:
+        """Generation ``t``'s draws with cells relative to that generation."""
+        o = t * P * n
+        r = slice(self.reset_at[t], self.reset_at[t + 1])
+        z = slice(self.zero_at[t], self.zero_at[t + 1])
+        i = slice(self.inc_at[t], self.inc_at[t + 1])
+        return GenerationDraws(
+            self.tournament[t], self.points[t], self.reset_cells[r] - o, self.zero_cells[z] - o,
+            self.inc_cells[i] - o, self.inc_u[i],
+        )
+
+
+#: most cells (generations x population x jobs) whose random choices are drawn at once; part
+#: of the stream's definition (a seed repeats for a given population, job count and
+#: generation count)
+BLOCK_CELLS = 1 << 20
+
+
+def block_sizes(generations: int, P: int, n: int) -> list[int]:
+    """Generations per :func:`draw_block` call for a search of ``generations``."""
+    per = max(1, BLOCK_CELLS // max(P * n, 1))
+    return [min(per, generations - k) for k in range(0, generations, per)]
+
+
+def draw_block(rng: np.random.Generator, G: int, P: int, n: int) -> DrawBlock:
+    """Draw ``G`` generations' random choices, in this order: ``G (2P + P/2)`` uniforms (per
+    generation: binary tournaments, then crossover points), then three independent Bernoulli
+    processes over the block's cells (:func:`bernoulli_cells`): reset (``P_RESET``), zero
+    (``P_ZERO``) and raise (``1 / n``), and one uniform per raised cell."""
+    half = P // 2
+    R = rng.random(G * (2 * P + half)).reshape(G, 2 * P + half)
+    tour = (R[:, : 2 * P] * P).astype(np.intp).reshape(G, P, 2)
+    pts = (R[:, 2 * P :] * n).astype(np.intp)
+    N = G * P * n
+    reset = bernoulli_cells(rng, N, P_RESET)
+    zero = bernoulli_cells(rng, N, P_ZERO)
+    inc = bernoulli_cells(rng, N, 1.0 / n)
+    u = rng.random(inc.size)
+    ends = np.arange(G + 1, dtype=np.int64) * (P * n)
+    return DrawBlock(
+        tour, pts, reset, zero, inc, u,
+        np.searchsorted(reset, ends), np.searchsorted(zero, ends), np.searchsorted(inc, ends),
+    )
+
+
 class GAProblem:
     """The per-round optimisation problem, vectorised over a population (P, n) of counts.
 
-    Speed [ours, same results]: every per-job rule is a lookup table indexed by
-    ``job x count`` (counts are small integers), built once per round, so a generation is a
-    handful of whole-population numpy calls: repair is one gather (plus a second one when
-    capacity binds), the fitness of the whole population one gather and one row sum over
-    precomputed ``1 / (penalised speedup + 1e-3)``. Random numbers for many generations are
-    drawn in one call (the same stream, in the same order, as one call per generation) and
-    turned into tournament, crossover and mutation masks in bulk. Results are bit-identical
-    to the straightforward per-generation formulation (``tests/test_pollux.py`` checks it).
+    Speed [ours, same law]: every per-job rule is a lookup table indexed by ``job x count``
+    (counts are small integers), built once per round. A generation gathers the tournament
+    winners' rows, splices them at the crossover points, and applies the mutations only to the
+    cells they hit (about 11% of cells plus one per child), drawn sparsely for many
+    generations at once (:func:`draw_block`; the same per-cell law as one uniform per cell and
+    rule, a different stream). Repair then needs the valid-count rule only at the raised cells
+    (every parent, 0 and the current allocation already satisfy it) and the capacity cut only
+    in the children over capacity: the cumulative-sum rule keeps a row up to the first job that
+    passes capacity, gives that job what is left and zeroes the rest. The fitness of all
+    children is one gather and one row sum over precomputed ``1 / (penalised speedup + 1e-3)``.
+    Survival moves no rows (population positions point to row slots). Results are
+    bit-identical to the literal per-generation formulation on the same draws
+    (``tests/test_pollux.py`` checks it).
     """
-
-    #: most random numbers drawn (and masks built) at once, to bound memory (doubles)
-    CHUNK_DOUBLES = 1 << 21
 
     def __init__(
         self,
@@ -292,11 +425,13 @@ class GAProblem:
 
     def objective(self, pop: np.ndarray) -> np.ndarray:
         """Generalised mean (power ``p``) of penalised speedups, per individual: (P,)."""
-        t = self._term.take(pop + self._offs)
-        n = pop.shape[1]
+        return self._mean(self._term.take(pop + self._offs).sum(axis=1), pop.shape[1])
+
+    def _mean(self, total: np.ndarray, n: int) -> np.ndarray:
+        """The power mean from each individual's sum of terms."""
         if self.p == -1.0:
-            return n / t.sum(axis=1)
-        return (t.sum(axis=1) / n) ** (1.0 / self.p)
+            return n / total
+        return (total / n) ** (1.0 / self.p)
 
     def repair(self, pop: np.ndarray) -> np.ndarray:
         """Valid counts in range, then GPU capacity by cumulative sum over the job order.
@@ -308,13 +443,23 @@ class GAProblem:
         return self._repair(np.minimum(pop, self._V - 1))
 
     def _repair(self, pop: np.ndarray) -> np.ndarray:
-        x = self._fix1.take(pop + self._offs)
-        cum = (x if self._unit_g else x * self.g).cumsum(axis=1)
-        if cum[:, -1].max() > self.cap:
-            np.minimum(cum, self.cap, out=cum)
-            cum[:, 1:] -= cum[:, :-1].copy()
-            x = cum if self._unit_g else cum // self.g
-            x = self._fix2.take(x + self._offs)
+        return self._cut(self._fix1.take(pop + self._offs))
+
+    def _cut(self, x: np.ndarray) -> np.ndarray:
+        """The capacity step of :meth:`repair` on rows whose counts are already valid (repair
+        step 1 leaves them unchanged), in place: only rows over capacity change."""
+        tot = x.sum(axis=1) if self._unit_g else x @ self.g
+        over = np.flatnonzero(tot > self.cap)
+        if over.size:
+            sub = x[over]
+            cum = (sub if self._unit_g else sub * self.g).cumsum(axis=1)
+            k = (cum > self.cap).argmax(axis=1)  # first job past capacity
+            rows = np.arange(over.size)
+            prev = np.where(k > 0, cum[rows, k - 1], 0)
+            left = (self.cap - prev) // self.g[k]
+            sub[np.arange(x.shape[1])[None, :] > k[:, None]] = 0
+            sub[rows, k] = self._fix2[self._offs[k] + left]
+            x[over] = sub
         return x
 
     def search(
@@ -322,59 +467,104 @@ class GAProblem:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Elitist GA; returns (population sorted best first, fitness).
 
-        Per generation ``2P + P/2 + 4Pn`` uniform draws, in this order: binary tournaments
-        (2 per child), single-point crossover points (one per pair), then four (P, n) blocks for
-        mutation: reset to the current allocation (< 0.1), zero (< 0.01), raise (< 1/n) and the
-        raised value. The draw order is fixed, so a seed repeats exactly.
+        Each generation: binary tournaments pick ``P`` parents; pairs ``(i, i + P/2)`` cross
+        over at one point (child ``i`` takes its own parent before the point, its partner's
+        after; child ``i + P/2`` the reverse); each child's cells are reset to the current
+        allocation (0.1), zeroed (0.01) and raised to a uniform count in ``[current, hi]``
+        (``1/n``); children are repaired; parents and children compete for ``P`` places
+        (stable: a parent wins ties). Random choices: :func:`draw_block`, in blocks of
+        :func:`block_sizes` generations.
         """
         P, n = pop.shape
         fit = self.objective(pop)
         if n == 0 or generations == 0:
             idx = np.argsort(-fit, kind="stable")
             return pop[idx], fit[idx]
-        p_inc = 1.0 / n
-        span = (self.hi + 1).astype(np.float64)
-        cols = np.arange(n)
         half = P // 2
-        k1, k2 = 2 * P, 2 * P + half
-        per = k2 + 4 * P * n  # draws per generation
-        other = np.concatenate([np.arange(half, P), np.arange(half)])  # partner of child i
-        flat_cols = cols[None, :]
-        chunk = max(1, min(generations, self.CHUNK_DOUBLES // per))
-        # parents in rows [0, P), children in rows [P, 2P): survival gathers the best P back
-        allp = np.concatenate([pop, pop])
-        allf = np.concatenate([fit, fit])
-        done = 0
-        while done < generations:
-            c = min(chunk, generations - done)
-            R = rng.random(c * per).reshape(c, per)
-            A = (R[:, :k1] * P).astype(np.intp).reshape(c, P, 2)
-            pts = (R[:, k1:k2] * n).astype(np.intp)  # (c, half)
-            cross = cols[None, None, :] < pts[:, :, None]  # (c, half, n)
-            cross = np.concatenate([cross, cross], axis=1)  # same point for both children
-            r = R[:, k2:].reshape(c, 4, P, n)
-            zero = r[:, 1] < 0.01
-            keep = ~((r[:, 0] < 0.1) | zero)  # mutation (1)-(2) leave the child as bred
-            fixed = np.where(zero, 0, self.base)  # ... else it becomes this value
-            inc = r[:, 2] < p_inc
-            r3 = r[:, 3]
-            for t in range(c):
-                a = A[t]
-                win = np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])
-                # crossover: child i takes parent win[i] before the point, its partner after
-                src = np.where(cross[t], win[:, None], win[other][:, None])
-                kids = allp.take(src * n + flat_cols)  # parents are allp[:P]
-                kids = np.where(keep[t], kids, fixed[t])
-                kids = np.where(inc[t], kids + (r3[t] * (span - kids)).astype(np.int64), kids)
-                kids = self._repair(kids)
-                allp[P:] = kids
-                allf[P:] = self.objective(kids)
-                idx = (-allf).argsort(kind="stable")[:P]
-                allp[:P] = allp[idx]
-                allf[:P] = allf[idx]
+        cols = np.arange(n)
+        offs, base, Pn = self._offs, self.base, P * n
+        # Rows that pass repair step 1 unchanged stay so through crossover; then only mutated
+        # cells need it. The starting allocation (row 0) may not (e.g. capacity shrank).
+        valid = bool(np.array_equal(self._fix1.take(np.minimum(pop, self._V - 1) + offs), pop))
+        # per-cell tables of a (P, n) block, indexed by cell = child * n + job
+        base_cell = np.tile(base, P)
+        span_cell = np.tile((self.hi + 1).astype(np.float64), P)
+        offs_cell = np.tile(offs, P)
+        # Individuals live in 2P row slots; pos_slot[i] is the slot of population position i
+        # (positions sorted best first after each survival), so survival moves no rows: the
+        # surviving children are copied into the slots of the parents they displace.
+        X = np.concatenate([pop, pop])
+        pos_slot = np.arange(P)
+        free = np.arange(P, 2 * P)
+        # work buffers, reused every generation (fresh large temporaries cost page faults)
+        kids = np.empty((P, n), dtype=np.int64)
+        flat = kids.reshape(-1)
+        sec = np.empty((half, n), dtype=np.int64)
+        late = np.empty((half, n), dtype=bool)
+        ib = np.empty((P, n), dtype=np.int64)
+        tb = np.empty((P, n))
+        allf = np.empty(2 * P)  # fitness of parents (positions), then children
+        allf[:P] = fit
+        neg = np.empty(2 * P)
+        term, fix1, unit_g, g, cap = self._term, self._fix1, self._unit_g, self.g, self.cap
+        for G in block_sizes(generations, P, n):
+            d = draw_block(rng, G, P, n)
+            # cells relative to their generation, and the reset values
+            gen_offs = np.arange(G, dtype=np.int64) * Pn
+            reset = d.reset_cells - np.repeat(gen_offs, np.diff(d.reset_at))
+            reset_val = base_cell[reset]
+            zero = d.zero_cells - np.repeat(gen_offs, np.diff(d.zero_at))
+            a0 = d.tournament[:, :, 0].copy()
+            a1 = d.tournament[:, :, 1].copy()
+            r_at, z_at, i_at = d.reset_at.tolist(), d.zero_at.tolist(), d.inc_at.tolist()
+            for t in range(G):
                 fit = allf[:P]
-            done += c
-        return allp[:P].copy(), allf[:P].copy()
+                x0, x1 = a0[t], a1[t]
+                win = pos_slot[np.where(fit[x0] >= fit[x1], x0, x1)]
+                # crossover: pair (i, i + P/2) shares a point; each child takes its own
+                # parent's genes before it and its partner's from it on
+                X.take(win[:half], axis=0, out=kids[:half], mode="clip")
+                X.take(win[half:], axis=0, out=kids[half:], mode="clip")
+                np.copyto(sec, kids[half:])
+                np.greater_equal(cols, d.points[t][:, None], out=late)
+                np.copyto(kids[half:], kids[:half], where=late)
+                np.copyto(kids[:half], sec, where=late)
+                flat[reset[r_at[t] : r_at[t + 1]]] = reset_val[r_at[t] : r_at[t + 1]]
+                flat[zero[z_at[t] : z_at[t + 1]]] = 0
+                i, j = i_at[t], i_at[t + 1]
+                if j > i:
+                    c = d.inc_cells[i:j] - t * Pn
+                    cur = flat[c]
+                    cur += (d.inc_u[i:j] * (span_cell[c] - cur)).astype(np.int64)
+                    # repair step 1 where it can change something: 0 and the current
+                    # allocation pass it, so only the raised cells
+                    flat[c] = fix1[cur + offs_cell[c]] if valid else cur
+                if not valid:
+                    kids[...] = self.repair(kids)
+                elif (kids.sum(axis=1) if unit_g else kids @ g).max() > cap:
+                    self._cut(kids)
+                np.add(kids, offs, out=ib)
+                term.take(ib, out=tb, mode="clip")
+                allf[P:] = self._mean(tb.sum(axis=1), n)
+                np.negative(allf, out=neg)
+                idx = neg.argsort(kind="stable")[:P]
+                is_kid = idx >= P
+                k = int(np.count_nonzero(is_kid))
+                if k:
+                    kept = np.zeros(P, dtype=bool)
+                    kept[idx[~is_kid]] = True
+                    slots = free[:k]
+                    X[slots] = kids[idx[is_kid] - P]
+                    free = np.concatenate([free[k:], pos_slot[~kept]])
+                    new = np.empty(P, dtype=np.int64)
+                    new[~is_kid] = pos_slot[idx[~is_kid]]
+                    new[is_kid] = slots
+                    pos_slot = new
+                else:
+                    pos_slot = pos_slot[idx]
+                allf[:P] = allf[idx]
+        fit = allf[:P].copy()
+        return X[pos_slot], fit
 
 
 @register("pollux")

@@ -1,17 +1,35 @@
-"""Benchmark rows for Pollux (issue 4 targets), shown by ``aryl-gym bench`` (``pollux`` table).
+"""Benchmark rows for Pollux, shown by ``aryl-gym bench`` (``pollux`` table).
 
-:func:`bench_pollux` runs, by default, the ``testbed`` scenario's full trace under ``pollux`` and
-``pollux-250`` (target: under 60 s wall) and Pollux's own workload 6 on its evaluation cluster
-(``pollux-w6`` under ``pollux``; target: under 30 s wall, average JCT within 15% of the 2,446 s
-that Pollux's simulator reports in its artifact, petuum/adaptdl ``osdi21-artifact``
-``simulator/results-jobload/pollux-1.0/summary.json``). One row per run: wall and CPU seconds
-(CPU is what a busy machine does not inflate), rounds, decision rounds, mean and max decision time
-per round (ms), jobs, simulated seconds per wall second, average JCT and the reference JCT where
-there is one. ``pollux-w6`` is skipped (no row) when the Pollux traces are not found.
+:func:`bench_pollux` runs, by default:
+
+* full episodes: the ``testbed`` scenario's trace under ``pollux`` and ``pollux-250`` (target:
+  under 60 s wall), the ``basic`` scenario under ``pollux`` (no target; the mid-scale
+  reproduction runs it many times) and Pollux's own workload 6 on its evaluation cluster
+  (``pollux-w6`` under ``pollux``; target: under 30 s wall, average JCT within 15% of the
+  2,446 s that Pollux's simulator reports in its artifact, petuum/adaptdl ``osdi21-artifact``
+  ``simulator/results-jobload/pollux-1.0/summary.json``); ``pollux-w6`` is skipped (no row)
+  when the Pollux traces are not found;
+* a production-size sample: the first :data:`PRODUCTION_SAMPLE_ROUNDS` rounds of a
+  ``production`` episode under ``pollux-250``. The row gives the decision time per round over
+  the second half of the sample (when the cluster has filled up), the active jobs at its end,
+  and the CPU time per round extrapolated to the whole episode (``duration_hours`` of arrivals
+  at the scenario's round length; the drain after the last arrival, with few jobs left, is not
+  counted). Target: one production episode under ``pollux-250`` within 15 minutes.
+
+* the GA alone at production size (:func:`bench_pollux_kernel`): one ``pollux-250`` search
+  (population 100, 250 generations) over a synthetic round of 450 active jobs on 2,048 GPUs,
+  the busy count of a production episode; the fastest of three, CPU ms in
+  ``cpu_ms_per_round``.
+
+One row per run: wall and CPU seconds (CPU is what a busy machine does not inflate), rounds,
+decision rounds, active jobs (at the end of a sample), mean and max decision time per round
+(ms, wall clock as the simulator records it), CPU ms per round, the episode estimate, jobs,
+average JCT and the reference JCT where there is one.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -22,14 +40,133 @@ DEFAULT_RUNS: tuple[tuple[str, str], ...] = (
     ("testbed", "pollux"),
     ("testbed", "pollux-250"),
     ("pollux-w6", "pollux"),
+    ("basic", "pollux"),
 )
+
+#: rounds of the production sample (5-minute rounds: 24 simulated hours)
+PRODUCTION_SAMPLE_ROUNDS = 288
+
+TARGET_WALL_S = {"testbed": 60.0, "pollux-w6": 30.0, "production": 900.0}
+
+
+def _row(scenario: str, name: str, seed: int, **kw: Any) -> dict[str, Any]:
+    nan = float("nan")
+    row: dict[str, Any] = {
+        "scenario": scenario,
+        "policy": name,
+        "seed": seed,
+        "run": "episode",
+        "jobs": 0,
+        "rounds": 0,
+        "decision_rounds": 0,
+        "active_jobs": nan,
+        "decision_ms_mean": nan,
+        "decision_ms_max": nan,
+        "cpu_ms_per_round": nan,
+        "wall_s": nan,
+        "cpu_s": nan,
+        "episode_cpu_s_est": nan,
+        "target_wall_s": TARGET_WALL_S.get(scenario, nan),
+        "avg_jct": nan,
+        "ref_avg_jct": POLLUX_W6_REFERENCE_JCT if scenario == "pollux-w6" else nan,
+    }
+    row.update(kw)
+    return row
+
+
+def bench_pollux_sample(
+    scenario: str = "production",
+    name: str = "pollux-250",
+    rounds: int = PRODUCTION_SAMPLE_ROUNDS,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Time the first ``rounds`` rounds of an episode (see the module docstring)."""
+    from aryl_gym.agents.base import make_policy
+    from aryl_gym.scenario import make_episode
+
+    ep = make_episode(scenario, seed)
+    sim = ep.simulator()
+    pol = make_policy(name)
+    pol.reset(sim.seed)
+    sim.begin(pol)
+    cpu_round: list[float] = []
+    dec_round: list[float] = []
+    tic, cpu0 = time.perf_counter(), time.process_time()
+    while not sim.done and len(cpu_round) < rounds:
+        c = time.process_time()
+        info = sim.step(pol)
+        cpu_round.append(time.process_time() - c)
+        dec_round.append(info.decision_s)
+    wall, cpu = time.perf_counter() - tic, time.process_time() - cpu0
+    late = slice(len(cpu_round) // 2, None)  # second half: the cluster has filled up
+    cpu_ms = 1e3 * sum(cpu_round[late]) / max(len(cpu_round[late]), 1)
+    decs = [d for d in dec_round[late] if d > 0]
+    cfg = ep.config
+    total_rounds = math.ceil(cfg.workload.duration_hours * 3600.0 / cfg.sim.interval)
+    return _row(
+        scenario,
+        name,
+        seed,
+        run=f"first {len(cpu_round)} rounds",
+        jobs=len(ep.jobs),
+        rounds=len(cpu_round),
+        decision_rounds=len(decs),
+        active_jobs=len(sim.view.active()),
+        decision_ms_mean=1e3 * sum(decs) / max(len(decs), 1),
+        decision_ms_max=1e3 * max(decs, default=0.0),
+        cpu_ms_per_round=cpu_ms,
+        wall_s=wall,
+        cpu_s=cpu,
+        episode_cpu_s_est=cpu_ms * total_rounds / 1e3,
+    )
+
+
+def bench_pollux_kernel(n: int = 450, generations: int = 250, seed: int = 0) -> dict[str, Any]:
+    """Time the GA search alone on a synthetic production-size round (module docstring)."""
+    import numpy as np
+
+    from aryl_gym.agents.pollux import GAProblem
+
+    rs = np.random.default_rng(seed)
+    w = rs.choice([1, 1, 1, 2, 4, 8], n)
+    hi = np.where(rs.random(n) < 0.1, 4 * w, w)  # 10% elastic, range x4
+    g = rs.choice([1] * 9 + [2, 4], n)
+    cap = 2048
+    base = np.where(rs.random(n) < 0.9, w, 0)
+    base = np.where(np.cumsum(base * g) <= 0.97 * cap, base, 0)
+    S = np.concatenate([np.zeros((n, 1)), np.cumsum(rs.random((n, int(hi.max()))), 1)], 1)
+    prob = GAProblem(
+        list(range(n)), g, w, hi, base, S, rs.random(n), cap, -1.0, (w == hi) & (base > 0)
+    )
+    pop = np.tile(base, (100, 1))
+    pop[1:] = prob.repair(rs.integers(0, hi + 1, (99, n)))
+    walls, cpus = [], []
+    for k in range(3):
+        tic, cpu = time.perf_counter(), time.process_time()
+        prob.search(pop.copy(), generations, np.random.default_rng(k))
+        walls.append(time.perf_counter() - tic)
+        cpus.append(time.process_time() - cpu)
+    return _row(
+        "synthetic",
+        f"GA {generations} generations",
+        seed,
+        run=f"GA search, {n} jobs",
+        active_jobs=n,
+        decision_ms_mean=1e3 * min(walls),
+        decision_ms_max=1e3 * max(walls),
+        cpu_ms_per_round=1e3 * min(cpus),
+        wall_s=sum(walls),
+        cpu_s=sum(cpus),
+    )
 
 
 def bench_pollux(
     runs: tuple[tuple[str, str], ...] = DEFAULT_RUNS,
     seed: int = 0,
+    sample: bool = True,
 ) -> list[dict[str, Any]]:
-    """Run each ``(scenario, policy)`` once; returns the rows (see the module docstring)."""
+    """Run each ``(scenario, policy)`` once, then the production sample and the GA alone;
+    returns the rows."""
     from aryl_gym.agents.base import make_policy
     from aryl_gym.config import ConfigError
     from aryl_gym.scenario import make_episode
@@ -45,23 +182,23 @@ def bench_pollux(
         tic, cpu = time.perf_counter(), time.process_time()
         res = sim.run(make_policy(name))
         wall, cpu = time.perf_counter() - tic, time.process_time() - cpu
-        ref = POLLUX_W6_REFERENCE_JCT if scenario == "pollux-w6" else float("nan")
         rows.append(
-            {
-                "scenario": scenario,
-                "policy": name,
-                "seed": seed,
-                "jobs": res.jobs_total,
-                "rounds": res.rounds,
-                "decision_rounds": res.decision_rounds,
-                "decision_ms_mean": res.decision_ms_mean,
-                "decision_ms_max": res.decision_ms_max,
-                "wall_s": wall,
-                "cpu_s": cpu,
-                "target_wall_s": 30.0 if scenario == "pollux-w6" else 60.0,
-                "sim_s_per_wall_s": res.sim_seconds / wall if wall > 0 else float("inf"),
-                "avg_jct": res.avg_jct,
-                "ref_avg_jct": ref,
-            }
+            _row(
+                scenario,
+                name,
+                seed,
+                jobs=res.jobs_total,
+                rounds=res.rounds,
+                decision_rounds=res.decision_rounds,
+                decision_ms_mean=res.decision_ms_mean,
+                decision_ms_max=res.decision_ms_max,
+                cpu_ms_per_round=1e3 * cpu / max(res.rounds, 1),
+                wall_s=wall,
+                cpu_s=cpu,
+                avg_jct=res.avg_jct,
+            )
         )
+    if sample:
+        rows.append(bench_pollux_sample(seed=seed))
+        rows.append(bench_pollux_kernel(seed=seed))
     return rows

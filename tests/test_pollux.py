@@ -7,8 +7,17 @@ import itertools
 
 import numpy as np
 import pytest
+from aryl_gym.agents import pollux as pollux_mod
 from aryl_gym.agents.base import make_policy
-from aryl_gym.agents.pollux import GAProblem, PolluxPolicy
+from aryl_gym.agents.pollux import (
+    P_RESET,
+    P_ZERO,
+    GAProblem,
+    PolluxPolicy,
+    bernoulli_cells,
+    block_sizes,
+    draw_block,
+)
 from aryl_gym.agents.pollux_model import family_model, load_profile, packed_placement
 
 from aryl_gym.sim.view import Decision
@@ -177,7 +186,8 @@ def test_scaling_counts_match_placement_reports():
 # The vectorised GA gives exactly the straightforward formulation's result
 # ------------------------------------------------------------------------------------------------
 def _reference_search(prob: GAProblem, pop, generations, rng):
-    """One generation at a time, rules applied literally (the pre-table implementation)."""
+    """One generation at a time, every rule applied literally to whole (P, n) arrays with dense
+    masks built from the same draws (the pre-table, pre-sparse implementation)."""
     lo, hi, base, g, cap, ir = prob.lo, prob.hi, prob.base, prob.g, prob.cap, prob.inel_run
     offs = np.arange(len(prob.jobs)) * prob.S.shape[1]
 
@@ -202,19 +212,26 @@ def _reference_search(prob: GAProblem, pop, generations, rng):
     P, n = pop.shape
     fit = objective(pop)
     span, cols, half = (hi + 1).astype(np.float64), np.arange(n), P // 2
-    k1, k2 = 2 * P, 2 * P + half
-    for _ in range(generations):
-        R = rng.random(k2 + 4 * P * n)
-        a = (R[:k1] * P).astype(np.intp).reshape(P, 2)
+    draws = []
+    for G in block_sizes(generations, P, n):
+        block = draw_block(rng, G, P, n)
+        draws += [block.generation(t, P, n) for t in range(G)]
+    for d in draws:
+        a = d.tournament
         win = np.where(fit[a[:, 0]] >= fit[a[:, 1]], a[:, 0], a[:, 1])
         p1, p2 = pop[win[:half]], pop[win[half:]]
-        mask = cols < (R[k1:k2] * n).astype(np.intp)[:, None]
+        mask = cols < d.points[:, None]
         kids = np.concatenate([np.where(mask, p1, p2), np.where(mask, p2, p1)])
-        r = R[k2:].reshape(4, P, n)
-        kids = np.where(r[0] < 0.1, base, kids)
-        kids[r[1] < 0.01] = 0
-        inc = r[2] < 1.0 / n
-        kids[inc] = (kids + (r[3] * (span - kids)).astype(np.int64))[inc]
+        reset, zero = np.zeros(P * n, bool), np.zeros(P * n, bool)
+        reset[d.reset_cells] = True
+        zero[d.zero_cells] = True
+        inc, u = np.zeros(P * n, bool), np.zeros(P * n)
+        inc[d.inc_cells] = True
+        u[d.inc_cells] = d.inc_u
+        reset, zero, inc, u = (m.reshape(P, n) for m in (reset, zero, inc, u))
+        kids = np.where(reset, base, kids)
+        kids[zero] = 0
+        kids[inc] = (kids + (u * (span - kids)).astype(np.int64))[inc]
         kids = repair(kids)
         allp, allf = np.concatenate([pop, kids]), np.concatenate([fit, objective(kids)])
         idx = np.argsort(-allf, kind="stable")[:P]
@@ -222,11 +239,10 @@ def _reference_search(prob: GAProblem, pop, generations, rng):
     return pop, fit
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_vectorised_ga_is_bit_identical_to_reference(seed):
+def _ref_case(seed: int, tight: bool = False):
     rs = np.random.default_rng(100 + seed)
     n = int(rs.integers(3, 25))
-    g = rs.choice([1, 1, 2, 4], n)
+    g = rs.choice([1, 1, 2, 4], n) if seed % 2 == 0 else np.ones(n, int)
     hi = rs.integers(1, 9, n)
     lo = np.where(rs.random(n) < 0.3, hi, np.maximum(1, hi // 3))
     base = np.where(rs.random(n) < 0.5, rs.integers(0, 9, n), 0)
@@ -234,16 +250,109 @@ def test_vectorised_ga_is_bit_identical_to_reference(seed):
     ir = (lo == hi) & (base > 0)
     S = np.concatenate([np.zeros((n, 1)), np.cumsum(rs.random((n, hi.max())), axis=1)], axis=1)
     factor = rs.random(n)
-    prob = GAProblem(list(range(n)), g, lo, hi, base, S, factor, int(rs.integers(8, 64)), -1.0, ir)
+    # tight: the starting allocation is over capacity (capacity shrank), repair must still run
+    cap = max(1, int((base * g).sum()) // 2) if tight else int(rs.integers(8, 64))
+    prob = GAProblem(list(range(n)), g, lo, hi, base, S, factor, cap, -1.0, ir)
     start = prob.repair(rs.integers(0, 9, (40, n)))
-    # a small chunk forces several random-number blocks per search
-    prob.CHUNK_DOUBLES = 3 * (2 * 40 + 20 + 4 * 40 * n)
+    start[0] = base
+    if tight:  # a starting row that repair step 1 would change (above its job's range)
+        start[1] = np.minimum(base + 1, 8)
+    return prob, start
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("tight", [False, True])
+def test_fast_ga_is_bit_identical_to_reference(seed, tight, monkeypatch):
+    prob, start = _ref_case(seed, tight)
+    if seed % 4 == 1:  # several draw blocks per search (4 generations each, then the rest)
+        monkeypatch.setattr(pollux_mod, "BLOCK_CELLS", 4 * start.size)
+        assert block_sizes(17, *start.shape) == [4, 4, 4, 4, 1]
     r1, r2 = np.random.default_rng(seed), np.random.default_rng(seed)
     got = prob.search(start.copy(), 17, r1)
     want = _reference_search(prob, start.copy(), 17, r2)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
     assert r1.random() == r2.random()  # same draws consumed
-    assert np.array_equal(prob.repair(start), start)  # repaired stays repaired
+    rep = prob.repair(start[2:])
+    assert np.array_equal(prob.repair(rep), rep)  # repaired stays repaired
+
+
+class _CountingProblem(GAProblem):
+    """Counts the children the capacity step cut, to show the cases reach that path."""
+
+    cut_rows = 0
+
+    def _cut(self, x):
+        tot = (x * self.g).sum(axis=1)
+        self.cut_rows += int((tot > self.cap).sum())
+        return super()._cut(x)
+
+
+class _NoCutProblem(GAProblem):
+    """A wrong capacity step: the row is left whole instead of cut (a planted bug)."""
+
+    def _cut(self, x):
+        return x
+
+
+def test_reference_cases_reach_the_capacity_cut():
+    # valid starts (sparse repair) and invalid ones (full repair), unit and mixed GPUs/worker
+    for seed, tight in ((0, False), (1, False), (2, True), (3, True)):
+        prob, start = _ref_case(seed, tight)
+        cnt = _CountingProblem(prob.jobs, prob.g, prob.lo, prob.hi, prob.base, prob.S,
+                               prob.factor, prob.cap, prob.p, prob.inel_run)
+        cnt.search(start.copy(), 17, np.random.default_rng(seed))
+        assert cnt.cut_rows > 0
+
+
+def test_reference_comparison_catches_a_wrong_rule():
+    """The bit-identity check has teeth: a GA with one rule broken no longer matches."""
+    for seed in range(4):
+        prob, start = _ref_case(seed, tight=True)
+        want = _reference_search(prob, start.copy(), 17, np.random.default_rng(seed))
+        bad = _NoCutProblem(prob.jobs, prob.g, prob.lo, prob.hi, prob.base, prob.S,
+                            prob.factor, prob.cap, prob.p, prob.inel_run)
+        got = bad.search(start.copy(), 17, np.random.default_rng(seed))
+        assert not (np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]))
+
+
+def test_generation_draws_follow_the_mutation_law():
+    """Sparse draws have the per-cell law of independent uniform trials: reset 0.1, zero 0.01,
+    raise 1/n, independently of each other and of the cell's place; uniform raised values."""
+    rng = np.random.default_rng(5)
+    P, n, G = 40, 25, 400
+    counts = {k: np.zeros(P * n) for k in ("reset", "zero", "inc")}
+    both = 0.0
+    us = []
+    assert sum(block_sizes(G, P, n)) == G
+    blocks = [draw_block(rng, k, P, n) for k in (G // 4, G // 4, G // 2)]
+    for d in (b.generation(t, P, n) for b in blocks for t in range(len(b.tournament))):
+        assert d.tournament.shape == (P, 2) and 0 <= d.tournament.min() <= d.tournament.max() < P
+        assert d.points.shape == (P // 2,) and 0 <= d.points.min() <= d.points.max() < n
+        for k, cells in (("reset", d.reset_cells), ("zero", d.zero_cells), ("inc", d.inc_cells)):
+            assert cells.size == 0 or (cells.min() >= 0 and cells.max() < P * n)
+            assert np.all(np.diff(cells) > 0)
+            counts[k][cells] += 1
+        both += np.intersect1d(d.reset_cells, d.inc_cells).size
+        us.append(d.inc_u)
+    N = P * n * G
+    for k, p in (("reset", P_RESET), ("zero", P_ZERO), ("inc", 1 / n)):
+        c = counts[k]
+        assert abs(c.sum() - N * p) < 5 * np.sqrt(N * p * (1 - p))
+        # every child and every job is hit at the same rate
+        for per in (c.reshape(P, n).sum(1), c.reshape(P, n).sum(0)):
+            m = c.sum() / per.size
+            assert np.all(np.abs(per - m) < 6 * np.sqrt(m) + 3)
+    assert abs(both - N * P_RESET / n) < 5 * np.sqrt(N * P_RESET / n)  # independent
+    u = np.concatenate(us)
+    assert abs(u.mean() - 0.5) < 5 * np.sqrt(1 / 12 / u.size)
+    assert bernoulli_cells(rng, 10, 1.0).tolist() == list(range(10))
+    assert bernoulli_cells(rng, 10, 0.0).size == 0 and bernoulli_cells(rng, 0, 0.5).size == 0
+    # gaps: P(first success at cell k) = (1 - p)^k p
+    first = np.array([bernoulli_cells(rng, 50, 0.2)[:1] for _ in range(4000)], dtype=object)
+    k0 = np.array([f[0] if len(f) else 99 for f in first])
+    for k in range(4):
+        want = 0.8**k * 0.2 * 4000
+        assert abs((k0 == k).sum() - want) < 5 * np.sqrt(want)
 
 
 def test_exploration_cap_doubles_replicas_per_reallocation():
@@ -266,3 +375,22 @@ def test_exploration_cap_doubles_replicas_per_reallocation():
     sim2.begin(unc)
     sim2.step(unc)
     assert int(sim2.workers[0]) > 2  # without the cap it may jump at once
+
+
+def test_bench_rows_share_keys_and_sample_extrapolates():
+    import math
+
+    from aryl_gym.bench_pollux import bench_pollux, bench_pollux_kernel, bench_pollux_sample
+    from aryl_gym.scenario import make_episode
+
+    full = bench_pollux(runs=(("tiny", "pollux"),), sample=False)
+    row = bench_pollux_sample("tiny", "pollux", rounds=6)
+    kernel = bench_pollux_kernel(n=30, generations=5)
+    assert list(full[0]) == list(row) == list(kernel)  # one table
+    assert kernel["active_jobs"] == 30 and kernel["cpu_ms_per_round"] > 0
+    assert full[0]["rounds"] > 6 and full[0]["jobs"] == 30 and full[0]["cpu_s"] > 0
+    assert row["rounds"] == 6 and row["run"] == "first 6 rounds"
+    assert 0 < row["decision_rounds"] <= 3  # decisions counted in the second half only
+    cfg = make_episode("tiny", 0).config
+    total = math.ceil(cfg.workload.duration_hours * 3600 / cfg.sim.interval)
+    assert row["episode_cpu_s_est"] == pytest.approx(row["cpu_ms_per_round"] * total / 1e3)
