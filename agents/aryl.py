@@ -101,7 +101,7 @@ class ArylPolicy(BasePolicy):
     Args:
         name: registry name.
         loaning: accept loaned inference servers.
-        elastic: run phase two (elastic scaling); off = elastic jobs at ``w_max``.
+        elastic: run phase two (elastic scaling); off = elastic jobs at their request ``w_req``.
         group: ``PlacementOptions(elastic_prefer_inference=group, group_flexible=group)``.
         reclaim: ``"aryl"``, ``"optimal"`` or ``"default"``.
         prefer_inference: elastic type-agnostic jobs prefer loaned inference servers (default:
