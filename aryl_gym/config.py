@@ -163,6 +163,7 @@ class WorkloadConfig:
     max_duration_s: float = 8.0 * 86400.0
     max_job_gpus: int | None = None
     prediction_sigma: float = 0.0
+    hetero_fraction: float = 0.0
     trace: str | None = None
     trace_format: str | None = None
     trace_map: str | None = None
@@ -188,6 +189,7 @@ class SimConfig:
     )
     default_relaunch_overhead_s: float = 60.0
     first_start_overhead_s: float = 0.0
+    hetero_penalty: float = 0.8
 
     def relaunch_for(self, family: str) -> float:
         return float(self.relaunch_overhead_s.get(family, self.default_relaunch_overhead_s))
@@ -400,7 +402,12 @@ def validate_scenario(cfg: ScenarioConfig) -> None:
         raise ConfigError(f"{src}: workload.num_jobs must be >= 1 (or omitted to use load), got {w.num_jobs}")
     if not w.load > 0:
         raise ConfigError(f"{src}: workload.load must be > 0, got {w.load}")
-    for name in ("elastic_fraction", "type_agnostic_fraction", "elastic_min_fraction"):
+    for name in (
+        "elastic_fraction",
+        "type_agnostic_fraction",
+        "elastic_min_fraction",
+        "hetero_fraction",
+    ):
         v = getattr(w, name)
         if not 0.0 <= v <= 1.0:
             raise ConfigError(f"{src}: workload.{name} must be in [0, 1], got {v}")
@@ -420,6 +427,11 @@ def validate_scenario(cfg: ScenarioConfig) -> None:
             raise ConfigError(f"{src}: workload.{name} must be in [0, 1), got {getattr(w, name)}")
     if not c.inf_speed_scale > 0:
         raise ConfigError(f"{src}: cluster.inf_speed_scale must be > 0, got {c.inf_speed_scale}")
+    if not 0.0 < s.hetero_penalty <= 1.0:
+        raise ConfigError(
+            f"{src}: sim.hetero_penalty must be in (0, 1] (the rate multiplier of a job running "
+            f"on both GPU types), got {s.hetero_penalty}"
+        )
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,10 +32,16 @@ class PlacementOptions:
             first (paper); when off they prefer training servers like inelastic jobs.
         group_flexible: an elastic job's workers beyond ``w_min`` go on loaned servers that hold
             none of its base workers, so a reclaim can take them without preemption (paper 5.3).
+        hetero: heterogeneous training (paper 7.2): a job marked ``JobSpec.hetero`` whose base is
+            on training servers may put flexible workers that do not fit there on loaned
+            inference servers (then running at the mixed rate,
+            :meth:`~aryl_gym.sim.engine.Simulator.rate_mixed`). Off: all of a job's workers
+            share one pool.
     """
 
     elastic_prefer_inference: bool = True
     group_flexible: bool = False
+    hetero: bool = False
 
 
 @dataclass
