@@ -190,6 +190,7 @@ class SimConfig:
     default_relaunch_overhead_s: float = 60.0
     first_start_overhead_s: float = 0.0
     hetero_penalty: float = 0.8
+    hetero_rate: str = "slowest"
 
     def relaunch_for(self, family: str) -> float:
         return float(self.relaunch_overhead_s.get(family, self.default_relaunch_overhead_s))
@@ -427,6 +428,11 @@ def validate_scenario(cfg: ScenarioConfig) -> None:
             raise ConfigError(f"{src}: workload.{name} must be in [0, 1), got {getattr(w, name)}")
     if not c.inf_speed_scale > 0:
         raise ConfigError(f"{src}: cluster.inf_speed_scale must be > 0, got {c.inf_speed_scale}")
+    if s.hetero_rate not in ("slowest", "sum"):
+        raise ConfigError(
+            f"{src}: sim.hetero_rate must be 'slowest' (every worker at the slower GPU's pace) "
+            f"or 'sum' (load-balanced: the sum of per-worker speeds), got {s.hetero_rate!r}"
+        )
     if not 0.0 < s.hetero_penalty <= 1.0:
         raise ConfigError(
             f"{src}: sim.hetero_penalty must be in (0, 1] (the rate multiplier of a job running "

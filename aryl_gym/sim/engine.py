@@ -126,6 +126,7 @@ class Simulator:
         self.hetero_list: list[bool] = self.hetero.tolist()
         self.has_hetero = bool(self.hetero.any())
         self.hetero_penalty = float(config.sim.hetero_penalty)
+        self.hetero_sum = config.sim.hetero_rate == "sum"
         # speed per pool: (N, 2)
         self.speeds = np.array(
             [
@@ -293,15 +294,24 @@ class Simulator:
             r *= float(tab[min(int(w), len(tab) - 1)])
         return r
 
-    def rate_mixed(self, j: int, w: int) -> float:
-        """Work per second of a job whose ``w`` workers span both GPU types (paper 7.2).
+    def rate_mixed(self, j: int, w: int, w_inf: int) -> float:
+        """Work per second of a job whose ``w`` workers, ``w_inf`` of them on inference GPUs,
+        span both GPU types (heterogeneous training, paper 7.2).
 
-        Synchronous data parallelism waits for the slowest worker at every step, so every worker
-        advances at the slower type's speed: ``w x min(speed_V100, speed_T4) x scaling[w] x m[w]
-        x hetero_penalty``; the penalty (``sim.hetero_penalty``) covers the extra cost of
-        mixing (cross-type communication, load imbalance) on top of the slowest-worker pace.
+        ``sim.hetero_rate = "slowest"`` (default): synchronous data parallelism with equal local
+        batches waits for the slowest worker at every step, so every worker advances at the
+        slower type's pace: ``w x min(speed_V100, speed_T4)``. ``"sum"``: local batches balanced
+        to each GPU's speed (the SPEC's model): ``(w - w_inf) x speed_V100 + w_inf x speed_T4``.
+        Either is then multiplied by the job's scaling curve and policy table at ``w``
+        (``scaling[w] x m[w]``) and by ``sim.hetero_penalty`` (the cost of mixing: different
+        hyper-parameters per type, cross-type communication, imperfect balance).
         """
-        r = float(w) * float(min(self.speeds[j, TRAIN], self.speeds[j, INFER]))
+        if self.hetero_sum:
+            r = float(w - w_inf) * float(self.speeds[j, TRAIN]) + float(w_inf) * float(
+                self.speeds[j, INFER]
+            )
+        else:
+            r = float(w) * float(min(self.speeds[j, TRAIN], self.speeds[j, INFER]))
         sc = self.scaling[j]
         if sc is not None and w > 0:
             r *= float(sc[min(int(w), len(sc) - 1)])
@@ -414,7 +424,7 @@ class Simulator:
     def _update_rate(self, j: int) -> None:
         p = self.pool.item(j)
         if self.has_hetero and p >= 0 and self.hetero_list[j] and self.is_mixed(j):
-            self.rate[j] = self.rate_mixed(j, self.workers.item(j))
+            self.rate[j] = self.rate_mixed(j, self.workers.item(j), self.inf_workers.item(j))
             self.mixed[j] = True
             self.ever_mixed[j] = True
             return

@@ -105,9 +105,9 @@ def check(sim: Simulator) -> None:
         if mixed != bool(sim.mixed[j]):
             _fail(sim, f"job {j}: mixed flag {bool(sim.mixed[j])} but {on_inf} of {placed} "
                        f"workers on inference servers")
-        if mixed and sim.rate.item(j) != sim.rate_mixed(j, wj):
+        if mixed and sim.rate.item(j) != sim.rate_mixed(j, wj, on_inf):
             _fail(sim, f"mixed job {j} runs at rate {sim.rate.item(j)!r}, not the mixed rate "
-                       f"{sim.rate_mixed(j, wj)!r}")
+                       f"{sim.rate_mixed(j, wj, on_inf)!r}")
         if st == running_code:
             if placed != wj:
                 _fail(sim, f"job {j} has {wj} workers but {placed} placed")

@@ -232,6 +232,15 @@ class ClusterView:
         """Work per second of job ``j`` with ``w`` workers on ``pool`` (V100 worker-seconds/s)."""
         return self._sim.rate_for(j, w, pool)
 
+    def rate_mixed(self, j: int, w: int, w_inf: int) -> float:
+        """Work per second of job ``j`` with ``w`` workers, ``w_inf`` on inference GPUs, spanning
+        both GPU types (heterogeneous training; :meth:`~aryl_gym.sim.engine.Simulator.rate_mixed`)."""
+        return self._sim.rate_mixed(j, w, w_inf)
+
+    def is_mixed(self, j: int) -> bool:
+        """Whether job ``j`` runs on both GPU types now."""
+        return self._sim.is_mixed(j)
+
     def pred_time(self, j: int, w: int, pool: int) -> float:
         """Predicted remaining running time (s) of job ``j`` at ``w`` workers on ``pool``."""
         r = self._sim.rate_for(j, w, pool)
