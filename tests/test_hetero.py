@@ -137,3 +137,70 @@ def test_hetero_draw_is_last_and_marks_only_eligible_jobs():
                             ("resnet50", "vgg16", "bert", "gnmt16"))
     assert not any(j.hetero for j in w0)
     assert any(j.hetero for j in w1)
+
+
+def test_sum_rate_model():
+    cfg = small_config(train_servers=1, train_gpus=4, inf_servers=2, inf_gpus=4,
+                       hetero_rate="sum")
+    sim = make_sim(cfg, [_hjob()], 0.0)
+    pol = _policy(8)
+    sim.begin(pol)
+    sim.pre_decision(pol)
+    sim.apply(pol.decide(sim.view))
+    # (4 x 1.0 + 4 x 0.40) x 0.8 = 4.48
+    assert sim.rate[0] == pytest.approx((4 * 1.0 + 4 * T4_RESNET) * 0.8)
+    invariants.check(sim)
+    with pytest.raises(ConfigError, match="sim.hetero_rate"):
+        small_config(hetero_rate="fastest")
+
+
+def _aryl_case(policy: str, rate_model: str):
+    """A hetero job starts on the V100 server while nothing is loaned (inference busy), then the
+    two T4 servers are loaned: may Aryl add T4 workers to it?"""
+    from aryl_gym.agents.base import make_policy
+
+    cfg = small_config(train_servers=1, train_gpus=4, inf_servers=2, inf_gpus=4,
+                       hetero_rate=rate_model, fast_forward=False)
+    util = [1.0] * 5 + [0.0] * 5000
+    sim = make_sim(cfg, [_hjob(work=4.0 * 36000)], util)
+    pol = make_policy(policy)
+    pol.reset(0)
+    sim.begin(pol)
+    for _ in range(int(3600 / sim.interval)):
+        sim.step(pol)
+        invariants.check(sim)
+    return sim
+
+
+def test_aryl_hetero_adds_t4_workers_only_when_mixing_pays():
+    step = small_config().inference.sample_seconds
+    assert step * 5 < 3600  # the loans come within the hour simulated
+    # sum model: (4 + 4 x 0.4) x 0.8 = 4.48 > 4 (V100 alone) -> 4 more workers on T4
+    sim = _aryl_case("aryl-hetero", "sum")
+    assert sim.workers[0] == 8 and sim.mixed[0] and sim.base[0] == {0: 4}
+    assert sim.rate[0] == pytest.approx(4.48)
+    # slowest model: 8 x 0.4 x 0.8 = 2.56 < 4 -> mixing never pays, the job keeps its V100s
+    sim = _aryl_case("aryl-hetero", "slowest")
+    assert sim.workers[0] == 4 and not sim.ever_mixed[0]
+    # plain aryl never mixes
+    sim = _aryl_case("aryl", "sum")
+    assert sim.workers[0] == 4 and not sim.ever_mixed[0]
+
+
+@pytest.mark.parametrize("rate_model", ["slowest", "sum"])
+def test_invariants_tiny_hetero_fraction_1(rate_model):
+    from aryl_gym.agents.base import make_policy
+    from aryl_gym.scenario import make_simulator
+
+    cfg = load_scenario("tiny")
+    cfg = dataclasses.replace(
+        cfg, workload=dataclasses.replace(cfg.workload, hetero_fraction=1.0),
+        sim=dataclasses.replace(cfg.sim, hetero_rate=rate_model),
+    )
+    for pol in ("aryl-hetero", "aryl", "afs"):
+        sim = make_simulator(cfg, 0)
+        assert any(j.hetero for j in sim.jobs)
+        res = sim.run(make_policy(pol), on_round=invariants.InvariantChecker())
+        assert res.jobs_completed == res.jobs_total
+        if pol != "aryl-hetero":
+            assert res.hetero_jobs == 0 and res.hetero_gpu_hours == 0.0
