@@ -190,6 +190,7 @@ def test_aryl_hetero_adds_t4_workers_only_when_mixing_pays():
 @pytest.mark.parametrize("rate_model", ["slowest", "sum"])
 def test_invariants_tiny_hetero_fraction_1(rate_model):
     from aryl_gym.agents.base import make_policy
+
     from aryl_gym.scenario import make_simulator
 
     cfg = load_scenario("tiny")
