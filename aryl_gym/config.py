@@ -132,6 +132,9 @@ class WorkloadConfig:
       for batches of 1-GPU jobs, ``burst_size_*``, and of multi-GPU jobs, ``burst_multi_*``;
       mean gap inside a batch in seconds; standard deviation and lag-one correlation of the
       hour-level and the day-level AR(1) log-rate, within-batch log running-time scatter).
+
+    ``hetero_fraction`` (default 0, off): share of the eligible jobs (elastic, type-agnostic,
+    data-parallel families) marked for heterogeneous training (paper 7.2; ``docs/model.md``).
     """
 
     generator: str = "philly-like"
@@ -172,7 +175,13 @@ class WorkloadConfig:
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Time and overheads (SPEC 1.3-1.4)."""
+    """Time and overheads (SPEC 1.3-1.4).
+
+    Heterogeneous training (paper 7.2; ``docs/model.md``): ``hetero_rate`` is the rate model of
+    a job running on both GPU types, ``"slowest"`` (every worker at the slower type's pace,
+    default) or ``"sum"`` (speeds summed, load-balanced local batches); ``hetero_penalty``
+    (default 0.8, ours) multiplies it.
+    """
 
     interval: float = 60.0
     horizon_hours: float | None = None
