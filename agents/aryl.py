@@ -55,7 +55,15 @@ Variants (registry names):
   workers on loaned servers stay grouped). The paper prefers inference servers for elastic jobs
   (5.3); with T4 at about 1/3 of a V100 that costs running time whenever V100s are free;
 * ``aryl-optimal-reclaim`` -- the exact optimal reclaim (integer program solved by HiGHS, any size);
-* ``aryl-default-reclaim`` -- the simulator's default reclaim (fewest busy GPUs first).
+* ``aryl-default-reclaim`` -- the simulator's default reclaim (fewest busy GPUs first);
+* ``aryl-hetero`` -- heterogeneous training (paper 7.2; jobs marked ``JobSpec.hetero`` by
+  ``workload.hetero_fraction``): in phase two, a hetero job whose base is on training servers
+  also joins the inference pool's knapsack, after the training pool's, with items ``k`` = ``k``
+  flexible workers on loaned T4 servers on top of the ``e`` extra V100 workers it got there,
+  valued ``T_V100(w_min + e) - T_mixed(w_min + e + k)`` (the mixed rate,
+  :meth:`~aryl_gym.sim.engine.Simulator.rate_mixed`; only items that gain are ever chosen).
+  Placement runs with ``PlacementOptions.hetero``. With no hetero job in the trace it decides
+  exactly as ``aryl``.
 
 World v1: an elastic job requests its base demand ``w_min`` and may grow to ``w_max = r x
 w_min`` (``docs/model.md``), so phase two can make a job run faster than Baseline runs it (in
@@ -106,6 +114,8 @@ class ArylPolicy(BasePolicy):
         reclaim: ``"aryl"``, ``"optimal"`` or ``"default"``.
         prefer_inference: elastic type-agnostic jobs prefer loaned inference servers (default:
             as ``group``); ``False`` with ``group`` on is the ``aryl-trainfirst`` variant.
+        hetero: heterogeneous training (``aryl-hetero``): hetero jobs based on training servers
+            may take flexible workers from the inference pool's knapsack.
     """
 
     event_driven = True
@@ -118,6 +128,7 @@ class ArylPolicy(BasePolicy):
         group: bool = True,
         reclaim: str = "aryl",
         prefer_inference: bool | None = None,
+        hetero: bool = False,
     ):
         if reclaim not in ("aryl", "optimal", "default"):
             raise ValueError(f"reclaim rule {reclaim!r}; use 'aryl', 'optimal' or 'default'")
@@ -125,7 +136,9 @@ class ArylPolicy(BasePolicy):
         self.uses_loaning = loaning
         self.elastic_scaling = elastic
         prefer = group if prefer_inference is None else prefer_inference
-        self.placement = PlacementOptions(elastic_prefer_inference=prefer, group_flexible=group)
+        self.placement = PlacementOptions(
+            elastic_prefer_inference=prefer, group_flexible=group, hetero=hetero
+        )
         self.reclaim_rule = reclaim
         self.stats = ArylStats()
         self._jobs_ref: object = None
@@ -156,6 +169,9 @@ class ArylPolicy(BasePolicy):
         self.w_req = np.array([j.w_req for j in jobs], dtype=np.int64)
         self.elastic = np.array([j.elastic for j in jobs], dtype=bool)
         self.ta = np.array([j.type_agnostic for j in jobs], dtype=bool)
+        self.hetero = np.array(
+            [self.placement.hetero and j.hetero for j in jobs], dtype=bool
+        )
         # rate of one worker per pool (V100 worker-seconds per second)
         self.rate1 = np.array(
             [[view.rate(j.id, 1, TRAIN), view.rate(j.id, 1, INFER)] for j in jobs], dtype=np.float64
@@ -289,27 +305,42 @@ class ArylPolicy(BasePolicy):
     ) -> dict[int, int]:
         """Phase two: extra workers per elastic job, by an exact MCKP per pool (paper App. D)."""
         out: dict[int, int] = {}
+        ws: list[np.ndarray]
+        vs: list[np.ndarray]
         tic = time.perf_counter()
         ngroups = 0
         pred = np.asarray(view.pred_remaining)
         for p in (TRAIN, INFER):
             members = [j for j, pj in elastic_jobs if pj == p and self.w_max[j] > self.w_min[j]]
-            if not members:
+            if not members and not (p == INFER and self.hetero.any()):
                 continue
             capacity = int(trial[masks[p]].sum())
             if capacity <= 0:
                 continue
-            ws: list[np.ndarray] = []
-            vs: list[np.ndarray] = []
+            ws = []
+            vs = []
             for j in members:
                 w_gpu, gain = self._items(view, j, p)
                 ws.append(w_gpu)
                 vs.append(float(pred[j]) * gain)
+            # heterogeneous training: hetero jobs based on V100 bid for T4 workers too
+            mixed = []
+            if p == INFER and self.hetero.any():
+                for j, pj in elastic_jobs:
+                    if pj != TRAIN or not self.hetero[j]:
+                        continue
+                    n0 = int(self.w_min[j]) + out.get(j, 0)
+                    if n0 >= int(self.w_max[j]):
+                        continue
+                    w_gpu, gain = self._items_mixed(view, j, n0)
+                    ws.append(w_gpu)
+                    vs.append(float(pred[j]) * gain)
+                    mixed.append(j)
             res = solve_mckp_arrays(ws, vs, capacity)
             ngroups += len(ws)
-            for j, c in zip(members, res.choice):
+            for j, c in zip(members + mixed, res.choice):
                 if c >= 0:
-                    out[j] = c + 1
+                    out[j] = out.get(j, 0) + c + 1
         self.stats.knapsack_s.append(time.perf_counter() - tic)
         self.stats.knapsack_groups.append(ngroups)
         return out
@@ -324,6 +355,22 @@ class ArylPolicy(BasePolicy):
             wmin, wmax, g = int(self.w_min[j]), int(self.w_max[j]), int(self.g[j])
             inv = np.array([1.0 / view.rate(j, w, p) for w in range(wmin, wmax + 1)])
             hit = (np.arange(1, wmax - wmin + 1, dtype=np.int64) * g, inv[0] - inv[1:])
+            self._item_cache[key] = hit
+        return hit
+
+    def _items_mixed(self, view: ClusterView, j: int, n0: int) -> tuple[np.ndarray, np.ndarray]:
+        """Hetero job ``j`` with ``n0`` workers on V100: items ``k`` = ``k`` more workers on T4,
+        weights ``k * g`` and ``1 / rate_V100(n0) - 1 / rate_mixed(n0 + k)`` (s per unit of
+        work; negative when mixing is slower, and then never chosen)."""
+        key = (j, 2 + n0)
+        hit = self._item_cache.get(key)
+        if hit is None:
+            wmax, g = int(self.w_max[j]), int(self.g[j])
+            inv0 = 1.0 / view.rate(j, n0, TRAIN)
+            inv = np.array(
+                [1.0 / view.rate_mixed(j, w, w - n0) for w in range(n0 + 1, wmax + 1)]
+            )
+            hit = (np.arange(1, wmax - n0 + 1, dtype=np.int64) * g, inv0 - inv)
             self._item_cache[key] = hit
         return hit
 
@@ -355,6 +402,7 @@ class ArylPolicy(BasePolicy):
         workers = np.asarray(view.workers)
         state = np.asarray(view.state)
         grouped_opt = self.placement.group_flexible
+        self._spill_mask = masks[INFER] if self.hetero.any() else None
         out = dict(targets)
         places: dict[int, tuple[dict[int, int], dict[int, int]]] = {}
         # 1. releases
@@ -446,6 +494,14 @@ class ArylPolicy(BasePolicy):
             if got == n:
                 break
             got += sum(k for _, k in fill(free, cap, cand, g, n - got))
+        spill = self._spill_mask
+        if got < n and p == TRAIN and spill is not None and self.hetero[j]:
+            # heterogeneous training: the rest on loaned T4 servers, as the engine's _spill
+            tiers = (spill & (base_g == 0), spill & (base_g > 0)) if grouped_opt else (spill,)
+            for cand in tiers:
+                if got == n:
+                    break
+                got += sum(k for _, k in fill(free, cap, cand, g, n - got))
         return got
 
 
@@ -482,3 +538,8 @@ def _aryl_opt() -> BasePolicy:
 @register("aryl-default-reclaim")
 def _aryl_def() -> BasePolicy:
     return ArylPolicy("aryl-default-reclaim", reclaim="default")
+
+
+@register("aryl-hetero")
+def _aryl_hetero() -> BasePolicy:
+    return ArylPolicy("aryl-hetero", hetero=True)

@@ -132,6 +132,9 @@ class WorkloadConfig:
       for batches of 1-GPU jobs, ``burst_size_*``, and of multi-GPU jobs, ``burst_multi_*``;
       mean gap inside a batch in seconds; standard deviation and lag-one correlation of the
       hour-level and the day-level AR(1) log-rate, within-batch log running-time scatter).
+
+    ``hetero_fraction`` (default 0, off): share of the eligible jobs (elastic, type-agnostic,
+    data-parallel families) marked for heterogeneous training (paper 7.2; ``docs/model.md``).
     """
 
     generator: str = "philly-like"
@@ -163,6 +166,7 @@ class WorkloadConfig:
     max_duration_s: float = 8.0 * 86400.0
     max_job_gpus: int | None = None
     prediction_sigma: float = 0.0
+    hetero_fraction: float = 0.0
     trace: str | None = None
     trace_format: str | None = None
     trace_map: str | None = None
@@ -171,7 +175,13 @@ class WorkloadConfig:
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Time and overheads (SPEC 1.3-1.4)."""
+    """Time and overheads (SPEC 1.3-1.4).
+
+    Heterogeneous training (paper 7.2; ``docs/model.md``): ``hetero_rate`` is the rate model of
+    a job running on both GPU types, ``"slowest"`` (every worker at the slower type's pace,
+    default) or ``"sum"`` (speeds summed, load-balanced local batches); ``hetero_penalty``
+    (default 0.8, ours) multiplies it.
+    """
 
     interval: float = 60.0
     horizon_hours: float | None = None
@@ -188,6 +198,8 @@ class SimConfig:
     )
     default_relaunch_overhead_s: float = 60.0
     first_start_overhead_s: float = 0.0
+    hetero_penalty: float = 0.8
+    hetero_rate: str = "slowest"
 
     def relaunch_for(self, family: str) -> float:
         return float(self.relaunch_overhead_s.get(family, self.default_relaunch_overhead_s))
@@ -400,7 +412,12 @@ def validate_scenario(cfg: ScenarioConfig) -> None:
         raise ConfigError(f"{src}: workload.num_jobs must be >= 1 (or omitted to use load), got {w.num_jobs}")
     if not w.load > 0:
         raise ConfigError(f"{src}: workload.load must be > 0, got {w.load}")
-    for name in ("elastic_fraction", "type_agnostic_fraction", "elastic_min_fraction"):
+    for name in (
+        "elastic_fraction",
+        "type_agnostic_fraction",
+        "elastic_min_fraction",
+        "hetero_fraction",
+    ):
         v = getattr(w, name)
         if not 0.0 <= v <= 1.0:
             raise ConfigError(f"{src}: workload.{name} must be in [0, 1], got {v}")
@@ -420,6 +437,16 @@ def validate_scenario(cfg: ScenarioConfig) -> None:
             raise ConfigError(f"{src}: workload.{name} must be in [0, 1), got {getattr(w, name)}")
     if not c.inf_speed_scale > 0:
         raise ConfigError(f"{src}: cluster.inf_speed_scale must be > 0, got {c.inf_speed_scale}")
+    if s.hetero_rate not in ("slowest", "sum"):
+        raise ConfigError(
+            f"{src}: sim.hetero_rate must be 'slowest' (every worker at the slower GPU's pace) "
+            f"or 'sum' (load-balanced: the sum of per-worker speeds), got {s.hetero_rate!r}"
+        )
+    if not 0.0 < s.hetero_penalty <= 1.0:
+        raise ConfigError(
+            f"{src}: sim.hetero_penalty must be in (0, 1] (the rate multiplier of a job running "
+            f"on both GPU types), got {s.hetero_penalty}"
+        )
 
 
 # --------------------------------------------------------------------------------------------

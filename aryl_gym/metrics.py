@@ -18,6 +18,9 @@ Definitions (times in seconds):
 * ``max_hourly_queued_share``: the largest, over the hours of the arrival window, of the
   time-averaged share of the jobs in the system that wait for their first start (paper Figure 2,
   "as high as 100%"); ``queued_share_hourly`` the series.
+* ``hetero_jobs``: jobs that ran on both GPU types at some point (heterogeneous training, paper
+  7.2; ``workload.hetero_fraction``); ``hetero_gpu_hours``: GPU-hours (both types) those jobs held
+  while they ran on both.
 * ``jct_lower_bound``: mean over jobs of each job alone at ``w_max`` on its fastest allowed GPU;
   ``mean_slowdown``: mean of JCT / that bound over completed jobs.
 """
@@ -81,6 +84,10 @@ class EpisodeResult:
     truncated: bool
     stalled: bool
     max_hourly_queued_share: float = float("nan")
+    #: jobs that ran on both GPU types at some point (heterogeneous training, paper 7.2)
+    hetero_jobs: int = 0
+    #: GPU-hours held by jobs while they ran on both GPU types
+    hetero_gpu_hours: float = 0.0
     combined_usage_hourly: list[float] = field(default_factory=list)
     queued_share_hourly: list[float] = field(default_factory=list, repr=False)
     jcts: list[float] = field(default_factory=list, repr=False)
@@ -232,6 +239,8 @@ def episode_result(sim: Simulator, policy_name: str, wall_s: float) -> EpisodeRe
         truncated=not sim.done,
         stalled=sim.stalled,
         max_hourly_queued_share=max(qshare) if qshare else float("nan"),
+        hetero_jobs=int(sim.ever_mixed.sum()),
+        hetero_gpu_hours=acc.hetero_gs / 3600.0,
         combined_usage_hourly=hourly,
         queued_share_hourly=qshare,
         jcts=[float(x) for x in jct],

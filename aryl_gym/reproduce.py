@@ -1,5 +1,6 @@
-"""The paper's headline table, its sensitivity to the knobs the paper does not fix, and the
-prediction-error study (``aryl-gym reproduce``; ``docs/reproduction.md``).
+"""The paper's headline table, its sensitivity to the knobs the paper does not fix, the
+prediction-error study and the heterogeneous-training study (``aryl-gym reproduce``;
+``docs/reproduction.md``).
 
 **Rows.** Each row of :data:`ROWS` is one claim of the paper as a ratio of one figure between two
 policies on one scenario *role* (``basic``: the paper's Basic; ``ideal``: its Ideal), e.g. the
@@ -1212,4 +1213,101 @@ def wall_table_md(stats: RunStats) -> str:
         cs = stats.cpu_by_policy.get((scen, pol), [])
         cpu = f"{np.mean(cs):.2g}" if cs and np.mean(cs) < 10 else (f"{np.mean(cs):.0f}" if cs else "-")
         lines.append(f"| {scen} | {pol} | {len(ws)} | {np.mean(ws):.1f} | {cpu} |")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------
+# Heterogeneous-training study (paper 7.2)
+# ----------------------------------------------------------------------------------------------
+
+HETERO_FRACTIONS: tuple[float, ...] = (0.05, 0.1, 0.2)
+HETERO_POLICIES: tuple[str, str] = ("aryl", "aryl-hetero")
+#: (EpisodeResult field, column title, kind): kind "s" = seconds, "r" = ratio/share, "n" = count
+HETERO_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("avg_jct", "avg JCT", "s"),
+    ("p95_jct", "p95 JCT", "s"),
+    ("avg_queue_time", "avg queuing", "s"),
+    ("combined_usage", "usage", "r"),
+    ("preemption_ratio", "preemption ratio", "r"),
+    ("hetero_jobs", "mixed jobs", "n"),
+    ("hetero_gpu_hours", "mixed GPU-h", "n"),
+)
+
+
+def hetero_tasks(
+    cfg: ScenarioConfig, fractions: Sequence[float], seeds: Sequence[int],
+    policies: Sequence[str] = HETERO_POLICIES,
+) -> list[Task]:
+    """``policies`` (off: ``aryl``; on: ``aryl-hetero``) at each ``workload.hetero_fraction``, on
+    the same episodes per seed (the fraction only marks jobs; the trace is otherwise the same)."""
+    tasks = []
+    for f in fractions:
+        c = apply_override(cfg, "workload.hetero_fraction", float(f))
+        h = config_hash(c)
+        for p in policies:
+            for s in seeds:
+                tasks.append(Task(f"hetero={f}", c, p, s, h, f"hetero={f}"))
+    return tasks
+
+
+def hetero_table(
+    results: Mapping[Task, EpisodeResult], fractions: Sequence[float], seeds: Sequence[int],
+    off: str = HETERO_POLICIES[0], on: str = HETERO_POLICIES[1],
+) -> list[dict[str, Any]]:
+    """One row per fraction: each policy's mean of every :data:`HETERO_METRICS` figure and the
+    paired ratio ``on / off`` of the time and usage figures (geometric mean over seeds, 95% CI)."""
+    by = {(t.role, t.policy, t.seed): r for t, r in results.items()}
+    rows = []
+    for f in fractions:
+        role = f"hetero={f}"
+        row: dict[str, Any] = {"fraction": f, "mean": {}, "ratio": {}, "seeds": []}
+        pairs = [(by[(role, off, s)], by[(role, on, s)]) for s in seeds
+                 if (role, off, s) in by and (role, on, s) in by]
+        row["seeds"] = [s for s in seeds if (role, off, s) in by and (role, on, s) in by]
+        for m, _, kind in HETERO_METRICS:
+            for i, p in enumerate((off, on)):
+                xs = [float(getattr(pr[i], m)) for pr in pairs]
+                row["mean"][(p, m)] = float(np.mean(xs)) if xs else math.nan
+            if kind != "n":
+                ratios = {s: (float(getattr(b, m)) / float(getattr(a, m))
+                              if float(getattr(a, m)) else math.nan)
+                          for s, (a, b) in zip(row["seeds"], pairs)}
+                row["ratio"][m] = paired_ratio_ci(ratios)
+        rows.append(row)
+    return rows
+
+
+def render_hetero_md(
+    rows: Sequence[Mapping[str, Any]], off: str = HETERO_POLICIES[0], on: str = HETERO_POLICIES[1]
+) -> str:
+    """Markdown: per fraction, ``off`` and ``on`` means, then the paired ratio ``on / off``."""
+    head = [t for _, t, _ in HETERO_METRICS]
+    lines = [
+        "| hetero_fraction | policy | " + " | ".join(head) + " |",
+        "|---|---|" + "---|" * len(head),
+    ]
+
+    def cell(v: float, kind: str) -> str:
+        if not math.isfinite(v):
+            return "-"
+        if kind == "s":
+            return _s(v)
+        if kind == "r":
+            return f"{v:.4f}" if v < 0.01 else f"{v:.3f}"
+        return f"{v:.1f}" if v != int(v) else f"{int(v)}"
+
+    for row in rows:
+        f = row["fraction"]
+        for p in (off, on):
+            cells = [cell(row["mean"][(p, m)], k) for m, _, k in HETERO_METRICS]
+            lines.append(f"| {f} | {p} | " + " | ".join(cells) + " |")
+        rc = []
+        for m, _, kind in HETERO_METRICS:
+            st = row["ratio"].get(m)
+            if st is None or not math.isfinite(st.mean):
+                rc.append("-" if kind != "n" else "")
+                continue
+            ci = f" ({st.lo:.3f}..{st.hi:.3f})" if math.isfinite(st.lo) else ""
+            rc.append(f"{st.mean:.3f}{ci}")
+        lines.append(f"| {f} | {on} / {off} | " + " | ".join(rc) + " |")
     return "\n".join(lines)

@@ -339,3 +339,20 @@ def test_row_without_paired_episodes_names_what_is_missing():
     res = {("basic", "aryl-noloan", 0): _result("aryl-noloan", 0, avg_jct=1.0)}
     (row,) = rp.compute_rows([spec], res, [0, 1])
     assert row.stat.n == 0 and "not run or not cached: afs" in row.why and "aryl-noloan" not in row.why
+
+
+def test_hetero_study_on_tiny(tmp_path, capsys):
+    argv = ["reproduce", "--study", "hetero", "--scale", "tiny", "--seeds", "2",
+            "--out", str(tmp_path), "--json"]
+    res = _run_json(capsys, argv)
+    assert res["fractions"] == [0.05, 0.1, 0.2]
+    for row in res["rows"]:
+        # aryl never mixes; every figure is paired over both seeds
+        assert row["mean"]["aryl/hetero_jobs"] == 0
+        assert row["ratio"]["avg_jct"]["n"] == 2
+        assert math.isfinite(row["ratio"]["avg_jct"]["mean"])
+    md = (tmp_path / "reproduction.md").read_text()
+    assert "<!-- reproduce:hetero-tiny -->" in md and "--study hetero" in md
+    assert main(["reproduce", "--study", "hetero", "--policies", "aryl",
+                 "--out", str(tmp_path)]) == 2
+    assert "does not apply to --study hetero" in capsys.readouterr().err

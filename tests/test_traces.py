@@ -582,9 +582,11 @@ def _digest(jobs) -> str:
 
     h = hashlib.sha256()
     for j in jobs:
-        # World v1 added w_req (left out, so the Pollux digest still checks the old fields)
+        # World v1 added w_req (left out, so the Pollux digest still checks the old fields);
+        # hetero (heterogeneous training) is always False for loaded traces and left out too
+        assert not j.hetero
         h.update(repr(tuple((f.name, getattr(j, f.name)) for f in fields(j)
-                            if f.name not in ("extra", "w_req"))).encode())
+                            if f.name not in ("extra", "w_req", "hetero"))).encode())
         h.update(repr(j.w_req).encode() if j.w_req != j.w_max else b"")
         h.update(repr(sorted((k, v) for k, v in dict(j.extra).items() if k != "profiles_dir")).encode())
     return h.hexdigest()[:16]

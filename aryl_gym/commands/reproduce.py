@@ -7,6 +7,8 @@
   one knob at a time, the table's ratios at each value, a Markdown table and a PNG.
 * ``--study prediction-error``: ``workload.prediction_sigma`` in {0, 0.25, 0.5, 1.0} for aryl,
   sjf, afs and the shipped learned agent, each policy's ratio to its own sigma = 0 result.
+* ``--study hetero``: heterogeneous training (paper 7.2), ``aryl`` (off) vs ``aryl-hetero`` (on)
+  at ``workload.hetero_fraction`` in {0.05, 0.1, 0.2}, paired by seed.
 
 Writes ``OUT/reproduction.md`` (and ``docs/reproduction.md``'s generated blocks with
 ``--write-docs``). ``--json`` prints exactly one JSON object on stdout.
@@ -25,7 +27,7 @@ from typing import Any
 NAME = "reproduce"
 HELP = "reproduce the paper's headline table (paired by seed, 95% CI), sweeps and studies"
 
-STUDIES = ("prediction-error",)
+STUDIES = ("prediction-error", "hetero")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="vary a scenario config key (SECTION.FIELD), one knob at a time; "
                         "'default' = the knobs the paper does not fix")
     p.add_argument("--study", choices=STUDIES, default=None,
-                   help="prediction-error: paper 7.5 study instead of the table")
+                   help="prediction-error: paper 7.5 study; hetero: paper 7.2 (heterogeneous "
+                        "training, aryl vs aryl-hetero); instead of the table")
     p.add_argument("--policies", default=None,
                    help="--study only: comma-separated policies (registry names or agent:SOURCE; "
                         "default aryl,sjf,afs,agent:ppo-testbed)")
@@ -142,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.study == "prediction-error":
         return _prediction_study(args, rp, scale, configs, out, cmd, run_tasks)
+    if args.study == "hetero":
+        return _hetero_study(args, rp, configs, out, cmd, run_tasks)
 
     tasks = rp.table_tasks(specs, configs, scale, args.seeds, args.first_seed)
     sweep_tasks = [
@@ -342,6 +347,70 @@ def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], o
                        for m, tab in tables.items()},
             "at_sigma0": {m: {p: (v if math.isfinite(v) else None) for p, v in absolute(m).items()}
                           for m in rp.PREDICTION_METRICS},
+            "wall_s": stats.wall_s,
+            "report": str(md),
+        }))
+    else:
+        print("\n".join(body))
+        print(f"\n{stats.new} episode(s) run, {stats.cached} cached, {stats.wall_s:.0f} s; report: {md}")
+    return 1 if stats.failed else 0
+
+
+def _hetero_study(args: Any, rp: Any, configs: dict[str, Any], out: Path, cmd: str,
+                  run_tasks: Any) -> int:
+    if args.policies:
+        raise ValueError("--policies does not apply to --study hetero (it compares aryl with "
+                         "aryl-hetero)")
+    n = args.seeds if args.seeds is not None else 3
+    seeds = list(range(args.first_seed, args.first_seed + n))
+    if args.scenario:
+        from aryl_gym.config import load_scenario
+
+        cfg = load_scenario(args.scenario)
+    else:
+        cfg = configs["basic"]
+    fractions = list(rp.HETERO_FRACTIONS)
+    tasks = rp.hetero_tasks(cfg, fractions, seeds)
+    results, stats = run_tasks(tasks)
+    rows = rp.hetero_table(results, fractions, seeds)
+    s = cfg.sim
+    body = [
+        f"### Heterogeneous training on `{cfg.name}` (generated)",
+        "",
+        f"Scenario `{cfg.name}`, seeds {seeds[0]}..{seeds[-1]}, mixed rate model "
+        f"`sim.hetero_rate: {s.hetero_rate}`, `sim.hetero_penalty: {s.hetero_penalty}`. "
+        "`workload.hetero_fraction` marks that share of the eligible jobs (elastic, "
+        "type-agnostic, data-parallel families); `aryl` ignores the mark (off), `aryl-hetero` "
+        "may add T4 workers to a hetero job based on V100 (on). Both run the same episodes per "
+        "seed. Rows: means over seeds; the ratio row is the paired geometric mean of "
+        "aryl-hetero / aryl per seed with its 95% t interval (below 1 = heterogeneous training "
+        "lowers the figure).",
+        "",
+        rp.render_hetero_md(rows),
+    ]
+    for t, msg in stats.skipped:
+        body.append(f"- {t.policy} did not run here: {msg}")
+    body += ["", f"Made by (at commit `{_commit()}`):", "", "```", cmd, "```", "", rp.wall_table_md(stats)]
+    md = out / "reproduction.md"
+    block = {f"hetero-{cfg.name}": "\n".join(body)}
+    rp.update_doc(md, block)
+    if args.write_docs:
+        rp.update_doc(docs_path(), block)
+    if args.json:
+        print(json.dumps({
+            "study": "hetero",
+            "scenario": cfg.name,
+            "seeds": seeds,
+            "fractions": fractions,
+            "rows": [
+                {
+                    "fraction": r["fraction"],
+                    "mean": {f"{p}/{m}": (v if math.isfinite(v) else None)
+                             for (p, m), v in r["mean"].items()},
+                    "ratio": {m: st.to_dict() for m, st in r["ratio"].items()},
+                }
+                for r in rows
+            ],
             "wall_s": stats.wall_s,
             "report": str(md),
         }))

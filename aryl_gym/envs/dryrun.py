@@ -75,6 +75,8 @@ class _Scratch:
         self.srv_flex_gpus = sim.srv_flex_gpus.copy()
         self.state = sim.state.copy()
         self.workers = sim.workers.copy()
+        self.inf_workers = sim.inf_workers.copy()
+        self.hetero_list = sim.hetero_list
         self.pool = sim.pool.copy()
         self.base = _LazyDicts(sim.base)
         self.flex = _LazyDicts(sim.flex)

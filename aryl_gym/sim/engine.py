@@ -121,6 +121,12 @@ class Simulator:
         self.w_min_list: list[int] = self.w_min.tolist()
         self.w_max_list: list[int] = self.w_max.tolist()
         self.elastic_list: list[bool] = self.elastic.tolist()
+        # heterogeneous training (paper 7.2): jobs that may run on both GPU types at once
+        self.hetero = np.array([j.hetero for j in self.jobs], dtype=bool)
+        self.hetero_list: list[bool] = self.hetero.tolist()
+        self.has_hetero = bool(self.hetero.any())
+        self.hetero_penalty = float(config.sim.hetero_penalty)
+        self.hetero_sum = config.sim.hetero_rate == "sum"
         # speed per pool: (N, 2)
         self.speeds = np.array(
             [
@@ -208,6 +214,9 @@ class Simulator:
         self.preemptions_total = 0  # == preempt_count.sum(), kept by _preempt
         self.scale_out_count = np.zeros(n, dtype=np.int64)
         self.scale_in_count = np.zeros(n, dtype=np.int64)
+        self.inf_workers = np.zeros(n, dtype=np.int64)  # workers on inference servers
+        self.mixed = np.zeros(n, dtype=bool)  # running on both GPU types now
+        self.ever_mixed = np.zeros(n, dtype=bool)  # ran on both GPU types at some point
         self.base: list[dict[int, int]] = [dict() for _ in range(n)]
         self.flex: list[dict[int, int]] = [dict() for _ in range(n)]
         self.srv_jobs: list[dict[int, int]] = [dict() for _ in range(self.n_servers)]
@@ -285,6 +294,36 @@ class Simulator:
             r *= float(tab[min(int(w), len(tab) - 1)])
         return r
 
+    def rate_mixed(self, j: int, w: int, w_inf: int) -> float:
+        """Work per second of a job whose ``w`` workers, ``w_inf`` of them on inference GPUs,
+        span both GPU types (heterogeneous training, paper 7.2).
+
+        ``sim.hetero_rate = "slowest"`` (default): synchronous data parallelism with equal local
+        batches waits for the slowest worker at every step, so every worker advances at the
+        slower type's pace: ``w x min(speed_V100, speed_T4)``. ``"sum"``: local batches balanced
+        to each GPU's speed (the SPEC's model): ``(w - w_inf) x speed_V100 + w_inf x speed_T4``.
+        Either is then multiplied by the job's scaling curve and policy table at ``w``
+        (``scaling[w] x m[w]``) and by ``sim.hetero_penalty`` (the cost of mixing: different
+        hyper-parameters per type, cross-type communication, imperfect balance).
+        """
+        if self.hetero_sum:
+            r = float(w - w_inf) * float(self.speeds[j, TRAIN]) + float(w_inf) * float(
+                self.speeds[j, INFER]
+            )
+        else:
+            r = float(w) * float(min(self.speeds[j, TRAIN], self.speeds[j, INFER]))
+        sc = self.scaling[j]
+        if sc is not None and w > 0:
+            r *= float(sc[min(int(w), len(sc) - 1)])
+        tab = self.rate_mult.get(j)
+        if tab is not None and w > 0:
+            r *= float(tab[min(int(w), len(tab) - 1)])
+        return r * self.hetero_penalty
+
+    def is_mixed(self, j: int) -> bool:
+        """Whether job ``j`` has workers on both GPU types now."""
+        return 0 < self.inf_workers.item(j) < self.workers.item(j)
+
     def _set_speedup(self, speedup: dict, report: PlacementReport) -> None:
         """Store ``Decision.speedup`` tables (validated); bad entries are reported and ignored."""
         for j, tab in speedup.items():
@@ -329,6 +368,7 @@ class Simulator:
             self.busy_train_gpus += gpus
         else:
             self.busy_loan_gpus += gpus
+            self.inf_workers[j] += k
 
     def _remove_workers(self, j: int, s: int, k: int, flex: bool) -> None:
         gpus = k * self.g_list[j]
@@ -355,6 +395,7 @@ class Simulator:
             self.busy_train_gpus -= gpus
         else:
             self.busy_loan_gpus -= gpus
+            self.inf_workers[j] -= k
 
     def _release_all(self, j: int) -> None:
         for s, k in list(self.flex[j].items()):
@@ -382,6 +423,12 @@ class Simulator:
 
     def _update_rate(self, j: int) -> None:
         p = self.pool.item(j)
+        if self.has_hetero and p >= 0 and self.hetero_list[j] and self.is_mixed(j):
+            self.rate[j] = self.rate_mixed(j, self.workers.item(j), self.inf_workers.item(j))
+            self.mixed[j] = True
+            self.ever_mixed[j] = True
+            return
+        self.mixed[j] = False
         self.rate[j] = self.rate_for(j, self.workers.item(j), p) if p >= 0 else 0.0
 
     def _mark_started(self, j: int, pool: int) -> None:
@@ -407,6 +454,7 @@ class Simulator:
         self.state[j] = _QUEUED
         self.pool[j] = -1
         self.rate[j] = 0.0
+        self.mixed[j] = False
         self.overhead_left[j] = 0.0
         self.preempt_count[j] += 1
         self.preemptions_total += 1
@@ -560,6 +608,8 @@ class Simulator:
             self.overhead_left[R] = ovl
         self.running_time[R] += dt
         self.acc.add_busy(t0, dt, self.busy_train_gpus * dt, self.busy_loan_gpus * dt)
+        if self.has_hetero:
+            self.acc.add_hetero(R, dt)
         return True
 
     def advance(self, dt: float | None = None) -> list[int]:
@@ -588,6 +638,8 @@ class Simulator:
                     self.overhead_left[R] = np.maximum(ov - dt, 0.0)
                 self.running_time[R] += dt
                 self.acc.add_busy(t0, dt, self.busy_train_gpus * dt, self.busy_loan_gpus * dt)
+                if self.has_hetero:
+                    self.acc.add_hetero(R, dt)
             else:
                 alloc_time = np.where(fin, np.minimum(ov + need, dt), dt)
                 self.remaining[R] = np.where(fin, 0.0, rem - prog)
@@ -598,6 +650,8 @@ class Simulator:
                     self.overhead_left[R] = np.maximum(ov - dt, 0.0)
                 self.running_time[R] += alloc_time
                 self.acc.add_interval(t0, dt, R, alloc_time)
+                if self.has_hetero:
+                    self.acc.add_hetero(R, alloc_time)
                 done_ids = R[fin]
                 self.finish[done_ids] = t0 + alloc_time[fin]
                 completed = [int(j) for j in done_ids]
@@ -609,6 +663,7 @@ class Simulator:
             self.state[j] = _DONE
             self.pool[j] = -1
             self.rate[j] = 0.0
+            self.mixed[j] = False
             self.done_count += 1
         if completed:
             self._running_dirty = True
@@ -668,6 +723,8 @@ class Simulator:
             self.pred_remaining[R] = np.maximum(self.pred_remaining[R] - prog, 0.0)
             self.overhead_left[R] = np.maximum(ov - dt, 0.0)
             self.running_time[R] += dt
+            if self.has_hetero:
+                self.acc.add_hetero(R, dt)
         self.acc.add_busy(t0, dt, self.busy_train_gpus * dt, self.busy_loan_gpus * dt)
         self.now = t0 + dt
         self.round_index += k
@@ -786,6 +843,7 @@ class _Accounting:
         self.loan_offered_gs = 0.0  # loaned GPU-seconds offered
         self.inf_used_gs = 0.0  # inference GPU-seconds used by inference itself
         self.total_s = 0.0
+        self.hetero_gs = 0.0  # GPU-seconds held by jobs while they ran on both GPU types
         self.hourly: dict[int, list[float]] = {}  # hour -> [train_busy, loan_used, inf_used, dt]
         self.timeline: list[tuple[float, int, int, int, int, int, float]] = []
         self.n_inf_gpus = sim.n_inf * sim.config.cluster.inf_gpus_per_server
@@ -793,7 +851,12 @@ class _Accounting:
     def add_interval(self, t0: float, dt: float, R: np.ndarray, alloc_time: np.ndarray) -> None:
         """Account an interval where job ``R[i]`` held its GPUs for ``alloc_time[i]`` seconds."""
         sim = self.sim
-        if len(R):
+        if len(R) and sim.has_hetero:
+            # split by where the workers are (a mixed job holds GPUs of both pools)
+            g = sim.g[R].astype(np.float64) * alloc_time
+            loan_gs = float((sim.inf_workers[R] * g).sum())
+            train_gs = float(((sim.workers[R] - sim.inf_workers[R]) * g).sum())
+        elif len(R):
             gpus = (sim.workers[R] * sim.g[R]).astype(np.float64) * alloc_time
             on_inf = sim.pool[R] == INFER
             train_gs = float(gpus[~on_inf].sum())
@@ -801,6 +864,14 @@ class _Accounting:
         else:
             train_gs = loan_gs = 0.0
         self.add_busy(t0, dt, train_gs, loan_gs)
+
+    def add_hetero(self, R: np.ndarray, alloc_time: float | np.ndarray) -> None:
+        """Add the GPU-seconds of the mixed jobs of ``R`` (held for ``alloc_time`` seconds)."""
+        sim = self.sim
+        m = sim.mixed[R]
+        if m.any():
+            t = alloc_time[m] if isinstance(alloc_time, np.ndarray) else alloc_time
+            self.hetero_gs += float((sim.workers[R][m] * sim.g[R][m] * t).sum())
 
     def add_busy(self, t0: float, dt: float, train_gs: float, loan_gs: float) -> None:
         """Account an interval with the given GPU-seconds used on each pool."""

@@ -6,7 +6,10 @@
   GPUs equal its capacity, and free GPUs are in ``[0, capacity]``;
 * the per-server job table (``srv_jobs``) and the per-pool busy counters agree with the jobs'
   placements;
-* a job's workers are all on servers of the job's pool; a job on an inference server is
+* a job's workers are all on servers of the job's pool, except the flexible workers of a
+  heterogeneous-training job (``JobSpec.hetero``) whose base is on training servers, which may be
+  on loaned inference servers; the per-job count of workers on inference servers and the
+  "mixed" flag match the placements, and a mixed job runs at the mixed rate; a job on an inference server is
   type-agnostic (no type-specific job on a T4) and that server is currently loaned (no worker
   on a returned server);
 * a running job has ``w_min <= workers <= w_max`` workers, exactly the ones placed; a job that
@@ -69,10 +72,12 @@ def check(sim: Simulator) -> None:
     fields = (sim.g, sim.pool, sim.type_agnostic, sim.workers, sim.w_min, sim.w_max, state)
     cols = [a[hl].tolist() for a in fields]
     srv_pool, srv_loaned = sim.srv_pool.tolist(), sim.srv_loaned.tolist()
+    hetero = sim.hetero_list
     used_l = [0] * sim.n_servers
     running_code = int(JobState.RUNNING)
     for j, gj, pj, taj, wj, wminj, wmaxj, st in zip(hl.tolist(), *cols):
         placed = 0
+        on_inf = 0
         for d in (sim.base[j], sim.flex[j]):
             for s, k in d.items():
                 if k <= 0:
@@ -81,7 +86,7 @@ def check(sim: Simulator) -> None:
                 on_server[s][j] = on_server[s].get(j, 0) + k
                 placed += k
                 sp = srv_pool[s]
-                if sp != pj:
+                if sp != pj and not (hetero[j] and d is sim.flex[j] and pj == TRAIN):
                     _fail(sim, f"job {j} (pool {pj}) has workers on server {s} of pool "
                                f"{sp}: a job's workers span GPU types")
                 if sp == INFER:
@@ -90,8 +95,19 @@ def check(sim: Simulator) -> None:
                     if not srv_loaned[s]:
                         _fail(sim, f"job {j} has a worker on server {s}, which is not loaned (returned)")
                     busy_loan += k * gj
+                    on_inf += k
                 elif sp == TRAIN:
                     busy_train += k * gj
+        if on_inf != sim.inf_workers.item(j):
+            _fail(sim, f"job {j}: {sim.inf_workers.item(j)} workers counted on inference servers "
+                       f"but {on_inf} placed there")
+        mixed = 0 < on_inf < placed
+        if mixed != bool(sim.mixed[j]):
+            _fail(sim, f"job {j}: mixed flag {bool(sim.mixed[j])} but {on_inf} of {placed} "
+                       f"workers on inference servers")
+        if mixed and sim.rate.item(j) != sim.rate_mixed(j, wj, on_inf):
+            _fail(sim, f"mixed job {j} runs at rate {sim.rate.item(j)!r}, not the mixed rate "
+                       f"{sim.rate_mixed(j, wj, on_inf)!r}")
         if st == running_code:
             if placed != wj:
                 _fail(sim, f"job {j} has {wj} workers but {placed} placed")

@@ -60,6 +60,9 @@ class JobSpec:
         w_req: the workers the job requests, what a policy without elastic scaling gives it;
             ``w_min <= w_req <= w_max``. ``0`` (the default) means ``w_min`` (World v1: an elastic
             job requests its base demand).
+        hetero: may run on both GPU types at once (heterogeneous training, paper 7.2): its base
+            workers share one pool and its flexible workers may go on loaned inference servers
+            while its base is on training servers. Only elastic type-agnostic jobs may be marked.
     """
 
     id: int
@@ -78,6 +81,7 @@ class JobSpec:
     scaling: tuple[float, ...] | None = None
     extra: dict = field(default_factory=dict, compare=False, hash=False)
     w_req: int = 0
+    hetero: bool = False
 
     def __post_init__(self) -> None:
         if self.w_req == 0:
@@ -99,6 +103,10 @@ class JobSpec:
         if not (self.w_min <= self.w_req <= self.w_max):
             raise ValueError(
                 f"{where}: requested workers w_req={self.w_req} outside [{self.w_min}, {self.w_max}]"
+            )
+        if self.hetero and not (self.elastic and self.type_agnostic):
+            raise ValueError(
+                f"{where}: hetero (heterogeneous training) needs an elastic type-agnostic job"
             )
         if not self.elastic and self.w_min != self.w_max:
             raise ValueError(f"{where}: inelastic job needs w_min == w_max")

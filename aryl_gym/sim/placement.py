@@ -10,7 +10,9 @@ Turns a policy's worker targets into server assignments, the same way for every 
 * pool preference: elastic type-agnostic jobs prefer loaned inference servers (when the policy's
   ``PlacementOptions.elastic_prefer_inference`` is on), inelastic jobs prefer training servers;
   type-specific jobs only ever use training servers; all workers of a job share one pool (one GPU
-  type);
+  type), except with ``PlacementOptions.hetero``: a ``JobSpec.hetero`` job whose base is on
+  training servers puts the flexible workers that do not fit there on loaned inference servers
+  (heterogeneous training, paper 7.2; grouped like other flexible workers on loaned servers);
 * ``group_flexible``: an elastic job's workers beyond ``w_min`` on the inference pool go on loaned
   servers that hold none of its base workers, preferring servers that hold no base worker of any
   job, so a reclaim can release them without preemption;
@@ -130,8 +132,37 @@ def _plan(
     Nothing is changed on the simulator.
     """
     if sim.n_servers <= PY_SERVERS:
-        return _plan_list(sim, j, pool, n_base, n_flex, opts)
-    return _plan_np(sim, j, pool, n_base, n_flex, opts)
+        plan = _plan_list(sim, j, pool, n_base, n_flex, opts)
+    else:
+        plan = _plan_np(sim, j, pool, n_base, n_flex, opts)
+    if opts.hetero and pool == TRAIN and sim.hetero_list[j] and (plan or n_base == 0):
+        need = n_base + n_flex - sum(k for _, k, _ in plan)
+        if need > 0:
+            plan.extend(_spill(sim, j, need, opts))
+    return plan
+
+
+def _spill(sim: Simulator, j: int, need: int, opts: PlacementOptions) -> list[tuple[int, int, bool]]:
+    """Up to ``need`` flexible workers of hetero job ``j`` (base on training servers) on loaned
+    inference servers; with ``group_flexible``, servers holding no base worker of any job first."""
+    g = sim.g_list[j]
+    free = sim.srv_free.tolist()
+    cap = sim.srv_cap.tolist()
+    cands = [s for s, on in enumerate(sim.srv_loaned.tolist()) if on]
+    if opts.group_flexible:
+        base_gpus = sim.srv_base_gpus.tolist()
+        tiers: tuple[list[int], ...] = (
+            [s for s in cands if base_gpus[s] == 0],
+            [s for s in cands if base_gpus[s] > 0],
+        )
+    else:
+        tiers = (cands,)
+    out: list[tuple[int, int, bool]] = []
+    for cand in tiers:
+        got = fill_list(free, cap, cand, g, need)
+        out.extend((s, k, True) for s, k in got)
+        need -= sum(k for _, k in got)
+    return out
 
 
 def _plan_list(

@@ -32,10 +32,16 @@ class PlacementOptions:
             first (paper); when off they prefer training servers like inelastic jobs.
         group_flexible: an elastic job's workers beyond ``w_min`` go on loaned servers that hold
             none of its base workers, so a reclaim can take them without preemption (paper 5.3).
+        hetero: heterogeneous training (paper 7.2): a job marked ``JobSpec.hetero`` whose base is
+            on training servers may put flexible workers that do not fit there on loaned
+            inference servers (then running at the mixed rate,
+            :meth:`~aryl_gym.sim.engine.Simulator.rate_mixed`). Off: all of a job's workers
+            share one pool.
     """
 
     elastic_prefer_inference: bool = True
     group_flexible: bool = False
+    hetero: bool = False
 
 
 @dataclass
@@ -225,6 +231,15 @@ class ClusterView:
     def rate(self, j: int, w: int, pool: int) -> float:
         """Work per second of job ``j`` with ``w`` workers on ``pool`` (V100 worker-seconds/s)."""
         return self._sim.rate_for(j, w, pool)
+
+    def rate_mixed(self, j: int, w: int, w_inf: int) -> float:
+        """Work per second of job ``j`` with ``w`` workers, ``w_inf`` on inference GPUs, spanning
+        both GPU types (heterogeneous training; :meth:`~aryl_gym.sim.engine.Simulator.rate_mixed`)."""
+        return self._sim.rate_mixed(j, w, w_inf)
+
+    def is_mixed(self, j: int) -> bool:
+        """Whether job ``j`` runs on both GPU types now."""
+        return self._sim.is_mixed(j)
 
     def pred_time(self, j: int, w: int, pool: int) -> float:
         """Predicted remaining running time (s) of job ``j`` at ``w`` workers on ``pool``."""

@@ -35,6 +35,10 @@ The ``philly-like`` generator draws jobs in *batches* (users submit sweeps and r
   expectation estimated once by a fixed-seed Monte Carlo, so offered load is comparable across
   cluster sizes.
 * **Prediction error.** ``pred_work = work x exp(N(0, prediction_sigma))`` (paper 7.5).
+* **Heterogeneous training** (paper 7.2, off by default). Each job is drawn ``hetero`` with
+  probability ``hetero_fraction``; only eligible jobs keep the mark: type-agnostic, elastic jobs
+  of the data-parallel elastic families (``ELASTIC_FAMILIES``). The draw comes after every other
+  draw, so a trace with ``hetero_fraction = 0`` is the trace drawn without the option.
 
 With the defaults, elastic families take about 36% of GPU-time (paper) at ``elastic_fraction``
 0.017. ``aryl-gym calibrate`` prints the generated figures beside the paper's and the trace's.
@@ -338,6 +342,9 @@ def generate_jobs(cfg: ScenarioConfig, rng: np.random.Generator) -> list[JobSpec
         if w.prediction_sigma > 0
         else np.ones(n)
     )
+    # Heterogeneous training (paper 7.2): the last draw of the trace, so traces drawn with
+    # hetero_fraction = 0 are bit-identical to those drawn before the option existed.
+    het = rng.random(n) < w.hetero_fraction if w.hetero_fraction > 0 else np.zeros(n, bool)
     dur = np.clip(d["dur"][batch] * scatter, w.min_duration_s, w.max_duration_s)
     jobs: list[JobSpec] = []
     for i in range(n):
@@ -351,6 +358,7 @@ def generate_jobs(cfg: ScenarioConfig, rng: np.random.Generator) -> list[JobSpec
         w_req = int(d["w_req"][b])
         elastic = bool(d["elastic"][b])
         work = float(dur[i]) * w_req
+        ta = bool(d["type_agnostic"][b])
         jobs.append(
             JobSpec(
                 id=i,
@@ -360,10 +368,11 @@ def generate_jobs(cfg: ScenarioConfig, rng: np.random.Generator) -> list[JobSpec
                 w_min=w_req,
                 w_max=int(d["w_max"][b]) if elastic else w_req,
                 elastic=elastic,
-                type_agnostic=bool(d["type_agnostic"][b]),
+                type_agnostic=ta,
                 work=work,
                 pred_work=work * float(err[i]),
                 w_req=w_req,
+                hetero=bool(het[i]) and ta and elastic and el_fam,
             )
         )
     return jobs
