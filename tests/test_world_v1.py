@@ -221,3 +221,19 @@ def test_per_job_shape_mix_is_kept_with_batches() -> None:
     assert one == pytest.approx(expected, abs=0.02)
     el = np.mean([j.family in ("resnet50", "vgg16", "bert", "gnmt16") for j in jobs])
     assert el == pytest.approx(cfg.workload.elastic_fraction, abs=0.015)
+
+
+def test_calibrate_seeds_average_the_baseline_figures(capsys) -> None:
+    from aryl_gym.cli import main
+
+    def rows(argv):
+        assert main(argv) == 0
+        out = json.loads(capsys.readouterr().out)
+        return out, {r["key"]: r["measured"] for r in out["rows"]}
+
+    _, a = rows(["calibrate", "--scenario", "tiny", "--seed", "0", "--json"])
+    _, b = rows(["calibrate", "--scenario", "tiny", "--seed", "1", "--json"])
+    both, m = rows(["calibrate", "--scenario", "tiny", "--seeds", "0,1", "--json"])
+    assert both["seeds"] == [0, 1]
+    for key in ("avg_queue_time", "train_util", "backfill_queue_ratio", "jobs"):
+        assert m[key] == pytest.approx((a[key] + b[key]) / 2), key
