@@ -1125,17 +1125,26 @@ def check_policies(names: Sequence[str]) -> None:
             )
 
 
+def knob_tasks(
+    cfg: ScenarioConfig, key: str, label: str, values: Sequence[float],
+    policies: Sequence[str], seeds: Sequence[int],
+) -> list[Task]:
+    """Every policy x seed at each value of one config knob; role ``f"{label}={value}"``."""
+    tasks = []
+    for v in values:
+        c = apply_override(cfg, key, float(v))
+        h = config_hash(c)
+        role = f"{label}={v}"
+        for p in policies:
+            for s in seeds:
+                tasks.append(Task(role, c, p, s, h, role))
+    return tasks
+
+
 def prediction_tasks(
     cfg: ScenarioConfig, policies: Sequence[str], sigmas: Sequence[float], seeds: Sequence[int]
 ) -> list[Task]:
-    tasks = []
-    for sg in sigmas:
-        c = apply_override(cfg, "workload.prediction_sigma", float(sg))
-        h = config_hash(c)
-        for p in policies:
-            for s in seeds:
-                tasks.append(Task(f"sigma={sg}", c, p, s, h, f"sigma={sg}"))
-    return tasks
+    return knob_tasks(cfg, "workload.prediction_sigma", "sigma", sigmas, policies, seeds)
 
 
 def prediction_table(
@@ -1240,14 +1249,7 @@ def hetero_tasks(
 ) -> list[Task]:
     """``policies`` (off: ``aryl``; on: ``aryl-hetero``) at each ``workload.hetero_fraction``, on
     the same episodes per seed (the fraction only marks jobs; the trace is otherwise the same)."""
-    tasks = []
-    for f in fractions:
-        c = apply_override(cfg, "workload.hetero_fraction", float(f))
-        h = config_hash(c)
-        for p in policies:
-            for s in seeds:
-                tasks.append(Task(f"hetero={f}", c, p, s, h, f"hetero={f}"))
-    return tasks
+    return knob_tasks(cfg, "workload.hetero_fraction", "hetero", fractions, policies, seeds)
 
 
 def hetero_table(

@@ -30,6 +30,20 @@ HELP = "reproduce the paper's headline table (paired by seed, 95% CI), sweeps an
 STUDIES = ("prediction-error", "hetero")
 
 
+
+def _write_study_block(args, out: Path, name: str, body: list[str], cmd: str, stats) -> Path:
+    """Close a study's Markdown block (command, commit, costs) and write it to
+    ``OUT/reproduction.md`` (returned) and, with ``--write-docs``, to docs/reproduction.md."""
+    from aryl_gym import reproduce as rp
+
+    body += ["", f"Made by (at commit `{_commit()}`):", "", "```", cmd, "```", "", rp.wall_table_md(stats)]
+    block = {name: "\n".join(body)}
+    md = out / "reproduction.md"
+    rp.update_doc(md, block)
+    if args.write_docs:
+        rp.update_doc(docs_path(), block)
+    return md
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", choices=("paper", "mid", "tiny"), default="mid",
                    help="paper: production size; mid: basic/ideal (default); tiny: seconds (tests)")
@@ -330,12 +344,7 @@ def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], o
         body += [f"`{m}`:", "", rp.render_prediction_md(tab, sigmas, absolute(m), m), ""]
     for p, msg in skipped.items():
         body.append(f"- {p} did not run here: {msg}")
-    body += ["", f"Made by (at commit `{_commit()}`):", "", "```", cmd, "```", "", rp.wall_table_md(stats)]
-    md = out / "reproduction.md"
-    block = {f"prediction-error-{cfg.name}": "\n".join(body)}
-    rp.update_doc(md, block)
-    if args.write_docs:
-        rp.update_doc(docs_path(), block)
+    md = _write_study_block(args, out, f"prediction-error-{cfg.name}", body, cmd, stats)
     if args.json:
         print(json.dumps({
             "study": "prediction-error",
@@ -390,12 +399,7 @@ def _hetero_study(args: Any, rp: Any, configs: dict[str, Any], out: Path, cmd: s
     ]
     for t, msg in stats.skipped:
         body.append(f"- {t.policy} did not run here: {msg}")
-    body += ["", f"Made by (at commit `{_commit()}`):", "", "```", cmd, "```", "", rp.wall_table_md(stats)]
-    md = out / "reproduction.md"
-    block = {f"hetero-{cfg.name}": "\n".join(body)}
-    rp.update_doc(md, block)
-    if args.write_docs:
-        rp.update_doc(docs_path(), block)
+    md = _write_study_block(args, out, f"hetero-{cfg.name}", body, cmd, stats)
     if args.json:
         print(json.dumps({
             "study": "hetero",

@@ -165,6 +165,12 @@ class ArylReclaimEnv(gym.Env):
         c = self.config.cluster
         self.n_train = c.train_servers
         self.n_inf = max(c.inf_servers, 1)
+        self._set_spaces()
+        self._builder = ObservationBuilder(self.config, 1, 1)
+        self.sim: Simulator | None = None
+
+    def _set_spaces(self) -> None:
+        """Action and observation spaces for ``self.n_inf`` loaned-server slots."""
         self.action_space = spaces.Discrete(self.n_inf)
         self.observation_space = spaces.Dict(
             {
@@ -174,8 +180,6 @@ class ArylReclaimEnv(gym.Env):
                 "action_mask": spaces.Box(0.0, 1.0, (self.n_inf,), np.float32),
             }
         )
-        self._builder = ObservationBuilder(self.config, 1, 1)
-        self.sim: Simulator | None = None
 
     # ------------------------------------------------------------------------------------------
     # snapshot mode
@@ -212,15 +216,7 @@ class ArylReclaimEnv(gym.Env):
         self.report_optimum = bool(optimum)
         self._opt_cache: dict[int, int] = {}
         self.sim = None
-        self.action_space = spaces.Discrete(self.n_inf)
-        self.observation_space = spaces.Dict(
-            {
-                "servers": spaces.Box(0.0, 1.0, (self.n_inf, F_SERVER), np.float32),
-                "cluster": spaces.Box(0.0, 1.0, (F_CLUSTER,), np.float32),
-                "reclaim": spaces.Box(0.0, 1.0, (2,), np.float32),
-                "action_mask": spaces.Box(0.0, 1.0, (self.n_inf,), np.float32),
-            }
-        )
+        self._set_spaces()
 
     def _snap_reset(self, options: dict[str, Any]):
         assert self.snaps is not None

@@ -285,7 +285,10 @@ class Simulator:
         ``scaling`` is the job's own curve (``JobSpec.scaling``, None = linear); ``m`` the
         policy's rate-multiplier table from ``Decision.speedup`` (None = 1).
         """
-        r = float(w) * float(self.speeds[j, pool])
+        return self._curve(j, w, float(w) * float(self.speeds[j, pool]))
+
+    def _curve(self, j: int, w: int, r: float) -> float:
+        """``r`` times job ``j``'s scaling curve and policy rate table at ``w`` workers."""
         sc = self.scaling[j]
         if sc is not None and w > 0:
             r *= float(sc[min(int(w), len(sc) - 1)])
@@ -312,13 +315,7 @@ class Simulator:
             )
         else:
             r = float(w) * float(min(self.speeds[j, TRAIN], self.speeds[j, INFER]))
-        sc = self.scaling[j]
-        if sc is not None and w > 0:
-            r *= float(sc[min(int(w), len(sc) - 1)])
-        tab = self.rate_mult.get(j)
-        if tab is not None and w > 0:
-            r *= float(tab[min(int(w), len(tab) - 1)])
-        return r * self.hetero_penalty
+        return self._curve(j, w, r) * self.hetero_penalty
 
     def is_mixed(self, j: int) -> bool:
         """Whether job ``j`` has workers on both GPU types now."""
