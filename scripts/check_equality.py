@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Behaviour check for refactors: are episodes bit-identical before and after a change?
+
+``record`` runs a fixed set of episodes and writes one SHA-256 digest per episode (and the
+summary figures, for reading) to a JSON file; ``compare`` runs them again and reports every
+episode whose digest differs. Run ``record`` on the commit before a refactor and ``compare``
+after it::
+
+    git stash; python scripts/check_equality.py record --out /tmp/before.json; git stash pop
+    python scripts/check_equality.py compare /tmp/before.json
+
+The set: every registered policy on ``tiny`` and ``testbed`` with seeds 0 and 1, ``aryl`` on
+``basic`` seed 0, and both Gymnasium envs on ``testbed`` (each action mode of ``Aryl-v1``, and
+``ArylReclaim-v1``) driven by seeded random masked actions, whose digest covers every
+observation, reward, flag and the final ``EpisodeResult``.
+
+``--quick`` drops ``basic`` and the slow Pollux policies on ``testbed`` (about a minute).
+The digest covers every field of ``EpisodeResult`` except the timings (``wall_s``, ``decision_ms_mean``, ``decision_ms_max``).
+Exit code 0 when all digests match, 1 when any differs, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SLOW = {"pollux", "pollux-250", "aryl-optimal-reclaim"}
+SUMMARY = ("avg_jct", "avg_queue_time", "jobs_completed", "preemptions")
+# timings, not behaviour
+TIMING = ("wall_s", "decision_ms_mean", "decision_ms_max")
+
+
+def _result_digest(res: Any) -> tuple[str, dict[str, Any]]:
+    d = res.to_dict(series=True)
+    for k in TIMING:
+        d.pop(k, None)
+    blob = json.dumps(d, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest(), {k: d.get(k) for k in SUMMARY}
+
+
+def _policy_cases(quick: bool) -> list[tuple[str, str, int]]:
+    from aryl_gym.agents import policy_names
+
+    cases = []
+    for scen in ("tiny", "testbed"):
+        for pol in policy_names():
+            if quick and scen == "testbed" and pol in SLOW:
+                continue
+            for seed in (0, 1):
+                cases.append((scen, pol, seed))
+    if not quick:
+        cases.append(("basic", "aryl", 0))
+    return cases
+
+
+def _run_policy(scen: str, pol: str, seed: int) -> tuple[str, dict[str, Any]]:
+    from aryl_gym.agents import make_policy
+
+    from aryl_gym.scenario import load_scenario, make_episode
+
+    ep = make_episode(load_scenario(scen), seed)
+    res = ep.simulator().run(make_policy(pol), progress=False)
+    return _result_digest(res)
+
+
+def _run_env(env_id: str, mode: str | None, seed: int, max_steps: int = 3000) -> tuple[str, dict[str, Any]]:
+    import gymnasium as gym
+
+    import aryl_gym  # noqa: F401  (registers the envs)
+
+    kw: dict[str, Any] = {"scenario": "testbed"}
+    if mode is not None:
+        kw["action_mode"] = mode
+    env = gym.make(env_id, **kw).unwrapped
+    h = hashlib.sha256()
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    steps = 0
+    done = False
+    while not done and steps < max_steps:
+        mask = np.asarray(env.action_masks(), dtype=bool)
+        space = env.action_space
+        if hasattr(space, "nvec"):
+            # a MultiDiscrete mask is the concatenation of per-dimension masks
+            action, off = [], 0
+            for n in np.asarray(space.nvec).ravel():
+                m = mask[off : off + int(n)]
+                ok = np.flatnonzero(m) if m.any() else np.arange(int(n))
+                action.append(int(rng.choice(ok)))
+                off += int(n)
+            act: Any = np.asarray(action, dtype=np.int64).reshape(np.asarray(space.nvec).shape)
+        else:
+            ok = np.flatnonzero(mask)
+            act = int(rng.choice(ok)) if ok.size else 0
+        obs, reward, term, trunc, info = env.step(act)
+        for v in (obs.values() if isinstance(obs, dict) else [obs]):
+            h.update(np.ascontiguousarray(v).tobytes())
+        h.update(np.float64(reward).tobytes())
+        h.update(bytes([bool(term), bool(trunc)]))
+        done = bool(term or trunc)
+        steps += 1
+    res = env.episode_result() if hasattr(env, "episode_result") else None
+    summary: dict[str, Any] = {"steps": steps}
+    if res is not None:
+        rd, rs = _result_digest(res)
+        h.update(rd.encode())
+        summary.update(rs)
+    return h.hexdigest(), summary
+
+
+def _env_cases() -> list[tuple[str, str | None, int]]:
+    from aryl_gym.envs.actions import MODES
+
+    cases: list[tuple[str, str | None, int]] = [("aryl_gym/Aryl-v1", m, s) for m in MODES for s in (0, 1)]
+    cases += [("aryl_gym/ArylReclaim-v1", None, s) for s in (0, 1)]
+    return cases
+
+
+def run_all(quick: bool) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for scen, pol, seed in _policy_cases(quick):
+        t = time.perf_counter()
+        digest, summary = _run_policy(scen, pol, seed)
+        out[f"policy {scen} {pol} seed={seed}"] = {"digest": digest, **summary}
+        print(f"  {scen:8s} {pol:22s} seed {seed}  {time.perf_counter() - t:6.1f} s", file=sys.stderr)
+    for env_id, mode, seed in _env_cases():
+        t = time.perf_counter()
+        digest, summary = _run_env(env_id, mode, seed)
+        out[f"env {env_id} {mode or '-'} seed={seed}"] = {"digest": digest, **summary}
+        print(f"  {env_id} {mode or ''} seed {seed}  {time.perf_counter() - t:6.1f} s", file=sys.stderr)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record", help="run the episodes and write their digests")
+    r.add_argument("--out", required=True, type=Path)
+    r.add_argument("--quick", action="store_true")
+    c = sub.add_parser("compare", help="run the episodes and compare with a recorded file")
+    c.add_argument("reference", type=Path)
+    c.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+
+    if args.cmd == "record":
+        out = run_all(args.quick)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"quick": args.quick, "episodes": out}, indent=1, sort_keys=True))
+        print(f"recorded {len(out)} episodes to {args.out}")
+        return 0
+
+    try:
+        ref = json.loads(args.reference.read_text())["episodes"]
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"error: cannot read reference {args.reference}: {exc}", file=sys.stderr)
+        return 2
+    now = run_all(args.quick)
+    same = [k for k in now if k in ref and ref[k]["digest"] == now[k]["digest"]]
+    diff = [k for k in now if k in ref and ref[k]["digest"] != now[k]["digest"]]
+    missing = sorted(set(ref) - set(now))
+    new = sorted(set(now) - set(ref))
+    print(f"{len(same)} identical, {len(diff)} different, {len(missing)} only in reference, {len(new)} only now")
+    for k in diff:
+        print(f"  DIFFERENT {k}: before {ref[k]}  after {now[k]}")
+    for k in missing:
+        print(f"  only in reference: {k}")
+    for k in new:
+        print(f"  only now: {k}")
+    return 0 if not diff and not missing else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
