@@ -33,7 +33,7 @@ class JobState(IntEnum):
     DONE = 3
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """One training job as submitted.
 
@@ -121,3 +121,42 @@ class JobSpec:
                 )
         if not (self.submit >= 0):
             raise ValueError(f"{where}: submit time must be >= 0, got {self.submit}")
+
+
+class JobSpecBuilder:
+    """The bulk construction path for loaders that build up to millions of specs.
+
+    ``JobSpecBuilder(...)`` takes every field of :class:`JobSpec` positionally, in field order,
+    with no defaults (``w_req`` already resolved, ``extra`` a mapping), and returns a
+    :class:`JobSpec`: it fills an instance of this class, which has the same slots, with ordinary
+    attribute stores and then gives it the frozen class. That skips the frozen ``__init__``'s
+    per-field ``object.__setattr__`` calls and ``__post_init__`` (loading a million-row trace is
+    dominated by building its specs). The result equals the spec built the normal way, field by
+    field (tested). Callers validate the values themselves, as
+    :func:`aryl_gym.workload.traces.load_trace` does, vectorised.
+    """
+
+    __slots__ = JobSpec.__slots__
+
+    def __init__(self, id: int, submit: float, family: str, g: int, w_min: int, w_max: int,
+                 elastic: bool, type_agnostic: bool, work: float, pred_work: float, name: str,
+                 app: str | None, batch_size: int | None, scaling: tuple[float, ...] | None,
+                 extra: dict, w_req: int, hetero: bool) -> None:
+        self.id = id
+        self.submit = submit
+        self.family = family
+        self.g = g
+        self.w_min = w_min
+        self.w_max = w_max
+        self.elastic = elastic
+        self.type_agnostic = type_agnostic
+        self.work = work
+        self.pred_work = pred_work
+        self.name = name
+        self.app = app
+        self.batch_size = batch_size
+        self.scaling = scaling
+        self.extra = extra
+        self.w_req = w_req
+        self.hetero = hetero
+        self.__class__ = JobSpec  # type: ignore[assignment]

@@ -66,18 +66,19 @@ profile), so a Pollux-style policy can re-derive goodput from the profiles.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from aryl_gym.config import DEFAULT_GPU_TYPES, ClusterConfig, ConfigError, ScenarioConfig, load_yaml
-from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec
+from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec, JobSpecBuilder
 from aryl_gym.workload.generator import INELASTIC_FAMILIES
 from aryl_gym.workload.paths import default_data_root, resolve_data_path
 from aryl_gym.workload.traces_formats import (
@@ -666,30 +667,39 @@ def _map_rows(p: Path, rows: TraceRows, rules: MappingRules, cfg: ScenarioConfig
     empty: dict[str, Any] = {}
     jobs: list[JobSpec] = []
     # JobSpecs built in chunks: positional fields, one column each, built in C (map) rather than
-    # a Python loop; chunks bound the temporary lists of Python values
-    for lo in range(0, idx.size, _CHUNK):
-        ix = idx[lo:lo + _CHUNK]
-        m = ix.size
-        nones = [None] * m
-        # submit offsets rounded to ms as round(x, 3); whole seconds need no rounding (exactly)
-        off = (rows.submit[ix] - origin) / k
-        whole = (off == np.floor(off)) & (np.abs(off) < 2.0 ** 52)
-        submit = off.tolist()
-        for j in np.flatnonzero(~whole).tolist():
-            submit[j] = round(submit[j], 3)
-        base = rows.base[ix].tolist() if rows.base is not None else nones
-        extras = map(tuple.__new__, itertools.repeat(TraceExtra, m),
-                     zip([b if b is not None else empty for b in base], rows.line[ix].tolist(),
-                         gpus[ix].tolist(), _shared(rows.duration[ix])))
-        jobs.extend(map(
-            JobSpec, range(lo, lo + m), submit, fam_obj[fam[ix]].tolist(), g[ix].tolist(),
-            w_min[ix].tolist(), w_max[ix].tolist(), elastic[ix].tolist(), ta[ix].tolist(), _shared(work[ix]),
-            _shared(pred[ix]), rows.name[ix].tolist(),
-            rows.app[ix].tolist() if rows.app is not None else nones,
-            _shared(rows.batch_size[ix]) if rows.batch_size is not None else nones,
-            rows.scaling[ix].tolist() if rows.scaling is not None else nones,
-            extras, w_req[ix].tolist(),
-        ))
+    # a Python loop; chunks bound the temporary lists of Python values. The cyclic garbage
+    # collector is paused meanwhile: these objects hold no cycles, and its passes over a heap
+    # growing by a million objects would cost more than building them.
+    build = cast(Callable[..., JobSpec], JobSpecBuilder)
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        for lo in range(0, idx.size, _CHUNK):
+            ix = idx[lo:lo + _CHUNK]
+            m = ix.size
+            nones = [None] * m
+            # submit offsets rounded to ms as round(x, 3); whole seconds need no rounding (exactly)
+            off = (rows.submit[ix] - origin) / k
+            whole = (off == np.floor(off)) & (np.abs(off) < 2.0 ** 52)
+            submit = off.tolist()
+            for j in np.flatnonzero(~whole).tolist():
+                submit[j] = round(submit[j], 3)
+            base = rows.base[ix].tolist() if rows.base is not None else nones
+            extras = map(tuple.__new__, itertools.repeat(TraceExtra, m),
+                         zip([b if b is not None else empty for b in base], rows.line[ix].tolist(),
+                             gpus[ix].tolist(), _shared(rows.duration[ix])))
+            jobs.extend(map(
+                build, range(lo, lo + m), submit, fam_obj[fam[ix]].tolist(), g[ix].tolist(),
+                w_min[ix].tolist(), w_max[ix].tolist(), elastic[ix].tolist(), ta[ix].tolist(),
+                _shared(work[ix]), _shared(pred[ix]), rows.name[ix].tolist(),
+                rows.app[ix].tolist() if rows.app is not None else nones,
+                _shared(rows.batch_size[ix]) if rows.batch_size is not None else nones,
+                rows.scaling[ix].tolist() if rows.scaling is not None else nones,
+                extras, w_req[ix].tolist(), itertools.repeat(False, m),
+            ))
+    finally:
+        if gc_was_on:
+            gc.enable()
     return jobs
 
 
