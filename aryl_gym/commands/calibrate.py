@@ -47,6 +47,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="instead: decision relevance (bound, headroom, spread) of every shipped scenario",
     )
     p.add_argument(
+        "--load-grid",
+        default=None,
+        metavar="LOADS",
+        help="instead: the load rule (aryl_gym/load_grid.py) over these loads, e.g. 0.3-0.9 or "
+        "0.4,0.8: Baseline and fifo-backfill queues per load (means over --seeds, default 0-4) "
+        "and the load the rule picks",
+    )
+    p.add_argument(
         "--scenarios",
         default=None,
         help="with --relevance: comma-separated scenarios (default: every generated scenario)",
@@ -59,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(instead of --seed); with --relevance, its seeds (default 0-4)",
     )
     p.add_argument(
-        "--workers", type=int, default=1, help="with --relevance: parallel processes (default 1)"
+        "--workers", type=int, default=1, help="with --relevance or --load-grid: parallel processes (default 1)"
     )
     p.add_argument(
         "--policies",
@@ -84,6 +92,8 @@ def _arrival_rows(ep) -> list[dict]:
 def run(args: argparse.Namespace) -> int:
     if args.relevance:
         return _run_relevance(args)
+    if args.load_grid:
+        return _run_load_grid(args)
     from aryl_gym.agents import make_policy
     from aryl_gym.scenario import make_episode
     from aryl_gym.workload.generator import workload_summary
@@ -170,4 +180,27 @@ def _run_relevance(args: argparse.Namespace) -> int:
         print(json.dumps({"policies": policies, "seeds": rel_seeds, "rows": rows}))
         return 0
     print(relevance_table(rows))
+    return 0
+
+
+def _run_load_grid(args: argparse.Namespace) -> int:
+    from aryl_gym.load_grid import load_grid, parse_loads, pick_load
+
+    loads = parse_loads(args.load_grid)
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    seeds = list(args.seeds) if args.seeds else list(range(5))
+    rows = load_grid(args.scenario, loads, seeds, workers=args.workers, data_root=args.data_root)
+    load, why = pick_load(rows)
+    if args.json:
+        print(json.dumps({"scenario": args.scenario, "seeds": seeds, "rows": rows,
+                          "pick": load, "why": why}))
+        return 0
+    trows = [[f"{r['load']:g}" + (" <- pick" if r["load"] == load else ""), r["avg_queue"],
+              r["p95_queue"], r["train_util"], r["backfill_ratio"], r["max_queued_share"], r["jobs"]]
+             for r in rows]
+    print(table(trows, ["load", "avg queue s", "p95 queue s", "train util",
+                        "backfill / Baseline", "max hourly queued", "jobs"]))
+    print(f"\n{args.scenario}, means over seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}): pick load "
+          f"{load:g}: {why}")
     return 0
