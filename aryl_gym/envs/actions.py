@@ -25,7 +25,7 @@ window** keep what they have: running jobs keep their workers, queued jobs stay 
     vice versa), so a round ends. The last action *commits* the round: the tentative targets go
     to the engine in grant order. Masks are **exact**: an action is allowed only when the whole
     tentative decision with it would be placed in full (checked by a dry run of the engine
-    itself, :mod:`aryl_gym.envs.dryrun`), so committed grants are never cut.
+    itself, :func:`aryl_gym.sim.placement.plan`), so committed grants are never cut.
 
 ``priority`` -- ``Box(-1, 1, (K,))``
     Scores into a greedy packer: queued window jobs with a score > 0 are started at ``w_req``,
@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from gymnasium import spaces
 
-from aryl_gym.envs.dryrun import fully_placed
 from aryl_gym.sim.jobs import JobState
+from aryl_gym.sim.placement import plan
 from aryl_gym.sim.view import Decision
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -264,7 +264,7 @@ class SequentialCodec(ActionCodec):
                     c = int(sim.w_min[j])
                 elif t > 0 and sim.elastic[j] and t < int(sim.w_max[j]):
                     c = t + 1
-                if c > 0 and fully_placed(sim, self._decision(env, i, c), env.placement):
+                if c > 0 and plan(sim, self._decision(env, i, c), env.placement).fully_placed:
                     m[i] = True
                     cand[i] = c
             # release
@@ -274,7 +274,7 @@ class SequentialCodec(ActionCodec):
                     c = t - 1
                 elif self.allow_preempt:
                     c = 0
-                if c >= 0 and fully_placed(sim, self._decision(env, i, c), env.placement):
+                if c >= 0 and plan(sim, self._decision(env, i, c), env.placement).fully_placed:
                     m[k + i] = True
                     cand[k + i] = c
         m[self.commit] = True

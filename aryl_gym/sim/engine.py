@@ -32,7 +32,7 @@ import numpy as np
 from aryl_gym.config import ConfigError, ScenarioConfig
 from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.loaning import LoanController
-from aryl_gym.sim.placement import apply_decision
+from aryl_gym.sim.placement import apply_decision, rebalance, release_all
 from aryl_gym.sim.view import (
     INFER,
     TRAIN,
@@ -194,7 +194,7 @@ class Simulator:
         self.srv_base_gpus = np.zeros(S, dtype=np.int64)
         self.srv_flex_gpus = np.zeros(S, dtype=np.int64)
         self._train_mask = self.srv_pool == TRAIN
-        self._train_ids: list[int] = list(range(self.n_train))  # training servers come first
+        self.train_ids: list[int] = list(range(self.n_train))  # training servers come first
 
     def _reset_dynamic(self) -> None:
         n = self.n_jobs
@@ -347,7 +347,7 @@ class Simulator:
     # ------------------------------------------------------------------------------------------
     # worker bookkeeping primitives
     # ------------------------------------------------------------------------------------------
-    def _add_workers(self, j: int, s: int, k: int, flex: bool) -> None:
+    def add_workers(self, j: int, s: int, k: int, flex: bool) -> None:
         gpus = k * self.g_list[j]
         free = self.srv_free.item(s) - gpus
         if free < 0:  # pragma: no cover - guarded by placement
@@ -367,7 +367,7 @@ class Simulator:
             self.busy_loan_gpus += gpus
             self.inf_workers[j] += k
 
-    def _remove_workers(self, j: int, s: int, k: int, flex: bool) -> None:
+    def remove_workers(self, j: int, s: int, k: int, flex: bool) -> None:
         gpus = k * self.g_list[j]
         d = self.flex[j] if flex else self.base[j]
         left = d[s] - k
@@ -394,30 +394,6 @@ class Simulator:
             self.busy_loan_gpus -= gpus
             self.inf_workers[j] -= k
 
-    def _release_all(self, j: int) -> None:
-        for s, k in list(self.flex[j].items()):
-            self._remove_workers(j, s, k, True)
-        for s, k in list(self.base[j].items()):
-            self._remove_workers(j, s, k, False)
-
-    def _rebalance(self, j: int) -> None:
-        """Keep ``min(workers, w_min)`` workers labelled base: relabel flexible ones if needed."""
-        need = min(self.workers.item(j), self.w_min_list[j]) - sum(self.base[j].values())
-        if need <= 0:
-            return
-        gpus_per = int(self.g[j])
-        for s in sorted(self.flex[j]):
-            if need == 0:
-                break
-            k = min(need, self.flex[j][s])
-            self.flex[j][s] -= k
-            if self.flex[j][s] == 0:
-                del self.flex[j][s]
-            self.base[j][s] = self.base[j].get(s, 0) + k
-            self.srv_flex_gpus[s] -= k * gpus_per
-            self.srv_base_gpus[s] += k * gpus_per
-            need -= k
-
     def _update_rate(self, j: int) -> None:
         p = self.pool.item(j)
         if self.has_hetero and p >= 0 and self.hetero_list[j] and self.is_mixed(j):
@@ -428,7 +404,7 @@ class Simulator:
         self.mixed[j] = False
         self.rate[j] = self.rate_for(j, self.workers.item(j), p) if p >= 0 else 0.0
 
-    def _mark_started(self, j: int, pool: int) -> None:
+    def mark_started(self, j: int, pool: int) -> None:
         """Book-keeping for a queued job whose workers were just placed."""
         self._queued.discard(j)
         self._running.add(j)
@@ -442,9 +418,9 @@ class Simulator:
             self.overhead_left[j] = self.relaunch[j]
         self._update_rate(j)
 
-    def _preempt(self, j: int) -> None:
+    def preempt(self, j: int) -> None:
         """Release every worker; progress is kept (checkpoint); back to the queue."""
-        self._release_all(j)
+        release_all(self, j)
         self._running.discard(j)
         self._running_dirty = True
         self._queued.add(j)
@@ -456,7 +432,7 @@ class Simulator:
         self.preempt_count[j] += 1
         self.preemptions_total += 1
 
-    def _charge_scale(self, j: int, out: bool) -> None:
+    def charge_scale(self, j: int, out: bool) -> None:
         if out:
             self.scale_out_count[j] += 1
         else:
@@ -541,13 +517,13 @@ class Simulator:
                 if self.elastic[j] and remaining >= self.w_min[j]:
                     fk = min(k, self.flex[j].get(s, 0))
                     if fk:
-                        self._remove_workers(j, s, fk, True)
+                        self.remove_workers(j, s, fk, True)
                     if k - fk:
-                        self._remove_workers(j, s, k - fk, False)
-                    self._rebalance(j)
-                    self._charge_scale(j, out=False)
+                        self.remove_workers(j, s, k - fk, False)
+                    rebalance(self, j)
+                    self.charge_scale(j, out=False)
                 else:
-                    self._preempt(j)
+                    self.preempt(j)
                     preempted.append(j)
             self.srv_loaned[s] = False
             self.srv_free[s] = self.srv_cap[s]
@@ -655,7 +631,7 @@ class Simulator:
         elif not len(R):
             self.acc.add_busy(t0, dt, 0.0, 0.0)
         for j in completed:
-            self._release_all(j)
+            release_all(self, j)
             self._running.discard(j)
             self.state[j] = _DONE
             self.pool[j] = -1
