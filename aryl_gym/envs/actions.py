@@ -46,7 +46,7 @@ from gymnasium import spaces
 
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.placement import plan
-from aryl_gym.sim.view import Decision
+from aryl_gym.sim.view import INFER, TRAIN, Decision
 
 if TYPE_CHECKING:  # pragma: no cover
     from aryl_gym.envs.allocation import ArylEnv
@@ -310,7 +310,7 @@ class SequentialCodec(ActionCodec):
         w = env.window
         n = len(w)
         delta = float(((self.tent[:n] - sim.workers[w]) * sim.g[w]).sum()) if n else 0.0
-        free = float(sim.srv_free[sim._train_mask].sum() + sim.srv_free[sim.srv_loaned].sum())
+        free = float(sim.srv_free[sim.usable_mask(TRAIN)].sum() + sim.srv_free[sim.usable_mask(INFER)].sum())
         return max(free - delta, 0.0)
 
 

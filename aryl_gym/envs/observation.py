@@ -36,7 +36,7 @@ import struct
 import numpy as np
 
 from aryl_gym.sim.engine import Simulator
-from aryl_gym.sim.view import INFER
+from aryl_gym.sim.view import INFER, TRAIN
 
 JOB_FEATURES: tuple[str, ...] = (
     "valid",  # 1 for a real job
@@ -119,22 +119,22 @@ def window_lists(
     the training pool (:func:`base_rates`); queued jobs are then ranked by predicted running time
     ``pred_remaining / rate`` (the same float division as ``ClusterView.pred_time``), shortest
     first, ties by id, and the window holds the shortest ones (no tail)."""
-    R = sorted(sim._running)
-    nq, nr = len(sim._queued), len(R)
+    R = sim.running_ids()
+    nq, nr = sim.n_queued, len(R)
     n_r = min(nr, max(k // 2, k - nq))
     n_q = min(nq, k - n_r)
     if base_rates is not None:
         pr = sim.pred_remaining
-        Q = sorted(sim._queued, key=lambda j: (pr[j] / base_rates[j], j))
+        Q = sorted(sim.queued_ids(), key=lambda j: (pr[j] / base_rates[j], j))
         q_in, q_out = (Q[:n_q], Q[n_q:]) if nq > n_q else (Q, [])
     elif nq > n_q:
-        Q = sorted(sim._queued)
+        Q = sim.queued_ids()
         tail = n_q // 4
         head = n_q - tail
         q_in = Q[:head] + Q[nq - tail :] if tail else Q[:head]
         q_out = Q[head : nq - tail]
     else:
-        q_in, q_out = sorted(sim._queued), []
+        q_in, q_out = sim.queued_ids(), []
     # elastic first, then by id (R is ascending)
     Rs = [j for j in R if elastic[j]] + [j for j in R if not elastic[j]] if nr else R
     return q_in + Rs[:n_r], q_out, Rs[n_r:]
@@ -215,7 +215,7 @@ def fit_tables(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
     free = sim.srv_free
     ft = np.zeros(9, dtype=np.int64)
     fi = np.zeros(9, dtype=np.int64)
-    ft[_G] = (free[sim._train_mask][:, None] // _G).sum(axis=0)
+    ft[_G] = (free[sim.usable_mask(TRAIN)][:, None] // _G).sum(axis=0)
     fl = free[sim.srv_loaned]
     if len(fl):
         fi[_G] = (fl[:, None] // _G).sum(axis=0)
@@ -353,12 +353,13 @@ class ObservationBuilder:
         u = sim.loan.utilization(now)
         u_prev = sim.loan.utilization(max(now - 3600.0, 0.0))
         ang = 2.0 * math.pi * ((now / 3600.0) % 24.0) / 24.0
-        nq = len(sim._queued)
-        nr = len(sim._running)
+        nq = sim.n_queued
+        nr = sim.n_running
         if nq:
             gw_min, gw_max = self.gw_min, self.gw_max
-            c11 = _sq(sum([gw_min[j] for j in sim._queued]) / self.total_gpus)
-            c12 = _sq(sum([gw_max[j] for j in sim._queued]) / self.total_gpus)
+            queued = sim.queued_ids()
+            c11 = _sq(sum([gw_min[j] for j in queued]) / self.total_gpus)
+            c12 = _sq(sum([gw_max[j] for j in queued]) / self.total_gpus)
         else:
             c11 = c12 = 0.0
         if tentative_free is None:

@@ -80,7 +80,7 @@ def render_ansi(sim: Simulator, window: np.ndarray | None = None) -> str:
     lines = []
     h = sim.now / 3600.0
     lines.append(
-        f"t={sim.now:,.0f}s ({h:.2f} h)  queued={len(sim._queued)} running={len(sim._running)} "
+        f"t={sim.now:,.0f}s ({h:.2f} h)  queued={sim.n_queued} running={sim.n_running} "
         f"done={sim.done_count}/{sim.n_jobs}  loaned={int(sim.srv_loaned.sum())}/{sim.n_inf} "
         f"loanable={sim.loanable_now}  u={sim.loan.utilization(sim.now):.2f}"
     )

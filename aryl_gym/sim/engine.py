@@ -49,6 +49,9 @@ _PENDING = int(JobState.PENDING)
 _QUEUED = int(JobState.QUEUED)
 _RUNNING = int(JobState.RUNNING)
 _DONE = int(JobState.DONE)
+#: The stall rule's default (:meth:`Simulator.check_stall`): an episode ends, marked stalled,
+#: after this many simulated hours with nothing running, nothing left to arrive and jobs queued.
+STALL_HOURS = 6.0
 #: Up to this many running jobs, the common case of ``advance`` runs in plain Python (faster
 #: than a dozen small numpy calls); above it, vectorised. Both give bit-identical results.
 _PY_JOBS = 32
@@ -243,22 +246,73 @@ class Simulator:
         self._changed_last = False
         self.uses_loaning = False
         # accounting
-        self.acc = _Accounting(self)
+        self.acc = Accounting(self)
         self.decision_times: list[float] = []
         self.rounds_total = 0
         self.invalid_total = 0
         self.unplaced_total = 0
         self.reclaims_total = 0
         self.stalled = False
+        self._idle_since: float | None = None
+        self._round_t0 = 0.0
+        self._round_loans: tuple[list[int], list[int]] = ([], [])
 
     # ------------------------------------------------------------------------------------------
-    # small queries used by the view and the placement engine
+    # public queries (the env, metrics and the view use these, never the private state)
     # ------------------------------------------------------------------------------------------
     def queued_ids(self) -> list[int]:
+        """Queued job ids (submitted, not running, not done), ascending."""
         return sorted(self._queued)
 
     def running_ids(self) -> list[int]:
+        """Running job ids, ascending."""
         return sorted(self._running)
+
+    @property
+    def n_queued(self) -> int:
+        """Number of queued jobs."""
+        return len(self._queued)
+
+    @property
+    def n_running(self) -> int:
+        """Number of running jobs."""
+        return len(self._running)
+
+    @property
+    def arrivals_left(self) -> int:
+        """Jobs of the trace not yet submitted (they arrive in id order)."""
+        return self.n_jobs - self._next_arrival
+
+    @property
+    def next_arrival_time(self) -> float | None:
+        """Submit time of the next job to arrive; ``None`` when every job has arrived."""
+        i = self._next_arrival
+        return float(self.submit[i]) if i < self.n_jobs else None
+
+    @property
+    def idle_with_queue(self) -> bool:
+        """The stall condition: nothing running, nothing left to arrive, jobs queued."""
+        return not self._running and self._next_arrival >= self.n_jobs and bool(self._queued)
+
+    def check_stall(self, stall_hours: float = STALL_HOURS) -> bool:
+        """The stall rule, called after each round: once :attr:`idle_with_queue` has held for
+        more than ``stall_hours`` of simulated time, :attr:`stalled` is set and True returned
+        (the episode should end: no policy decision can change anything any more)."""
+        if self.idle_with_queue:
+            if self._idle_since is None:
+                self._idle_since = self.now
+            if self.now - self._idle_since > stall_hours * 3600.0:
+                self.stalled = True
+                return True
+        else:
+            self._idle_since = None
+        return False
+
+    def reclaims_due(self) -> int:
+        """Servers the loan phase of the round at :attr:`now` will take back (0 when loaning
+        is off for the current policy)."""
+        loanable = self.loan.loanable(self.now) if self.uses_loaning else 0
+        return max(self.n_loaned - loanable, 0)
 
     def running_array(self) -> np.ndarray:
         if self._running_dirty:
@@ -749,32 +803,47 @@ class Simulator:
             lim = min(lim, s.max_rounds - self.round_index - 1)
         return max(lim, 0)
 
-    def step(self, policy: Policy) -> RoundInfo:
-        """One decision round: arrivals, loans, the policy's decision, placement, advance."""
-        t0 = self.now
-        reclaimed, pre = self.pre_decision(policy)
+    def open_round(self, policy: Policy) -> bool:
+        """First half of a round: arrivals and the loan phase at :attr:`now`. Returns whether
+        ``policy`` must decide this round (else pass ``None`` to :meth:`close_round`)."""
+        self._round_t0 = self.now
+        self._round_loans = self.pre_decision(policy)
+        return self.decision_needed(policy)
+
+    def close_round(
+        self, policy: Policy, decision: Decision | None, decision_s: float = 0.0
+    ) -> RoundInfo:
+        """Second half of a round: place ``decision`` (``None``: no decision this round), then
+        advance past the round (fast-forwarding eventless rounds for event-driven policies).
+        ``decision_s``: the wall time the decision took, for the result's timing figures."""
         report = PlacementReport()
-        dtime = 0.0
-        if self.decision_needed(policy):
-            tic = time.perf_counter()
-            decision = policy.decide(self.view)
-            dtime = time.perf_counter() - tic
-            self.decision_times.append(dtime)
+        if decision is not None:
+            self.decision_times.append(decision_s)
             report = self.apply(decision)
         self.acc.sample(self)
         completed = self.post_decision(policy)
-        return RoundInfo(t0, self.now, completed, report, reclaimed, pre, dtime)
+        reclaimed, pre = self._round_loans
+        return RoundInfo(self._round_t0, self.now, completed, report, reclaimed, pre, decision_s)
+
+    def step(self, policy: Policy) -> RoundInfo:
+        """One decision round: arrivals, loans, the policy's decision, placement, advance."""
+        if not self.open_round(policy):
+            return self.close_round(policy, None)
+        tic = time.perf_counter()
+        decision = policy.decide(self.view)
+        return self.close_round(policy, decision, time.perf_counter() - tic)
 
     def run(
         self,
         policy: Policy,
         progress: bool = False,
-        stall_hours: float = 48.0,
+        stall_hours: float = STALL_HOURS,
         on_round: Callable[[Simulator], None] | None = None,
     ):
         """Run a whole episode and return its :class:`~aryl_gym.metrics.EpisodeResult`.
 
-        ``progress`` shows a bar (a terminal) or a line every few seconds (a log);
+        ``progress`` shows a bar (a terminal) or a line every few seconds (a log); the episode
+        ends early, marked stalled, by the stall rule (:meth:`check_stall`, ``stall_hours``);
         ``on_round(sim)`` is called after every round (e.g. :func:`aryl_gym.sim.invariants.check`).
         """
         from aryl_gym.metrics import episode_result
@@ -784,7 +853,6 @@ class Simulator:
         policy.reset(self.seed)
         self.begin(policy)
         bar = progress_bar(self.n_jobs, f"{policy.name}", unit="jobs", enabled=progress)
-        idle_since: float | None = None
         last_done = 0
         while not self.done and not self.horizon_reached():
             self.step(policy)
@@ -793,20 +861,14 @@ class Simulator:
             if bar is not None and self.done_count != last_done:
                 bar.update(self.done_count - last_done)
                 last_done = self.done_count
-            # Stall guard: nothing running, nothing left to arrive, queue not empty.
-            if not self._running and self._next_arrival >= self.n_jobs and self._queued:
-                idle_since = self.now if idle_since is None else idle_since
-                if self.now - idle_since > stall_hours * 3600.0:
-                    self.stalled = True
-                    break
-            else:
-                idle_since = None
+            if self.check_stall(stall_hours):
+                break
         if bar is not None:
             bar.close()
         return episode_result(self, policy_name=policy.name, wall_s=time.perf_counter() - wall0)
 
 
-class _Accounting:
+class Accounting:
     """Time-integrated usage figures (GPU-seconds) and hourly series (SPEC 5)."""
 
     def __init__(self, sim: Simulator):
@@ -888,8 +950,8 @@ class _Accounting:
                 sim.busy_train_gpus,
                 sim.busy_loan_gpus,
                 sim.n_loaned,
-                len(sim._queued),
-                len(sim._running),
+                sim.n_queued,
+                sim.n_running,
                 sim.loan.utilization(sim.now),
             )
         )
