@@ -36,7 +36,10 @@ import struct
 import numpy as np
 
 from aryl_gym.sim.engine import Simulator
+from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.view import INFER, TRAIN
+
+_RUNNING = int(JobState.RUNNING)
 
 JOB_FEATURES: tuple[str, ...] = (
     "valid",  # 1 for a real job
@@ -147,7 +150,7 @@ def base_rates(sim: Simulator) -> list[float]:
     ``window_order="pred_time"`` key is ``pred_remaining / rate``."""
     out = []
     for j in range(sim.n_jobs):
-        r = sim.rate_for(j, int(sim.w_min[j]), 0)
+        r = sim.rate_for(j, int(sim.w_min[j]), TRAIN)
         out.append(r if r > 0 else 5e-324)
     return out
 
@@ -186,7 +189,7 @@ def fit_lists(sim: Simulator) -> tuple[list[int], list[int]]:
     pool = sim.srv_pool.tolist()
     a1 = a2 = a4 = a8 = 0
     for s in range(S):
-        if pool[s] == 0:  # TRAIN
+        if pool[s] == TRAIN:
             f = free[s]
             a1 += f
             a2 += f >> 1
@@ -259,11 +262,11 @@ class ObservationBuilder:
         self.head_q = [(1.0, 1.0, 0.0, *r) for r in self.static]
         self.head_r = [(1.0, 0.0, 1.0, *r) for r in self.static]
         # hours per unit of predicted work: at w_max on V100, and per worker on each pool
-        self.inv_wmax_a = 1.0 / (sim.w_max * sim.speeds[:, 0] * 3600.0)
+        self.inv_wmax_a = 1.0 / (sim.w_max * sim.speeds[:, TRAIN] * 3600.0)
         self.inv_wmax = self.inv_wmax_a.tolist()
         inv_speed = 1.0 / (sim.speeds * 3600.0)  # (N, 2)
-        self.inv_s0 = inv_speed[:, 0].tolist()
-        self.inv_s1 = inv_speed[:, 1].tolist()
+        self.inv_s0 = inv_speed[:, TRAIN].tolist()
+        self.inv_s1 = inv_speed[:, INFER].tolist()
         self.w_min = sim.w_min.tolist()
         self.w_min_f = [float(x) for x in self.w_min]
         self.g = sim.g.tolist()
@@ -332,7 +335,7 @@ class ObservationBuilder:
                 e = ov / 300.0
                 f8 = wk / W
                 t15 = f8 if target is None else tg / W
-                ext(head_r[j] if s == 2 else head_q[j])
+                ext(head_r[j] if s == _RUNNING else head_q[j])
                 ext((
                     f8 if f8 < 1.0 else 1.0,
                     1.0 if on_inf else 0.0,

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from aryl_gym.sim.engine import Simulator
+from aryl_gym.sim.jobs import JobState
+from aryl_gym.sim.view import INFER
 
 CELL = 6  # pixels per GPU cell
 PLOT_H = 40  # pixels of the usage strip
@@ -46,7 +48,7 @@ def render_rgb(sim: Simulator) -> np.ndarray:
     for s in range(S):
         y = s * CELL
         cap = int(sim.srv_cap[s])
-        is_inf = sim.srv_pool[s] == 1
+        is_inf = sim.srv_pool[s] == INFER
         if is_inf and not sim.srv_loaned[s]:
             colours = [_NOT_LOANED] * cap
         else:
@@ -86,7 +88,7 @@ def render_ansi(sim: Simulator, window: np.ndarray | None = None) -> str:
     )
     for s in range(sim.n_servers):
         cap = int(sim.srv_cap[s])
-        is_inf = sim.srv_pool[s] == 1
+        is_inf = sim.srv_pool[s] == INFER
         tag = "I" if is_inf else "T"
         if is_inf and not sim.srv_loaned[s]:
             bar = "#" * cap
@@ -100,7 +102,7 @@ def render_ansi(sim: Simulator, window: np.ndarray | None = None) -> str:
         lines.append(f"{tag}{s:<3d} [{bar}] {note}")
     if window is not None and len(window):
         lines.append("window: " + " ".join(
-            f"{int(j)}{'R' if sim.state[j] == 2 else 'Q'}{int(sim.workers[j])}/{int(sim.w_max[j])}"
+            f"{int(j)}{'R' if sim.state[j] == JobState.RUNNING else 'Q'}{int(sim.workers[j])}/{int(sim.w_max[j])}"
             for j in window
         ))
     return "\n".join(lines) + "\n"

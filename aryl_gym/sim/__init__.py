@@ -1,7 +1,7 @@
 """The simulator: cluster, loaning, jobs, placement and the round kernel. Never imports gymnasium."""
 
 from aryl_gym.sim.engine import RoundInfo, Simulator, default_reclaim
-from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec, JobState
+from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec, JobState, Pool
 from aryl_gym.sim.view import (
     INFER,
     TRAIN,
@@ -22,6 +22,7 @@ __all__ = [
     "PlacementOptions",
     "PlacementReport",
     "Policy",
+    "Pool",
     "RoundInfo",
     "Simulator",
     "TRAIN",

@@ -26,6 +26,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,6 +43,9 @@ from aryl_gym.sim.view import (
     PlacementReport,
     Policy,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from aryl_gym.metrics import EpisodeResult
 
 _EPS = 1e-9
 # Plain ints for the hot paths (enum attribute access is slow in tight loops).
@@ -839,13 +843,15 @@ class Simulator:
         progress: bool = False,
         stall_hours: float = STALL_HOURS,
         on_round: Callable[[Simulator], None] | None = None,
-    ):
+    ) -> EpisodeResult:
         """Run a whole episode and return its :class:`~aryl_gym.metrics.EpisodeResult`.
 
         ``progress`` shows a bar (a terminal) or a line every few seconds (a log); the episode
         ends early, marked stalled, by the stall rule (:meth:`check_stall`, ``stall_hours``);
         ``on_round(sim)`` is called after every round (e.g. :func:`aryl_gym.sim.invariants.check`).
         """
+        # metrics sits above the simulator (it reads a finished one); imported here because
+        # importing it at the top would run aryl_gym.sim's __init__ (this module) first
         from aryl_gym.metrics import episode_result
         from aryl_gym.progress import progress_bar
 

@@ -30,13 +30,12 @@ them: :func:`plan` dry-runs a whole decision (Aryl's placeability check, the all
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
 from aryl_gym.sim.jobs import JobState
+from aryl_gym.sim.state import PlacementState, WorkerDicts
 from aryl_gym.sim.view import INFER, TRAIN, ClusterView, Decision, PlacementOptions, PlacementReport
 
 _QUEUED = int(JobState.QUEUED)
@@ -125,56 +124,8 @@ PY_SERVERS = 64
 
 
 # ----------------------------------------------------------------------------------------------
-# the state the rules work on
+# the state the rules work on (PlacementState: aryl_gym.sim.state)
 # ----------------------------------------------------------------------------------------------
-class PlacementState(Protocol):
-    """What the placement rules read and change.
-
-    Two classes implement it: :class:`~aryl_gym.sim.engine.Simulator` (real placement, with its
-    accounting) and :class:`Scratch` (a copy-on-write copy for dry runs and trial placements).
-    Server ids index the ``srv_*`` arrays (training servers first); job ids index the per-job
-    arrays and lists.
-    """
-
-    n_jobs: int
-    n_servers: int
-    g_list: list[int]
-    w_min_list: list[int]
-    w_max_list: list[int]
-    elastic_list: list[bool]
-    hetero_list: list[bool]
-    elastic: np.ndarray
-    srv_cap: np.ndarray
-    srv_free: np.ndarray
-    srv_loaned: np.ndarray
-    srv_base_gpus: np.ndarray
-    srv_flex_gpus: np.ndarray
-    train_ids: list[int]
-    state: np.ndarray
-    workers: np.ndarray
-    pool: np.ndarray
-
-    @property
-    def base(self) -> Sequence[dict[int, int]]: ...  # job -> {server: base workers}
-
-    @property
-    def flex(self) -> Sequence[dict[int, int]]: ...  # job -> {server: flexible workers}
-
-    def usable_mask(self, pool: int) -> np.ndarray: ...
-
-    def allowed_pools(self, j: int) -> tuple[int, ...]: ...
-
-    def add_workers(self, j: int, s: int, k: int, flex: bool) -> None: ...
-
-    def remove_workers(self, j: int, s: int, k: int, flex: bool) -> None: ...
-
-    def preempt(self, j: int) -> None: ...
-
-    def mark_started(self, j: int, pool: int) -> None: ...
-
-    def charge_scale(self, j: int, out: bool) -> None: ...
-
-
 def rebalance(st: PlacementState, j: int) -> None:
     """Keep ``min(workers, w_min)`` workers of job ``j`` labelled base: relabel flexible ones
     (lowest server id first) when base workers went away."""
@@ -209,7 +160,7 @@ class _LazyDicts:
 
     __slots__ = ("_own", "_src")
 
-    def __init__(self, src: Sequence[dict[int, int]]):
+    def __init__(self, src: WorkerDicts):
         self._src = src
         self._own: dict[int, dict[int, int]] = {}
 
@@ -219,9 +170,6 @@ class _LazyDicts:
             d = dict(self._src[i])
             self._own[i] = d
         return d
-
-    def __len__(self) -> int:
-        return len(self._src)
 
 
 class Scratch:
@@ -268,11 +216,11 @@ class Scratch:
         self._fits: dict[tuple[int, int], int] = {}
 
     @property
-    def base(self) -> _LazyDicts:
+    def base(self) -> WorkerDicts:
         return self._base
 
     @property
-    def flex(self) -> _LazyDicts:
+    def flex(self) -> WorkerDicts:
         return self._flex
 
     # -- PlacementState ----------------------------------------------------------------------
@@ -332,9 +280,6 @@ class Scratch:
         if n is None:
             n = self._fits[key] = int((self.srv_free[self.usable_mask(pool)] // g).sum())
         return n
-
-    def free_gpus(self, pool: int) -> int:
-        return int(self.srv_free[self.usable_mask(pool)].sum())
 
     def release(self, j: int, k: int) -> None:
         """Remove ``k`` workers of running job ``j`` as the engine's scale-in does (flexible

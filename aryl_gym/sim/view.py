@@ -9,18 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from aryl_gym.sim.jobs import JobSpec
+from aryl_gym.config import ScenarioConfig
+from aryl_gym.sim.jobs import JobSpec, Pool
+from aryl_gym.sim.state import SimState
 
-if TYPE_CHECKING:  # pragma: no cover
-    from aryl_gym.sim.engine import Simulator
-
-TRAIN = 0
-INFER = 1
-POOL_NAMES = ("train", "infer")
+#: :class:`~aryl_gym.sim.jobs.Pool` values as plain ints (fast in hot loops and array indexing)
+TRAIN: int = int(Pool.TRAIN)
+INFER: int = int(Pool.INFER)
 
 
 @dataclass(frozen=True)
@@ -121,7 +120,7 @@ class ClusterView:
     Server ids are positions in the server arrays: training servers first, then inference.
     """
 
-    def __init__(self, sim: Simulator):
+    def __init__(self, sim: SimState):
         self._sim = sim
 
         def ro(a: np.ndarray) -> np.ndarray:
@@ -161,7 +160,7 @@ class ClusterView:
         return self._sim.jobs
 
     @property
-    def config(self):  # noqa: ANN201 - ScenarioConfig
+    def config(self) -> ScenarioConfig:
         return self._sim.config
 
     @property
