@@ -63,7 +63,6 @@ class FinishedEpisode(Protocol):
     n_jobs: int
     now: float
     stalled: bool
-    acc: UsageTotals
     state: np.ndarray
     submit: np.ndarray
     first_start: np.ndarray
@@ -82,6 +81,9 @@ class FinishedEpisode(Protocol):
     invalid_total: int
     unplaced_total: int
     reclaims_total: int
+
+    @property
+    def acc(self) -> UsageTotals: ...
 
     @property
     def done(self) -> bool: ...

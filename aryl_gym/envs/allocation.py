@@ -310,8 +310,8 @@ class ArylEnv(gym.Env):
         self.sim: Simulator | None = None
         self._wpad = np.full(self.k, -1, dtype=np.int64)
         self.window = self._wpad[:0]
-        self._q_out = self.window
-        self._r_out = self.window
+        self._q_out: list[int] | np.ndarray = self.window
+        self._r_out: list[int] | np.ndarray = self.window
         self.episode_count = 0
         self.decision_point = 0  # decision points reached in this episode
         self.substep = 0  # sub-steps inside the current decision point (sequential)

@@ -183,8 +183,8 @@ def fit_lists(sim: Simulator) -> tuple[list[int], list[int]]:
     Training servers come first in the server arrays (ids ``0 .. n_train - 1``)."""
     S = sim.n_servers
     if S > _PY_SERVERS:
-        ft, fi = fit_tables(sim)
-        return ft.tolist(), fi.tolist()
+        ft_np, fi_np = fit_tables(sim)
+        return ft_np.tolist(), fi_np.tolist()
     free = sim.srv_free.tolist()
     pool = sim.srv_pool.tolist()
     a1 = a2 = a4 = a8 = 0

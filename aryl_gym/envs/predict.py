@@ -182,7 +182,7 @@ class HeuristicPredictor:
     ) -> tuple[Any, Any]:
         """SB3 signature; the observation is only used for its batch shape."""
         a = self.act()
-        batched = isinstance(observation, dict) and np.ndim(observation.get("jobs")) == 3
+        batched = isinstance(observation, dict) and np.ndim(observation.get("jobs", 0)) == 3
         if batched:
             n = np.shape(observation["jobs"])[0]
             if n != 1:

@@ -235,7 +235,7 @@ class ArylReclaimEnv(gym.Env):
         self.snap = self.snaps[idx]
         self.slots = sorted(self.snap.inst.loaned)
         self.need = int(self.snap.n)
-        self.picks = []
+        self.picks: list[int] = []
         self.steps = 0
         self.invalid_total = 0
         self.preempted = 0
@@ -376,7 +376,7 @@ class ArylReclaimEnv(gym.Env):
         self._wall0 = time.perf_counter()
         self._finished = False
         self._tracker = RewardTracker(sim, self.weights, self.reward_scale)
-        self.picks: list[int] = []
+        self.picks = []
         self.need = 0
         self._advance()
         return self._obs(), self._info({}, 0)

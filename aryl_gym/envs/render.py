@@ -69,11 +69,11 @@ def render_rgb(sim: Simulator) -> np.ndarray:
         train_busy, loan_busy = row[1], row[2]
         h1 = int(round(PLOT_H * train_busy / total))
         h2 = int(round(PLOT_H * loan_busy / total))
-        col = width - len(tl) + x
+        cx = width - len(tl) + x
         if h1:
-            img[y0 + PLOT_H - h1 : y0 + PLOT_H, col] = (60, 200, 60)
+            img[y0 + PLOT_H - h1 : y0 + PLOT_H, cx] = (60, 200, 60)
         if h2:
-            img[y0 + PLOT_H - h1 - h2 : y0 + PLOT_H - h1, col] = (240, 150, 30)
+            img[y0 + PLOT_H - h1 - h2 : y0 + PLOT_H - h1, cx] = (240, 150, 30)
     return img
 
 

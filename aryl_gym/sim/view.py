@@ -66,7 +66,7 @@ class Decision:
     targets: dict[int, int] = field(default_factory=dict)
     pools: dict[int, int] = field(default_factory=dict)
     order: list[int] | None = None
-    speedup: dict[int, Sequence[float]] = field(default_factory=dict)
+    speedup: dict[int, Sequence[float] | np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,7 +102,9 @@ class Policy(Protocol):
     name: str
     uses_loaning: bool
     placement: PlacementOptions
-    event_driven: bool
+
+    @property
+    def event_driven(self) -> bool: ...
 
     def reset(self, seed: int | None = None) -> None: ...
 
