@@ -1,7 +1,7 @@
 """The simulator: cluster, loaning, jobs, placement and the round kernel. Never imports gymnasium."""
 
 from aryl_gym.sim.engine import RoundInfo, Simulator, default_reclaim
-from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec, JobState, Pool
+from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec, JobState
 from aryl_gym.sim.view import (
     INFER,
     TRAIN,
@@ -10,6 +10,7 @@ from aryl_gym.sim.view import (
     PlacementOptions,
     PlacementReport,
     Policy,
+    Pool,
 )
 
 __all__ = [

@@ -33,14 +33,6 @@ class JobState(IntEnum):
     DONE = 3
 
 
-class Pool(IntEnum):
-    """The two server pools: training servers (V100) and inference servers (T4, usable by
-    training only while on loan). Server and job pool arrays hold these values (-1 = none)."""
-
-    TRAIN = 0
-    INFER = 1
-
-
 @dataclass(frozen=True)
 class JobSpec:
     """One training job as submitted.

@@ -9,15 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from aryl_gym.config import ScenarioConfig
-from aryl_gym.sim.jobs import JobSpec, Pool
+from aryl_gym.sim.jobs import JobSpec
 from aryl_gym.sim.state import SimState
 
-#: :class:`~aryl_gym.sim.jobs.Pool` values as plain ints (fast in hot loops and array indexing)
+
+class Pool(IntEnum):
+    """The two server pools: training servers (V100) and inference servers (T4, usable by
+    training only while on loan). Server and job pool arrays hold these values (-1 = none)."""
+
+    TRAIN = 0
+    INFER = 1
+
+
+#: :class:`Pool` values as plain ints (fast in hot loops and array indexing)
 TRAIN: int = int(Pool.TRAIN)
 INFER: int = int(Pool.INFER)
 
