@@ -18,6 +18,13 @@ would be the same, so skipping them changes no result, only the wall time.
 
 The simulator never imports gymnasium and never branches on which policy runs. Hot state is in
 numpy arrays indexed by job id (position in the trace) or server id (training servers first).
+
+Public API (docs/simulator.md): the queries ``queued_ids`` / ``running_ids`` / ``n_queued`` /
+``n_running`` / ``arrivals_left`` / ``next_arrival_time`` / ``idle_with_queue`` /
+``reclaims_due``; rounds with :meth:`Simulator.step`, or :meth:`Simulator.open_round` and
+:meth:`Simulator.close_round` with a decision made outside; the stall rule
+:meth:`Simulator.check_stall` (default :data:`STALL_HOURS`). The worker primitives
+(``add_workers``, ``preempt``, ...) are for the placement engine only.
 """
 
 from __future__ import annotations
