@@ -44,10 +44,11 @@ from __future__ import annotations
 
 import math
 
-from aryl_gym.agents._alloc import Trial, fit_targets, pool_order
+from aryl_gym.agents._alloc import fit_targets
 from aryl_gym.agents.base import BasePolicy, register
 
 from aryl_gym.sim.jobs import JobState
+from aryl_gym.sim.placement import Scratch, pool_order
 from aryl_gym.sim.view import ClusterView, Decision, PlacementOptions
 
 _EPS = 1e-12
@@ -92,7 +93,7 @@ class AfsPolicy(BasePolicy):
 
     # -- a round ---------------------------------------------------------------------------------
     def decide(self, view: ClusterView) -> Decision:
-        trial = Trial(view)
+        trial = Scratch(view, self.placement)
         share: dict[int, int] = {}  # tentative workers
         pool: dict[int, int] = {}
         cands: list[int] = []
@@ -144,11 +145,11 @@ class AfsPolicy(BasePolicy):
             k = step_size(best)
             if share[best] == 0 and best not in pool:
                 p = self._start_pool(view, trial, best)
-                placed = trial.place(p, spec.g, k, all_or_nothing=True) if p >= 0 else 0
+                placed = trial.grow(best, p, k, whole=True) if p >= 0 else 0
                 if placed:
                     pool[best] = p
             else:
-                placed = trial.place(pool[best], spec.g, k, all_or_nothing=True)
+                placed = trial.grow(best, pool[best], k, whole=True)
             if not placed:
                 cands.remove(best)  # does not fit now, and free space only shrinks
                 continue
@@ -164,7 +165,7 @@ class AfsPolicy(BasePolicy):
         targets = {j: w for j, w in targets.items() if w != int(view.workers[j])}
         return Decision(targets=targets, pools=pools, order=order)
 
-    def _start_pool(self, view: ClusterView, trial: Trial, j: int) -> int:
+    def _start_pool(self, view: ClusterView, trial: Scratch, j: int) -> int:
         """First pool (engine preference order) where job ``j``'s base demand fits, else -1."""
         spec = view.jobs[j]
         for p in pool_order(view, j, None, self.placement):

@@ -31,9 +31,9 @@ rounds in between, where Aryl's decision would be the same):
 
 **Placeability [ours].** Phase two's capacity is a GPU count, but a worker needs ``g`` GPUs on one
 server, and flexible workers on inference servers must avoid the job's base servers. The
-decision is therefore replayed on a copy of the cluster with the engine's own rules (scale-ins
-first, then best-fit decreasing by per-worker size, the same pool and group tiers) and every
-target is cut to what that trial placed. If a base admitted in phase one no longer fits (flexible
+decision is therefore dry-run by the placement engine itself
+(:func:`aryl_gym.sim.placement.plan`, each queued job only in its chosen pool) and every target
+is cut to what that dry run placed. If a base admitted in phase one no longer fits (flexible
 workers of running jobs stand where the phase-one trial expected free GPUs), phase two is redone
 for that pool without growth, then with every elastic job of the pool at ``w_min``; a base that
 still does not fit waits for the next round. So the engine reports no unplaced targets, and
@@ -82,13 +82,10 @@ from aryl_gym.agents.base import BasePolicy, register
 from aryl_gym.agents.knapsack import solve_mckp_arrays
 from aryl_gym.agents.reclaim import aryl_reclaim_view, default_reclaim_view, optimal_reclaim_view
 
-from aryl_gym.sim.jobs import JobState
-from aryl_gym.sim.placement import fill
+from aryl_gym.sim.placement import fill, plan
 from aryl_gym.sim.view import INFER, TRAIN, ClusterView, Decision, PlacementOptions
 
 _GS = (1, 2, 4, 8)
-_RUNNING = int(JobState.RUNNING)
-_QUEUED = int(JobState.QUEUED)
 
 
 @dataclass
@@ -249,7 +246,7 @@ class ArylPolicy(BasePolicy):
         pools_now = np.asarray(view.pool)
         workers_now = np.asarray(view.workers)
         if not self.elastic_scaling:
-            final, waited = self._validate(view, targets, pool_of, admitted, running, strict=True)
+            final, waited = self._validate(view, targets, pool_of, admitted, strict=True)
             self.stats.waited += len(waited)
             return Decision(
                 targets=final, pools={j: pool_of[j] for j in final if j in pool_of}, order=admitted
@@ -270,7 +267,7 @@ class ArylPolicy(BasePolicy):
 
         # ---------------- placeability: replay on a copy with the engine's rules -------------
         order = admitted + [j for j in running if self.elastic[j]]
-        final, waited = self._validate(view, targets, pool_of, order, running, strict=False)
+        final, waited = self._validate(view, targets, pool_of, order, strict=False)
         if waited:
             self.stats.repairs += 1
             bad_pools = {pool_of[j] for j in waited}
@@ -285,7 +282,7 @@ class ArylPolicy(BasePolicy):
                         t2[j] = min(t2[j], int(workers_now[j]))
                     else:
                         t2[j] = int(self.w_min[j])
-                final, waited = self._validate(view, t2, pool_of, order, running, strict=False)
+                final, waited = self._validate(view, t2, pool_of, order, strict=False)
                 if not waited:
                     break
             self.stats.waited += len(waited)
@@ -381,128 +378,24 @@ class ArylPolicy(BasePolicy):
         targets: dict[int, int],
         pool_of: dict[int, int],
         order: list[int],
-        running: list[int],
         strict: bool,
     ) -> tuple[dict[int, int], list[int]]:
-        """Replay the decision with the placement engine's rules on copies of the free GPUs.
+        """Dry-run the decision with the placement engine itself (:func:`plan`): each queued job
+        only in its chosen pool, and with ``strict`` only at its full target.
 
-        Mirrors :func:`aryl_gym.sim.placement.apply_decision`: scale-ins first (flexible workers
-        from loaned servers first, then fewest workers), then growth by best-fit decreasing
-        (per-worker GPUs descending, then ``order``, then id), each queued job's base then its
-        flexible workers (apart from its base servers on loaned servers when grouping).
-
-        Returns (targets cut to what was placed, queued jobs whose base did not fit). With
-        ``strict`` a queued job is started only at its full target.
+        Returns (targets cut to what was placed, queued jobs whose base did not fit).
         """
-        free = np.asarray(view.srv_free, dtype=np.int64).copy()
-        base_g = np.asarray(view.srv_base_gpus, dtype=np.int64).copy()
-        cap = np.asarray(view.srv_cap)
-        loaned = np.asarray(view.srv_loaned)
-        masks = {TRAIN: np.asarray(view.usable(TRAIN)), INFER: np.asarray(view.usable(INFER))}
-        workers = np.asarray(view.workers)
-        state = np.asarray(view.state)
-        grouped_opt = self.placement.group_flexible
-        self._spill_mask = masks[INFER] if self.hetero.any() else None
-        out = dict(targets)
-        places: dict[int, tuple[dict[int, int], dict[int, int]]] = {}
-        # 1. releases
-        for j in sorted(targets):
-            if state[j] != _RUNNING:
-                continue
-            t, cur = targets[j], int(workers[j])
-            if t < cur:
-                b, f = view.placement(j)
-                places[j] = (b, f)
-                g = int(self.g[j])
-                k = cur - t
-                for s, have in sorted(f.items(), key=lambda kv: (not loaned[kv[0]], kv[1], kv[0])):
-                    if k == 0:
-                        break
-                    r = min(k, have)
-                    free[s] += r * g
-                    k -= r
-        # 2. growth
-        prio = {j: i for i, j in enumerate(order)}
-        far = len(prio)
-        grow = [
-            j
-            for j, t in targets.items()
-            if (state[j] == _RUNNING and t > workers[j]) or (state[j] == _QUEUED and t > 0)
-        ]
-        grow.sort(key=lambda j: (-int(self.g[j]), prio.get(j, far), j))
+        dec = Decision(targets=targets, pools=pool_of, order=order)
+        p = plan(view, dec, self.placement, fixed_pools=True, whole=strict)
+        started = set(p.report.started)
+        out: dict[int, int] = {}
         waited: list[int] = []
-        for j in grow:
-            g = int(self.g[j])
-            t = targets[j]
-            if state[j] == _RUNNING:
-                p = int(view.pool[j])
-                own = list(places[j][0]) if j in places else list(view.placement(j)[0])
-                got = self._place_flex(
-                    free, base_g, cap, masks[p], p, j, g, t - int(workers[j]), own, grouped_opt
-                )
-                out[j] = int(workers[j]) + got
-                continue
-            p = pool_of[j]
-            wmin = int(self.w_min[j])
-            m = masks[p]
-            if int((free[m] // g).sum()) < wmin:
+        for j in targets:
+            if j in pool_of and j not in started:
                 waited.append(j)
-                del out[j]
-                continue
-            snap = free.copy() if strict else None
-            plan = fill(free, cap, m, g, wmin)
-            for s, k in plan:
-                base_g[s] += k * g
-            got = self._place_flex(
-                free, base_g, cap, m, p, j, g, t - wmin, [s for s, _ in plan], grouped_opt
-            )
-            if strict and got < t - wmin:
-                assert snap is not None
-                free[:] = snap
-                for s, k in plan:
-                    base_g[s] -= k * g
-                waited.append(j)
-                del out[j]
-                continue
-            out[j] = wmin + got
+            else:
+                out[j] = p.workers(j)
         return out, waited
-
-    def _place_flex(
-        self,
-        free: np.ndarray,
-        base_g: np.ndarray,
-        cap: np.ndarray,
-        usable: np.ndarray,
-        p: int,
-        j: int,
-        g: int,
-        n: int,
-        own_base: list[int],
-        grouped_opt: bool,
-    ) -> int:
-        """Place up to ``n`` flexible workers as the engine's ``_plan`` does; returns how many."""
-        if n <= 0:
-            return 0
-        if grouped_opt and p == INFER and bool(self.elastic[j]):
-            allowed = usable.copy()
-            allowed[own_base] = False
-            tiers = (allowed & (base_g == 0), allowed & (base_g > 0))
-        else:
-            tiers = (usable,)
-        got = 0
-        for cand in tiers:
-            if got == n:
-                break
-            got += sum(k for _, k in fill(free, cap, cand, g, n - got))
-        spill = self._spill_mask
-        if got < n and p == TRAIN and spill is not None and self.hetero[j]:
-            # heterogeneous training: the rest on loaned T4 servers, as the engine's _spill
-            tiers = (spill & (base_g == 0), spill & (base_g > 0)) if grouped_opt else (spill,)
-            for cand in tiers:
-                if got == n:
-                    break
-                got += sum(k for _, k in fill(free, cap, cand, g, n - got))
-        return got
 
 
 @register("aryl")

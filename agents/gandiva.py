@@ -19,9 +19,10 @@ predates capacity loaning: ``uses_loaning`` is False.
 
 from __future__ import annotations
 
-from aryl_gym.agents._alloc import Trial, fit_targets, pool_order
+from aryl_gym.agents._alloc import fit_targets
 from aryl_gym.agents.base import BasePolicy, register
 
+from aryl_gym.sim.placement import Scratch, pool_order
 from aryl_gym.sim.view import ClusterView, Decision, PlacementOptions
 
 
@@ -34,7 +35,7 @@ class GandivaPolicy(BasePolicy):
     placement = PlacementOptions(elastic_prefer_inference=True, group_flexible=False)
 
     def decide(self, view: ClusterView) -> Decision:
-        trial = Trial(view)
+        trial = Scratch(view, self.placement)
         running = view.running()
         share: dict[int, int] = {}
         pool: dict[int, int] = {}
@@ -50,7 +51,7 @@ class GandivaPolicy(BasePolicy):
         for j in view.queued():  # FIFO (by id = submit order), with backfill
             spec = view.jobs[j]
             for p in pool_order(view, j, None, self.placement):
-                if trial.place(p, spec.g, spec.w_min, all_or_nothing=True):
+                if trial.grow(j, p, spec.w_min, whole=True):
                     share[j], pool[j] = spec.w_min, p
                     admitted.append(j)
                     break
@@ -61,13 +62,13 @@ class GandivaPolicy(BasePolicy):
         for j in elastic:
             want = int(view.workers[j]) - share[j]
             if want > 0:
-                share[j] += trial.place(pool[j], view.jobs[j].g, want)
+                share[j] += trial.grow(j, pool[j], want)
         # Grow into idle GPUs, one worker at a time, round-robin.
         active = [j for j in elastic if share[j] < view.jobs[j].w_max]
         while active:
             nxt = []
             for j in active:
-                if trial.place(pool[j], view.jobs[j].g, 1):
+                if trial.grow(j, pool[j], 1):
                     share[j] += 1
                     if share[j] < view.jobs[j].w_max:
                         nxt.append(j)

@@ -129,9 +129,9 @@ def solve_mckp_arrays(
         ii = int(pick[gi, c])
         choice[gi] = ii
         if ii >= 0:
-            w = int(ws[gi][ii])
-            c -= w
-            weight += w
+            wt = int(ws[gi][ii])
+            c -= wt
+            weight += wt
     return MckpResult(float(dp[C]), choice, weight)
 
 

@@ -311,12 +311,13 @@ def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:
         if a not in ALGOS:
             raise ConfigError(f"{cfg_path}: unknown algo {a!r}")
         try:
-            model = algo_class(a).load(str(model_path), env=env, device="cpu")
+            cls: Any = algo_class(a)
+            model = cls.load(str(model_path), env=env, device="cpu")
             algo = a
             break
         except (ValueError, KeyError, RuntimeError) as exc:  # wrong class for this zip
             errors.append(f"{a}: {exc}")
-    if model is None:
+    if model is None or algo is None:
         raise ConfigError(f"cannot load {model_path} as an SB3 model: {'; '.join(errors)}")
     obs_norm = None
     if vn_path is not None:

@@ -49,6 +49,7 @@ scenario without loaning (section 7.4).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -237,7 +238,7 @@ class PolluxPolicy(BasePolicy):
         targets = {j: t for j, t in targets.items() if t != int(view.workers[j])}
         for j in targets:
             self._reallocs[j] = self._reallocs.get(j, 0) + 1
-        speedup = {}
+        speedup: dict[int, Sequence[float] | np.ndarray] = {}
         if self.tune:
             for j in jobs:
                 if j not in self._sent:

@@ -380,14 +380,14 @@ def milp_reclaim(
             gj = inst.g.get(j, 1)
             a = sum(k for _, k in on[j])
             lost_max += gj * a
-            i = pre_idx.get(j)
-            if i is not None and i not in qcol:
-                p_lost[i] = gj * a
+            pi = pre_idx.get(j)
+            if pi is not None and pi not in qcol:
+                p_lost[pi] = gj * a
                 continue
             for r, k in on[j]:
                 c[r] += gj * k
-            if i is not None:
-                c[qcol[i]] = gj
+            if pi is not None:
+                c[qcol[pi]] = gj
     rows: list[int] = []
     cols: list[int] = []
     vals: list[float] = []

@@ -11,8 +11,11 @@ Definitions (times in seconds):
 * ``combined_usage``: (training-pool GPUs used + loaned GPUs used by training + inference GPUs used
   by inference, u(t) x inference GPUs) / all GPUs, time-averaged; ``combined_usage_hourly`` the
   same per simulated hour (paper Figure 9).
-* ``loaned_gpu_hours`` (= ``loaned_gpu_hours_offered``): GPU-hours of inference servers on loan to training;
-  ``loaned_gpu_hours_used``: GPU-hours training workers used on them.
+* ``loaned_gpu_hours_offered``: GPU-hours of inference servers on loan to training;
+  ``loaned_gpu_hours_used``: GPU-hours training workers used on them. ``loaned_gpu_hours`` is
+  the same figure as ``loaned_gpu_hours_offered``, kept under its first name for compatibility:
+  saved results, leaderboard CSVs and the CLI's JSON carry it (new code should read
+  ``loaned_gpu_hours_offered``).
 * ``preemption_ratio`` = jobs preempted at least once / jobs.
 * ``scaling_events`` = scale-outs + scale-ins of running jobs (reclaim scale-ins included).
 * ``max_hourly_queued_share``: the largest, over the hours of the arrival window, of the
@@ -30,14 +33,60 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from aryl_gym.sim.jobs import JobState
+from aryl_gym.config import ScenarioConfig
+from aryl_gym.sim.jobs import JobSpec, JobState
 
-if TYPE_CHECKING:  # pragma: no cover
-    from aryl_gym.sim.engine import Simulator
+
+class UsageTotals(Protocol):
+    """The simulator's time-integrated usage (:class:`aryl_gym.sim.engine.Accounting`)."""
+
+    train_busy_gs: float
+    loan_used_gs: float
+    loan_offered_gs: float
+    inf_used_gs: float
+    total_s: float
+    hetero_gs: float
+    hourly: dict[int, list[float]]
+
+
+class FinishedEpisode(Protocol):
+    """What the metrics read from a simulator (:class:`aryl_gym.sim.engine.Simulator`); typed
+    structurally so this module does not import the simulator, which imports it."""
+
+    config: ScenarioConfig
+    jobs: list[JobSpec]
+    seed: int | None
+    n_jobs: int
+    now: float
+    stalled: bool
+    state: np.ndarray
+    submit: np.ndarray
+    first_start: np.ndarray
+    finish: np.ndarray
+    running_time: np.ndarray
+    work: np.ndarray
+    w_max: np.ndarray
+    speeds: np.ndarray
+    type_agnostic: np.ndarray
+    preempt_count: np.ndarray
+    scale_out_count: np.ndarray
+    scale_in_count: np.ndarray
+    ever_mixed: np.ndarray
+    decision_times: list[float]
+    rounds_total: int
+    invalid_total: int
+    unplaced_total: int
+    reclaims_total: int
+
+    @property
+    def acc(self) -> UsageTotals: ...
+
+    @property
+    def done(self) -> bool: ...
 
 
 @dataclass
@@ -61,7 +110,7 @@ class EpisodeResult:
     train_util: float
     train_util_makespan: float
     combined_usage: float
-    loaned_gpu_hours: float
+    loaned_gpu_hours: float  # == loaned_gpu_hours_offered (compatibility name; see the module docstring)
     loaned_gpu_hours_offered: float
     loaned_gpu_hours_used: float
     preemptions: int
@@ -132,7 +181,7 @@ def _mean(a: np.ndarray) -> float:
     return float(a.mean()) if len(a) else float("nan")
 
 
-def lower_bounds(sim: Simulator) -> np.ndarray:
+def lower_bounds(sim: FinishedEpisode) -> np.ndarray:
     """Each job alone at ``w_max`` on its fastest allowed GPU type (seconds)."""
     fastest = np.where(sim.type_agnostic, sim.speeds.max(axis=1), sim.speeds[:, 0])
     # scaling efficiency at w_max (JobSpec.scaling; 1 for linear jobs)
@@ -168,7 +217,7 @@ def hourly_queued_share(
     return [float(q / t) if t > 0 else 0.0 for q, t in zip(queued, system)]
 
 
-def episode_result(sim: Simulator, policy_name: str, wall_s: float) -> EpisodeResult:
+def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> EpisodeResult:
     done = sim.state == JobState.DONE
     jct = (sim.finish - sim.submit)[done]
     started = ~np.isnan(sim.first_start)

@@ -161,13 +161,13 @@ def test_pickle_and_deepcopy_mid_episode(how, mode):
 def test_invalid_actions_are_counted_noops(mode, bad):
     env = ArylEnv(scenario="tiny", action_mode=mode, invalid_penalty=0.5)
     env.reset(seed=0)
-    t0, q0, r0 = env.sim.now, len(env.sim._queued), len(env.sim._running)
+    t0, q0, r0 = env.sim.now, env.sim.n_queued, env.sim.n_running
     obs, reward, te, tr, info = env.step(bad)
     assert info["invalid"] >= 1 and info["invalid_total"] >= 1
     assert info["reward_components"]["invalid"] == -info["invalid"]
     assert reward <= -0.5 * info["invalid"] + 1e-12  # jct part is <= 0 too
     if mode == "sequential":  # a sub-step no-op: nothing moved
-        assert (env.sim.now, len(env.sim._queued), len(env.sim._running)) == (t0, q0, r0)
+        assert (env.sim.now, env.sim.n_queued, env.sim.n_running) == (t0, q0, r0)
     else:  # committed an empty decision: nobody started
         assert info["running"] == r0 or env.sim.now > t0
 
@@ -370,7 +370,7 @@ def test_stall_cutoff_truncates_after_stall_hours():
     for _ in range(100_000):
         _, _, te, tr, info = env.step(commit)
         sim = env.sim
-        if not sim._running and sim._next_arrival >= sim.n_jobs:
+        if not sim.n_running and sim.arrivals_left == 0:
             stall_steps += 1
         if te or tr:
             break

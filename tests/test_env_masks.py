@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aryl_gym.envs.allocation import ArylEnv
-from aryl_gym.envs.dryrun import dry_run
 from aryl_gym.sim.jobs import JobState
+from aryl_gym.sim.placement import plan
 from tests.helpers import examples
 
 
@@ -33,7 +33,7 @@ def _check_allowed_actions_exactly(env: ArylEnv) -> None:
         for j, t in dec.targets.items():
             assert sim2.workers[j] == t
         # the scratch dry run agrees with the real engine
-        rep2 = dry_run(env.sim, dec, env.placement)
+        rep2 = plan(env.sim, dec, env.placement).report
         assert rep2.unplaced == rep.unplaced and sorted(rep2.started) == sorted(rep.started)
 
 

@@ -31,8 +31,8 @@ def _midway(policy: str = "aryl") -> Any:
     sim.begin(pol)
     for _ in range(400):
         sim.step(pol)
-        on_loan = [j for j in sim._running if sim.pool[j] == INFER]
-        if len(sim._running) >= 3 and on_loan:
+        on_loan = [j for j in sim.running_ids() if sim.pool[j] == INFER]
+        if len(sim.running_ids()) >= 3 and on_loan:
             check(sim)
             return sim
     pytest.skip("no round with a job on a loaned server")
@@ -43,7 +43,7 @@ def _free(sim: Any) -> None:
 
 
 def _workers(sim: Any) -> None:
-    j = next(iter(sim._running))
+    j = next(iter(sim.running_ids()))
     sim.workers[j] = sim.w_max[j] + 1
 
 
@@ -52,18 +52,18 @@ def _loan_counter(sim: Any) -> None:
 
 
 def _returned(sim: Any) -> None:
-    j = next(j for j in sim._running if sim.pool[j] == INFER)
+    j = next(j for j in sim.running_ids() if sim.pool[j] == INFER)
     s = next(iter({**sim.base[j], **sim.flex[j]}))
     sim.srv_loaned[s] = False
 
 
 def _type_specific(sim: Any) -> None:
-    j = next(j for j in sim._running if sim.pool[j] == INFER)
+    j = next(j for j in sim.running_ids() if sim.pool[j] == INFER)
     sim.type_agnostic[j] = False
 
 
 def _queued_holds(sim: Any) -> None:
-    j = next(iter(sim._running))
+    j = next(iter(sim.running_ids()))
     sim.state[j] = JobState.QUEUED
 
 
@@ -94,7 +94,7 @@ def test_checker_catches_work_going_backwards() -> None:
     sim = _midway()
     checker = InvariantChecker()
     checker(sim)
-    j = next(iter(sim._running))
+    j = next(iter(sim.running_ids()))
     sim.remaining[j] = min(sim.work[j], sim.remaining[j] + 0.5 * sim.work[j] + 1.0)
     with pytest.raises(InvariantError, match="remaining work grew"):
         checker(sim)

@@ -329,3 +329,41 @@ def test_hand_computed_jct_with_reclaim_scale_in():
     # at t=600 the flexible server is returned: 4 workers go on after a 10 s scale overhead
     assert sim.finish[0] == pytest.approx(600.0 + cfg.sim.scale_overhead_s + 3000.0)
     assert res.avg_jct == pytest.approx(3610.0)
+
+
+def test_stall_rule_one_default_for_the_simulator_and_both_envs():
+    from aryl_gym.envs.allocation import ArylEnv
+    from aryl_gym.envs.reclaim import ArylReclaimEnv
+    from aryl_gym.sim.engine import STALL_HOURS
+
+    cfg = small_config(interval=600.0)
+    sim = make_sim(cfg, [job(0, submit=100.0)], 0.0)
+    idle = ScriptedPolicy(lambda v: Decision(), event_driven=False)  # never starts anything
+    res = sim.run(idle, stall_hours=1.0)
+    assert res.stalled and res.truncated and sim.stalled
+    # the job arrives in the round at 600 s; idle from that round's end (1200 s), the rule fires
+    # at the first round end more than 1 h later
+    assert sim.now == 1200.0 + 3600.0 + 600.0
+    assert ArylEnv(scenario="tiny").stall_hours == STALL_HOURS
+    assert ArylReclaimEnv(scenario="tiny").stall_hours == STALL_HOURS
+
+
+def test_public_round_api_equals_step():
+    """open_round / close_round with an outside decision give the same episode as step()."""
+    a = make_episode("testbed", 3).simulator()
+    b = make_episode("testbed", 3).simulator()
+    pa, pb = make_policy("aryl"), make_policy("aryl")
+    pa.reset(a.seed)
+    pb.reset(b.seed)
+    a.begin(pa)
+    b.begin(pb)
+    assert b.next_arrival_time == 0.0 or b.next_arrival_time > 0.0
+    while not a.done and not a.horizon_reached():
+        a.step(pa)
+        if b.open_round(pb):
+            b.close_round(pb, pb.decide(b.view), 0.0)
+        else:
+            b.close_round(pb, None)
+        assert (a.now, a.running_ids(), a.queued_ids()) == (b.now, b.running_ids(), b.queued_ids())
+    assert b.done and b.arrivals_left == 0 and b.next_arrival_time is None
+    assert b.n_queued == b.n_running == 0 and not b.idle_with_queue

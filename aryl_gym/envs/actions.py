@@ -25,7 +25,7 @@ window** keep what they have: running jobs keep their workers, queued jobs stay 
     vice versa), so a round ends. The last action *commits* the round: the tentative targets go
     to the engine in grant order. Masks are **exact**: an action is allowed only when the whole
     tentative decision with it would be placed in full (checked by a dry run of the engine
-    itself, :mod:`aryl_gym.envs.dryrun`), so committed grants are never cut.
+    itself, :func:`aryl_gym.sim.placement.plan`), so committed grants are never cut.
 
 ``priority`` -- ``Box(-1, 1, (K,))``
     Scores into a greedy packer: queued window jobs with a score > 0 are started at ``w_req``,
@@ -39,17 +39,32 @@ no-op for the part they concern, are counted in ``info["invalid"]`` and never ra
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from gymnasium import spaces
 
-from aryl_gym.envs.dryrun import fully_placed
+from aryl_gym.sim.engine import Simulator
 from aryl_gym.sim.jobs import JobState
-from aryl_gym.sim.view import Decision
+from aryl_gym.sim.placement import plan
+from aryl_gym.sim.view import INFER, TRAIN, Decision, PlacementOptions
 
-if TYPE_CHECKING:  # pragma: no cover
-    from aryl_gym.envs.allocation import ArylEnv
+
+class ArylEnv(Protocol):
+    """What the codecs read from the env (:class:`aryl_gym.envs.allocation.ArylEnv`), typed
+    structurally so that this module need not import the env module, which imports it."""
+
+    sim: Simulator | None
+    window: np.ndarray  # this round's window: job ids
+    fits: tuple[list[int], list[int]]  # (training, loaned): workers of g GPUs that fit, by g
+    _wsnap: tuple[list[int], list[int], list[int], list[int]]  # window ids, states, workers, pools
+    placement: PlacementOptions
+
+
+def _sim(env: ArylEnv) -> Simulator:
+    sim = env.sim
+    assert sim is not None, "call reset() first"
+    return sim
 
 MODES: tuple[str, ...] = ("targets", "sequential", "priority")
 _RUNNING = int(JobState.RUNNING)
@@ -97,7 +112,7 @@ class TargetsCodec(ActionCodec):
         self._mask = None
 
     def begin_episode(self, env: ArylEnv) -> None:
-        sim = env.sim
+        sim = _sim(env)
         W = self.W
         # per-job lists (plain Python is faster than numpy on a window of tens of jobs)
         self._lo = np.minimum(sim.w_min, W).tolist()  # lowest level per job (>= 1)
@@ -117,7 +132,7 @@ class TargetsCodec(ActionCodec):
         """(K, L) allowed levels, computed once per decision point (plain Python per slot)."""
         if self._mask is not None:
             return self._mask
-        sim = env.sim
+        sim = _sim(env)
         w = env.window
         n = len(w)
         L, W = self.L, self.W
@@ -136,7 +151,7 @@ class TargetsCodec(ActionCodec):
                 base = i * L
                 if stl[i] == _RUNNING:
                     wk = wkl[i]
-                    if loaned and pooll[i] == 1:
+                    if loaned and pooll[i] == INFER:
                         f = fi[gj]
                     # most workers that could be asked for: current + what fits in its pool
                     top = wk + f if el_l[j] else wk + f - 10**9
@@ -225,12 +240,12 @@ class SequentialCodec(ActionCodec):
     def begin_round(self, env: ArylEnv) -> None:
         w = env.window
         self.tent[:] = 0
-        self.tent[: len(w)] = env.sim.workers[w]
+        self.tent[: len(w)] = _sim(env).workers[w]
         self.touched = []
         self._mask = None
 
     def _decision(self, env: ArylEnv, i: int = -1, t: int = -1) -> Decision:
-        sim = env.sim
+        sim = _sim(env)
         w = env.window
         targets: dict[int, int] = {}
         for s in range(len(w)):
@@ -246,7 +261,7 @@ class SequentialCodec(ActionCodec):
     def mask(self, env: ArylEnv) -> np.ndarray:
         if self._mask is not None:
             return self._mask
-        sim = env.sim
+        sim = _sim(env)
         k = self.k
         m = np.zeros(self.n, dtype=bool)
         cand = self._cand
@@ -264,7 +279,7 @@ class SequentialCodec(ActionCodec):
                     c = int(sim.w_min[j])
                 elif t > 0 and sim.elastic[j] and t < int(sim.w_max[j]):
                     c = t + 1
-                if c > 0 and fully_placed(sim, self._decision(env, i, c), env.placement):
+                if c > 0 and plan(sim, self._decision(env, i, c), env.placement).fully_placed:
                     m[i] = True
                     cand[i] = c
             # release
@@ -274,7 +289,7 @@ class SequentialCodec(ActionCodec):
                     c = t - 1
                 elif self.allow_preempt:
                     c = 0
-                if c >= 0 and fully_placed(sim, self._decision(env, i, c), env.placement):
+                if c >= 0 and plan(sim, self._decision(env, i, c), env.placement).fully_placed:
                     m[k + i] = True
                     cand[k + i] = c
         m[self.commit] = True
@@ -306,11 +321,11 @@ class SequentialCodec(ActionCodec):
         return self.tent
 
     def tentative_free(self, env: ArylEnv) -> float:
-        sim = env.sim
+        sim = _sim(env)
         w = env.window
         n = len(w)
         delta = float(((self.tent[:n] - sim.workers[w]) * sim.g[w]).sum()) if n else 0.0
-        free = float(sim.srv_free[sim._train_mask].sum() + sim.srv_free[sim.srv_loaned].sum())
+        free = float(sim.srv_free[sim.usable_mask(TRAIN)].sum() + sim.srv_free[sim.usable_mask(INFER)].sum())
         return max(free - delta, 0.0)
 
 
@@ -328,7 +343,7 @@ class PriorityCodec(ActionCodec):
         return m
 
     def decode(self, env: ArylEnv, action) -> tuple[Decision | None, int]:
-        sim = env.sim
+        sim = _sim(env)
         try:
             a = np.asarray(action, dtype=np.float64).reshape(-1)
         except (TypeError, ValueError):

@@ -31,7 +31,7 @@ from aryl_gym.envs.observation import (
 )
 from aryl_gym.envs.reward import RewardTracker, parse_weights
 from aryl_gym.scenario import _seed_streams, make_episode
-from aryl_gym.sim.engine import Simulator
+from aryl_gym.sim.engine import STALL_HOURS, Simulator
 from aryl_gym.sim.jobs import JobSpec
 from aryl_gym.sim.view import ClusterView, Decision, PlacementOptions
 
@@ -90,7 +90,7 @@ class EnvPolicy(BasePolicy):
         sim = self.sim
         if sim is None:
             return True
-        return not (not sim._running and sim._next_arrival >= sim.n_jobs and sim._queued)
+        return not sim.idle_with_queue
 
     def decide(self, view: ClusterView) -> Decision:  # pragma: no cover - the env decides
         raise RuntimeError("the env policy's decisions come from env.step()")
@@ -193,7 +193,9 @@ class ArylEnv(gym.Env):
     (Aryl's), ``reclaim`` (``"aryl"``), ``jobs`` (a fixed trace: list of JobSpec), ``trace`` /
     ``trace_format`` / ``trace_map`` / ``trace_options`` (a trace file, loaded with
     :func:`aryl_gym.workload.traces.load_trace` on the scenario's cluster; the mapping draws
-    follow the episode seed), ``data_root``, ``stall_hours`` (6 h), ``render_mode``,
+    follow the episode seed), ``data_root``, ``stall_hours`` (6 h,
+    :data:`~aryl_gym.sim.engine.STALL_HOURS`; the stall rule is
+    :meth:`~aryl_gym.sim.engine.Simulator.check_stall`), ``render_mode``,
     ``window_order`` (``"submit"`` or ``"pred_time"``: queued jobs shortest predicted time
     at base demand first).
     ``reset(options=...)`` accepts ``jobs``, ``trace``, ``trace_format``, ``trace_map``,
@@ -231,7 +233,7 @@ class ArylEnv(gym.Env):
         trace_map: str | None = None,
         trace_options: dict[str, Any] | None = None,
         data_root: str | None = None,
-        stall_hours: float = 6.0,
+        stall_hours: float = STALL_HOURS,
         render_mode: str | None = None,
         window_order: str = "submit",
     ):
@@ -308,8 +310,8 @@ class ArylEnv(gym.Env):
         self.sim: Simulator | None = None
         self._wpad = np.full(self.k, -1, dtype=np.int64)
         self.window = self._wpad[:0]
-        self._q_out = self.window
-        self._r_out = self.window
+        self._q_out: list[int] | np.ndarray = self.window
+        self._r_out: list[int] | np.ndarray = self.window
         self.episode_count = 0
         self.decision_point = 0  # decision points reached in this episode
         self.substep = 0  # sub-steps inside the current decision point (sequential)
@@ -370,7 +372,6 @@ class ArylEnv(gym.Env):
         self.steps = 0
         self.decision_point = 0
         self.invalid_total = 0
-        self._idle_since: float | None = None
         self._finished = False
         self._wall0 = time.perf_counter()
         self._tracker = RewardTracker(sim, self.weights, self.reward_scale)
@@ -388,12 +389,10 @@ class ArylEnv(gym.Env):
         assert sim is not None
         pol = self.policy
         while not self._ended():
-            sim.pre_decision(pol)
-            if sim.decision_needed(pol):
+            if sim.open_round(pol):
                 self._new_round()
                 return
-            sim.acc.sample(sim)
-            sim.post_decision(pol)
+            sim.close_round(pol, None)
         self._new_round()
 
     def _new_round(self) -> None:
@@ -418,12 +417,9 @@ class ArylEnv(gym.Env):
     def _commit(self, decision: Decision):
         sim = self.sim
         assert sim is not None
-        report = sim.apply(decision)
         # The agent thinks outside the env: env results carry 0 decision times and 0 wall time
         # (deterministic info; measure speed with aryl_gym.bench_env).
-        sim.decision_times.append(0.0)
-        sim.acc.sample(sim)
-        sim.post_decision(self.policy)
+        report = sim.close_round(self.policy, decision, 0.0).report
         self._advance_to_decision()
         return report
 
@@ -442,11 +438,16 @@ class ArylEnv(gym.Env):
             self.substep += 1
         self.steps += 1
         self.invalid_total += invalid
-        reward, comp = self._tracker.step(invalid, len(sim._queued))
+        reward, comp = self._tracker.step(invalid, sim.n_queued)
         terminated = sim.done
         truncated = False
         if not terminated:
-            if self.max_steps is not None and self.steps >= self.max_steps or sim.horizon_reached() or self._stall_check():
+            if (
+                self.max_steps is not None
+                and self.steps >= self.max_steps
+                or sim.horizon_reached()
+                or sim.check_stall(self.stall_hours)
+            ):
                 truncated = True
         info = self._info(comp, invalid, report)
         info["elapsed"] = sim.now - t0  # simulated seconds this step covered (0 for a sub-step)
@@ -456,19 +457,6 @@ class ArylEnv(gym.Env):
             info["episode_result"] = res
             info["episode_metrics"] = res.to_dict()
         return self._obs(), float(reward), bool(terminated), bool(truncated), info
-
-    def _stall_check(self) -> bool:
-        sim = self.sim
-        assert sim is not None
-        if not sim._running and sim._next_arrival >= sim.n_jobs and sim._queued:
-            if self._idle_since is None:
-                self._idle_since = sim.now
-            if sim.now - self._idle_since > self.stall_hours * 3600.0:
-                sim.stalled = True
-                return True
-        else:
-            self._idle_since = None
-        return False
 
     def episode_result(self):
         """The :class:`~aryl_gym.metrics.EpisodeResult` of the episode so far."""
@@ -522,8 +510,8 @@ class ArylEnv(gym.Env):
             "substep": self.substep,
             "invalid": invalid,
             "invalid_total": self.invalid_total,
-            "queued": len(sim._queued),
-            "running": len(sim._running),
+            "queued": sim.n_queued,
+            "running": sim.n_running,
             "done": sim.done_count,
             "reward_components": comp,
             "window": self._window_padded(),

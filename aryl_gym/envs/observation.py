@@ -36,7 +36,10 @@ import struct
 import numpy as np
 
 from aryl_gym.sim.engine import Simulator
-from aryl_gym.sim.view import INFER
+from aryl_gym.sim.jobs import JobState
+from aryl_gym.sim.view import INFER, TRAIN
+
+_RUNNING = int(JobState.RUNNING)
 
 JOB_FEATURES: tuple[str, ...] = (
     "valid",  # 1 for a real job
@@ -119,22 +122,22 @@ def window_lists(
     the training pool (:func:`base_rates`); queued jobs are then ranked by predicted running time
     ``pred_remaining / rate`` (the same float division as ``ClusterView.pred_time``), shortest
     first, ties by id, and the window holds the shortest ones (no tail)."""
-    R = sorted(sim._running)
-    nq, nr = len(sim._queued), len(R)
+    R = sim.running_ids()
+    nq, nr = sim.n_queued, len(R)
     n_r = min(nr, max(k // 2, k - nq))
     n_q = min(nq, k - n_r)
     if base_rates is not None:
         pr = sim.pred_remaining
-        Q = sorted(sim._queued, key=lambda j: (pr[j] / base_rates[j], j))
+        Q = sorted(sim.queued_ids(), key=lambda j: (pr[j] / base_rates[j], j))
         q_in, q_out = (Q[:n_q], Q[n_q:]) if nq > n_q else (Q, [])
     elif nq > n_q:
-        Q = sorted(sim._queued)
+        Q = sim.queued_ids()
         tail = n_q // 4
         head = n_q - tail
         q_in = Q[:head] + Q[nq - tail :] if tail else Q[:head]
         q_out = Q[head : nq - tail]
     else:
-        q_in, q_out = sorted(sim._queued), []
+        q_in, q_out = sim.queued_ids(), []
     # elastic first, then by id (R is ascending)
     Rs = [j for j in R if elastic[j]] + [j for j in R if not elastic[j]] if nr else R
     return q_in + Rs[:n_r], q_out, Rs[n_r:]
@@ -147,7 +150,7 @@ def base_rates(sim: Simulator) -> list[float]:
     ``window_order="pred_time"`` key is ``pred_remaining / rate``."""
     out = []
     for j in range(sim.n_jobs):
-        r = sim.rate_for(j, int(sim.w_min[j]), 0)
+        r = sim.rate_for(j, int(sim.w_min[j]), TRAIN)
         out.append(r if r > 0 else 5e-324)
     return out
 
@@ -180,13 +183,13 @@ def fit_lists(sim: Simulator) -> tuple[list[int], list[int]]:
     Training servers come first in the server arrays (ids ``0 .. n_train - 1``)."""
     S = sim.n_servers
     if S > _PY_SERVERS:
-        ft, fi = fit_tables(sim)
-        return ft.tolist(), fi.tolist()
+        ft_np, fi_np = fit_tables(sim)
+        return ft_np.tolist(), fi_np.tolist()
     free = sim.srv_free.tolist()
     pool = sim.srv_pool.tolist()
     a1 = a2 = a4 = a8 = 0
     for s in range(S):
-        if pool[s] == 0:  # TRAIN
+        if pool[s] == TRAIN:
             f = free[s]
             a1 += f
             a2 += f >> 1
@@ -215,7 +218,7 @@ def fit_tables(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
     free = sim.srv_free
     ft = np.zeros(9, dtype=np.int64)
     fi = np.zeros(9, dtype=np.int64)
-    ft[_G] = (free[sim._train_mask][:, None] // _G).sum(axis=0)
+    ft[_G] = (free[sim.usable_mask(TRAIN)][:, None] // _G).sum(axis=0)
     fl = free[sim.srv_loaned]
     if len(fl):
         fi[_G] = (fl[:, None] // _G).sum(axis=0)
@@ -259,11 +262,11 @@ class ObservationBuilder:
         self.head_q = [(1.0, 1.0, 0.0, *r) for r in self.static]
         self.head_r = [(1.0, 0.0, 1.0, *r) for r in self.static]
         # hours per unit of predicted work: at w_max on V100, and per worker on each pool
-        self.inv_wmax_a = 1.0 / (sim.w_max * sim.speeds[:, 0] * 3600.0)
+        self.inv_wmax_a = 1.0 / (sim.w_max * sim.speeds[:, TRAIN] * 3600.0)
         self.inv_wmax = self.inv_wmax_a.tolist()
         inv_speed = 1.0 / (sim.speeds * 3600.0)  # (N, 2)
-        self.inv_s0 = inv_speed[:, 0].tolist()
-        self.inv_s1 = inv_speed[:, 1].tolist()
+        self.inv_s0 = inv_speed[:, TRAIN].tolist()
+        self.inv_s1 = inv_speed[:, INFER].tolist()
         self.w_min = sim.w_min.tolist()
         self.w_min_f = [float(x) for x in self.w_min]
         self.g = sim.g.tolist()
@@ -332,7 +335,7 @@ class ObservationBuilder:
                 e = ov / 300.0
                 f8 = wk / W
                 t15 = f8 if target is None else tg / W
-                ext(head_r[j] if s == 2 else head_q[j])
+                ext(head_r[j] if s == _RUNNING else head_q[j])
                 ext((
                     f8 if f8 < 1.0 else 1.0,
                     1.0 if on_inf else 0.0,
@@ -353,12 +356,13 @@ class ObservationBuilder:
         u = sim.loan.utilization(now)
         u_prev = sim.loan.utilization(max(now - 3600.0, 0.0))
         ang = 2.0 * math.pi * ((now / 3600.0) % 24.0) / 24.0
-        nq = len(sim._queued)
-        nr = len(sim._running)
+        nq = sim.n_queued
+        nr = sim.n_running
         if nq:
             gw_min, gw_max = self.gw_min, self.gw_max
-            c11 = _sq(sum([gw_min[j] for j in sim._queued]) / self.total_gpus)
-            c12 = _sq(sum([gw_max[j] for j in sim._queued]) / self.total_gpus)
+            queued = sim.queued_ids()
+            c11 = _sq(sum([gw_min[j] for j in queued]) / self.total_gpus)
+            c12 = _sq(sum([gw_max[j] for j in queued]) / self.total_gpus)
         else:
             c11 = c12 = 0.0
         if tentative_free is None:

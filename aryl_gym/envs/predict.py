@@ -10,7 +10,7 @@ leaderboards treat heuristics and learned agents alike.
 the env's action mode:
 
 * ``sequential`` (exact): the decision's effect is computed with a dry run of the engine
-  (:func:`aryl_gym.envs.dryrun.effective_targets`), then emitted as releases (one worker per
+  (:meth:`aryl_gym.sim.placement.PlacementPlan.changes`), then emitted as releases (one worker per
   sub-step), grants in the engine's placement order (GPUs per worker descending, then the
   decision's order, then id), and a commit. With the env configured like the policy
   (:func:`policy_env_kwargs`) and a window holding every active job it touches, the episode is
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from aryl_gym.envs.dryrun import effective_targets
 from aryl_gym.sim.jobs import JobState
+from aryl_gym.sim.placement import plan
 
 
 def policy_env_kwargs(name: str) -> dict[str, Any]:
@@ -82,7 +82,7 @@ class HeuristicPredictor:
         """The policy's decision at this decision point as (effective targets, order)."""
         sim = self.env.sim
         dec = self.policy.decide(sim.view)
-        eff, _ = effective_targets(sim, dec, self.env.placement)
+        eff, _ = plan(sim, dec, self.env.placement).changes()
         return eff, list(dec.order or [])
 
     def _plan_sequential(self) -> None:
@@ -182,7 +182,7 @@ class HeuristicPredictor:
     ) -> tuple[Any, Any]:
         """SB3 signature; the observation is only used for its batch shape."""
         a = self.act()
-        batched = isinstance(observation, dict) and np.ndim(observation.get("jobs")) == 3
+        batched = isinstance(observation, dict) and np.ndim(observation.get("jobs", 0)) == 3
         if batched:
             n = np.shape(observation["jobs"])[0]
             if n != 1:

@@ -30,7 +30,7 @@ from aryl_gym.envs.allocation import check_reset_options, episode_seed
 from aryl_gym.envs.observation import F_CLUSTER, ObservationBuilder, fit_tables
 from aryl_gym.envs.reward import RewardTracker, parse_weights
 from aryl_gym.scenario import make_episode
-from aryl_gym.sim.engine import Simulator
+from aryl_gym.sim.engine import STALL_HOURS, Simulator
 from aryl_gym.sim.jobs import JobSpec
 from aryl_gym.sim.view import ClusterView, Decision
 
@@ -95,7 +95,8 @@ class ArylReclaimEnv(gym.Env):
     ``{"jct": 1, "preemption": 1}``; non-final picks of a round get the components of zero time.
 
     ## Episode End
-    Terminated when all jobs are done; truncated at ``max_steps``, the horizon or a stall. An
+    Terminated when all jobs are done; truncated at ``max_steps``, the horizon or a stall (the
+    simulator's stall rule, :meth:`~aryl_gym.sim.engine.Simulator.check_stall`). An
     episode in which no reclaim ever happens has one step (any action) that ends it.
 
     ## Snapshot mode
@@ -110,12 +111,15 @@ class ArylReclaimEnv(gym.Env):
 
     ## Arguments
     ``scenario`` ("tiny"), ``allocator`` ("aryl"), ``reward``, ``reward_scale``,
-    ``invalid_penalty``, ``max_steps``, ``jobs``, ``data_root``, ``stall_hours``, ``render_mode``,
+    ``invalid_penalty``, ``max_steps``, ``jobs``, ``data_root``, ``stall_hours`` (6 h,
+    :data:`~aryl_gym.sim.engine.STALL_HOURS`), ``render_mode``,
     ``snapshots``, ``max_servers``, ``optimum``.
 
     ## Version History
     * v0: first version.
     * snapshot mode (``snapshots=``): episodes of one saved reclaim event.
+    * the default ``stall_hours`` is the simulator's one stall default, 6 h (was 48 h; only
+      truncation of stalled episodes changes).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -130,7 +134,7 @@ class ArylReclaimEnv(gym.Env):
         max_steps: int | None = None,
         jobs: Sequence[JobSpec] | None = None,
         data_root: str | None = None,
-        stall_hours: float = 48.0,
+        stall_hours: float = STALL_HOURS,
         render_mode: str | None = None,
         snapshots: str | Path | Sequence[Any] | None = None,
         max_servers: int | None = None,
@@ -231,7 +235,7 @@ class ArylReclaimEnv(gym.Env):
         self.snap = self.snaps[idx]
         self.slots = sorted(self.snap.inst.loaned)
         self.need = int(self.snap.n)
-        self.picks = []
+        self.picks: list[int] = []
         self.steps = 0
         self.invalid_total = 0
         self.preempted = 0
@@ -369,11 +373,10 @@ class ArylReclaimEnv(gym.Env):
         self._builder.begin(sim)
         self.steps = 0
         self.invalid_total = 0
-        self._idle_since: float | None = None
         self._wall0 = time.perf_counter()
         self._finished = False
         self._tracker = RewardTracker(sim, self.weights, self.reward_scale)
-        self.picks: list[int] = []
+        self.picks = []
         self.need = 0
         self._advance()
         return self._obs(), self._info({}, 0)
@@ -386,8 +389,7 @@ class ArylReclaimEnv(gym.Env):
     def _reclaims_needed(self) -> int:
         sim = self.sim
         assert sim is not None
-        loanable = sim.loan.loanable(sim.now) if sim.uses_loaning else 0
-        return max(int(np.count_nonzero(sim.srv_loaned)) - loanable, 0)
+        return sim.reclaims_due()
 
     def _advance(self) -> None:
         """Run rounds until one needs a reclaim (stop before it) or the episode ends."""
@@ -401,17 +403,7 @@ class ArylReclaimEnv(gym.Env):
                 self.need = self._reclaims_needed()
                 return
             sim.step(self.proxy)
-            self._stall_check()
-
-    def _stall_check(self) -> None:
-        sim = self.sim
-        assert sim is not None
-        if not sim._running and sim._next_arrival >= sim.n_jobs and sim._queued:
-            self._idle_since = sim.now if self._idle_since is None else self._idle_since
-            if sim.now - self._idle_since > self.stall_hours * 3600.0:
-                sim.stalled = True
-        else:
-            self._idle_since = None
+            sim.check_stall(self.stall_hours)
 
     def action_masks(self) -> np.ndarray:
         if self.snaps is not None:
@@ -453,7 +445,7 @@ class ArylReclaimEnv(gym.Env):
                 invalid = 1
         self.steps += 1
         self.invalid_total += invalid
-        reward, comp = self._tracker.step(invalid, len(sim._queued))
+        reward, comp = self._tracker.step(invalid, sim.n_queued)
         terminated = sim.done
         truncated = not terminated and (
             self.need == 0  # ended without a pending reclaim (horizon, stall, or no reclaim)

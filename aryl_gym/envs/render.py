@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from aryl_gym.sim.engine import Simulator
+from aryl_gym.sim.jobs import JobState
+from aryl_gym.sim.view import INFER
 
 CELL = 6  # pixels per GPU cell
 PLOT_H = 40  # pixels of the usage strip
@@ -46,7 +48,7 @@ def render_rgb(sim: Simulator) -> np.ndarray:
     for s in range(S):
         y = s * CELL
         cap = int(sim.srv_cap[s])
-        is_inf = sim.srv_pool[s] == 1
+        is_inf = sim.srv_pool[s] == INFER
         if is_inf and not sim.srv_loaned[s]:
             colours = [_NOT_LOANED] * cap
         else:
@@ -67,11 +69,11 @@ def render_rgb(sim: Simulator) -> np.ndarray:
         train_busy, loan_busy = row[1], row[2]
         h1 = int(round(PLOT_H * train_busy / total))
         h2 = int(round(PLOT_H * loan_busy / total))
-        col = width - len(tl) + x
+        cx = width - len(tl) + x
         if h1:
-            img[y0 + PLOT_H - h1 : y0 + PLOT_H, col] = (60, 200, 60)
+            img[y0 + PLOT_H - h1 : y0 + PLOT_H, cx] = (60, 200, 60)
         if h2:
-            img[y0 + PLOT_H - h1 - h2 : y0 + PLOT_H - h1, col] = (240, 150, 30)
+            img[y0 + PLOT_H - h1 - h2 : y0 + PLOT_H - h1, cx] = (240, 150, 30)
     return img
 
 
@@ -80,13 +82,13 @@ def render_ansi(sim: Simulator, window: np.ndarray | None = None) -> str:
     lines = []
     h = sim.now / 3600.0
     lines.append(
-        f"t={sim.now:,.0f}s ({h:.2f} h)  queued={len(sim._queued)} running={len(sim._running)} "
+        f"t={sim.now:,.0f}s ({h:.2f} h)  queued={sim.n_queued} running={sim.n_running} "
         f"done={sim.done_count}/{sim.n_jobs}  loaned={int(sim.srv_loaned.sum())}/{sim.n_inf} "
         f"loanable={sim.loanable_now}  u={sim.loan.utilization(sim.now):.2f}"
     )
     for s in range(sim.n_servers):
         cap = int(sim.srv_cap[s])
-        is_inf = sim.srv_pool[s] == 1
+        is_inf = sim.srv_pool[s] == INFER
         tag = "I" if is_inf else "T"
         if is_inf and not sim.srv_loaned[s]:
             bar = "#" * cap
@@ -100,7 +102,7 @@ def render_ansi(sim: Simulator, window: np.ndarray | None = None) -> str:
         lines.append(f"{tag}{s:<3d} [{bar}] {note}")
     if window is not None and len(window):
         lines.append("window: " + " ".join(
-            f"{int(j)}{'R' if sim.state[j] == 2 else 'Q'}{int(sim.workers[j])}/{int(sim.w_max[j])}"
+            f"{int(j)}{'R' if sim.state[j] == JobState.RUNNING else 'Q'}{int(sim.workers[j])}/{int(sim.w_max[j])}"
             for j in window
         ))
     return "\n".join(lines) + "\n"

@@ -33,6 +33,7 @@ from bisect import bisect_right
 import numpy as np
 
 from aryl_gym.sim.engine import Simulator
+from aryl_gym.sim.jobs import JobState
 
 COMPONENTS: tuple[str, ...] = ("jct", "queue", "preemption", "usage", "slowdown", "invalid")
 
@@ -99,7 +100,7 @@ class RewardTracker:
         sim = self.sim
         if sim.done_count == self._done_seen:
             return self._NONE
-        new = np.flatnonzero((sim.state == 3) & ~self._done_mask)
+        new = np.flatnonzero((sim.state == JobState.DONE) & ~self._done_mask)
         self._done_mask[new] = True
         self._finish_sum += float(sim.finish[new].sum())
         self._done_seen = sim.done_count

@@ -10,6 +10,7 @@ from aryl_gym.sim.view import (
     PlacementOptions,
     PlacementReport,
     Policy,
+    Pool,
 )
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "PlacementOptions",
     "PlacementReport",
     "Policy",
+    "Pool",
     "RoundInfo",
     "Simulator",
     "TRAIN",

@@ -18,6 +18,13 @@ would be the same, so skipping them changes no result, only the wall time.
 
 The simulator never imports gymnasium and never branches on which policy runs. Hot state is in
 numpy arrays indexed by job id (position in the trace) or server id (training servers first).
+
+Public API (docs/simulator.md): the queries ``queued_ids`` / ``running_ids`` / ``n_queued`` /
+``n_running`` / ``arrivals_left`` / ``next_arrival_time`` / ``idle_with_queue`` /
+``reclaims_due``; rounds with :meth:`Simulator.step`, or :meth:`Simulator.open_round` and
+:meth:`Simulator.close_round` with a decision made outside; the stall rule
+:meth:`Simulator.check_stall` (default :data:`STALL_HOURS`). The worker primitives
+(``add_workers``, ``preempt``, ...) are for the placement engine only.
 """
 
 from __future__ import annotations
@@ -26,13 +33,14 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from aryl_gym.config import ConfigError, ScenarioConfig
 from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.loaning import LoanController
-from aryl_gym.sim.placement import apply_decision
+from aryl_gym.sim.placement import apply_decision, rebalance, release_all
 from aryl_gym.sim.view import (
     INFER,
     TRAIN,
@@ -43,12 +51,18 @@ from aryl_gym.sim.view import (
     Policy,
 )
 
+if TYPE_CHECKING:  # pragma: no cover
+    from aryl_gym.metrics import EpisodeResult
+
 _EPS = 1e-9
 # Plain ints for the hot paths (enum attribute access is slow in tight loops).
 _PENDING = int(JobState.PENDING)
 _QUEUED = int(JobState.QUEUED)
 _RUNNING = int(JobState.RUNNING)
 _DONE = int(JobState.DONE)
+#: The stall rule's default (:meth:`Simulator.check_stall`): an episode ends, marked stalled,
+#: after this many simulated hours with nothing running, nothing left to arrive and jobs queued.
+STALL_HOURS = 6.0
 #: Up to this many running jobs, the common case of ``advance`` runs in plain Python (faster
 #: than a dozen small numpy calls); above it, vectorised. Both give bit-identical results.
 _PY_JOBS = 32
@@ -194,7 +208,7 @@ class Simulator:
         self.srv_base_gpus = np.zeros(S, dtype=np.int64)
         self.srv_flex_gpus = np.zeros(S, dtype=np.int64)
         self._train_mask = self.srv_pool == TRAIN
-        self._train_ids: list[int] = list(range(self.n_train))  # training servers come first
+        self.train_ids: list[int] = list(range(self.n_train))  # training servers come first
 
     def _reset_dynamic(self) -> None:
         n = self.n_jobs
@@ -243,22 +257,73 @@ class Simulator:
         self._changed_last = False
         self.uses_loaning = False
         # accounting
-        self.acc = _Accounting(self)
+        self.acc = Accounting(self)
         self.decision_times: list[float] = []
         self.rounds_total = 0
         self.invalid_total = 0
         self.unplaced_total = 0
         self.reclaims_total = 0
         self.stalled = False
+        self._idle_since: float | None = None
+        self._round_t0 = 0.0
+        self._round_loans: tuple[list[int], list[int]] = ([], [])
 
     # ------------------------------------------------------------------------------------------
-    # small queries used by the view and the placement engine
+    # public queries (the env, metrics and the view use these, never the private state)
     # ------------------------------------------------------------------------------------------
     def queued_ids(self) -> list[int]:
+        """Queued job ids (submitted, not running, not done), ascending."""
         return sorted(self._queued)
 
     def running_ids(self) -> list[int]:
+        """Running job ids, ascending."""
         return sorted(self._running)
+
+    @property
+    def n_queued(self) -> int:
+        """Number of queued jobs."""
+        return len(self._queued)
+
+    @property
+    def n_running(self) -> int:
+        """Number of running jobs."""
+        return len(self._running)
+
+    @property
+    def arrivals_left(self) -> int:
+        """Jobs of the trace not yet submitted (they arrive in id order)."""
+        return self.n_jobs - self._next_arrival
+
+    @property
+    def next_arrival_time(self) -> float | None:
+        """Submit time of the next job to arrive; ``None`` when every job has arrived."""
+        i = self._next_arrival
+        return float(self.submit[i]) if i < self.n_jobs else None
+
+    @property
+    def idle_with_queue(self) -> bool:
+        """The stall condition: nothing running, nothing left to arrive, jobs queued."""
+        return not self._running and self._next_arrival >= self.n_jobs and bool(self._queued)
+
+    def check_stall(self, stall_hours: float = STALL_HOURS) -> bool:
+        """The stall rule, called after each round: once :attr:`idle_with_queue` has held for
+        more than ``stall_hours`` of simulated time, :attr:`stalled` is set and True returned
+        (the episode should end: no policy decision can change anything any more)."""
+        if self.idle_with_queue:
+            if self._idle_since is None:
+                self._idle_since = self.now
+            if self.now - self._idle_since > stall_hours * 3600.0:
+                self.stalled = True
+                return True
+        else:
+            self._idle_since = None
+        return False
+
+    def reclaims_due(self) -> int:
+        """Servers the loan phase of the round at :attr:`now` will take back (0 when loaning
+        is off for the current policy)."""
+        loanable = self.loan.loanable(self.now) if self.uses_loaning else 0
+        return max(self.n_loaned - loanable, 0)
 
     def running_array(self) -> np.ndarray:
         if self._running_dirty:
@@ -347,7 +412,7 @@ class Simulator:
     # ------------------------------------------------------------------------------------------
     # worker bookkeeping primitives
     # ------------------------------------------------------------------------------------------
-    def _add_workers(self, j: int, s: int, k: int, flex: bool) -> None:
+    def add_workers(self, j: int, s: int, k: int, flex: bool) -> None:
         gpus = k * self.g_list[j]
         free = self.srv_free.item(s) - gpus
         if free < 0:  # pragma: no cover - guarded by placement
@@ -367,7 +432,7 @@ class Simulator:
             self.busy_loan_gpus += gpus
             self.inf_workers[j] += k
 
-    def _remove_workers(self, j: int, s: int, k: int, flex: bool) -> None:
+    def remove_workers(self, j: int, s: int, k: int, flex: bool) -> None:
         gpus = k * self.g_list[j]
         d = self.flex[j] if flex else self.base[j]
         left = d[s] - k
@@ -394,30 +459,6 @@ class Simulator:
             self.busy_loan_gpus -= gpus
             self.inf_workers[j] -= k
 
-    def _release_all(self, j: int) -> None:
-        for s, k in list(self.flex[j].items()):
-            self._remove_workers(j, s, k, True)
-        for s, k in list(self.base[j].items()):
-            self._remove_workers(j, s, k, False)
-
-    def _rebalance(self, j: int) -> None:
-        """Keep ``min(workers, w_min)`` workers labelled base: relabel flexible ones if needed."""
-        need = min(self.workers.item(j), self.w_min_list[j]) - sum(self.base[j].values())
-        if need <= 0:
-            return
-        gpus_per = int(self.g[j])
-        for s in sorted(self.flex[j]):
-            if need == 0:
-                break
-            k = min(need, self.flex[j][s])
-            self.flex[j][s] -= k
-            if self.flex[j][s] == 0:
-                del self.flex[j][s]
-            self.base[j][s] = self.base[j].get(s, 0) + k
-            self.srv_flex_gpus[s] -= k * gpus_per
-            self.srv_base_gpus[s] += k * gpus_per
-            need -= k
-
     def _update_rate(self, j: int) -> None:
         p = self.pool.item(j)
         if self.has_hetero and p >= 0 and self.hetero_list[j] and self.is_mixed(j):
@@ -428,7 +469,7 @@ class Simulator:
         self.mixed[j] = False
         self.rate[j] = self.rate_for(j, self.workers.item(j), p) if p >= 0 else 0.0
 
-    def _mark_started(self, j: int, pool: int) -> None:
+    def mark_started(self, j: int, pool: int) -> None:
         """Book-keeping for a queued job whose workers were just placed."""
         self._queued.discard(j)
         self._running.add(j)
@@ -442,9 +483,9 @@ class Simulator:
             self.overhead_left[j] = self.relaunch[j]
         self._update_rate(j)
 
-    def _preempt(self, j: int) -> None:
+    def preempt(self, j: int) -> None:
         """Release every worker; progress is kept (checkpoint); back to the queue."""
-        self._release_all(j)
+        release_all(self, j)
         self._running.discard(j)
         self._running_dirty = True
         self._queued.add(j)
@@ -456,7 +497,7 @@ class Simulator:
         self.preempt_count[j] += 1
         self.preemptions_total += 1
 
-    def _charge_scale(self, j: int, out: bool) -> None:
+    def charge_scale(self, j: int, out: bool) -> None:
         if out:
             self.scale_out_count[j] += 1
         else:
@@ -541,13 +582,13 @@ class Simulator:
                 if self.elastic[j] and remaining >= self.w_min[j]:
                     fk = min(k, self.flex[j].get(s, 0))
                     if fk:
-                        self._remove_workers(j, s, fk, True)
+                        self.remove_workers(j, s, fk, True)
                     if k - fk:
-                        self._remove_workers(j, s, k - fk, False)
-                    self._rebalance(j)
-                    self._charge_scale(j, out=False)
+                        self.remove_workers(j, s, k - fk, False)
+                    rebalance(self, j)
+                    self.charge_scale(j, out=False)
                 else:
-                    self._preempt(j)
+                    self.preempt(j)
                     preempted.append(j)
             self.srv_loaned[s] = False
             self.srv_free[s] = self.srv_cap[s]
@@ -655,7 +696,7 @@ class Simulator:
         elif not len(R):
             self.acc.add_busy(t0, dt, 0.0, 0.0)
         for j in completed:
-            self._release_all(j)
+            release_all(self, j)
             self._running.discard(j)
             self.state[j] = _DONE
             self.pool[j] = -1
@@ -773,34 +814,51 @@ class Simulator:
             lim = min(lim, s.max_rounds - self.round_index - 1)
         return max(lim, 0)
 
-    def step(self, policy: Policy) -> RoundInfo:
-        """One decision round: arrivals, loans, the policy's decision, placement, advance."""
-        t0 = self.now
-        reclaimed, pre = self.pre_decision(policy)
+    def open_round(self, policy: Policy) -> bool:
+        """First half of a round: arrivals and the loan phase at :attr:`now`. Returns whether
+        ``policy`` must decide this round (else pass ``None`` to :meth:`close_round`)."""
+        self._round_t0 = self.now
+        self._round_loans = self.pre_decision(policy)
+        return self.decision_needed(policy)
+
+    def close_round(
+        self, policy: Policy, decision: Decision | None, decision_s: float = 0.0
+    ) -> RoundInfo:
+        """Second half of a round: place ``decision`` (``None``: no decision this round), then
+        advance past the round (fast-forwarding eventless rounds for event-driven policies).
+        ``decision_s``: the wall time the decision took, for the result's timing figures."""
         report = PlacementReport()
-        dtime = 0.0
-        if self.decision_needed(policy):
-            tic = time.perf_counter()
-            decision = policy.decide(self.view)
-            dtime = time.perf_counter() - tic
-            self.decision_times.append(dtime)
+        if decision is not None:
+            self.decision_times.append(decision_s)
             report = self.apply(decision)
         self.acc.sample(self)
         completed = self.post_decision(policy)
-        return RoundInfo(t0, self.now, completed, report, reclaimed, pre, dtime)
+        reclaimed, pre = self._round_loans
+        return RoundInfo(self._round_t0, self.now, completed, report, reclaimed, pre, decision_s)
+
+    def step(self, policy: Policy) -> RoundInfo:
+        """One decision round: arrivals, loans, the policy's decision, placement, advance."""
+        if not self.open_round(policy):
+            return self.close_round(policy, None)
+        tic = time.perf_counter()
+        decision = policy.decide(self.view)
+        return self.close_round(policy, decision, time.perf_counter() - tic)
 
     def run(
         self,
         policy: Policy,
         progress: bool = False,
-        stall_hours: float = 48.0,
+        stall_hours: float = STALL_HOURS,
         on_round: Callable[[Simulator], None] | None = None,
-    ):
+    ) -> EpisodeResult:
         """Run a whole episode and return its :class:`~aryl_gym.metrics.EpisodeResult`.
 
-        ``progress`` shows a bar (a terminal) or a line every few seconds (a log);
+        ``progress`` shows a bar (a terminal) or a line every few seconds (a log); the episode
+        ends early, marked stalled, by the stall rule (:meth:`check_stall`, ``stall_hours``);
         ``on_round(sim)`` is called after every round (e.g. :func:`aryl_gym.sim.invariants.check`).
         """
+        # metrics sits above the simulator (it reads a finished one); imported here because
+        # importing it at the top would run aryl_gym.sim's __init__ (this module) first
         from aryl_gym.metrics import episode_result
         from aryl_gym.progress import progress_bar
 
@@ -808,7 +866,6 @@ class Simulator:
         policy.reset(self.seed)
         self.begin(policy)
         bar = progress_bar(self.n_jobs, f"{policy.name}", unit="jobs", enabled=progress)
-        idle_since: float | None = None
         last_done = 0
         while not self.done and not self.horizon_reached():
             self.step(policy)
@@ -817,20 +874,14 @@ class Simulator:
             if bar is not None and self.done_count != last_done:
                 bar.update(self.done_count - last_done)
                 last_done = self.done_count
-            # Stall guard: nothing running, nothing left to arrive, queue not empty.
-            if not self._running and self._next_arrival >= self.n_jobs and self._queued:
-                idle_since = self.now if idle_since is None else idle_since
-                if self.now - idle_since > stall_hours * 3600.0:
-                    self.stalled = True
-                    break
-            else:
-                idle_since = None
+            if self.check_stall(stall_hours):
+                break
         if bar is not None:
             bar.close()
         return episode_result(self, policy_name=policy.name, wall_s=time.perf_counter() - wall0)
 
 
-class _Accounting:
+class Accounting:
     """Time-integrated usage figures (GPU-seconds) and hourly series (SPEC 5)."""
 
     def __init__(self, sim: Simulator):
@@ -912,8 +963,8 @@ class _Accounting:
                 sim.busy_train_gpus,
                 sim.busy_loan_gpus,
                 sim.n_loaned,
-                len(sim._queued),
-                len(sim._running),
+                sim.n_queued,
+                sim.n_running,
                 sim.loan.utilization(sim.now),
             )
         )

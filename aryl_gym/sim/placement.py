@@ -18,24 +18,29 @@ Turns a policy's worker targets into server assignments, the same way for every 
   job, so a reclaim can release them without preemption;
 * a target that cannot be placed gets the largest feasible count ``>= w_min`` (or stays queued);
   the shortfall is reported in :class:`~aryl_gym.sim.view.PlacementReport.unplaced`.
+
+The rules are written once, against :class:`PlacementState`, and run on two kinds of state:
+the :class:`~aryl_gym.sim.engine.Simulator` (:func:`apply_decision`, the real placement) and a
+:class:`Scratch` copy (dry runs). Everything that needs to know what the engine would do uses
+them: :func:`plan` dry-runs a whole decision (Aryl's placeability check, the allocators'
+``fit_targets``, the env's exact action masks), and :meth:`Scratch.grow` /
+:meth:`Scratch.release` / :meth:`Scratch.fits` place step by step (AFS, Gandiva).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
 from aryl_gym.sim.jobs import JobState
-from aryl_gym.sim.view import INFER, TRAIN, Decision, PlacementOptions, PlacementReport
+from aryl_gym.sim.state import PlacementState, WorkerDicts
+from aryl_gym.sim.view import INFER, TRAIN, ClusterView, Decision, PlacementOptions, PlacementReport
 
 _QUEUED = int(JobState.QUEUED)
 _RUNNING = int(JobState.RUNNING)
 _EXACT = 2**53  # ints below this convert to float exactly
-
-if TYPE_CHECKING:  # pragma: no cover
-    from aryl_gym.sim.engine import Simulator
 
 
 def best_fit(free: np.ndarray, cap: np.ndarray, cand: np.ndarray, g: int) -> int:
@@ -118,8 +123,197 @@ def fill_list(
 PY_SERVERS = 64
 
 
+# ----------------------------------------------------------------------------------------------
+# the state the rules work on (PlacementState: aryl_gym.sim.state)
+# ----------------------------------------------------------------------------------------------
+def rebalance(st: PlacementState, j: int) -> None:
+    """Keep ``min(workers, w_min)`` workers of job ``j`` labelled base: relabel flexible ones
+    (lowest server id first) when base workers went away."""
+    base, flex = st.base[j], st.flex[j]
+    need = min(int(st.workers[j]), st.w_min_list[j]) - sum(base.values())
+    if need <= 0:
+        return
+    g = st.g_list[j]
+    for s in sorted(flex):
+        if need == 0:
+            break
+        k = min(need, flex[s])
+        flex[s] -= k
+        if flex[s] == 0:
+            del flex[s]
+        base[s] = base.get(s, 0) + k
+        st.srv_flex_gpus[s] -= k * g
+        st.srv_base_gpus[s] += k * g
+        need -= k
+
+
+def release_all(st: PlacementState, j: int) -> None:
+    """Remove every worker of job ``j`` (flexible ones first)."""
+    for s, k in list(st.flex[j].items()):
+        st.remove_workers(j, s, k, True)
+    for s, k in list(st.base[j].items()):
+        st.remove_workers(j, s, k, False)
+
+
+class _LazyDicts:
+    """A list of dicts that copies an entry the first time it is read (copy on access)."""
+
+    __slots__ = ("_own", "_src")
+
+    def __init__(self, src: WorkerDicts):
+        self._src = src
+        self._own: dict[int, dict[int, int]] = {}
+
+    def __getitem__(self, i: int) -> dict[int, int]:
+        d = self._own.get(i)
+        if d is None:
+            d = dict(self._src[i])
+            self._own[i] = d
+        return d
+
+
+class Scratch:
+    """A copy-on-write copy of a cluster's placement state: the same rules run on it as on the
+    simulator (:func:`apply_decision`, :meth:`grow`, :meth:`release`), and the simulator is never
+    changed.
+
+    Built from a :class:`~aryl_gym.sim.view.ClusterView` (policies) or anything implementing
+    :class:`PlacementState` (the simulator, another scratch). Only what placement changes is
+    copied: the server arrays and per-job state arrays at once, a job's worker dictionaries on
+    first access. No accounting is kept (no rates, overheads or counters).
+
+    Besides dry runs of whole decisions (:func:`plan`), policies build decisions on it step by
+    step: :meth:`release` (the engine's scale-in), :meth:`grow` (the engine's placement of new
+    workers, pools and flexible-grouping tiers included) and :meth:`fits` (how many workers of a
+    size fit a pool now, cached until the state changes).
+    """
+
+    def __init__(self, src: PlacementState | ClusterView, opts: PlacementOptions | None = None):
+        sim: PlacementState = src._sim if isinstance(src, ClusterView) else src
+        #: placement options :meth:`grow` follows (``apply_decision`` takes its own)
+        self.opts = opts if opts is not None else PlacementOptions()
+        self.n_jobs = sim.n_jobs
+        self.n_servers = sim.n_servers
+        self.g_list = sim.g_list
+        self.w_min_list = sim.w_min_list
+        self.w_max_list = sim.w_max_list
+        self.elastic_list = sim.elastic_list
+        self.hetero_list = sim.hetero_list
+        self.elastic = sim.elastic
+        self.srv_cap = sim.srv_cap
+        self.srv_loaned = sim.srv_loaned  # loans never change during placement
+        self.train_ids = sim.train_ids
+        self._train_mask = sim.usable_mask(TRAIN)
+        self._allowed = sim.allowed_pools
+        self.srv_free = sim.srv_free.copy()
+        self.srv_base_gpus = sim.srv_base_gpus.copy()
+        self.srv_flex_gpus = sim.srv_flex_gpus.copy()
+        self.state = sim.state.copy()
+        self.workers = sim.workers.copy()
+        self.pool = sim.pool.copy()
+        self._base = _LazyDicts(sim.base)
+        self._flex = _LazyDicts(sim.flex)
+        self._fits: dict[tuple[int, int], int] = {}
+
+    @property
+    def base(self) -> WorkerDicts:
+        return self._base
+
+    @property
+    def flex(self) -> WorkerDicts:
+        return self._flex
+
+    # -- PlacementState ----------------------------------------------------------------------
+    def usable_mask(self, pool: int) -> np.ndarray:
+        return self._train_mask if pool == TRAIN else self.srv_loaned
+
+    def allowed_pools(self, j: int) -> tuple[int, ...]:
+        return self._allowed(j)
+
+    def add_workers(self, j: int, s: int, k: int, flex: bool) -> None:
+        gpus = k * self.g_list[j]
+        self.srv_free[s] -= gpus
+        d = self._flex[j] if flex else self._base[j]
+        d[s] = d.get(s, 0) + k
+        if flex:
+            self.srv_flex_gpus[s] += gpus
+        else:
+            self.srv_base_gpus[s] += gpus
+        self.workers[j] += k
+        if self._fits:
+            self._fits.clear()
+
+    def remove_workers(self, j: int, s: int, k: int, flex: bool) -> None:
+        gpus = k * self.g_list[j]
+        d = self._flex[j] if flex else self._base[j]
+        left = d[s] - k
+        if left:
+            d[s] = left
+        else:
+            del d[s]
+        self.srv_free[s] += gpus
+        if flex:
+            self.srv_flex_gpus[s] -= gpus
+        else:
+            self.srv_base_gpus[s] -= gpus
+        self.workers[j] -= k
+        if self._fits:
+            self._fits.clear()
+
+    def preempt(self, j: int) -> None:
+        release_all(self, j)
+        self.state[j] = _QUEUED
+        self.pool[j] = -1
+
+    def mark_started(self, j: int, pool: int) -> None:
+        self.state[j] = _RUNNING
+        self.pool[j] = pool
+
+    def charge_scale(self, j: int, out: bool) -> None:
+        return None
+
+    # -- step-by-step use by policies --------------------------------------------------------
+    def fits(self, pool: int, g: int) -> int:
+        """Workers of ``g`` GPUs that fit in ``pool``'s free space now (fragmentation aware)."""
+        key = (pool, g)
+        n = self._fits.get(key)
+        if n is None:
+            n = self._fits[key] = int((self.srv_free[self.usable_mask(pool)] // g).sum())
+        return n
+
+    def release(self, j: int, k: int) -> None:
+        """Remove ``k`` workers of running job ``j`` as the engine's scale-in does (flexible
+        workers on loaned servers first, then on servers holding fewest of them; base workers
+        last). The job stays running here even at 0 workers."""
+        if k > 0:
+            _scale_in(self, j, k)
+
+    def grow(self, j: int, pool: int, k: int, whole: bool = False) -> int:
+        """Place up to ``k`` more workers of job ``j`` on ``pool`` with the engine's rules
+        (:attr:`opts`); returns how many were placed.
+
+        A job without workers starts: its first ``w_min`` workers are its base, all or nothing.
+        ``whole``: place all ``k`` or none.
+        """
+        if k <= 0:
+            return 0
+        cur = int(self.workers[j])
+        n_base = max(min(self.w_min_list[j] - cur, k), 0) if cur == 0 else 0
+        got = _plan(self, j, pool, n_base, k - n_base, self.opts)
+        n = sum(x for _, x, _ in got)
+        if n == 0 or (whole and n < k):
+            return 0
+        _commit(self, j, got)
+        if self.state[j] != _RUNNING:
+            self.mark_started(j, pool)
+        return n
+
+
+# ----------------------------------------------------------------------------------------------
+# the rules
+# ----------------------------------------------------------------------------------------------
 def _plan(
-    sim: Simulator,
+    st: PlacementState,
     j: int,
     pool: int,
     n_base: int,
@@ -129,28 +323,30 @@ def _plan(
     """Plan ``n_base`` base and up to ``n_flex`` flexible workers of job ``j`` on ``pool``.
 
     Returns ``[(server, workers, is_flex), ...]``; an empty list when the base does not fit.
-    Nothing is changed on the simulator.
+    Nothing is changed on ``st``.
     """
-    if sim.n_servers <= PY_SERVERS:
-        plan = _plan_list(sim, j, pool, n_base, n_flex, opts)
+    if st.n_servers <= PY_SERVERS:
+        plan = _plan_list(st, j, pool, n_base, n_flex, opts)
     else:
-        plan = _plan_np(sim, j, pool, n_base, n_flex, opts)
-    if opts.hetero and pool == TRAIN and sim.hetero_list[j] and (plan or n_base == 0):
+        plan = _plan_np(st, j, pool, n_base, n_flex, opts)
+    if opts.hetero and pool == TRAIN and st.hetero_list[j] and (plan or n_base == 0):
         need = n_base + n_flex - sum(k for _, k, _ in plan)
         if need > 0:
-            plan.extend(_spill(sim, j, need, opts))
+            plan.extend(_spill(st, j, need, opts))
     return plan
 
 
-def _spill(sim: Simulator, j: int, need: int, opts: PlacementOptions) -> list[tuple[int, int, bool]]:
+def _spill(
+    st: PlacementState, j: int, need: int, opts: PlacementOptions
+) -> list[tuple[int, int, bool]]:
     """Up to ``need`` flexible workers of hetero job ``j`` (base on training servers) on loaned
     inference servers; with ``group_flexible``, servers holding no base worker of any job first."""
-    g = sim.g_list[j]
-    free = sim.srv_free.tolist()
-    cap = sim.srv_cap.tolist()
-    cands = [s for s, on in enumerate(sim.srv_loaned.tolist()) if on]
+    g = st.g_list[j]
+    free = st.srv_free.tolist()
+    cap = st.srv_cap.tolist()
+    cands = [s for s, on in enumerate(st.srv_loaned.tolist()) if on]
     if opts.group_flexible:
-        base_gpus = sim.srv_base_gpus.tolist()
+        base_gpus = st.srv_base_gpus.tolist()
         tiers: tuple[list[int], ...] = (
             [s for s in cands if base_gpus[s] == 0],
             [s for s in cands if base_gpus[s] > 0],
@@ -166,7 +362,7 @@ def _spill(sim: Simulator, j: int, need: int, opts: PlacementOptions) -> list[tu
 
 
 def _plan_list(
-    sim: Simulator,
+    st: PlacementState,
     j: int,
     pool: int,
     n_base: int,
@@ -174,22 +370,22 @@ def _plan_list(
     opts: PlacementOptions,
 ) -> list[tuple[int, int, bool]]:
     """:func:`_plan` with plain lists (small clusters); the same plan as :func:`_plan_np`."""
-    g = sim.g_list[j]
-    free = sim.srv_free.tolist()
-    cap = sim.srv_cap.tolist()
+    g = st.g_list[j]
+    free = st.srv_free.tolist()
+    cap = st.srv_cap.tolist()
     if pool == TRAIN:
-        cands = sim._train_ids  # ascending; never modified here
+        cands = st.train_ids  # ascending; never modified here
     else:
-        cands = [s for s, on in enumerate(sim.srv_loaned.tolist()) if on]
+        cands = [s for s, on in enumerate(st.srv_loaned.tolist()) if on]
     base = fill_list(free, cap, cands, g, n_base)
     if sum(k for _, k in base) < n_base:
         return []
     plan = [(s, k, False) for s, k in base]
     if n_flex <= 0:
         return plan
-    if opts.group_flexible and pool == INFER and bool(sim.elastic[j]):
-        own_base = set(sim.base[j])
-        base_gpus = sim.srv_base_gpus.tolist()
+    if opts.group_flexible and pool == INFER and bool(st.elastic[j]):
+        own_base = set(st.base[j])
+        base_gpus = st.srv_base_gpus.tolist()
         for s, k, _ in plan:
             own_base.add(s)
             base_gpus[s] += k * g
@@ -209,7 +405,7 @@ def _plan_list(
 
 
 def _plan_np(
-    sim: Simulator,
+    st: PlacementState,
     j: int,
     pool: int,
     n_base: int,
@@ -217,24 +413,24 @@ def _plan_np(
     opts: PlacementOptions,
 ) -> list[tuple[int, int, bool]]:
     """:func:`_plan` with numpy masks (big clusters)."""
-    g = int(sim.g[j])
-    free = sim.srv_free.copy()
-    cap = sim.srv_cap
-    usable = sim.usable_mask(pool)
+    g = st.g_list[j]
+    free = st.srv_free.copy()
+    cap = st.srv_cap
+    usable = st.usable_mask(pool)
     base = fill(free, cap, usable, g, n_base)
     if sum(k for _, k in base) < n_base:
         return []
     plan = [(s, k, False) for s, k in base]
     if n_flex <= 0:
         return plan
-    grouped = opts.group_flexible and pool == INFER and bool(sim.elastic[j])
+    grouped = opts.group_flexible and pool == INFER and bool(st.elastic[j])
     if grouped:
-        own_base = np.zeros(sim.n_servers, dtype=bool)
-        for s in sim.base[j]:
+        own_base = np.zeros(st.n_servers, dtype=bool)
+        for s in st.base[j]:
             own_base[s] = True
         for s, _, _ in plan:
             own_base[s] = True
-        base_gpus = sim.srv_base_gpus.copy()
+        base_gpus = st.srv_base_gpus.copy()
         for s, k, _ in plan:
             base_gpus[s] += k * g
         allowed = usable & ~own_base
@@ -249,57 +445,68 @@ def _plan_np(
     return plan
 
 
-def _pool_order(sim: Simulator, j: int, decision: Decision, opts: PlacementOptions) -> list[int]:
-    allowed = sim.allowed_pools(j)
+def pool_order(
+    st: PlacementState | ClusterView,
+    j: int,
+    pref: int | None,
+    opts: PlacementOptions,
+    fixed: bool = False,
+) -> list[int]:
+    """The pools the engine tries for queued job ``j``, in order: the preferred pool ``pref``
+    first when the job may use it (only that one with ``fixed``), else inference first for an
+    elastic job when ``opts.elastic_prefer_inference``, else training first."""
+    allowed = st.allowed_pools(j)
     if len(allowed) == 1:
         return list(allowed)
-    pref = decision.pools.get(j)
     if pref in allowed:
-        return [int(pref), 1 - int(pref)]
-    if sim.elastic[j] and opts.elastic_prefer_inference:
+        p = int(pref)  # type: ignore[arg-type]
+        return [p] if fixed else [p, 1 - p]
+    elastic = st.jobs[j].elastic if isinstance(st, ClusterView) else bool(st.elastic[j])
+    if elastic and opts.elastic_prefer_inference:
         return [INFER, TRAIN]
     return [TRAIN, INFER]
 
 
-def _commit(sim: Simulator, j: int, plan: list[tuple[int, int, bool]]) -> int:
+def _commit(st: PlacementState, j: int, plan: list[tuple[int, int, bool]]) -> int:
     n = 0
     for s, k, is_flex in plan:
-        sim._add_workers(j, s, k, is_flex)
+        st.add_workers(j, s, k, is_flex)
         n += k
     return n
 
 
-def _scale_in(sim: Simulator, j: int, k: int) -> None:
-    """Remove ``k`` flexible workers of job ``j``: loaned servers first, then fewest workers."""
-    loaned = sim.srv_loaned.item
-    order = sorted(sim.flex[j].items(), key=lambda kv: (not loaned(kv[0]), kv[1], kv[0]))
+def _scale_in(st: PlacementState, j: int, k: int) -> None:
+    """Remove ``k`` workers of job ``j``: flexible ones first (loaned servers first, then the
+    servers holding fewest, then by id), then base ones (loaned servers first, then by id)."""
+    loaned = st.srv_loaned.item
+    order = sorted(st.flex[j].items(), key=lambda kv: (not loaned(kv[0]), kv[1], kv[0]))
     for s, have in order:
         if k == 0:
             break
         r = min(k, have)
-        sim._remove_workers(j, s, r, True)
+        st.remove_workers(j, s, r, True)
         k -= r
-    if k:  # only reachable if base workers must go; targets are clamped to >= w_min
-        for s, have in sorted(sim.base[j].items(), key=lambda kv: (not loaned(kv[0]), kv[0])):
+    if k:  # only reachable if base workers must go
+        for s, have in sorted(st.base[j].items(), key=lambda kv: (not loaned(kv[0]), kv[0])):
             if k == 0:
                 break
             r = min(k, have)
-            sim._remove_workers(j, s, r, False)
+            st.remove_workers(j, s, r, False)
             k -= r
-    sim._rebalance(j)
+    rebalance(st, j)
 
 
-def _validate_target(sim: Simulator, j: object, t: object) -> tuple[int, int, str]:
+def _validate_target(st: PlacementState, j: object, t: object) -> tuple[int, int, str]:
     """Return (job, target, reason); reason non-empty means ignore (or, with a target, clamped)."""
     try:
         jj = int(j)  # type: ignore[call-overload]
     except (TypeError, ValueError):
         return -1, 0, f"job id {j!r} is not an integer"
-    if not 0 <= jj < sim.n_jobs:
+    if not 0 <= jj < st.n_jobs:
         return -1, 0, f"job id {jj} is not in the trace"
-    st = sim.state.item(jj)
-    if st != _QUEUED and st != _RUNNING:
-        return -1, 0, f"job {jj} is not active (state {JobState(st).name})"
+    s = st.state.item(jj)
+    if s != _QUEUED and s != _RUNNING:
+        return -1, 0, f"job {jj} is not active (state {JobState(s).name})"
     if type(t) is int and 0 <= t < _EXACT:  # the common case: float(t) is exact
         ti = t
     else:
@@ -310,27 +517,39 @@ def _validate_target(sim: Simulator, j: object, t: object) -> tuple[int, int, st
         if not math.isfinite(tf) or tf < 0 or tf != int(tf):
             return -1, 0, f"target {t!r} for job {jj} must be a whole number >= 0"
         ti = int(tf)
-    wmin, wmax = sim.w_min_list[jj], sim.w_max_list[jj]
+    wmin, wmax = st.w_min_list[jj], st.w_max_list[jj]
     if ti > wmax:
         return jj, wmax, f"target {ti} above w_max={wmax}; clamped"
     if 0 < ti < wmin:
         return jj, wmin, f"target {ti} below w_min={wmin}; clamped"
-    if st == _RUNNING and not sim.elastic_list[jj] and ti not in (0, int(sim.workers[jj])):
-        return -1, 0, f"job {jj} is inelastic; target must be 0 or {int(sim.workers[jj])}"
+    if s == _RUNNING and not st.elastic_list[jj] and ti not in (0, int(st.workers[jj])):
+        return -1, 0, f"job {jj} is inelastic; target must be 0 or {int(st.workers[jj])}"
     return jj, ti, ""
 
 
-def apply_decision(sim: Simulator, decision: Decision, opts: PlacementOptions) -> PlacementReport:
-    """Apply ``decision`` on ``sim`` and report what happened."""
+def apply_decision(
+    st: PlacementState,
+    decision: Decision,
+    opts: PlacementOptions,
+    fixed_pools: bool = False,
+    whole: bool = False,
+) -> PlacementReport:
+    """Apply ``decision`` on ``st`` (the simulator, or a :class:`Scratch`) and report what
+    happened. The rules are in the module docstring.
+
+    Two options serve policies that check their own decisions (:func:`plan`); the simulator
+    uses neither: ``fixed_pools`` -- a queued job with a preferred pool (``decision.pools``)
+    tries only that pool; ``whole`` -- a job that grows gets its whole target or nothing.
+    """
     rep = PlacementReport()
     targets: dict[int, int] = {}
     for j, t in decision.targets.items():
-        jj, ti, why = _validate_target(sim, j, t)
+        jj, ti, why = _validate_target(st, j, t)
         if why:
             rep.invalid[jj if jj >= 0 else -1 - len(rep.invalid)] = why
         if jj >= 0:
             targets[jj] = ti
-    state, workers = sim.state, sim.workers
+    state, workers = st.state, st.workers
     # 1. releases
     for j in sorted(targets):
         t = targets[j]
@@ -338,31 +557,33 @@ def apply_decision(sim: Simulator, decision: Decision, opts: PlacementOptions) -
             continue
         cur = workers.item(j)
         if t == 0:
-            sim._preempt(j)
+            st.preempt(j)
             rep.preempted.append(j)
         elif t < cur:
-            _scale_in(sim, j, cur - t)
-            sim._charge_scale(j, out=False)
+            _scale_in(st, j, cur - t)
+            st.charge_scale(j, out=False)
             rep.scaled_in.append(j)
     # 2. growth, best-fit decreasing
     grow = []
     for j, t in targets.items():
-        st = state.item(j)
-        if (st == _RUNNING and t > workers.item(j)) or (st == _QUEUED and t > 0):
+        s = state.item(j)
+        if (s == _RUNNING and t > workers.item(j)) or (s == _QUEUED and t > 0):
             grow.append(j)
     prio = {int(j): i for i, j in enumerate(decision.order or [])}
     far = len(prio)
-    g_list = sim.g_list
+    g_list = st.g_list
     grow.sort(key=lambda j: (-g_list[j], prio.get(j, far), j))
     for j in grow:
         t = targets[j]
-        wmin = sim.w_min_list[j]
+        wmin = st.w_min_list[j]
         if state.item(j) == _RUNNING:
             cur = workers.item(j)
-            plan = _plan(sim, j, sim.pool.item(j), 0, t - cur, opts)
-            got = _commit(sim, j, plan)
+            plan = _plan(st, j, st.pool.item(j), 0, t - cur, opts)
+            if whole and sum(k for _, k, _ in plan) < t - cur:
+                plan = []
+            got = _commit(st, j, plan)
             if got:
-                sim._charge_scale(j, out=True)
+                st.charge_scale(j, out=True)
                 rep.scaled_out.append(j)
             if cur + got < t:
                 rep.unplaced[j] = (t, cur + got)
@@ -370,17 +591,77 @@ def apply_decision(sim: Simulator, decision: Decision, opts: PlacementOptions) -
         best: list[tuple[int, int, bool]] = []
         best_n = 0
         best_pool = -1
-        for p in _pool_order(sim, j, decision, opts):
-            plan = _plan(sim, j, p, wmin, t - wmin, opts)
+        for p in pool_order(st, j, decision.pools.get(j), opts, fixed_pools):
+            plan = _plan(st, j, p, wmin, t - wmin, opts)
             n = sum(k for _, k, _ in plan)
             if n > best_n:
                 best, best_n, best_pool = plan, n, p
             if n == t:
                 break
-        if best_n >= wmin:
-            _commit(sim, j, best)
-            sim._mark_started(j, best_pool)
+        if best_n >= wmin and not (whole and best_n < t):
+            _commit(st, j, best)
+            st.mark_started(j, best_pool)
             rep.started.append(j)
+        elif whole:
+            best_n = 0
         if best_n < t:
             rep.unplaced[j] = (t, best_n if best_n >= wmin else 0)
     return rep
+
+
+# ----------------------------------------------------------------------------------------------
+# dry runs
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class PlacementPlan:
+    """What a decision would do (:func:`plan`), computed on a :class:`Scratch`.
+
+    Attributes:
+        report: the :class:`~aryl_gym.sim.view.PlacementReport` the real placement would give.
+        after: the placement state once the decision is applied (keep building on it, e.g.
+            with :meth:`Scratch.grow`).
+        workers_before: the per-job worker counts before the decision.
+    """
+
+    report: PlacementReport
+    after: Scratch
+    workers_before: np.ndarray
+
+    @property
+    def fully_placed(self) -> bool:
+        """Every target placed exactly as asked (none short, none invalid)."""
+        return not self.report.unplaced and not self.report.invalid
+
+    def workers(self, j: int) -> int:
+        """Job ``j``'s workers once the decision is applied."""
+        return int(self.after.workers[j])
+
+    def changes(self) -> tuple[dict[int, int], dict[int, int]]:
+        """(job -> workers after, job -> pool) for the jobs whose worker count changes.
+        Placing these targets gives the same placement as the decision (the engine places
+        worker by worker, so a shortfall consumes nothing beyond what it got)."""
+        a = self.after
+        changed = np.flatnonzero(a.workers != self.workers_before)
+        out = {int(j): int(a.workers[j]) for j in changed}
+        pools = {int(j): int(a.pool[j]) for j in changed if a.workers[j] > 0}
+        return out, pools
+
+
+def plan(
+    src: PlacementState | ClusterView,
+    decision: Decision,
+    opts: PlacementOptions,
+    fixed_pools: bool = False,
+    whole: bool = False,
+) -> PlacementPlan:
+    """Dry run: what :func:`apply_decision` would do with ``decision`` on ``src`` (a view, the
+    simulator, or a :class:`Scratch`, which is copied too); ``src`` is not changed.
+
+    Because the same code places the real decision, "the plan placed every target" is exactly
+    "the simulator will place every target" (for the same options). ``fixed_pools`` and
+    ``whole``: see :func:`apply_decision`.
+    """
+    scratch = Scratch(src, opts)
+    rep = apply_decision(scratch, decision, opts, fixed_pools, whole)
+    before = src._sim.workers if isinstance(src, ClusterView) else src.workers
+    return PlacementPlan(rep, scratch, before)

@@ -9,18 +9,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from enum import IntEnum
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from aryl_gym.config import ScenarioConfig
 from aryl_gym.sim.jobs import JobSpec
+from aryl_gym.sim.state import SimState
 
-if TYPE_CHECKING:  # pragma: no cover
-    from aryl_gym.sim.engine import Simulator
 
-TRAIN = 0
-INFER = 1
-POOL_NAMES = ("train", "infer")
+class Pool(IntEnum):
+    """The two server pools: training servers (V100) and inference servers (T4, usable by
+    training only while on loan). Server and job pool arrays hold these values (-1 = none)."""
+
+    TRAIN = 0
+    INFER = 1
+
+
+#: :class:`Pool` values as plain ints (fast in hot loops and array indexing)
+TRAIN: int = int(Pool.TRAIN)
+INFER: int = int(Pool.INFER)
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,7 @@ class Decision:
     targets: dict[int, int] = field(default_factory=dict)
     pools: dict[int, int] = field(default_factory=dict)
     order: list[int] | None = None
-    speedup: dict[int, Sequence[float]] = field(default_factory=dict)
+    speedup: dict[int, Sequence[float] | np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -103,7 +112,9 @@ class Policy(Protocol):
     name: str
     uses_loaning: bool
     placement: PlacementOptions
-    event_driven: bool
+
+    @property
+    def event_driven(self) -> bool: ...
 
     def reset(self, seed: int | None = None) -> None: ...
 
@@ -121,7 +132,7 @@ class ClusterView:
     Server ids are positions in the server arrays: training servers first, then inference.
     """
 
-    def __init__(self, sim: Simulator):
+    def __init__(self, sim: SimState):
         self._sim = sim
 
         def ro(a: np.ndarray) -> np.ndarray:
@@ -161,7 +172,7 @@ class ClusterView:
         return self._sim.jobs
 
     @property
-    def config(self):  # noqa: ANN201 - ScenarioConfig
+    def config(self) -> ScenarioConfig:
         return self._sim.config
 
     @property
