@@ -7,6 +7,9 @@ reference policies and ``random`` natively and report, as means over seeds:
 * ``headroom``: best reference policy's average JCT / the bound (how far even the best policy is
   from an unreachable ideal: the room a better scheduler could still take);
 * ``spread``: random's average JCT / the best reference policy's (how much a bad decision costs);
+* ``baseline_over_bound``: Baseline's (``fifo``'s) average JCT / the bound, when ``fifo`` ran. It
+  caps the headroom a world can have while Baseline / best stays at the paper's 1.5x: headroom
+  = (Baseline / bound) / (Baseline / best);
 * ``sd_log_aryl_sjf``: the seed-to-seed standard deviation of ``log(avg JCT aryl / sjf)`` (how
   many seeds a paired comparison of the two needs);
 * ``best``: which policy was best most often.
@@ -93,7 +96,7 @@ def summarize(
     rows = []
     for s in scenarios:
         keys = sorted(k for k in by if k[0] == s)
-        heads, spreads, logs, lbs = [], [], [], []
+        heads, spreads, logs, lbs, fifos = [], [], [], [], []
         best_names: Counter[str] = Counter()
         for k in keys:
             jcts = by[k]
@@ -107,6 +110,8 @@ def summarize(
             heads.append(best / bound[k])
             if "random" in jcts:
                 spreads.append(jcts["random"] / best)
+            if "fifo" in jcts:
+                fifos.append(jcts["fifo"] / bound[k])
             if "aryl" in jcts and "sjf" in jcts:
                 logs.append(math.log(jcts["aryl"] / jcts["sjf"]))
         rows.append(
@@ -116,6 +121,7 @@ def summarize(
                 "bound": float(np.mean(lbs)) if lbs else math.nan,
                 "headroom": float(np.mean(heads)) if heads else math.nan,
                 "spread": float(np.mean(spreads)) if spreads else math.nan,
+                "baseline_over_bound": float(np.mean(fifos)) if fifos else math.nan,
                 "sd_log_aryl_sjf": float(np.std(logs, ddof=1)) if len(logs) > 1 else math.nan,
                 "mean_aryl_over_sjf": float(np.exp(np.mean(logs))) if logs else math.nan,
                 "best": best_names.most_common(1)[0][0] if best_names else "-",
@@ -128,12 +134,13 @@ def relevance_table(rows: Sequence[dict[str, Any]]) -> str:
     from aryl_gym.commands._common import table
 
     body = [
-        [r["scenario"], r["seeds"], r["bound"], r["headroom"], r["spread"], r["sd_log_aryl_sjf"],
-         r["mean_aryl_over_sjf"], r["best"]]
+        [r["scenario"], r["seeds"], r["bound"], r["headroom"], r["spread"],
+         r.get("baseline_over_bound", math.nan), r["sd_log_aryl_sjf"], r["mean_aryl_over_sjf"],
+         r["best"]]
         for r in rows
     ]
     return table(
         body,
-        ["scenario", "seeds", "bound s", "headroom", "spread", "sd log(aryl/sjf)",
+        ["scenario", "seeds", "bound s", "headroom", "spread", "Baseline/bound", "sd log(aryl/sjf)",
          "aryl/sjf", "best most often"],
     )
