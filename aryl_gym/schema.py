@@ -296,7 +296,7 @@ def _one(err: Mapping[str, Any], model: Any, prefix: tuple[Any, ...]) -> str:
     if kind == "literal_error":
         return f"{path} must be one of {ctx.get('expected')}{got}"
     if kind == "value_error":
-        return f"{path}: {ctx.get('error', err['msg'])}{got}"
+        return f"{path} {ctx.get('error', err['msg'])}{got}"
     if kind in ("too_short", "too_long"):
         return f"{path} {err['msg'].lower()}"
     return f"{path}: {err['msg']}{got}"
