@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from aryl_gym.agents import base
 
 PLUGIN = '''
