@@ -20,10 +20,7 @@ from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Gt, Le, Lt
 
-
-class ConfigError(ValueError):
-    """A configuration file or value is invalid; the message says where and how to fix it."""
-
+from aryl_gym.errors import ConfigError  # noqa: E402,F401  (its public home stays here)
 
 # --------------------------------------------------------------------------------------------
 # GPU types

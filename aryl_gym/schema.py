@@ -35,7 +35,7 @@ MAX_ERRORS = 8
 
 
 def _error_class() -> type[ValueError]:
-    from aryl_gym.config import ConfigError
+    from aryl_gym.errors import ConfigError
 
     return ConfigError
 

@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from aryl_gym.leaderboard.runner import EpisodeOutput, EpisodeTask, run_episode
+from aryl_gym.leaderboard.episodes import EpisodeOutput, EpisodeTask, run_episode
 
 
 def ray_available() -> bool:

@@ -93,7 +93,7 @@ def format_names() -> tuple[str, ...]:
 
 def get_format(name: str) -> TraceFormat:
     """The format ``name``, or a ConfigError listing the known ones."""
-    from aryl_gym.config import ConfigError
+    from aryl_gym.errors import ConfigError
 
     fmts = trace_formats()
     if name not in fmts:
