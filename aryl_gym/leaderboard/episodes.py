@@ -15,7 +15,7 @@ import os
 import re
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -23,37 +23,19 @@ from typing import Any
 import numpy as np
 
 from aryl_gym.config import ConfigError, load_scenario
-from aryl_gym.leaderboard.provenance import (  # noqa: F401  (re-exported)
+from aryl_gym.leaderboard.provenance import (
     config_hash,
     env_version,
     git_commit,
-    scenario_fingerprint,
-    slug,
 )
-from aryl_gym.leaderboard.results import (  # noqa: F401  (re-exported)
-    COLUMNS,
-    CSV_NAME,
+from aryl_gym.leaderboard.results import (
     METRIC_TYPES,
-    TIMELINE_COLUMNS,
-    VOLATILE_COLUMNS,
-    WALL_METRICS,
-    CsvAppender,
     Key,
-    RowScan,
-    digest_path,
     make_series,
-    read_rows,
-    read_series,
-    rewrite_rows,
-    row_key,
-    scan_rows,
-    series_for,
-    series_path,
-    write_series,
 )
 from aryl_gym.leaderboard.suites import Entrant, Suite
 from aryl_gym.metrics import EpisodeResult
-from aryl_gym.train.evaluation import env_action_masks
+from aryl_gym.rollout import run_agent
 
 # ----------------------------------------------------------------------------------------------
 # Tasks
@@ -206,38 +188,11 @@ def check_scenario(scenario: str, data_root: str | None = None) -> str | None:
     return None
 
 
-def _load_sb3(path: str) -> Any:
-    """Load an SB3 model file, trying MaskablePPO first, then the discrete-action SB3 algorithms."""
-    errors = []
-    loaders: list[Callable[[], Any]] = []
-    try:
-        from sb3_contrib import MaskablePPO
-
-        loaders.append(lambda: MaskablePPO.load(path, device="cpu"))
-    except ImportError:
-        pass
-    try:
-        from stable_baselines3 import A2C, DQN, PPO
-
-        for cls in (PPO, A2C, DQN):
-            loaders.append(lambda cls=cls: cls.load(path, device="cpu"))
-    except ImportError:
-        raise AgentUnavailable(
-            "loading an SB3 model needs stable-baselines3 (pip install 'aryl-gym[train]')"
-        ) from None
-    for load in loaders:
-        try:
-            return load()
-        except Exception as exc:  # noqa: BLE001 - try the next algorithm
-            errors.append(f"{type(exc).__name__}: {exc}")
-    raise AgentUnavailable(f"could not load {path} as an SB3 model ({'; '.join(errors[:2])})")
-
-
 def load_agent(source: str, env: Any = None) -> Any:
     """An object with SB3-style ``predict`` for ``source``, bound to ``env``.
 
-    * shipped name (``ppo-testbed``) or path: ``aryl_gym.agents.learned.load_agent`` when it
-      exists (it knows the shipped agents and their normalisation), else SB3's ``load``;
+    * shipped name (``ppo-testbed``) or path: ``aryl_gym.agents.learned.load_agent`` (the one
+      SB3 loader: it knows the shipped agents, their algorithm and their normalisation);
     * ``module:factory``: the factory is called with the env when it takes a parameter, else
       with no argument, and must return an object with
       ``predict(obs, state, episode_start, deterministic)``.
@@ -264,17 +219,14 @@ def load_agent(source: str, env: Any = None) -> Any:
         agent = obj(env) if n_params >= 1 else obj()
     else:
         learned = _learned_module()
-        if learned is not None and hasattr(learned, "load_agent"):
-            try:
-                agent = learned.load_agent(source)
-            except (FileNotFoundError, KeyError, LookupError, ConfigError) as exc:
-                raise AgentUnavailable(f"could not load agent {source!r}: {exc}") from None
-        elif kind == "path":
-            agent = _load_sb3(source)
-        else:
+        if learned is None:
             raise AgentUnavailable(
-                f"shipped agent {source!r} needs aryl_gym.agents.learned, not installed here"
+                f"agent {source!r} needs aryl_gym.agents.learned (the SB3 model loader), not installed here"
             )
+        try:
+            agent = learned.load_agent(source)
+        except (FileNotFoundError, KeyError, LookupError, ConfigError) as exc:
+            raise AgentUnavailable(f"could not load agent {source!r}: {exc}") from None
     if not callable(getattr(agent, "predict", None)):
         raise AgentUnavailable(f"the agent from {source} has no predict(obs, state, episode_start, deterministic)")
     return agent
@@ -304,20 +256,6 @@ def _env_sim(env: Any) -> Any | None:
     for v in vars(base).values():
         if isinstance(v, Simulator):
             return v
-    return None
-
-
-#: keys of the final ``info`` that may carry the :class:`EpisodeResult` (env's choice first)
-RESULT_KEYS = ("episode_result", "result", "final_result")
-
-
-def _result_from_info(info: Mapping[str, Any]) -> EpisodeResult | None:
-    for k in RESULT_KEYS:
-        v = info.get(k)
-        if isinstance(v, EpisodeResult):
-            return v
-        if isinstance(v, Mapping):
-            return EpisodeResult.from_dict(dict(v))
     return None
 
 
@@ -351,32 +289,14 @@ def _run_agent(
     try:
         if agent is None:
             agent = load_agent(task.entrant.source, env)
-        use_masks = "action_masks" in _signature_params(agent.predict)
-        # ``episode_seed`` makes the env draw ``make_episode(scenario, seed)``, the episode the
-        # reference policies play (``reset(seed=s)`` alone derives the trace seed from the env's
-        # own generator); _check_trace verifies it.
-        obs, info = env.reset(seed=int(task.seed), options={"episode_seed": int(task.seed)})
-        note = _check_trace(env, task)
-        state = None
-        start = np.ones((1,), dtype=bool)
-        while True:
-            kw: dict[str, Any] = {"state": state, "episode_start": start, "deterministic": True}
-            if use_masks:
-                kw["action_masks"] = env_action_masks(env)
-            action, state = agent.predict(obs, **kw)
-            start = np.zeros((1,), dtype=bool)
-            obs, _reward, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                break
-        res = _result_from_info(info)
-        if res is None:
-            raise RuntimeError(
-                f"the final info of {task.env_id} carries no EpisodeResult (looked for "
-                f"{', '.join(RESULT_KEYS)})"
-            )
+        notes: list[str] = []
+        # run_agent resets with ``episode_seed``, so the env draws ``make_episode(scenario,
+        # seed)``, the episode the reference policies play; _check_trace verifies it.
+        res, _ret, _steps = run_agent(agent, env, int(task.seed),
+                                      after_reset=lambda e: notes.append(_check_trace(e, task)))
         sim = _env_sim(env)
         timeline = list(sim.acc.timeline) if (sim is not None and task.keep_timeline) else None
-        return res, timeline, note, _env_identity(env, task)
+        return res, timeline, notes[0], _env_identity(env, task)
     finally:
         env.close()
 
@@ -388,13 +308,6 @@ def _env_identity(env: Any, task: EpisodeTask) -> tuple[str, dict[str, Any]]:
         return task.env_id, dict(task.env_kwargs)
     kw = {k: v for k, v in (spec.kwargs or {}).items() if k not in ("scenario", "data_root")}
     return str(spec.id), kw
-
-
-def _signature_params(fn: Callable[..., Any]) -> set[str]:
-    try:
-        return set(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):  # pragma: no cover
-        return set()
 
 
 def _check_trace(env: Any, task: EpisodeTask) -> str:

@@ -302,26 +302,16 @@ class _AgentPlayer:
 
     def __init__(self, source: str, snaps: Sequence[Any]):
         from aryl_gym.envs.reclaim import ArylReclaimEnv
-        from aryl_gym.leaderboard.runner import _signature_params, load_agent
+        from aryl_gym.leaderboard.episodes import load_agent
 
         self.env = ArylReclaimEnv(snapshots=list(snaps))
         self.agent = load_agent(source, self.env)
-        self.masks = "action_masks" in _signature_params(self.agent.predict)
 
     def __call__(self, i: int, sn: Any) -> list[int]:
+        from aryl_gym.rollout import play
+
         env = self.env
-        obs, _ = env.reset(options={"index": i})
-        state = None
-        start = np.ones((1,), dtype=bool)
-        for _ in range(10 * env.n_inf + 10):
-            kw: dict[str, Any] = {"state": state, "episode_start": start, "deterministic": True}
-            if self.masks:
-                kw["action_masks"] = env.action_masks()
-            action, state = self.agent.predict(obs, **kw)
-            start = np.zeros((1,), dtype=bool)
-            obs, _r, term, trunc, _info = env.step(action)
-            if term or trunc:
-                break
+        play(self.agent, env, options={"index": i}, max_steps=10 * env.n_inf + 10)
         return list(env.picks)
 
 

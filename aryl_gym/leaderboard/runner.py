@@ -33,11 +33,9 @@ from typing import Any
 from aryl_gym.config import ConfigError
 from aryl_gym.fileio import DirLock
 from aryl_gym.leaderboard.episodes import (  # noqa: F401  (re-exported)
-    RESULT_KEYS,
     AgentUnavailable,
     EpisodeOutput,
     EpisodeTask,
-    _signature_params,
     build_tasks,
     check_entrant,
     check_scenario,
