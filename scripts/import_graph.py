@@ -3,7 +3,8 @@
 
 Reads every ``.py`` under ``aryl_gym/`` and ``agents/`` (installed as ``aryl_gym.agents``) with
 ``ast`` and counts an import anywhere in a module (top level or inside a function) as an edge.
-Imports under ``if TYPE_CHECKING:`` are left out (they never run). A circle is a strongly
+Imports under ``if TYPE_CHECKING:`` are left out (they never run) unless
+``--with-type-checking``; ``from pkg import mod`` is an edge to ``pkg.mod`` only. A circle is a strongly
 connected component of two or more modules.
 
     python scripts/import_graph.py [ROOT]        # ROOT: a checkout (default: this one)
@@ -30,14 +31,14 @@ def modules(root: Path) -> dict[str, Path]:
     return out
 
 
-def edges(mods: dict[str, Path]) -> dict[str, set[str]]:
+def edges(mods: dict[str, Path], type_checking: bool = False) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
         tree = ast.parse(path.read_text(), str(path))
         is_pkg = path.name == "__init__.py"
         skip: set[int] = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            if not type_checking and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 skip.update(id(n) for b in node.body for n in ast.walk(b))
         for node in ast.walk(tree):
             if id(node) in skip:
@@ -53,7 +54,10 @@ def edges(mods: dict[str, Path]) -> dict[str, set[str]]:
                     prefix = ".".join(base + ([node.module] if node.module else []))
                 else:
                     prefix = node.module or ""
-                names = [prefix] + [f"{prefix}.{a.name}" for a in node.names]
+                # ``from pkg import mod`` imports the module mod (the package's __init__ runs
+                # first, as for any import, but that is not an edge of the graph)
+                names = [f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in mods else prefix
+                         for a in node.names]
             for name in names:
                 # the longest known module the name refers to
                 parts = name.split(".")
@@ -107,10 +111,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("root", nargs="?", default=str(Path(__file__).resolve().parent.parent))
     ap.add_argument("--top", type=int, default=0, help="list the N biggest modules by lines")
+    ap.add_argument("--with-type-checking", action="store_true",
+                    help="count imports under `if TYPE_CHECKING:` too (annotation-only edges)")
     a = ap.parse_args()
     root = Path(a.root)
     mods = modules(root)
-    graph = edges(mods)
+    graph = edges(mods, a.with_type_checking)
     cs = circles(graph)
     print(f"{len(mods)} modules, {sum(len(v) for v in graph.values())} import edges, {len(cs)} circles")
     for c in cs:

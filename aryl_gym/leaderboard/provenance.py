@@ -9,12 +9,18 @@ import re
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aryl_gym.config import ScenarioConfig
 
-if TYPE_CHECKING:
-    from aryl_gym.leaderboard.suites import Entrant
+
+class Entrant(Protocol):
+    """What provenance needs of a suite entrant (:class:`aryl_gym.leaderboard.suites.Entrant`)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def source(self) -> str: ...
 
 
 _COMMIT: str | None = None

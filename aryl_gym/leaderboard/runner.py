@@ -73,6 +73,7 @@ from aryl_gym.leaderboard.results import (  # noqa: F401  (re-exported)
     write_series,
 )
 from aryl_gym.leaderboard.suites import Suite
+from aryl_gym.parallel import die_with_parent, local_map  # noqa: F401  (die_with_parent re-exported)
 
 # ----------------------------------------------------------------------------------------------
 # Running a suite
@@ -100,91 +101,64 @@ class RunSummary:
 Executor = Callable[[Sequence[EpisodeTask], int], Iterator[EpisodeOutput]]
 
 
-def die_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
-    """Worker initializer: end this process when ``parent_pid`` is gone.
-
-    On Linux the kernel sends SIGKILL at once (``prctl(PR_SET_PDEATHSIG)``); everywhere a daemon
-    thread also polls the parent id, so a SIGKILL-ed leaderboard run leaves no worker behind.
-    """
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-            import signal
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-        except (OSError, AttributeError):  # pragma: no cover - no libc prctl
-            pass
-    if os.getppid() != parent_pid:  # the parent died before the watch started
-        os._exit(1)
-    import threading
-
-    def watch() -> None:
-        while True:
-            time.sleep(poll_s)
-            if os.getppid() != parent_pid:
-                os._exit(1)
-
-    threading.Thread(target=watch, name="aryl-gym-parent-watch", daemon=True).start()
-
-
 def local_executor(tasks: Sequence[EpisodeTask], workers: int) -> Iterator[EpisodeOutput]:
     """Run ``tasks`` here (``workers <= 1``) or in ``spawn``-ed processes, yielding as they finish."""
-    if workers <= 1 or len(tasks) <= 1:
-        for t in tasks:
-            yield run_episode(t)
-        return
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    return local_map(run_episode, tasks, workers)
 
-    ctx = mp.get_context("spawn")
-    pool = ProcessPoolExecutor(
-        max_workers=min(workers, len(tasks)),
-        mp_context=ctx,
-        initializer=die_with_parent,
-        initargs=(os.getpid(),),
-    )
-    try:
-        futures = [pool.submit(run_episode, t) for t in tasks]
-        for fut in as_completed(futures):
-            yield fut.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How :func:`run_suite` runs a suite (every field is also a keyword of :func:`run_suite`
+    and :func:`~aryl_gym.leaderboard.run_leaderboard`)."""
+
+    workers: int = 1
+    backend: str = "local"  # local | ray
+    ray_address: str | None = None
+    resume: bool = False
+    overwrite: bool = False
+    data_root: str | None = None
+    progress: bool = True
+    keep_timeline: bool = True
+    executor: Executor | None = None
+
+
+def run_options(options: RunOptions | None = None, **changes: Any) -> RunOptions:
+    """``options`` (default: the defaults) with keyword ``changes``; an unknown keyword is a
+    TypeError naming it."""
+    import dataclasses
+
+    base = options or RunOptions()
+    known = {f.name for f in dataclasses.fields(RunOptions)}
+    bad = sorted(set(changes) - known)
+    if bad:
+        raise TypeError(f"unknown run option {bad[0]!r}; options: {', '.join(sorted(known))}")
+    return dataclasses.replace(base, **changes)
 
 
 def run_suite(
     suite: Suite,
     out_dir: str | os.PathLike[str],
+    options: RunOptions | None = None,
     *,
-    workers: int = 1,
-    backend: str = "local",
-    ray_address: str | None = None,
-    resume: bool = False,
-    overwrite: bool = False,
-    data_root: str | None = None,
-    progress: bool = True,
-    keep_timeline: bool = True,
-    executor: Executor | None = None,
     log: Callable[[str], None] | None = None,
+    **changes: Any,
 ) -> RunSummary:
     """Run every unfinished episode of ``suite``; rows go to ``OUT/results.csv`` as they finish.
 
-    Without ``resume`` an existing CSV is an error (``overwrite`` moves it aside to a unique
-    ``results.csv.bak-TIME`` first, so nothing computed is ever deleted). ``resume`` keeps the
-    good rows; damaged, duplicated, conflicting and hand-edited rows are reported one kind per
-    line, the file as it was is copied to a backup, and their episodes are rerun. The folder is
-    locked (:class:`~aryl_gym.fileio.DirLock`) for the whole run: a second run on the same
-    ``out_dir`` fails at once with a message naming the holder.
+    ``options`` / keyword ``changes``: :class:`RunOptions` (``workers``, ``backend``, ``resume``,
+    ...). Without ``resume`` an existing CSV is an error (``overwrite`` moves it aside to a
+    unique ``results.csv.bak-TIME`` first, so nothing computed is ever deleted). ``resume``
+    keeps the good rows; damaged, duplicated, conflicting and hand-edited rows are reported one
+    kind per line, the file as it was is copied to a backup, and their episodes are rerun. The
+    folder is locked (:class:`~aryl_gym.fileio.DirLock`) for the whole run: a second run on the
+    same ``out_dir`` fails at once with a message naming the holder.
     """
+    opts = run_options(options, **changes)
     say = log or (lambda m: print(m, file=sys.stderr))
     wall0 = time.perf_counter()
     out = prepare_out_dir(out_dir)
     with DirLock(out):
-        return _run_suite_locked(
-            suite, out, say, wall0, workers=workers, backend=backend, ray_address=ray_address,
-            resume=resume, overwrite=overwrite, data_root=data_root, progress=progress,
-            keep_timeline=keep_timeline, executor=executor,
-        )
+        return _run_suite_locked(suite, out, say, wall0, opts)
 
 
 def prepare_out_dir(out_dir: str | os.PathLike[str]) -> Path:
@@ -230,37 +204,24 @@ def _resume_rows(csv_path: Path, say: Callable[[str], None], summary: RunSummary
 
 
 def _run_suite_locked(
-    suite: Suite,
-    out: Path,
-    say: Callable[[str], None],
-    wall0: float,
-    *,
-    workers: int,
-    backend: str,
-    ray_address: str | None,
-    resume: bool,
-    overwrite: bool,
-    data_root: str | None,
-    progress: bool,
-    keep_timeline: bool,
-    executor: Executor | None,
+    suite: Suite, out: Path, say: Callable[[str], None], wall0: float, opts: RunOptions
 ) -> RunSummary:
     from aryl_gym.fileio import unique_backup
 
     csv_path = out / CSV_NAME
-    tasks = build_tasks(suite, data_root=data_root, keep_timeline=keep_timeline)
+    tasks = build_tasks(suite, data_root=opts.data_root, keep_timeline=opts.keep_timeline)
     by_key = {t.key: t for t in tasks}
     done: dict[Key, dict[str, Any]] = {}
     summary = RunSummary(out, csv_path, rows=[])
     if csv_path.exists() and csv_path.stat().st_size > 0:
-        if overwrite:
+        if opts.overwrite:
             bak = unique_backup(csv_path)
             os.replace(csv_path, bak)
             dig = digest_path(csv_path)
             if dig.exists():
                 os.replace(dig, bak.with_name(bak.name + ".digests"))
             say(f"moved the previous results to {bak}")
-        elif not resume:
+        elif not opts.resume:
             raise ConfigError(
                 f"{csv_path} already exists; pass --resume to continue it (finished episodes are "
                 "kept), --overwrite to move it aside, or choose another --out"
@@ -299,7 +260,7 @@ def _run_suite_locked(
     for scen in suite.missing_scenarios:
         summary.skipped[f"scenario {scen}"] = "scenario not defined in this checkout"
     for scen in suite.scenarios:
-        why = check_scenario(scen, data_root)
+        why = check_scenario(scen, opts.data_root)
         if why:
             summary.skipped[f"scenario {scen}"] = why
     todo = [
@@ -311,24 +272,24 @@ def _run_suite_locked(
     ]
     # Learned agents (env-acting, slower) first so they do not end up alone at the tail.
     todo.sort(key=lambda t: 0 if t.entrant.kind == "agent" else 1)
-    run = executor
+    run = opts.executor
     if run is None:
-        if backend == "ray":
+        if opts.backend == "ray":
             from aryl_gym.leaderboard.ray_backend import ray_executor
 
             def run(ts: Sequence[EpisodeTask], n: int) -> Iterator[EpisodeOutput]:
-                return ray_executor(ts, n, address=ray_address)
+                return ray_executor(ts, n, address=opts.ray_address)
 
-        elif backend == "local":
+        elif opts.backend == "local":
             run = local_executor
         else:
-            raise ValueError(f"unknown backend {backend!r}; use local or ray")
+            raise ValueError(f"unknown backend {opts.backend!r}; use local or ray")
     from aryl_gym.progress import progress_bar
 
-    bar = progress_bar(len(todo), f"{suite.name}", unit="ep", enabled=progress and bool(todo), leave=True)
+    bar = progress_bar(len(todo), f"{suite.name}", unit="ep", enabled=opts.progress and bool(todo), leave=True)
     appender = CsvAppender(csv_path) if todo else None
     try:
-        for outp in run(todo, workers):
+        for outp in run(todo, opts.workers):
             t = outp.task
             if outp.status == "ok" and outp.row is not None:
                 if outp.series is not None:

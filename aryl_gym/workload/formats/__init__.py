@@ -16,11 +16,21 @@ import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from aryl_gym.workload.traces import TraceMap
     from aryl_gym.workload.traces_formats import LoadReport, TraceRows
+
+
+class TraceMap(Protocol):
+    """What readers use of a map (:class:`aryl_gym.workload.traces.TraceMap`)."""
+
+    @property
+    def columns(self) -> Mapping[str, str]: ...
+    @property
+    def units(self) -> Mapping[str, Any]: ...
+    @property
+    def options(self) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
