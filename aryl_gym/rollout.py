@@ -61,6 +61,14 @@ def env_action_masks(env: Any) -> np.ndarray | None:
     return np.asarray(fn(), dtype=bool) if callable(fn) else None
 
 
+def _masks_of(env: Any) -> np.ndarray:
+    """The env's action masks; an env without ``action_masks()`` cannot serve a masked agent."""
+    m = env_action_masks(env)
+    if m is None:
+        raise ValueError(f"{env!r} has no action_masks(), but the agent's predict takes action_masks")
+    return m
+
+
 def _accepts_masks(predict: Callable[..., Any]) -> bool:
     try:
         return "action_masks" in inspect.signature(predict).parameters
@@ -182,7 +190,7 @@ def run_agent_batch(
             batch = obs_transform(batch)
         kw: dict[str, Any] = {"deterministic": deterministic}
         if use_masks:
-            kw["action_masks"] = np.stack([env_action_masks(envs[i]) for i in active])
+            kw["action_masks"] = np.stack([_masks_of(envs[i]) for i in active])
         actions, _ = agent.predict(batch, **kw)
         still = []
         for a, i in zip(actions, active):

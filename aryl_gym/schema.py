@@ -83,7 +83,8 @@ def _convert(ann: Any) -> Any:
     origin = get_origin(ann)
     if origin is Annotated:
         base, *meta = get_args(ann)
-        return Annotated[(_convert(base), *meta)]  # type: ignore[misc]
+        params = (_convert(base), *meta)
+        return Annotated[params]  # type: ignore[valid-type]
     if dataclasses.is_dataclass(ann) and isinstance(ann, type):
         return model_for(ann)
     if origin in (Union, types.UnionType):
@@ -129,7 +130,7 @@ def validate(
     algorithm file); ``exclude`` leaves fields out of the check (they are not allowed in
     ``data``); ``fill`` gives their values (trusted, not checked).
     """
-    model = model_for(cls, exclude)
+    model = model_for(typing.cast(type, cls), exclude)
     obj = validate_model(model, data, source, prefix)
     values = {k: _to_dataclass(getattr(obj, k)) for k in type(obj).model_fields}
     return cls(**values, **(fill or {}))

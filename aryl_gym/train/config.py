@@ -224,7 +224,7 @@ def check_hyperparams(algo_cls: type, hyperparams: Mapping[str, Any], source: st
     """Every hyperparameter must be an argument of the algorithm's constructor."""
     import inspect
 
-    params = set(inspect.signature(algo_cls.__init__).parameters)
+    params = set(inspect.signature(algo_cls).parameters)
     reserved = {"self", "policy", "env", "seed", "tensorboard_log", "policy_kwargs", "_init_setup_model"}
     allowed = params - reserved
     for k in hyperparams:

@@ -39,6 +39,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -256,7 +257,7 @@ def read_philly(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return t - t.min(), np.array(durs), np.array(gpus)
 
 
-def fit_elastic_range(profiles_dir: str | Path) -> dict[str, object]:
+def fit_elastic_range(profiles_dir: str | Path) -> dict[str, Any]:
     """Largest power-of-two growth factor at >= ``EFFICIENCY_FLOOR`` per-GPU throughput.
 
     Returns ``{"per_app": {app: r}, "median": r}``; ``r`` per application is the median over its
