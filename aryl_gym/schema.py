@@ -298,8 +298,12 @@ def _one(err: Mapping[str, Any], model: Any, prefix: tuple[Any, ...]) -> str:
         return f"{path} must be one of {ctx.get('expected')}{got}"
     if kind == "value_error":
         return f"{path} {ctx.get('error', err['msg'])}{got}"
-    if kind in ("too_short", "too_long"):
-        return f"{path} {err['msg'].lower()}"
+    if kind in ("too_short", "string_too_short"):
+        n = ctx.get("min_length", 1)
+        need = "must not be empty" if n == 1 else f"must have at least {n} items"
+        return f"{path} {need}{got}"
+    if kind in ("too_long", "string_too_long"):
+        return f"{path} must have at most {ctx.get('max_length')} items{got}"
     return f"{path}: {err['msg']}{got}"
 
 

@@ -269,6 +269,18 @@ def _load_algo_file(files: dict[str, str], key: str) -> Any:
     return load_train_config(files[key], "tiny")
 
 
+def _reclaim(over: dict[str, Any]) -> Any:
+    from aryl_gym.leaderboard.reclaim_suite import reclaim_suite_from_dict
+
+    return reclaim_suite_from_dict({"name": "r", "kind": "reclaim", **over}, "r.yaml")
+
+
+def _suite(over: dict[str, Any]) -> Any:
+    from aryl_gym.leaderboard.suites import suite_from_dict
+
+    return suite_from_dict({"name": "s", "scenarios": ["tiny"], "seeds": [0], "policies": ["fifo"], **over}, "s.yaml")
+
+
 def _replace_tiny(changes: dict[str, Any]) -> Any:
     from aryl_gym.config import load_scenario
 
@@ -315,6 +327,12 @@ API_CASES: list[tuple[str, Callable[[dict[str, str]], Any], list[str]]] = [
     ("api-headroom-range", _scenario_dict({"inference": {"headroom": 1.5}}), ["inference.headroom must be in [0, 1]"]),
     ("api-replace-bad", lambda f: _replace_tiny({"workload": {"num_jobs": "abc"}}),
      ["<override>: workload.num_jobs must be an integer"]),
+    ("api-reclaim-servers", lambda f: _reclaim({"instances": [{"synthetic": 2, "servers": [5, 500]}]}),
+     ["r.yaml: instances[0].servers[1] must be <= 400, got 500"]),
+    ("api-reclaim-kind-key", lambda f: _reclaim({"instances": [{"snapshots": "a.npz", "seeds": [1]}]}),
+     ["unknown key 'seeds' in instances[0]. Allowed keys: optional, snapshots"]),
+    ("api-reclaim-empty", lambda f: _reclaim({"instances": []}), ["instances must not be empty"]),
+    ("api-suite-empty-name", lambda f: _suite({"scenarios": [""]}), ["scenarios[0].name must not be empty"]),
 ]
 
 
