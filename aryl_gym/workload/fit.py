@@ -49,7 +49,6 @@ BATCH_GAP_S = 10.0
 #: "scales well" (paper: limited elasticity).
 EFFICIENCY_FLOOR = 0.8
 PHILLY_CSV = "traces/pollux-philly/traces/philly.csv"
-POLLUX_PROFILES = "traces/pollux-philly/traces"
 POLLUX_APPS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 
 

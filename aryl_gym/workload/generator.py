@@ -176,12 +176,6 @@ def _expected_gpu_seconds(w: WorkloadConfig, max_gpus: int, max_g: int) -> float
     return _EXPECTED_CACHE[key]
 
 
-def expected_gpu_seconds(cfg: ScenarioConfig) -> float:
-    return _expected_gpu_seconds(
-        cfg.workload, _max_gpus(cfg), min(8, cfg.cluster.train_gpus_per_server)
-    )
-
-
 def batch_size_pmf(w: WorkloadConfig, single_gpu: bool = True) -> np.ndarray:
     """``P(S = s)``, ``s = 1..max``, at the scenario's ``burstiness``, for batches of 1-GPU jobs
     (``burst_size_*``) or of multi-GPU jobs (``burst_multi_*``)."""

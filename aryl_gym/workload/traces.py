@@ -121,8 +121,6 @@ DEFAULT_FAMILY_MAP: dict[str, str] = {
     "GNMT-16": "gnmt16",
 }
 POLLUX_ELASTIC_APPS = ("cifar10", "deepspeech2", "imagenet", "yolov3")
-#: Where the data root holds the Pollux application profiles.
-POLLUX_PROFILES = "traces/pollux-philly/traces"
 
 TRACE_OPTION_KEYS = (
     "vc",

@@ -8,11 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from aryl_gym.workload.formats import ReadRequest, TraceFormat
-from aryl_gym.workload.paths import default_data_root, resolve_data_path
+from aryl_gym.workload.paths import POLLUX_PROFILES, default_data_root, resolve_data_path
 from aryl_gym.workload.traces_formats import LoadReport, TraceError, TraceRows, read_pollux
-
-#: where the profiles sit under the data root
-POLLUX_PROFILES = "traces/pollux-philly/traces"
 
 
 def profiles_dir(p: Path, prof: Any, data_root: str | os.PathLike[str] | None,
