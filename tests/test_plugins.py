@@ -108,3 +108,77 @@ def test_fifo_policy_names_any_order() -> None:
     assert FifoPolicy(order="sjf", name="mine").name == "mine"
     with pytest.raises(ValueError, match="unknown queue order 'ljf'.*fifo, sjf"):
         FifoPolicy(order="ljf")
+
+
+FORMAT_PLUGIN = '''
+"""A JSON-lines trace format: one {"t": submit_s, "gpus": n, "dur": seconds} object per line."""
+import json
+
+import numpy as np
+
+from aryl_gym.workload.formats import ReadRequest, TraceFormat
+from aryl_gym.workload.traces_formats import RowChecks, TraceRows
+
+
+def _read(req: ReadRequest) -> TraceRows:
+    rows = [json.loads(line) for line in req.path.read_text().splitlines() if line.strip()]
+    req.report.rows = len(rows)
+    n = len(rows)
+    submit = np.array([float(r["t"]) for r in rows])
+    gpus = np.array([int(r["gpus"]) for r in rows], dtype=np.int64)
+    dur = np.array([float(r["dur"]) for r in rows])
+    line = np.arange(1, n + 1, dtype=np.int64)
+    chk = RowChecks(req.path, line, req.report, req.skip)
+    chk.flag(dur <= 0, "dur", "bad_duration", lambda i: f"duration {dur[i]:g} <= 0", "give a positive dur")
+    keep = np.flatnonzero(chk.finish())
+    name = np.array([f"job{i}" for i in range(n)], dtype=object)
+    return TraceRows(line=line, submit=submit, gpus=gpus, duration=dur,
+                     key=np.arange(n, dtype=np.int64), name=name).take(keep)
+
+
+FORMAT = TraceFormat(name="jsonl", read=_read, description="JSON lines (t, gpus, dur)",
+                     time_column="t", guess=lambda p: p.endswith(".jsonl"))
+'''
+
+
+def test_trace_format_plugin_is_one_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A new trace format is one module: installed through ``aryl_gym.trace_formats`` it is
+    listed, guessed from the file name and loaded by ``trace-info`` and ``load_trace``."""
+    from aryl_gym.cli import main
+    from aryl_gym.workload import formats
+    from aryl_gym.workload.traces import load_trace
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "jsonl_format.py").write_text(FORMAT_PLUGIN)
+    info = site / "jsonl_format-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: jsonl-format\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{formats.ENTRY_POINT_GROUP}]\njsonl = jsonl_format\n")
+    monkeypatch.syspath_prepend(str(site))
+    saved = dict(formats._FORMATS)
+    try:
+        assert "jsonl" in formats.trace_formats(reload=True)
+        trace = tmp_path / "jobs.jsonl"
+        trace.write_text('{"t": 0, "gpus": 1, "dur": 600}\n{"t": 60, "gpus": 2, "dur": 1200}\n'
+                         '{"t": 90, "gpus": 1, "dur": -5}\n')
+        assert formats.guess_format(str(trace)) == "jsonl"
+        jobs, report = load_trace(trace, "jsonl", skip_bad_rows=True)
+        assert [j.submit for j in jobs] == [0.0, 60.0]
+        assert report.skipped == {"bad_duration": 1}
+        rc = main(["trace-info", str(trace), "--skip-bad-rows", "--json"])
+        out = json.loads(capsys.readouterr().out)
+        assert rc == 0 and out["stats"]["jobs"] == 2
+    finally:
+        formats._FORMATS.clear()
+        formats._FORMATS.update(saved)
+        sys.modules.pop("jsonl_format", None)
+
+
+def test_unknown_run_option_is_named() -> None:
+    from aryl_gym.leaderboard.runner import run_options
+
+    assert run_options(workers=3).workers == 3
+    with pytest.raises(TypeError, match="unknown run option 'worker'; options: .*workers"):
+        run_options(worker=3)

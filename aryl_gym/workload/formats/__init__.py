@@ -3,7 +3,8 @@
 A format module defines ``FORMAT = TraceFormat(...)``: its name, a reader that turns a file into
 validated :class:`~aryl_gym.workload.traces_formats.TraceRows`, the column its submit times come
 from (for messages), whether those times are absolute dates, and optionally how to recognise a
-file by its name. Modules are discovered automatically, so adding a format is one new module;
+file by its name. Modules are discovered automatically, so adding a format is one new module (here, or in another
+package through the entry-point group ``aryl_gym.trace_formats``);
 :func:`~aryl_gym.workload.traces.load_trace` does the format-independent rest (order, time
 window, duplicates, ``max_jobs``, mapping to jobs).
 """
@@ -77,9 +78,16 @@ def register_trace_format(fmt: TraceFormat) -> TraceFormat:
     return fmt
 
 
-def _load() -> None:
+#: the entry-point group through which installed packages add trace formats
+ENTRY_POINT_GROUP = "aryl_gym.trace_formats"
+
+
+def _load(force: bool = False) -> None:
+    """Register the format modules of this package, then those of installed plugins (an entry
+    point in ``aryl_gym.trace_formats`` naming a :class:`TraceFormat` or a module defining
+    ``FORMAT``). Once; ``force`` rescans."""
     global _loaded
-    if _loaded:
+    if _loaded and not force:
         return
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
@@ -88,12 +96,23 @@ def _load() -> None:
         fmt = getattr(mod, "FORMAT", None)
         if isinstance(fmt, TraceFormat):
             register_trace_format(fmt)
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        obj = ep.load()
+        fmt = getattr(obj, "FORMAT", obj)
+        if not isinstance(fmt, TraceFormat) or fmt.name != ep.name:
+            raise ValueError(
+                f"trace-format plugin {ep.name!r} ({ep.value}) must name a TraceFormat called {ep.name!r}"
+            )
+        if _FORMATS.get(fmt.name) is not fmt:
+            register_trace_format(fmt)
     _loaded = True
 
 
-def trace_formats() -> dict[str, TraceFormat]:
-    """Every registered format by name (in discovery order: module name)."""
-    _load()
+def trace_formats(reload: bool = False) -> dict[str, TraceFormat]:
+    """Every registered format by name (built-in modules by name, then plugins)."""
+    _load(reload)
     return dict(_FORMATS)
 
 
