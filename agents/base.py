@@ -32,11 +32,24 @@ class BasePolicy:
         return f"{type(self).__name__}(name={self.name!r})"
 
 
+#: the entry-point group through which installed packages add policies
+ENTRY_POINT_GROUP = "aryl_gym.policies"
+#: the modules of this package that register the built-in policies (imported on first use)
+BUILTIN_MODULES = ("fifo", "aryl", "afs", "pollux", "gandiva", "random_policy", "aryl_tuned")
+
 _REGISTRY: dict[str, Callable[[], BasePolicy]] = {}
+#: plugin entry points that failed to load: name -> why (reported when the name is asked for)
+_BROKEN: dict[str, str] = {}
+_loaded = False
 
 
 def register(name: str) -> Callable[[Callable[[], BasePolicy]], Callable[[], BasePolicy]]:
-    """Register a zero-argument factory under ``name``."""
+    """Register a zero-argument factory (or a policy class) under ``name``.
+
+    This is the one way a policy is registered: the built-in modules decorate their factories
+    with it, and :func:`load_plugins` calls it for each entry point of the ``aryl_gym.policies``
+    group.
+    """
 
     def deco(factory: Callable[[], BasePolicy]) -> Callable[[], BasePolicy]:
         if name in _REGISTRY:
@@ -47,26 +60,57 @@ def register(name: str) -> Callable[[Callable[[], BasePolicy]], Callable[[], Bas
     return deco
 
 
-def _load_all() -> None:
-    # Importing the modules registers their policies.
-    from aryl_gym.agents import fifo  # noqa: F401
+def load_plugins(force: bool = False) -> None:
+    """Import the built-in policy modules and the installed plugins (once; ``force`` rescans).
 
-    for mod in ("aryl", "afs", "pollux", "gandiva", "random_policy", "aryl_tuned"):
+    A plugin is a distribution with an entry point in the group ``aryl_gym.policies``::
+
+        [project.entry-points."aryl_gym.policies"]
+        mine = "my_package.policies:MinePolicy"   # a zero-argument factory or a class
+
+    The entry point's name is the policy's registry name. A plugin whose entry point fails to
+    load does not break the others: asking for it by name reports why.
+    """
+    global _loaded
+    if _loaded and not force:
+        return
+    for mod in BUILTIN_MODULES:
         try:
             __import__(f"aryl_gym.agents.{mod}")
         except ModuleNotFoundError as exc:  # a policy module not yet present
             if exc.name != f"aryl_gym.agents.{mod}":
                 raise
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in _REGISTRY:
+            continue
+        try:
+            factory = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not hide the others
+            _BROKEN[ep.name] = f"entry point {ep.value!r} failed to load: {type(exc).__name__}: {exc}"
+            continue
+        if not callable(factory):
+            _BROKEN[ep.name] = f"entry point {ep.value!r} is not a factory or a class"
+            continue
+        _BROKEN.pop(ep.name, None)
+        register(ep.name)(factory)
+    _loaded = True
 
 
 def policy_names() -> list[str]:
-    _load_all()
+    load_plugins()
     return sorted(_REGISTRY)
 
 
 def make_policy(name: str) -> BasePolicy:
     """A fresh policy by registry name; unknown names list the known ones."""
-    _load_all()
+    load_plugins()
     if name not in _REGISTRY:
+        if name in _BROKEN:
+            raise ValueError(f"policy plugin {name!r} is installed but broken: {_BROKEN[name]}")
         raise ValueError(f"unknown policy {name!r}. Known policies: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name]()
+    policy = _REGISTRY[name]()
+    if not callable(getattr(policy, "decide", None)):
+        raise ValueError(f"policy {name!r}: its factory returned {policy!r}, which has no decide(view)")
+    return policy

@@ -33,10 +33,17 @@ class FifoPolicy(BasePolicy):
 
     uses_loaning = False
 
-    def __init__(self, backfill: bool = False, order: str = "fifo"):
+    #: queue orders: ``fifo`` (submit order) and ``sjf`` (shortest predicted running time)
+    ORDERS = ("fifo", "sjf")
+
+    def __init__(self, backfill: bool = False, order: str = "fifo", name: str | None = None):
+        if order not in self.ORDERS:
+            raise ValueError(f"unknown queue order {order!r}; known: {', '.join(self.ORDERS)}")
         self.backfill = backfill
         self.order = order
-        self.name = {"fifo": "fifo-backfill" if backfill else "fifo", "sjf": "sjf"}[order]
+        # fifo without backfill is the paper's Baseline; every other order names itself
+        default = ("fifo-backfill" if backfill else "fifo") if order == "fifo" else order
+        self.name = name or default
 
     def _queue(self, view: ClusterView) -> list[int]:
         q = view.queued()

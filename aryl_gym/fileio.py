@@ -20,7 +20,7 @@ import yaml
 
 
 def _config_error(msg: str) -> Exception:
-    from aryl_gym.config import ConfigError
+    from aryl_gym.errors import ConfigError
 
     return ConfigError(msg)
 

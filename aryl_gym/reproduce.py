@@ -734,61 +734,20 @@ Executor = Callable[[Sequence[Task], int], Iterator[TaskOutput]]
 
 def local_executor(tasks: Sequence[Task], workers: int) -> Iterator[TaskOutput]:
     """Run here (``workers <= 1``) or in ``spawn``-ed worker processes, yielding as they finish."""
-    if workers <= 1 or len(tasks) <= 1:
-        for t in tasks:
-            yield run_task(t)
-        return
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from aryl_gym.parallel import local_map
 
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=mp.get_context("spawn"))
-    finished = False
-    try:
-        futures = [pool.submit(run_task, t) for t in tasks]
-        for fut in as_completed(futures):
-            yield fut.result()
-        finished = True
-    finally:
-        # On an interruption do not wait for the episodes in flight (their results would be
-        # lost anyway); what finished is already cached.
-        pool.shutdown(wait=finished, cancel_futures=True)
+    return local_map(run_task, tasks, workers)
+
+
+def _failed(task: Task, exc: Exception) -> TaskOutput:
+    return TaskOutput(task, "failed", message=f"ray task failed: {exc}")
 
 
 def ray_executor(tasks: Sequence[Task], workers: int, address: str | None = None) -> Iterator[TaskOutput]:
     """Run ``tasks`` as Ray tasks (the leaderboard's Ray set-up: ``RAY_ADDRESS`` or a local Ray)."""
-    if not tasks:
-        return
-    try:
-        import ray
-    except ImportError:
-        raise ValueError(
-            "--backend ray needs Ray: pip install 'aryl-gym[ray]', or use --backend local"
-        ) from None
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    started = False
-    if not ray.is_initialized():
-        kw: dict[str, Any] = {"ignore_reinit_error": True, "include_dashboard": False,
-                              "log_to_driver": False, "configure_logging": False}
-        if address:
-            kw["address"] = address
-        else:
-            kw["num_cpus"] = max(1, int(workers))
-        ray.init(**kw)
-        started = True
-    try:
-        remote = ray.remote(num_cpus=1, max_retries=0)(run_task)
-        pending = {remote.remote(t): t for t in tasks}
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                t = pending.pop(ref)
-                try:
-                    yield ray.get(ref)
-                except Exception as exc:  # noqa: BLE001 - a worker died: report, go on
-                    yield TaskOutput(t, "failed", message=f"ray task failed: {exc}")
-    finally:
-        if started:
-            ray.shutdown()
+    from aryl_gym.parallel import ray_map
+
+    return ray_map(run_task, tasks, workers, _failed, address)
 
 
 #: rough relative cost of one episode by policy, to start the long ones first

@@ -213,7 +213,7 @@ def test_aryl_uses_loaned_servers_on_testbed() -> None:
 def test_cli_compare_reclaim_study_and_bench(capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from aryl_gym.bench import BENCHMARKS
+    from aryl_gym.benchmarks import BENCHMARKS
     from aryl_gym.cli import main
 
     assert (

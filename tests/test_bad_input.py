@@ -67,6 +67,15 @@ def files(tmp_path: Path) -> dict[str, str]:
         "csv_binary": str(_write(t / "results.csv", b"\x00\x01\x02binary")),
         "csv_header": str(_write(t / "other.csv", "a,b,c\n1,2,3\n")),
         "algo_dup": str(_write(t / "algo.yaml", "algo: ppo\nalgo: dqn\ndefault: {}\n")),
+        "algo_steps_str": str(_write(t / "algo_s.yaml", "algo: ppo\ndefault: {total_timesteps: lots}\n")),
+        "algo_eval_seed": str(_write(t / "algo_e.yaml", "algo: ppo\ntiny:\n  eval: {seeds: [1, x]}\n")),
+        "algo_vec": str(_write(t / "algo_v.yaml", "algo: ppo\ndefault: {vec_env: threads}\n")),
+        "gpu_mem_str": str(_write(t / "gm.yaml", "name: a\ngpu_types: {X: {memory_gb: lots}}\n")),
+        "gpu_unknown_key": str(_write(t / "gk.yaml", "name: a\ngpu_types: {X: {memroy_gb: 8}}\n")),
+        "mode_bad": str(_write(t / "md.yaml", "name: a\ninference: {mode: sine}\n")),
+        "two_errors": str(_write(t / "two.yaml", "name: a\nworkload: {num_jobs: abc, load: -1}\n")),
+        "suite_seed_str": str(_write(t / "sss.yaml", "name: s\nscenarios: [tiny]\nseeds: [0, x]\npolicies: [fifo]\n")),
+        "suite_optional": str(_write(t / "sopt.yaml", "name: s\nscenarios: [tiny]\nseeds: [0]\npolicies: [{name: fifo, optional: maybe}]\n")),
     }
     os.chmod(f["unreadable"], 0)
     return f
@@ -165,6 +174,18 @@ CLI_CASES: list[tuple[str, list[str], list[str]]] = [
     ("trace-options-not-mapping", ["simulate", "--scenario", "{trace_opts_int}"], ["workload.trace_options", "mapping"]),
     ("inference-csv-not-string", ["simulate", "--scenario", "{inf_csv_int}"], ["inference.csv", "string"]),
     ("max-job-gpus-negative", ["simulate", "--scenario", "{max_gpus_neg}"], ["workload.max_job_gpus", ">= 0"]),
+    ("gpu-memory-string", ["simulate", "--scenario", "{gpu_mem_str}"],
+     ["gm.yaml", "gpu_types.X.memory_gb", "number", "'lots'"]),
+    ("gpu-unknown-key", ["simulate", "--scenario", "{gpu_unknown_key}"],
+     ["unknown key 'memroy_gb' in gpu_types.X", "Allowed keys: default_speed, memory_gb, speed"]),
+    ("inference-mode-unknown", ["simulate", "--scenario", "{mode_bad}"],
+     ["inference.mode", "'diurnal', 'csv' or 'constant'", "'sine'"]),
+    ("two-errors-both-named", ["simulate", "--scenario", "{two_errors}"],
+     ["2 errors", "workload.num_jobs must be an integer, got 'abc'", "workload.load must be > 0, got -1"]),
+    ("algo-steps-string", ["train", "--config", "{algo_steps_str}", "--scenario", "tiny"],
+     ["algo_s.yaml", "default.total_timesteps must be an integer", "'lots'"]),
+    ("algo-vec-env", ["train", "--config", "{algo_vec}", "--scenario", "tiny"],
+     ["default.vec_env", "'dummy' or 'subproc'", "'threads'"]),
     # suites and the leaderboard
     ("suite-unknown", ["leaderboard", "--suite", "nosuch"], ["nosuch", "Known suites"]),
     ("suite-folder", ["leaderboard", "--suite", "{folder}"], ["folder.yaml", "is a folder"]),
@@ -173,6 +194,9 @@ CLI_CASES: list[tuple[str, list[str], list[str]]] = [
     ("suite-huge-seeds", ["leaderboard", "--suite", "{suite_bigseeds}"], ["sbig.yaml", "at most 100,000"]),
     ("suite-dup-seeds", ["leaderboard", "--suite", "{suite_dupseed}"], ["sds.yaml", "duplicates"]),
     ("suite-too-long", ["leaderboard", "--suite", "{long}"], ["too long"]),
+    ("suite-seed-string", ["leaderboard", "--suite", "{suite_seed_str}"], ["sss.yaml", "seeds[1] must be an integer", "'x'"]),
+    ("suite-optional-not-bool", ["leaderboard", "--suite", "{suite_optional}"],
+     ["policies[0].optional must be true or false", "'maybe'"]),
     ("out-is-file", ["leaderboard", "--suite", "{good_suite}", "--out", "{a_file}", "--no-progress"],
      ["--out", "a_file.txt", "existing file", "folder"]),
     ("out-locked", ["leaderboard", "--suite", "{good_suite}", "--out", "{locked}", "--no-progress"],
@@ -239,6 +263,30 @@ def _load_algo(files: dict[str, str]) -> Any:
     return load_train_config(files["algo_dup"])
 
 
+def _load_algo_file(files: dict[str, str], key: str) -> Any:
+    from aryl_gym.train.config import load_train_config
+
+    return load_train_config(files[key], "tiny")
+
+
+def _reclaim(over: dict[str, Any]) -> Any:
+    from aryl_gym.leaderboard.reclaim_suite import reclaim_suite_from_dict
+
+    return reclaim_suite_from_dict({"name": "r", "kind": "reclaim", **over}, "r.yaml")
+
+
+def _suite(over: dict[str, Any]) -> Any:
+    from aryl_gym.leaderboard.suites import suite_from_dict
+
+    return suite_from_dict({"name": "s", "scenarios": ["tiny"], "seeds": [0], "policies": ["fifo"], **over}, "s.yaml")
+
+
+def _replace_tiny(changes: dict[str, Any]) -> Any:
+    from aryl_gym.config import load_scenario
+
+    return load_scenario("tiny").replace(**changes)
+
+
 def _scenario_dict(d: dict[str, Any]) -> Callable[[dict[str, str]], Any]:
     def f(files: dict[str, str]) -> Any:
         from aryl_gym.config import scenario_from_dict
@@ -269,6 +317,22 @@ API_CASES: list[tuple[str, Callable[[dict[str, str]], Any], list[str]]] = [
     ("api-horizon-str", _scenario_dict({"sim": {"horizon_hours": "2 days"}}), ["sim.horizon_hours"]),
     ("api-horizon-bool", _scenario_dict({"sim": {"horizon_hours": True}}), ["sim.horizon_hours"]),
     ("api-generate-num-jobs-0", _generate_num_jobs_0, ["workload.num_jobs", ">= 1"]),
+    ("api-algo-eval-seed", lambda f: _load_algo_file(f, "algo_eval_seed"),
+     ["algo_e.yaml", "tiny.eval.seeds[1] must be an integer, got 'x'"]),
+    ("api-num-jobs-bool", _scenario_dict({"workload": {"num_jobs": True}}), ["workload.num_jobs must be an integer"]),
+    ("api-fast-forward-int", _scenario_dict({"sim": {"fast_forward": 1}}), ["sim.fast_forward must be true or false"]),
+    ("api-relaunch-value-str", _scenario_dict({"sim": {"relaunch_overhead_s": {"bert": "slow"}}}),
+     ["sim.relaunch_overhead_s.bert must be a number"]),
+    ("api-trace-int", _scenario_dict({"workload": {"trace": 7}}), ["workload.trace must be a string"]),
+    ("api-headroom-range", _scenario_dict({"inference": {"headroom": 1.5}}), ["inference.headroom must be in [0, 1]"]),
+    ("api-replace-bad", lambda f: _replace_tiny({"workload": {"num_jobs": "abc"}}),
+     ["<override>: workload.num_jobs must be an integer"]),
+    ("api-reclaim-servers", lambda f: _reclaim({"instances": [{"synthetic": 2, "servers": [5, 500]}]}),
+     ["r.yaml: instances[0].servers[1] must be <= 400, got 500"]),
+    ("api-reclaim-kind-key", lambda f: _reclaim({"instances": [{"snapshots": "a.npz", "seeds": [1]}]}),
+     ["unknown key 'seeds' in instances[0]. Allowed keys: optional, snapshots"]),
+    ("api-reclaim-empty", lambda f: _reclaim({"instances": []}), ["instances must not be empty"]),
+    ("api-suite-empty-name", lambda f: _suite({"scenarios": [""]}), ["scenarios[0].name must not be empty"]),
 ]
 
 
@@ -483,3 +547,32 @@ def test_simulate_without_overrides_is_the_scenario_episode() -> None:
     b = make_episode("testbed", 7)
     assert a.jobs == b.jobs
     np.testing.assert_array_equal(a.simulator().loan.util, b.simulator().loan.util)
+
+
+def test_yaml_integers_load_into_float_fields(tmp_path: Path) -> None:
+    """Strict mode with one allowance: an integer where a number is expected becomes a float."""
+    from aryl_gym.config import load_scenario
+
+    p = _write(tmp_path / "ints.yaml", "name: ints\nworkload: {load: 1, duration_hours: 2}\nsim: {interval: 30}\n")
+    cfg = load_scenario(str(p))
+    assert cfg.workload.load == 1.0 and isinstance(cfg.workload.load, float)
+    assert isinstance(cfg.sim.interval, float) and cfg.sim.interval == 30.0
+    assert isinstance(cfg.cluster.train_servers, int)
+
+
+def test_every_shipped_config_validates() -> None:
+    """Every scenario, suite and algorithm file in configs/ passes its schema."""
+    from aryl_gym.config import configs_dir, list_scenarios, load_scenario
+    from aryl_gym.leaderboard.suites import list_suites, load_suite
+    from aryl_gym.train.config import load_train_config
+
+    for name in list_scenarios():
+        load_scenario(name)
+    for name in list_suites():
+        text = (configs_dir() / "suites" / f"{name}.yaml").read_text()
+        if "kind: reclaim" in text:
+            continue
+        load_suite(name, allow_missing=True)
+    for algo in ("ppo", "maskable_ppo"):
+        for scen in ("tiny", "testbed"):
+            load_train_config(algo, scen)

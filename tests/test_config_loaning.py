@@ -117,9 +117,9 @@ def test_cli_bad_policy_is_a_clear_error():
     "text, match",
     [
         ("name: bad\nsim:\n  interval: .nan\n", "finite"),
-        ("name: bad\nworkload:\n  load: -1\n", ">= 0"),
-        ("name: bad\ncluster:\n  train_servers: -2\n", ">= 0"),
-        ("name: bad\nworkload:\n  num_jobs: -5\n", ">= 0"),
+        ("name: bad\nworkload:\n  load: -1\n", "workload.load must be > 0, got -1"),
+        ("name: bad\ncluster:\n  train_servers: -2\n", "cluster.train_servers must be >= 1, got -2"),
+        ("name: bad\nworkload:\n  num_jobs: -5\n", "workload.num_jobs must be >= 1, got -5"),
         ("name: bad\nsim:\n  interval: 0\n", "interval must be > 0"),
         ("[1, 2]\n", "mapping"),
         ("name: bad\nsim: [1]\n", "must be a mapping"),

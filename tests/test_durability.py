@@ -243,11 +243,16 @@ def test_workers_die_with_their_parent(tmp_path: Path) -> None:
 
 
 def test_local_executor_installs_the_parent_watch() -> None:
+    """Both worker pools (leaderboard and reproduce) are ``parallel.local_map``, which installs
+    the parent watch."""
     import inspect
 
+    from aryl_gym import parallel, reproduce
     from aryl_gym.leaderboard import runner
 
-    assert "initializer=die_with_parent" in inspect.getsource(runner.local_executor)
+    assert "initializer=die_with_parent" in inspect.getsource(parallel.local_map)
+    for executor in (runner.local_executor, reproduce.local_executor):
+        assert "local_map(" in inspect.getsource(executor)
 
 
 def test_progress_lines_when_stderr_is_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -380,7 +380,7 @@ def test_exploration_cap_doubles_replicas_per_reallocation():
 def test_bench_rows_share_keys_and_sample_extrapolates():
     import math
 
-    from aryl_gym.bench_pollux import bench_pollux, bench_pollux_kernel, bench_pollux_sample
+    from aryl_gym.benchmarks.pollux import bench_pollux, bench_pollux_kernel, bench_pollux_sample
     from aryl_gym.scenario import make_episode
 
     full = bench_pollux(runs=(("tiny", "pollux"),), sample=False)

@@ -189,7 +189,7 @@ def test_sweep_key_validation():
     "flag, message",
     [
         ("workload.nope=1", "section 'workload' has no field 'nope'"),
-        ("workload.load=-1", "workload.load must be >= 0"),
+        ("workload.load=-1", "workload.load must be > 0, got -1"),
         ("cluster.train_servers=1.5", "must be an integer"),
         ("nodots=1", "not a dotted key"),
     ],

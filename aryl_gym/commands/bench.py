@@ -1,4 +1,4 @@
-"""``aryl-gym bench``: the SPEC 8 performance table (see :mod:`aryl_gym.bench`)."""
+"""``aryl-gym bench``: the SPEC 8 performance table (see :mod:`aryl_gym.benchmarks`)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from aryl_gym.bench import BENCHMARKS
+    from aryl_gym.benchmarks import BENCHMARKS
     from aryl_gym.commands._common import table
 
     names = [b.name for b in BENCHMARKS]

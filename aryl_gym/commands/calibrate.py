@@ -77,7 +77,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _arrival_rows(ep) -> list[dict]:
-    from aryl_gym.workload.fit import PHILLY_ARRIVAL_STATS, generated_arrival_stats
+    from aryl_gym.workload.fit import PHILLY_ARRIVAL_STATS
+    from aryl_gym.workload.generator import generated_arrival_stats
 
     gen = generated_arrival_stats(ep.config.workload)
     out = []

@@ -54,7 +54,7 @@ def record(scenario: str, policy: str, episodes: int, seed: int, action_mode: st
     for e in range(episodes):
         obs, _ = env.reset(options={"episode_seed": seed + e})
         while True:
-            mask = env.unwrapped.action_masks()
+            mask = env.unwrapped.action_masks()  # type: ignore[attr-defined]
             action, _ = agent.predict(obs)
             for k, v in obs.items():
                 obs_log.setdefault(k, []).append(v)
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     from aryl_gym.fileio import atomic_write_bytes
 
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
+    np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
     atomic_write_bytes(out, buf.getvalue())
     n = len(arrays["actions"])
     if args.json:

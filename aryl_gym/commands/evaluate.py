@@ -114,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
         for name in order
         for r in rows_for(name, by_policy[name])
     ]
-    _, rat = summarize(rows, order)
-    rat = {p: {m: (v if math.isfinite(v) else None) for m, v in r.items()} for p, r in rat.items()}
+    _, raw = summarize(rows, order)
+    rat = {p: {m: (v if math.isfinite(v) else None) for m, v in r.items()} for p, r in raw.items()}
     if args.table:
         from aryl_gym.commands._common import table
 

@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from aryl_gym.workload import fit
-    from aryl_gym.workload.paths import default_data_root
+    from aryl_gym.workload.paths import POLLUX_PROFILES, default_data_root
 
     root = Path(args.data_root) if args.data_root else default_data_root()
     if root is None:
@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
             "no data root: pass --data-root DIR (the folder that holds traces/) or set ARYL_GYM_DATA"
         )
     philly = root / fit.PHILLY_CSV
-    profiles = root / fit.POLLUX_PROFILES
+    profiles = root / POLLUX_PROFILES
     for p in (philly, profiles):
         if not p.exists():
             raise ConfigError(f"{p}: not found; check --data-root (the folder that holds traces/)")

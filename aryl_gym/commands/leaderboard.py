@@ -174,10 +174,10 @@ def run(args: argparse.Namespace) -> int:
         if dup:
             raise ValueError(f"--agent {dup[0]}=...: the name is given twice; names must be unique")
         suite = suite.with_agents(dict(args.agent))
-    out = Path(args.out) if args.out else Path("results") / suite.name
+    out_dir = Path(args.out) if args.out else Path("results") / suite.name
     res = run_leaderboard(
         suite,
-        out,
+        out_dir,
         workers=args.workers or default_workers(),
         backend=args.backend,
         ray_address=args.ray_address,

@@ -119,7 +119,7 @@ def scenario_with_overrides(args: argparse.Namespace):  # type: ignore[no-untype
 
 def add_trace_args(p: argparse.ArgumentParser) -> None:
     try:
-        from aryl_gym.workload.traces import add_trace_arguments
+        from aryl_gym.commands._trace_args import add_trace_arguments
     except ModuleNotFoundError:
         return
     add_trace_arguments(p)
@@ -131,7 +131,7 @@ def load_episode(args: argparse.Namespace, seed: int):
 
     cfg = scenario_with_overrides(args)
     if getattr(args, "trace", None):
-        from aryl_gym.workload.traces import episode_from_args
+        from aryl_gym.commands._trace_args import episode_from_args
 
         return episode_from_args(args, seed)
     return make_episode(cfg, seed, data_root=args.data_root)

@@ -13,7 +13,7 @@ HELP = ("summarise a trace: rows, span, GPU-size histogram, duration quantiles, 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from aryl_gym.workload.traces import add_trace_arguments
+    from aryl_gym.commands._trace_args import add_trace_arguments
 
     p.add_argument("path", help="trace file (relative to --data-root or absolute)")
     p.add_argument("--scenario", default=None,
@@ -25,18 +25,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from aryl_gym.commands._trace_args import scenario_from_args, trace_options_from_args
     from aryl_gym.scenario import _seed_streams
-    from aryl_gym.workload.traces import (
-        _guess_format,
-        load_trace,
-        scenario_from_args,
-        trace_options_from_args,
-        trace_stats,
-    )
+    from aryl_gym.workload.formats import format_names, guess_format
+    from aryl_gym.workload.traces import load_trace, trace_stats
 
-    fmt = args.trace_format or _guess_format(args.path)
+    fmt = args.trace_format or guess_format(args.path)
     if fmt is None:
-        raise ValueError(f"{args.path}: pass --trace-format (philly|pollux|gavel|csv)")
+        raise ValueError(f"{args.path}: pass --trace-format ({'|'.join(format_names())})")
     cfg = scenario_from_args(args) if args.scenario else None
     # An info command reports every bad row by reason (counts and first examples) instead of
     # stopping at the first: rows are always loaded with skip_bad_rows.

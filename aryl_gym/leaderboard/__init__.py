@@ -28,12 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aryl_gym.leaderboard.runner import RunSummary, run_suite, series_for
+from aryl_gym.leaderboard.runner import RunOptions, RunSummary, run_suite, series_for
 from aryl_gym.leaderboard.suites import Entrant, Suite, list_suites, load_suite, suite_from_dict
 
 __all__ = [
     "Entrant",
     "LeaderboardOutputs",
+    "RunOptions",
     "RunSummary",
     "Suite",
     "list_suites",
@@ -63,61 +64,36 @@ class LeaderboardOutputs:
 def run_leaderboard(
     suite: Suite,
     out_dir: str | os.PathLike[str],
+    options: RunOptions | None = None,
     *,
-    workers: int = 1,
-    backend: str = "local",
-    ray_address: str | None = None,
-    resume: bool = False,
-    overwrite: bool = False,
-    data_root: str | None = None,
-    progress: bool = True,
     plots: bool = True,
     tensorboard: bool = True,
     log: Callable[[str], None] | None = None,
+    **changes: Any,
 ) -> LeaderboardOutputs:
-    """Run ``suite`` (see :func:`run_suite`), then write the tables, plots and TensorBoard logs."""
+    """Run ``suite`` (:func:`run_suite`; ``options`` / keyword ``changes`` are its
+    :class:`RunOptions`), then write the tables, plots and TensorBoard logs."""
     from aryl_gym.fileio import DirLock
-    from aryl_gym.leaderboard.runner import prepare_out_dir
+    from aryl_gym.leaderboard.runner import prepare_out_dir, run_options
 
+    opts = run_options(options, **changes)
     say = log or (lambda m: print(m, file=sys.stderr))
     # the folder stays locked while the tables, plots and logs are written too
     with DirLock(prepare_out_dir(out_dir)):
-        return _run_leaderboard_locked(
-            suite, out_dir, workers=workers, backend=backend, ray_address=ray_address,
-            resume=resume, overwrite=overwrite, data_root=data_root, progress=progress,
-            plots=plots, tensorboard=tensorboard, say=say,
-        )
+        return _run_leaderboard_locked(suite, out_dir, opts, plots, tensorboard, say)
 
 
 def _run_leaderboard_locked(
     suite: Suite,
     out_dir: str | os.PathLike[str],
-    *,
-    workers: int,
-    backend: str,
-    ray_address: str | None,
-    resume: bool,
-    overwrite: bool,
-    data_root: str | None,
-    progress: bool,
+    opts: RunOptions,
     plots: bool,
     tensorboard: bool,
     say: Callable[[str], None],
 ) -> LeaderboardOutputs:
     from aryl_gym.leaderboard.report import render_console, write_report
 
-    summary = run_suite(
-        suite,
-        out_dir,
-        workers=workers,
-        backend=backend,
-        ray_address=ray_address,
-        resume=resume,
-        overwrite=overwrite,
-        data_root=data_root,
-        progress=progress,
-        log=say,
-    )
+    summary = run_suite(suite, out_dir, opts, log=say)
     out = Path(out_dir)
     md, js, data = write_report(out, suite, summary.rows, summary)
     res = LeaderboardOutputs(out, summary.csv_path, md, js, summary, render_console(data), data)

@@ -40,15 +40,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from annotated_types import Ge, Le, MinLen
+from pydantic import AfterValidator
 
 from aryl_gym.config import ConfigError, load_yaml
+from aryl_gym.leaderboard.suites import Seeds
 
 KIND = "reclaim"
 RULES = ("optimum", "aryl", "default", "random")
-_TOP_KEYS = {"name", "kind", "description", "instances", "nontrivial_only", "seed", "policies", "agents"}
 CSV_COLUMNS = [
     "suite",
     "instance",
@@ -102,108 +104,108 @@ def is_reclaim_suite(name_or_path: str | os.PathLike[str]) -> bool:
     return isinstance(data, Mapping) and data.get("kind") == KIND
 
 
-def _instance_entry(item: Any, source: str, i: int) -> dict[str, Any]:
-    from aryl_gym.leaderboard.suites import parse_seeds
+def _min_le_max(v: tuple[int, int]) -> tuple[int, int]:
+    if v[0] > v[1]:
+        raise ValueError("must be [min, max] with min <= max")
+    return v
 
-    where = f"{source}: instances[{i}]"
-    if not isinstance(item, Mapping):
-        raise ConfigError(f"{where} must be a mapping with scenario, synthetic or snapshots")
-    kinds = [k for k in ("scenario", "synthetic", "snapshots") if k in item]
+
+@dataclass(frozen=True)
+class ScenarioInstances:
+    """Reclaim events of episodes of a scenario under Aryl (recorded, cached)."""
+
+    scenario: Annotated[str, MinLen(1)]
+    seeds: Seeds = (0,)
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class SyntheticInstances:
+    """``synthetic`` random instances with ``servers: [min, max]`` loaned servers."""
+
+    synthetic: Annotated[int, Ge(1)]
+    servers: Annotated[
+        tuple[Annotated[int, Ge(2), Le(400)], Annotated[int, Ge(2), Le(400)]], AfterValidator(_min_le_max)
+    ] = (4, 200)
+    seed: Annotated[int, Ge(0)] = 0
+    elastic: Annotated[float, Ge(0), Le(1)] = 0.5
+
+
+@dataclass(frozen=True)
+class SnapshotInstances:
+    """Saved snapshots (``aryl-gym reclaim-study --save-snapshots``)."""
+
+    snapshots: Annotated[str, MinLen(1)]
+    optional: bool = False
+
+
+_INSTANCE_KINDS: dict[str, type] = {
+    "scenario": ScenarioInstances,
+    "synthetic": SyntheticInstances,
+    "snapshots": SnapshotInstances,
+}
+
+
+@dataclass(frozen=True)
+class ReclaimSuiteFile:
+    """The schema of a reclaim suite YAML (see the module docstring); each ``instances`` entry
+    is checked against the schema of its kind."""
+
+    name: str
+    kind: str
+    instances: Annotated[list[Mapping[str, Any]], MinLen(1)]
+    description: str | None = ""
+    nontrivial_only: bool = True
+    seed: Annotated[int, Ge(0)] = 0
+    policies: tuple[str, ...] = RULES
+    agents: Mapping[str, Annotated[str, MinLen(1)]] | None = None
+
+
+def _instance_entry(item: Mapping[str, Any], source: str, i: int) -> dict[str, Any]:
+    """One ``instances`` entry checked against the schema of its kind; returned as given, with
+    ``seeds`` parsed."""
+    from aryl_gym.schema import validate
+
+    kinds = [k for k in _INSTANCE_KINDS if k in item]
     if len(kinds) != 1:
-        raise ConfigError(f"{where}: give exactly one of scenario, synthetic, snapshots")
-    k = kinds[0]
-    allowed = {
-        "scenario": {"scenario", "seeds", "optional"},
-        "synthetic": {"synthetic", "servers", "seed", "elastic"},
-        "snapshots": {"snapshots", "optional"},
-    }[k]
-    bad = sorted(set(item) - allowed)
-    if bad:
-        raise ConfigError(f"{where}: unknown key '{bad[0]}'. Allowed keys: {', '.join(sorted(allowed))}")
+        raise ConfigError(f"{source}: instances[{i}]: give exactly one of scenario, synthetic, snapshots")
+    checked: Any = validate(_INSTANCE_KINDS[kinds[0]], item, source, prefix=("instances", i))
     out = dict(item)
-    opt = out.get("optional", False)
-    if not isinstance(opt, bool):
-        raise ConfigError(f"{where}: optional must be true or false")
-    if k == "scenario":
-        if not isinstance(out["scenario"], str) or not out["scenario"]:
-            raise ConfigError(f"{where}: scenario must be a scenario name or path")
-        out["seeds"] = parse_seeds(out.get("seeds", [0]), f"{where}.seeds")
-    elif k == "synthetic":
-        cnt = out["synthetic"]
-        if isinstance(cnt, bool) or not isinstance(cnt, int) or cnt < 1:
-            raise ConfigError(f"{where}: synthetic must be a count >= 1, got {cnt!r}")
-        srv = out.get("servers", [4, 200])
-        if (
-            not isinstance(srv, list)
-            or len(srv) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in srv)
-            or not 2 <= srv[0] <= srv[1] <= 400
-        ):
-            raise ConfigError(f"{where}: servers must be [min, max] with 2 <= min <= max <= 400, got {srv!r}")
-        el = out.get("elastic", 0.5)
-        if isinstance(el, bool) or not isinstance(el, (int, float)) or not 0 <= el <= 1:
-            raise ConfigError(f"{where}: elastic must be a fraction in [0, 1], got {el!r}")
-        sd = out.get("seed", 0)
-        if isinstance(sd, bool) or not isinstance(sd, int) or sd < 0:
-            raise ConfigError(f"{where}: seed must be an integer >= 0, got {sd!r}")
-    else:
-        if not isinstance(out["snapshots"], str) or not out["snapshots"]:
-            raise ConfigError(f"{where}: snapshots must be a path to a .npz file")
+    if isinstance(checked, ScenarioInstances):
+        out["seeds"] = checked.seeds
     return out
 
 
 def reclaim_suite_from_dict(data: Any, source: str = "<dict>") -> ReclaimSuite:
+    """Build and validate a :class:`ReclaimSuite`: the schema :class:`ReclaimSuiteFile`
+    (pydantic, strict, unknown keys forbidden), then the reclaim rules and names."""
     from aryl_gym.leaderboard.suites import _check_name
+    from aryl_gym.schema import validate
 
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{source}: a suite must be a mapping at the top level")
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown key '{unknown[0]}' in the reclaim suite. Allowed keys: "
-            f"{', '.join(sorted(_TOP_KEYS))}"
-        )
-    if data.get("kind") != KIND:
+    if isinstance(data, Mapping) and data.get("kind", KIND) != KIND:
         raise ConfigError(f"{source}: a reclaim suite needs 'kind: reclaim'")
-    for key in ("name", "instances"):
-        if key not in data:
-            raise ConfigError(f"{source}: missing key '{key}'")
-    name = _check_name(data["name"], "name", source)
-    inst = data["instances"]
-    if not isinstance(inst, list) or not inst:
-        raise ConfigError(f"{source}: instances must be a non-empty list")
-    entries = tuple(_instance_entry(it, source, i) for i, it in enumerate(inst))
-    pols = data.get("policies", list(RULES))
-    if not isinstance(pols, list) or not all(isinstance(p, str) for p in pols):
-        raise ConfigError(f"{source}: policies must be a list of reclaim rules ({', '.join(RULES)})")
+    f = validate(ReclaimSuiteFile, data, source)
+    name = _check_name(f.name, "name", source)
+    entries = tuple(_instance_entry(it, source, i) for i, it in enumerate(f.instances))
+    pols = list(f.policies)
     bad = [p for p in pols if p not in RULES]
     if bad:
         raise ConfigError(f"{source}: unknown reclaim rule {bad[0]!r}. Known: {', '.join(RULES)}")
     if len(set(pols)) != len(pols):
         raise ConfigError(f"{source}: policies has duplicates")
-    agents = data.get("agents") or {}
-    if not isinstance(agents, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) and v for k, v in agents.items()
-    ):
-        raise ConfigError(f"{source}: agents must be a mapping NAME: SOURCE (path or module:factory)")
+    agents = dict(f.agents or {})
     for a in agents:
         _check_name(a, "agents", source)
         if a in pols:
             raise ConfigError(f"{source}: agent name {a!r} clashes with a reclaim rule")
-    nto = data.get("nontrivial_only", True)
-    if not isinstance(nto, bool):
-        raise ConfigError(f"{source}: nontrivial_only must be true or false")
-    seed = data.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"{source}: seed must be an integer >= 0")
     return ReclaimSuite(
         name=name,
-        description=" ".join(str(data.get("description", "") or "").split()),
+        description=" ".join(str(f.description or "").split()),
         instances=entries,
         policies=tuple(pols),
-        agents=dict(agents),
-        nontrivial_only=nto,
-        seed=seed,
+        agents=agents,
+        nontrivial_only=f.nontrivial_only,
+        seed=f.seed,
         source=source,
     )
 
@@ -302,26 +304,16 @@ class _AgentPlayer:
 
     def __init__(self, source: str, snaps: Sequence[Any]):
         from aryl_gym.envs.reclaim import ArylReclaimEnv
-        from aryl_gym.leaderboard.runner import _signature_params, load_agent
+        from aryl_gym.leaderboard.episodes import load_agent
 
         self.env = ArylReclaimEnv(snapshots=list(snaps))
         self.agent = load_agent(source, self.env)
-        self.masks = "action_masks" in _signature_params(self.agent.predict)
 
     def __call__(self, i: int, sn: Any) -> list[int]:
+        from aryl_gym.rollout import play
+
         env = self.env
-        obs, _ = env.reset(options={"index": i})
-        state = None
-        start = np.ones((1,), dtype=bool)
-        for _ in range(10 * env.n_inf + 10):
-            kw: dict[str, Any] = {"state": state, "episode_start": start, "deterministic": True}
-            if self.masks:
-                kw["action_masks"] = env.action_masks()
-            action, state = self.agent.predict(obs, **kw)
-            start = np.zeros((1,), dtype=bool)
-            obs, _r, term, trunc, _info = env.step(action)
-            if term or trunc:
-                break
+        play(self.agent, env, options={"index": i}, max_steps=10 * env.n_inf + 10)
         return list(env.picks)
 
 

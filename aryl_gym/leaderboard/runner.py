@@ -22,894 +22,58 @@ unchanged in this process, in ``spawn``-ed worker processes and in Ray tasks.
 
 from __future__ import annotations
 
-import csv
-import dataclasses
-import gzip
-import hashlib
-import importlib
-import importlib.util
-import inspect
-import json
-import math
 import os
-import re
-import subprocess
 import sys
 import time
-import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from aryl_gym.config import ConfigError, ScenarioConfig, load_scenario
+from aryl_gym.config import ConfigError
 from aryl_gym.fileio import DirLock
-from aryl_gym.leaderboard.suites import Entrant, Suite
-from aryl_gym.metrics import EpisodeResult
-from aryl_gym.train.evaluation import env_action_masks
-
-# ----------------------------------------------------------------------------------------------
-# Row schema
-# ----------------------------------------------------------------------------------------------
-
-_TYPE_OF = {"int": int, "float": float, "bool": bool}
-
-
-def _metric_types() -> dict[str, type]:
-    """Scalar fields of :class:`EpisodeResult` (its annotations are strings) -> Python type."""
-    out: dict[str, type] = {}
-    for f in dataclasses.fields(EpisodeResult):
-        if f.name in ("scenario", "policy", "seed") or f.name in EpisodeResult.SERIES:
-            continue
-        ann = str(f.type).split("|")[0].strip()
-        if ann in _TYPE_OF:
-            out[f.name] = _TYPE_OF[ann]
-    return out
-
-
-#: every scalar metric of SPEC 5, in :class:`EpisodeResult` order, with its type
-METRIC_TYPES: dict[str, type] = _metric_types()
-#: what identifies an episode and how to replay it
-ID_COLUMNS = [
-    "suite",
-    "scenario",
-    "scenario_name",
-    "env_id",
-    "env_version",
-    "seed",
-    "policy",
-    "kind",
-    "source",
-    "env_kwargs",
-]
-#: provenance, after the metrics
-META_COLUMNS = ["wall_time_s", "commit", "config_hash", "aryl_gym_version", "finished_at", "note"]
-COLUMNS = ID_COLUMNS + list(METRIC_TYPES) + META_COLUMNS
-#: metrics that depend on the machine (wall clock), not on the episode: never compared
-WALL_METRICS = ("wall_s", "decision_ms_mean", "decision_ms_max")
-#: columns that legitimately differ between two runs of the same episode
-VOLATILE_COLUMNS = (*WALL_METRICS, "wall_time_s", "finished_at")
-#: the simulator timeline columns (``Simulator.acc.timeline``)
-TIMELINE_COLUMNS = (
-    "t",
-    "train_busy_gpus",
-    "loan_busy_gpus",
-    "loaned_servers",
-    "queue_len",
-    "running",
-    "inference_util",
+from aryl_gym.leaderboard.episodes import (  # noqa: F401  (re-exported)
+    AgentUnavailable,
+    EpisodeOutput,
+    EpisodeTask,
+    build_tasks,
+    check_entrant,
+    check_scenario,
+    load_agent,
+    make_row,
+    run_episode,
+    source_kind,
 )
-CSV_NAME = "results.csv"
-SERIES_DIR = "episodes"
-
-Key = tuple[str, str, int, str]  # (suite, scenario, seed, policy)
-
-
-def row_key(row: Mapping[str, Any]) -> Key:
-    return (str(row["suite"]), str(row["scenario"]), int(row["seed"]), str(row["policy"]))
-
-
-def parse_row(raw: Mapping[str, str]) -> dict[str, Any]:
-    """A CSV row (all strings) -> typed values; raises ValueError on a malformed row."""
-    missing = [c for c in COLUMNS if c not in raw or raw[c] is None]
-    if missing:
-        raise ValueError(f"missing column(s) {', '.join(missing)}")
-    out: dict[str, Any] = {}
-    for c in COLUMNS:
-        v = raw[c]
-        if c == "seed":
-            out[c] = int(v)
-        elif c in METRIC_TYPES:
-            t = METRIC_TYPES[c]
-            if v == "":
-                out[c] = None
-            elif t is bool:
-                if v not in ("True", "False"):
-                    raise ValueError(f"{c}: expected True or False, got {v!r}")
-                out[c] = v == "True"
-            elif t is int:
-                out[c] = int(v)
-            else:
-                out[c] = float(v)
-        elif c == "wall_time_s":
-            out[c] = float(v)
-        else:
-            out[c] = v
-    return out
-
-
-def row_digest(values: Sequence[str]) -> str:
-    """SHA-256 (16 hex digits) of a row's CSV fields as written (strings, in COLUMNS order)."""
-    return hashlib.sha256(json.dumps(list(values)).encode()).hexdigest()[:16]
-
-
-def digest_path(csv_path: Path) -> Path:
-    """The side file holding one digest per row written (``results.csv.digests``)."""
-    return csv_path.with_name(csv_path.name + ".digests")
-
-
-@dataclass
-class RowScan:
-    """A results CSV read row by row, with what is wrong with which line.
-
-    * ``damaged``: lines that do not parse (a wrong number of fields, a bad value); ``cut`` is
-      the subset made of a last line without its newline (an interrupted write);
-    * ``duplicated``: lines whose episode already has an identical earlier row;
-    * ``conflicting``: lines whose episode already has an earlier row with other numbers;
-    * ``edited``: lines whose digest is not in ``results.csv.digests`` (changed after writing);
-      ``None`` when there is no digest file (results of an older version: not checked).
-    """
-
-    path: Path
-    rows: list[dict[str, Any]]  # good rows, first of each episode, typed
-    lines: list[int]  # line number of each good row
-    damaged: list[tuple[int, str]] = field(default_factory=list)  # (line, why)
-    cut: list[int] = field(default_factory=list)
-    duplicated: list[int] = field(default_factory=list)
-    conflicting: list[int] = field(default_factory=list)
-    edited: list[int] | None = None
-    edited_keys: set[Key] = field(default_factory=set)
-
-    @property
-    def problems(self) -> int:
-        return len(self.damaged) + len(self.duplicated) + len(self.conflicting) + len(self.edited or [])
-
-    def describe(self) -> list[str]:
-        """One line per kind of problem (empty when the file is clean)."""
-        out = []
-        cut = set(self.cut)
-        real = [(ln, why) for ln, why in self.damaged if ln not in cut]
-        if self.cut:
-            out.append(f"{len(self.cut)} incomplete last row (line {self.cut[0]}, cut by an interruption)")
-        if real:
-            ex = "; ".join(f"line {ln}: {why}" for ln, why in real[:3])
-            out.append(f"{len(real)} damaged row(s) that do not parse ({ex})")
-        if self.duplicated:
-            out.append(f"{len(self.duplicated)} duplicated row(s) (lines {_lines(self.duplicated)}; the first copy is kept)")
-        if self.conflicting:
-            out.append(
-                f"{len(self.conflicting)} conflicting row(s): an episode appears again with other "
-                f"numbers (lines {_lines(self.conflicting)})"
-            )
-        if self.edited:
-            out.append(
-                f"{len(self.edited)} edited row(s): changed after they were written, their digest is "
-                f"not in {digest_path(self.path).name} (lines {_lines(self.edited)})"
-            )
-        return out
-
-
-def _lines(xs: Sequence[int]) -> str:
-    head = ", ".join(str(x) for x in xs[:8])
-    return head + (f" and {len(xs) - 8} more" if len(xs) > 8 else "")
-
-
-def _read_digests(csv_path: Path) -> set[str] | None:
-    p = digest_path(csv_path)
-    if not p.exists():
-        return None
-    try:
-        return {ln.strip() for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()}
-    except (OSError, UnicodeDecodeError):
-        return set()
-
-
-def scan_rows(path: str | os.PathLike[str]) -> RowScan:
-    """Read a results CSV and classify its lines (see :class:`RowScan`).
-
-    A header that is not this version's schema is a :class:`ConfigError`; a folder, an
-    unreadable or binary file too.
-    """
-    from aryl_gym.fileio import check_readable_file
-
-    p = check_readable_file(path, "results CSV")
-    try:
-        raw_bytes = p.read_bytes()
-        text = raw_bytes.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{p}: is not a UTF-8 text CSV (a binary file?); give a results.csv") from None
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    if "\x00" in text[:8192]:
-        raise ConfigError(f"{p}: is a binary file, not a results CSV; give a results.csv")
-    digests = _read_digests(p)
-    ends_cleanly = text.endswith("\n")
-    import io
-
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader)
-    except StopIteration:
-        header = []
-    except csv.Error as exc:
-        raise ConfigError(f"{p}: not a CSV file ({exc}); give a results.csv") from None
-    if header != COLUMNS:
-        extra = sorted(set(header) - set(COLUMNS))
-        miss = sorted(set(COLUMNS) - set(header))
-        raise ConfigError(
-            f"{p}: its columns are not this aryl-gym version's results schema "
-            f"(missing: {', '.join(miss) or '-'}; unexpected: {', '.join(extra) or '-'}); "
-            "write to a fresh --out folder"
-        )
-    scan = RowScan(p, [], [], edited=[] if digests is not None else None)
-    first: dict[Key, tuple[int, list[str]]] = {}
-    n_lines = text.count("\n") + (0 if ends_cleanly else 1)
-    while True:
-        try:
-            fields = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            scan.damaged.append((reader.line_num, f"not CSV: {exc}"))
-            continue
-        ln = reader.line_num
-        if not fields:
-            continue
-        last = ln >= n_lines
-        if len(fields) != len(COLUMNS):
-            scan.damaged.append((ln, f"{len(fields)} fields, expected {len(COLUMNS)}"))
-            if last and not ends_cleanly:
-                scan.cut.append(ln)
-            continue
-        try:
-            row = parse_row(dict(zip(COLUMNS, fields)))
-        except ValueError as exc:
-            scan.damaged.append((ln, str(exc)))
-            if last and not ends_cleanly:
-                scan.cut.append(ln)
-            continue
-        k = row_key(row)
-        edited = digests is not None and row_digest(fields) not in digests
-        if k in first:
-            if fields == first[k][1]:
-                scan.duplicated.append(ln)
-            else:
-                scan.conflicting.append(ln)
-            continue
-        if edited:
-            assert scan.edited is not None
-            scan.edited.append(ln)
-            scan.edited_keys.add(k)
-        first[k] = (ln, fields)
-        scan.rows.append(row)
-        scan.lines.append(ln)
-    return scan
-
-
-def read_rows(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], int]:
-    """Rows of a results CSV, typed (the first of each episode); returns ``(rows, n_bad)``.
-
-    ``n_bad`` counts the lines left out (damaged or duplicated); :func:`scan_rows` says which
-    and why. A header that is not this version's schema is a :class:`ConfigError`.
-    """
-    scan = scan_rows(path)
-    return scan.rows, len(scan.damaged) + len(scan.duplicated) + len(scan.conflicting)
-
-
-def _fmt(v: Any) -> Any:
-    if isinstance(v, float):
-        return "" if not math.isfinite(v) else repr(v)
-    if v is None:
-        return ""
-    return v
-
-
-class CsvAppender:
-    """Append rows to the results CSV, one ``write`` per row, fsync-ed (so a kill loses none).
-
-    Each row's digest goes to ``results.csv.digests`` first, so :func:`scan_rows` can tell a row
-    changed by hand from one written here.
-    """
-
-    def __init__(self, path: Path):
-        self.path = path
-        new = not path.exists() or path.stat().st_size == 0
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._dfd = os.open(digest_path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        if new:
-            self._write(self._fd, _csv_line(COLUMNS))
-        elif not _ends_with_newline(path):
-            self._write(self._fd, "\n")  # a cut last line stays a line of its own
-
-    @staticmethod
-    def _write(fd: int, text: str) -> None:
-        data = text.encode("utf-8")
-        while data:
-            n = os.write(fd, data)
-            data = data[n:]
-        os.fsync(fd)
-
-    def append(self, row: Mapping[str, Any]) -> None:
-        fields = [str(_fmt(row[c])) for c in COLUMNS]
-        self._write(self._dfd, row_digest(fields) + "\n")
-        self._write(self._fd, _csv_line(fields))
-
-    def close(self) -> None:
-        for fd in (self._fd, self._dfd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-def _csv_line(fields: Sequence[Any]) -> str:
-    import io
-
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\r\n").writerow(fields)
-    return buf.getvalue()
-
-
-def _ends_with_newline(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        fh.seek(0, os.SEEK_END)
-        if fh.tell() == 0:
-            return True
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1) == b"\n"
-
-
-def rewrite_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Atomically replace ``path`` with exactly ``rows`` (and its digest file to match)."""
-    from aryl_gym.fileio import atomic_write_text
-
-    lines = [_csv_line(COLUMNS)]
-    digests = []
-    for r in rows:
-        fields = [str(_fmt(r[c])) for c in COLUMNS]
-        lines.append(_csv_line(fields))
-        digests.append(row_digest(fields) + "\n")
-    atomic_write_text(digest_path(path), "".join(digests))
-    atomic_write_text(path, "".join(lines))
-
-
-# ----------------------------------------------------------------------------------------------
-# Provenance
-# ----------------------------------------------------------------------------------------------
-
-_COMMIT: str | None = None
-
-
-def git_commit() -> str:
-    """``git rev-parse HEAD`` of the checkout holding this package, or ``'unknown'``."""
-    global _COMMIT
-    if _COMMIT is None:
-        root = Path(__file__).resolve().parents[2]
-        commit = "unknown"
-        if (root / ".git").exists():
-            try:
-                out = subprocess.run(
-                    ["git", "-C", str(root), "rev-parse", "HEAD"],
-                    capture_output=True,
-                    text=True,
-                    timeout=10,
-                    check=False,
-                )
-                if out.returncode == 0 and out.stdout.strip():
-                    commit = out.stdout.strip()
-            except (OSError, subprocess.SubprocessError):
-                pass
-        _COMMIT = commit
-    return _COMMIT
-
-
-def scenario_fingerprint(cfg: ScenarioConfig) -> dict[str, Any]:
-    """Everything of a resolved scenario that changes an episode (not its description)."""
-    d = cfg.to_dict()
-    d.pop("description", None)
-    d["gpu_types"] = {
-        k: {"memory_gb": g.memory_gb, "default_speed": g.default_speed, "speed": dict(g.speed)}
-        for k, g in sorted(cfg.gpu_types.items())
-    }
-    return d
-
-
-def config_hash(cfg: ScenarioConfig, entrant: Entrant, env_id: str, env_kwargs: Mapping[str, Any]) -> str:
-    """16 hex digits of SHA-256 over the resolved scenario (and, for agents, the env set-up)."""
-    payload: dict[str, Any] = {"scenario": scenario_fingerprint(cfg)}
-    if entrant.kind == "agent":
-        payload.update(env_id=env_id, env_kwargs=dict(env_kwargs), source=entrant.source)
-    text = json.dumps(payload, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def env_version(env_id: str) -> str:
-    m = re.search(r"-(v\d+)$", env_id)
-    return m.group(1) if m else ""
-
-
-def slug(text: str) -> str:
-    """A file-name-safe form of a scenario name or path."""
-    s = re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_.")
-    return s or "x"
-
-
-# ----------------------------------------------------------------------------------------------
-# Tasks
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EpisodeTask:
-    """One episode to run; picklable (plain data only)."""
-
-    suite: str
-    scenario: str
-    seed: int
-    entrant: Entrant
-    env_id: str
-    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    data_root: str | None = None
-    config_hash: str = ""
-    commit: str = "unknown"
-    keep_timeline: bool = True
-
-    @property
-    def key(self) -> Key:
-        return (self.suite, self.scenario, self.seed, self.entrant.name)
-
-
-@dataclass
-class EpisodeOutput:
-    """What a worker returns: the row, the series, or why it was skipped or failed."""
-
-    task: EpisodeTask
-    status: str  # "ok" | "skipped" | "failed"
-    row: dict[str, Any] | None = None
-    series: dict[str, Any] | None = None
-    message: str = ""
-
-
-class AgentUnavailable(Exception):
-    """The agent (or the env it acts through) is not available here: skip it with a note."""
-
-
-def build_tasks(
-    suite: Suite,
-    data_root: str | None = None,
-    keep_timeline: bool = True,
-) -> list[EpisodeTask]:
-    """All episodes of ``suite`` in a fixed order: scenario, seed, then entrant as listed."""
-    tasks = []
-    commit = git_commit()
-    for scen in suite.scenarios:
-        cfg = load_scenario(scen)
-        for seed in suite.seeds:
-            for e in suite.entrants:
-                kw = {**suite.env_kwargs, **e.env_kwargs} if e.kind == "agent" else {}
-                tasks.append(
-                    EpisodeTask(
-                        suite=suite.name,
-                        scenario=scen,
-                        seed=int(seed),
-                        entrant=e,
-                        env_id=suite.env_id,
-                        env_kwargs=kw,
-                        data_root=data_root,
-                        config_hash=config_hash(cfg, e, suite.env_id, kw),
-                        commit=commit,
-                        keep_timeline=keep_timeline,
-                    )
-                )
-    return tasks
-
-
-# ----------------------------------------------------------------------------------------------
-# Agents
-# ----------------------------------------------------------------------------------------------
-
-_IMPORT_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-
-
-def source_kind(source: str) -> str:
-    """``"path"`` (an SB3 model file), ``"import"`` (``module:factory``) or ``"name"`` (shipped)."""
-    if os.path.exists(source):
-        return "path"
-    if _IMPORT_RE.match(source):
-        return "import"
-    if source.endswith(".zip") or os.sep in source or source.startswith("."):
-        return "path"
-    return "name"
-
-
-def _learned_module() -> Any | None:
-    try:
-        return importlib.import_module("aryl_gym.agents.learned")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("aryl_gym.agents.learned",):
-            return None
-        raise
-
-
-def check_entrant(entrant: Entrant, env_id: str) -> str | None:
-    """Why ``entrant`` cannot run here (a skip note), or ``None``. Cheap; no model is loaded."""
-    if entrant.kind != "agent":
-        return None
-    import gymnasium as gym
-
-    import aryl_gym  # noqa: F401  (registers the envs)
-
-    if env_id not in gym.envs.registry:
-        return f"env {env_id} is not registered (aryl_gym.envs not installed in this checkout yet)"
-    src = entrant.source
-    kind = source_kind(src)
-    if kind == "path":
-        if not os.path.exists(src):
-            return f"model file {src} not found"
-    elif kind == "import":
-        mod = src.split(":", 1)[0]
-        try:
-            found = importlib.util.find_spec(mod)
-        except (ImportError, ValueError):
-            found = None
-        if found is None:
-            return f"module {mod!r} of {src} is not importable"
-    else:
-        learned = _learned_module()
-        if learned is None:
-            return (
-                f"shipped agent {src!r} needs aryl_gym.agents.learned (the learned-agent loader), "
-                "not installed in this checkout"
-            )
-        shipped = getattr(learned, "shipped_agents", None)
-        if callable(shipped) and src not in shipped():
-            return (
-                f"shipped agent {src!r} not found (agents/pretrained/{src}.zip); shipped: "
-                f"{', '.join(shipped()) or 'none yet'}"
-            )
-    return None
-
-
-def check_scenario(scenario: str, data_root: str | None = None) -> str | None:
-    """Why ``scenario``'s episodes cannot be drawn here (its trace or series file is missing)."""
-    from aryl_gym.workload.paths import resolve_data_path
-
-    cfg = load_scenario(scenario)
-    for what, rel in (("trace", cfg.workload.trace), ("inference series", cfg.inference.csv if cfg.inference.mode == "csv" else None)):
-        if not rel:
-            continue
-        try:
-            resolve_data_path(rel, data_root)
-        except ConfigError as exc:
-            return f"its {what} is not available here: {exc}"
-    return None
-
-
-def _load_sb3(path: str) -> Any:
-    """Load an SB3 model file, trying MaskablePPO first, then the discrete-action SB3 algorithms."""
-    errors = []
-    loaders: list[Callable[[], Any]] = []
-    try:
-        from sb3_contrib import MaskablePPO
-
-        loaders.append(lambda: MaskablePPO.load(path, device="cpu"))
-    except ImportError:
-        pass
-    try:
-        from stable_baselines3 import A2C, DQN, PPO
-
-        for cls in (PPO, A2C, DQN):
-            loaders.append(lambda cls=cls: cls.load(path, device="cpu"))
-    except ImportError:
-        raise AgentUnavailable(
-            "loading an SB3 model needs stable-baselines3 (pip install 'aryl-gym[train]')"
-        ) from None
-    for load in loaders:
-        try:
-            return load()
-        except Exception as exc:  # noqa: BLE001 - try the next algorithm
-            errors.append(f"{type(exc).__name__}: {exc}")
-    raise AgentUnavailable(f"could not load {path} as an SB3 model ({'; '.join(errors[:2])})")
-
-
-def load_agent(source: str, env: Any = None) -> Any:
-    """An object with SB3-style ``predict`` for ``source``, bound to ``env``.
-
-    * shipped name (``ppo-testbed``) or path: ``aryl_gym.agents.learned.load_agent`` when it
-      exists (it knows the shipped agents and their normalisation), else SB3's ``load``;
-    * ``module:factory``: the factory is called with the env when it takes a parameter, else
-      with no argument, and must return an object with
-      ``predict(obs, state, episode_start, deterministic)``.
-    """
-    kind = source_kind(source)
-    if kind == "import":
-        mod_name, attr = source.split(":", 1)
-        try:
-            obj: Any = importlib.import_module(mod_name)
-        except ImportError as exc:
-            raise AgentUnavailable(f"cannot import {mod_name!r}: {exc}") from None
-        for part in attr.split("."):
-            if not hasattr(obj, part):
-                raise AgentUnavailable(f"{mod_name!r} has no attribute {attr!r}")
-            obj = getattr(obj, part)
-        if not callable(obj):
-            raise AgentUnavailable(f"{source} is not callable")
-        if env is None:
-            raise ValueError("a module:factory agent is built with its env; pass env")
-        try:
-            n_params = len(inspect.signature(obj).parameters)
-        except (TypeError, ValueError):
-            n_params = 1
-        agent = obj(env) if n_params >= 1 else obj()
-    else:
-        learned = _learned_module()
-        if learned is not None and hasattr(learned, "load_agent"):
-            try:
-                agent = learned.load_agent(source)
-            except (FileNotFoundError, KeyError, LookupError, ConfigError) as exc:
-                raise AgentUnavailable(f"could not load agent {source!r}: {exc}") from None
-        elif kind == "path":
-            agent = _load_sb3(source)
-        else:
-            raise AgentUnavailable(
-                f"shipped agent {source!r} needs aryl_gym.agents.learned, not installed here"
-            )
-    if not callable(getattr(agent, "predict", None)):
-        raise AgentUnavailable(f"the agent from {source} has no predict(obs, state, episode_start, deterministic)")
-    return agent
-
-
-#: saved models loaded in this process, by source (a worker loads each model once, not per
-#: episode; their ``predict`` keeps no state between calls other than the ``state`` passed in)
-_AGENT_CACHE: dict[tuple[str, float], Any] = {}
-
-
-def _cached_agent(source: str) -> Any:
-    key = (source, os.path.getmtime(source) if os.path.exists(source) else 0.0)
-    if key not in _AGENT_CACHE:
-        _AGENT_CACHE[key] = load_agent(source)
-    return _AGENT_CACHE[key]
-
-
-def _env_sim(env: Any) -> Any | None:
-    """The :class:`~aryl_gym.sim.engine.Simulator` inside an env, if it exposes one."""
-    from aryl_gym.sim.engine import Simulator
-
-    base = getattr(env, "unwrapped", env)
-    for name in ("sim", "simulator", "_sim"):
-        v = getattr(base, name, None)
-        if isinstance(v, Simulator):
-            return v
-    for v in vars(base).values():
-        if isinstance(v, Simulator):
-            return v
-    return None
-
-
-#: keys of the final ``info`` that may carry the :class:`EpisodeResult` (env's choice first)
-RESULT_KEYS = ("episode_result", "result", "final_result")
-
-
-def _result_from_info(info: Mapping[str, Any]) -> EpisodeResult | None:
-    for k in RESULT_KEYS:
-        v = info.get(k)
-        if isinstance(v, EpisodeResult):
-            return v
-        if isinstance(v, Mapping):
-            return EpisodeResult.from_dict(dict(v))
-    return None
-
-
-def _run_agent(
-    task: EpisodeTask,
-) -> tuple[EpisodeResult, list[Any] | None, str, tuple[str, dict[str, Any]]]:
-    """One episode of a learned agent through the gym env. Returns (result, timeline, note)."""
-    try:
-        import gymnasium as gym
-
-        import aryl_gym  # noqa: F401  (registers the envs)
-    except ImportError as exc:  # pragma: no cover - gymnasium is a core dependency
-        raise AgentUnavailable(str(exc)) from None
-    if task.env_id not in gym.envs.registry:
-        raise AgentUnavailable(f"env {task.env_id} is not registered")
-    kwargs: dict[str, Any] = {**task.env_kwargs, "scenario": task.scenario}
-    if task.data_root:
-        kwargs["data_root"] = task.data_root
-    if source_kind(task.entrant.source) == "import":
-        env = gym.make(task.env_id, **kwargs)
-        agent = None
-    else:
-        # A saved model knows the env it was trained on (id and kwargs): build that env, on the
-        # suite's scenario, with the suite's kwargs on top.
-        agent = _cached_agent(task.entrant.source)
-        make_env = getattr(agent, "make_env", None)
-        if callable(make_env):
-            env = make_env(**kwargs)
-        else:
-            env = gym.make(task.env_id, **kwargs)
-    try:
-        if agent is None:
-            agent = load_agent(task.entrant.source, env)
-        use_masks = "action_masks" in _signature_params(agent.predict)
-        # ``episode_seed`` makes the env draw ``make_episode(scenario, seed)``, the episode the
-        # reference policies play (``reset(seed=s)`` alone derives the trace seed from the env's
-        # own generator); _check_trace verifies it.
-        obs, info = env.reset(seed=int(task.seed), options={"episode_seed": int(task.seed)})
-        note = _check_trace(env, task)
-        state = None
-        start = np.ones((1,), dtype=bool)
-        while True:
-            kw: dict[str, Any] = {"state": state, "episode_start": start, "deterministic": True}
-            if use_masks:
-                kw["action_masks"] = env_action_masks(env)
-            action, state = agent.predict(obs, **kw)
-            start = np.zeros((1,), dtype=bool)
-            obs, _reward, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                break
-        res = _result_from_info(info)
-        if res is None:
-            raise RuntimeError(
-                f"the final info of {task.env_id} carries no EpisodeResult (looked for "
-                f"{', '.join(RESULT_KEYS)})"
-            )
-        sim = _env_sim(env)
-        timeline = list(sim.acc.timeline) if (sim is not None and task.keep_timeline) else None
-        return res, timeline, note, _env_identity(env, task)
-    finally:
-        env.close()
-
-
-def _env_identity(env: Any, task: EpisodeTask) -> tuple[str, dict[str, Any]]:
-    """(env id, kwargs other than scenario/data_root) of the env actually used."""
-    spec = getattr(env, "spec", None)
-    if spec is None:
-        return task.env_id, dict(task.env_kwargs)
-    kw = {k: v for k, v in (spec.kwargs or {}).items() if k not in ("scenario", "data_root")}
-    return str(spec.id), kw
-
-
-def _signature_params(fn: Callable[..., Any]) -> set[str]:
-    try:
-        return set(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):  # pragma: no cover
-        return set()
-
-
-def _check_trace(env: Any, task: EpisodeTask) -> str:
-    """A note when the env's episode is not ``make_episode(scenario, seed)``'s (unfair comparison)."""
-    sim = _env_sim(env)
-    if sim is None:
-        return "env trace not checked (no simulator exposed)"
-    from aryl_gym.scenario import make_episode
-
-    ref = make_episode(task.scenario, task.seed, data_root=task.data_root)
-    sub = np.array([j.submit for j in ref.jobs])
-    work = np.array([j.work for j in ref.jobs])
-    if sim.n_jobs != len(ref.jobs) or not (
-        np.array_equal(sim.submit, sub) and np.array_equal(sim.work, work)
-    ):
-        return "WARNING: the env's trace differs from the native trace of this seed"
-    return ""
-
-
-def _run_policy(
-    task: EpisodeTask,
-) -> tuple[EpisodeResult, list[Any] | None, str, tuple[str, dict[str, Any]]]:
-    from aryl_gym.agents import make_policy
-    from aryl_gym.scenario import make_episode
-
-    sim = make_episode(task.scenario, task.seed, data_root=task.data_root).simulator()
-    res = sim.run(make_policy(task.entrant.name))
-    return res, (list(sim.acc.timeline) if task.keep_timeline else None), "", (task.env_id, {})
-
-
-def run_episode(task: EpisodeTask) -> EpisodeOutput:
-    """Run one episode; never raises (failures come back as ``status="failed"``)."""
-    wall0 = time.perf_counter()
-    try:
-        if task.entrant.kind == "agent":
-            res, timeline, note, env_used = _run_agent(task)
-        else:
-            res, timeline, note, env_used = _run_policy(task)
-    except AgentUnavailable as exc:
-        return EpisodeOutput(task, "skipped", message=str(exc))
-    except Exception as exc:  # noqa: BLE001 - reported in the summary, the run goes on
-        tb = traceback.format_exc(limit=6)
-        return EpisodeOutput(task, "failed", message=f"{type(exc).__name__}: {exc}\n{tb}")
-    wall = time.perf_counter() - wall0
-    row = make_row(task, res, wall, note, env_used)
-    return EpisodeOutput(task, "ok", row=row, series=make_series(res, timeline))
-
-
-def make_row(
-    task: EpisodeTask,
-    res: EpisodeResult,
-    wall: float,
-    note: str = "",
-    env_used: tuple[str, Mapping[str, Any]] | None = None,
-) -> dict[str, Any]:
-    d = res.to_dict()
-    env_id, env_kwargs = env_used or (task.env_id, task.env_kwargs)
-    agent = task.entrant.kind == "agent"
-    cfg_name = res.scenario
-    row: dict[str, Any] = {
-        "suite": task.suite,
-        "scenario": task.scenario,
-        "scenario_name": cfg_name,
-        "env_id": env_id,
-        "env_version": env_version(env_id),
-        "seed": task.seed,
-        "policy": task.entrant.name,
-        "kind": task.entrant.kind,
-        "source": task.entrant.source if agent else "",
-        "env_kwargs": json.dumps(dict(env_kwargs), sort_keys=True, default=str) if agent else "",
-    }
-    for k, t in METRIC_TYPES.items():
-        v = d.get(k)
-        if v is not None and t is float:
-            v = float(v)
-        row[k] = v
-    from aryl_gym import __version__
-
-    row.update(
-        wall_time_s=round(wall, 6),
-        commit=task.commit,
-        config_hash=task.config_hash,
-        aryl_gym_version=__version__,
-        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        note=note,
-    )
-    return row
-
-
-def make_series(res: EpisodeResult, timeline: list[Any] | None) -> dict[str, Any]:
-    return {
-        "combined_usage_hourly": [float(x) for x in res.combined_usage_hourly],
-        "jcts": [float(x) for x in res.jcts],
-        "queue_times": [float(x) for x in res.queue_times],
-        "timeline_columns": list(TIMELINE_COLUMNS),
-        "timeline": [[float(x) for x in r] for r in timeline] if timeline is not None else None,
-    }
-
-
-# ----------------------------------------------------------------------------------------------
-# Series files
-# ----------------------------------------------------------------------------------------------
-
-
-def series_path(out_dir: Path, scenario: str, policy: str, seed: int) -> Path:
-    return out_dir / SERIES_DIR / slug(scenario) / slug(policy) / f"seed{seed}.json.gz"
-
-
-def write_series(path: Path, series: Mapping[str, Any]) -> None:
-    from aryl_gym.fileio import atomic_write_bytes
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(series, separators=(",", ":"))
-    atomic_write_bytes(path, gzip.compress(text.encode("utf-8"), mtime=0))
-
-
-def read_series(path: Path) -> dict[str, Any] | None:
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
-
+from aryl_gym.leaderboard.provenance import (  # noqa: F401  (re-exported)
+    config_hash,
+    env_version,
+    git_commit,
+    scenario_fingerprint,
+    slug,
+)
+from aryl_gym.leaderboard.results import (  # noqa: F401  (re-exported)
+    COLUMNS,
+    CSV_NAME,
+    METRIC_TYPES,
+    TIMELINE_COLUMNS,
+    VOLATILE_COLUMNS,
+    WALL_METRICS,
+    CsvAppender,
+    Key,
+    RowScan,
+    digest_path,
+    make_series,
+    read_rows,
+    read_series,
+    rewrite_rows,
+    row_key,
+    scan_rows,
+    series_for,
+    series_path,
+    write_series,
+)
+from aryl_gym.leaderboard.suites import Suite
+from aryl_gym.parallel import die_with_parent, local_map  # noqa: F401  (die_with_parent re-exported)
 
 # ----------------------------------------------------------------------------------------------
 # Running a suite
@@ -937,91 +101,64 @@ class RunSummary:
 Executor = Callable[[Sequence[EpisodeTask], int], Iterator[EpisodeOutput]]
 
 
-def die_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
-    """Worker initializer: end this process when ``parent_pid`` is gone.
-
-    On Linux the kernel sends SIGKILL at once (``prctl(PR_SET_PDEATHSIG)``); everywhere a daemon
-    thread also polls the parent id, so a SIGKILL-ed leaderboard run leaves no worker behind.
-    """
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-            import signal
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
-        except (OSError, AttributeError):  # pragma: no cover - no libc prctl
-            pass
-    if os.getppid() != parent_pid:  # the parent died before the watch started
-        os._exit(1)
-    import threading
-
-    def watch() -> None:
-        while True:
-            time.sleep(poll_s)
-            if os.getppid() != parent_pid:
-                os._exit(1)
-
-    threading.Thread(target=watch, name="aryl-gym-parent-watch", daemon=True).start()
-
-
 def local_executor(tasks: Sequence[EpisodeTask], workers: int) -> Iterator[EpisodeOutput]:
     """Run ``tasks`` here (``workers <= 1``) or in ``spawn``-ed processes, yielding as they finish."""
-    if workers <= 1 or len(tasks) <= 1:
-        for t in tasks:
-            yield run_episode(t)
-        return
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    return local_map(run_episode, tasks, workers)
 
-    ctx = mp.get_context("spawn")
-    pool = ProcessPoolExecutor(
-        max_workers=min(workers, len(tasks)),
-        mp_context=ctx,
-        initializer=die_with_parent,
-        initargs=(os.getpid(),),
-    )
-    try:
-        futures = [pool.submit(run_episode, t) for t in tasks]
-        for fut in as_completed(futures):
-            yield fut.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How :func:`run_suite` runs a suite (every field is also a keyword of :func:`run_suite`
+    and :func:`~aryl_gym.leaderboard.run_leaderboard`)."""
+
+    workers: int = 1
+    backend: str = "local"  # local | ray
+    ray_address: str | None = None
+    resume: bool = False
+    overwrite: bool = False
+    data_root: str | None = None
+    progress: bool = True
+    keep_timeline: bool = True
+    executor: Executor | None = None
+
+
+def run_options(options: RunOptions | None = None, **changes: Any) -> RunOptions:
+    """``options`` (default: the defaults) with keyword ``changes``; an unknown keyword is a
+    TypeError naming it."""
+    import dataclasses
+
+    base = options or RunOptions()
+    known = {f.name for f in dataclasses.fields(RunOptions)}
+    bad = sorted(set(changes) - known)
+    if bad:
+        raise TypeError(f"unknown run option {bad[0]!r}; options: {', '.join(sorted(known))}")
+    return dataclasses.replace(base, **changes)
 
 
 def run_suite(
     suite: Suite,
     out_dir: str | os.PathLike[str],
+    options: RunOptions | None = None,
     *,
-    workers: int = 1,
-    backend: str = "local",
-    ray_address: str | None = None,
-    resume: bool = False,
-    overwrite: bool = False,
-    data_root: str | None = None,
-    progress: bool = True,
-    keep_timeline: bool = True,
-    executor: Executor | None = None,
     log: Callable[[str], None] | None = None,
+    **changes: Any,
 ) -> RunSummary:
     """Run every unfinished episode of ``suite``; rows go to ``OUT/results.csv`` as they finish.
 
-    Without ``resume`` an existing CSV is an error (``overwrite`` moves it aside to a unique
-    ``results.csv.bak-TIME`` first, so nothing computed is ever deleted). ``resume`` keeps the
-    good rows; damaged, duplicated, conflicting and hand-edited rows are reported one kind per
-    line, the file as it was is copied to a backup, and their episodes are rerun. The folder is
-    locked (:class:`~aryl_gym.fileio.DirLock`) for the whole run: a second run on the same
-    ``out_dir`` fails at once with a message naming the holder.
+    ``options`` / keyword ``changes``: :class:`RunOptions` (``workers``, ``backend``, ``resume``,
+    ...). Without ``resume`` an existing CSV is an error (``overwrite`` moves it aside to a
+    unique ``results.csv.bak-TIME`` first, so nothing computed is ever deleted). ``resume``
+    keeps the good rows; damaged, duplicated, conflicting and hand-edited rows are reported one
+    kind per line, the file as it was is copied to a backup, and their episodes are rerun. The
+    folder is locked (:class:`~aryl_gym.fileio.DirLock`) for the whole run: a second run on the
+    same ``out_dir`` fails at once with a message naming the holder.
     """
+    opts = run_options(options, **changes)
     say = log or (lambda m: print(m, file=sys.stderr))
     wall0 = time.perf_counter()
     out = prepare_out_dir(out_dir)
     with DirLock(out):
-        return _run_suite_locked(
-            suite, out, say, wall0, workers=workers, backend=backend, ray_address=ray_address,
-            resume=resume, overwrite=overwrite, data_root=data_root, progress=progress,
-            keep_timeline=keep_timeline, executor=executor,
-        )
+        return _run_suite_locked(suite, out, say, wall0, opts)
 
 
 def prepare_out_dir(out_dir: str | os.PathLike[str]) -> Path:
@@ -1067,37 +204,24 @@ def _resume_rows(csv_path: Path, say: Callable[[str], None], summary: RunSummary
 
 
 def _run_suite_locked(
-    suite: Suite,
-    out: Path,
-    say: Callable[[str], None],
-    wall0: float,
-    *,
-    workers: int,
-    backend: str,
-    ray_address: str | None,
-    resume: bool,
-    overwrite: bool,
-    data_root: str | None,
-    progress: bool,
-    keep_timeline: bool,
-    executor: Executor | None,
+    suite: Suite, out: Path, say: Callable[[str], None], wall0: float, opts: RunOptions
 ) -> RunSummary:
     from aryl_gym.fileio import unique_backup
 
     csv_path = out / CSV_NAME
-    tasks = build_tasks(suite, data_root=data_root, keep_timeline=keep_timeline)
+    tasks = build_tasks(suite, data_root=opts.data_root, keep_timeline=opts.keep_timeline)
     by_key = {t.key: t for t in tasks}
     done: dict[Key, dict[str, Any]] = {}
     summary = RunSummary(out, csv_path, rows=[])
     if csv_path.exists() and csv_path.stat().st_size > 0:
-        if overwrite:
+        if opts.overwrite:
             bak = unique_backup(csv_path)
             os.replace(csv_path, bak)
             dig = digest_path(csv_path)
             if dig.exists():
                 os.replace(dig, bak.with_name(bak.name + ".digests"))
             say(f"moved the previous results to {bak}")
-        elif not resume:
+        elif not opts.resume:
             raise ConfigError(
                 f"{csv_path} already exists; pass --resume to continue it (finished episodes are "
                 "kept), --overwrite to move it aside, or choose another --out"
@@ -1136,7 +260,7 @@ def _run_suite_locked(
     for scen in suite.missing_scenarios:
         summary.skipped[f"scenario {scen}"] = "scenario not defined in this checkout"
     for scen in suite.scenarios:
-        why = check_scenario(scen, data_root)
+        why = check_scenario(scen, opts.data_root)
         if why:
             summary.skipped[f"scenario {scen}"] = why
     todo = [
@@ -1148,24 +272,24 @@ def _run_suite_locked(
     ]
     # Learned agents (env-acting, slower) first so they do not end up alone at the tail.
     todo.sort(key=lambda t: 0 if t.entrant.kind == "agent" else 1)
-    run = executor
+    run = opts.executor
     if run is None:
-        if backend == "ray":
+        if opts.backend == "ray":
             from aryl_gym.leaderboard.ray_backend import ray_executor
 
             def run(ts: Sequence[EpisodeTask], n: int) -> Iterator[EpisodeOutput]:
-                return ray_executor(ts, n, address=ray_address)
+                return ray_executor(ts, n, address=opts.ray_address)
 
-        elif backend == "local":
+        elif opts.backend == "local":
             run = local_executor
         else:
-            raise ValueError(f"unknown backend {backend!r}; use local or ray")
+            raise ValueError(f"unknown backend {opts.backend!r}; use local or ray")
     from aryl_gym.progress import progress_bar
 
-    bar = progress_bar(len(todo), f"{suite.name}", unit="ep", enabled=progress and bool(todo), leave=True)
+    bar = progress_bar(len(todo), f"{suite.name}", unit="ep", enabled=opts.progress and bool(todo), leave=True)
     appender = CsvAppender(csv_path) if todo else None
     try:
-        for outp in run(todo, workers):
+        for outp in run(todo, opts.workers):
             t = outp.task
             if outp.status == "ok" and outp.row is not None:
                 if outp.series is not None:
@@ -1199,20 +323,3 @@ def _run_suite_locked(
     summary.rows = sorted(done.values(), key=lambda r: order[row_key(r)])
     return summary
 
-
-def load_results(out_dir: str | os.PathLike[str], suite: Suite | None = None) -> list[dict[str, Any]]:
-    """Finished rows of ``OUT/results.csv`` (of ``suite`` only, when given)."""
-    rows, _ = read_rows(Path(out_dir) / CSV_NAME)
-    if suite is not None:
-        rows = [r for r in rows if r["suite"] == suite.name]
-    return rows
-
-
-def series_for(out_dir: Path, rows: Iterable[Mapping[str, Any]]) -> dict[Key, dict[str, Any]]:
-    """Series of each row that has its file (missing or unreadable files are left out)."""
-    out: dict[Key, dict[str, Any]] = {}
-    for r in rows:
-        s = read_series(series_path(out_dir, r["scenario"], r["policy"], int(r["seed"])))
-        if s is not None:
-            out[row_key(r)] = s
-    return out

@@ -17,9 +17,10 @@ A suite is a YAML file in ``configs/suites/`` (or any path)::
       ppo-testbed: ppo-testbed    # NAME: SOURCE (shipped name, path to an SB3 .zip, module:factory)
       mine: {source: my_pkg.agents:make, env_kwargs: {action_mode: sequential}}
 
-Loading is strict in the style of :mod:`aryl_gym.config`: unknown keys, empty lists, duplicate
-names, unknown scenarios and unregistered policies are a :class:`~aryl_gym.config.ConfigError`
-naming the file, the key and the fix. Agents are *not* resolved here (a model file may be
+Loading is strict: the schema :class:`SuiteFile` is checked by pydantic (:mod:`aryl_gym.schema`;
+strict types, unknown keys forbidden), then unique names, known scenarios and registered
+policies; every failure is a :class:`~aryl_gym.config.ConfigError` naming the file, the key and
+the fix. Agents are *not* resolved here (a model file may be
 missing or the env not yet installed); the runner skips an unavailable agent with a note.
 """
 
@@ -30,25 +31,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from annotated_types import Ge, MinLen
+from pydantic import AfterValidator, BeforeValidator
 
 from aryl_gym.config import ConfigError, configs_dir, load_scenario, load_yaml
 
 #: the env learned agents act through unless the suite says otherwise
 DEFAULT_ENV_ID = "aryl_gym/Aryl-v1"
 
-_TOP_KEYS = {
-    "name",
-    "description",
-    "scenarios",
-    "seeds",
-    "baseline",
-    "env",
-    "env_kwargs",
-    "policies",
-    "agents",
-    "rank_by",
-}
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
 
@@ -128,47 +120,109 @@ def list_suites() -> list[str]:
     return sorted(p.stem for p in suites_dir().glob("*.yaml"))
 
 
+def _seed_list(value: Any) -> Any:
+    """``"0-4"``, ``"0,2,5"`` or ``3`` -> a list of seeds; a list is returned as is (its items
+    are checked by the schema). Raises ValueError with the reason."""
+    if isinstance(value, bool):
+        raise ValueError("must be a list of integers or a string like '0-4'")
+    if isinstance(value, int):
+        return [value]
+    if not isinstance(value, str):
+        return value
+    seeds: list[int] = []
+    try:
+        for part in value.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "-" in part[1:]:
+                a, b = (int(x) for x in part.split("-", 1))
+                if b - a + 1 + len(seeds) > 100_000:
+                    raise ValueError(
+                        f"range {part!r} has {b - a + 1:,} seeds; at most 100,000 per suite "
+                        "(check the range)"
+                    )
+                seeds.extend(range(a, b + 1))
+            else:
+                seeds.append(int(part))
+    except ValueError as exc:
+        if "at most" in str(exc):
+            raise
+        raise ValueError("must be a list of integers or a string like '0-4'") from None
+    return seeds
+
+
+def _distinct_seeds(seeds: tuple[int, ...]) -> tuple[int, ...]:
+    if not seeds:
+        raise ValueError("is empty; give at least one seed")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"has duplicates: {list(seeds)}")
+    return seeds
+
+
+#: seeds of a suite: a list, one integer, or a string such as ``"0-4"`` or ``"0,2,5"``
+Seeds = Annotated[
+    tuple[Annotated[int, Ge(0)], ...], BeforeValidator(_seed_list), AfterValidator(_distinct_seeds)
+]
+
+
 def parse_seeds(value: Any, source: str) -> tuple[int, ...]:
     """``[0, 1, 2]``, ``"0-4"`` or ``"0,2,5"`` -> a tuple of distinct non-negative seeds."""
-    seeds: list[int] = []
-    if isinstance(value, int) and not isinstance(value, bool):
-        seeds = [value]
-    elif isinstance(value, str):
-        try:
-            for part in value.split(","):
-                part = part.strip()
-                if not part:
-                    continue
-                if "-" in part[1:]:
-                    a, b = (int(x) for x in part.split("-", 1))
-                    if b - a + 1 + len(seeds) > 100_000:
-                        raise ConfigError(
-                            f"{source}: seeds range {part!r} has {b - a + 1:,} seeds; at most "
-                            "100,000 per suite (check the range)"
-                        )
-                    seeds.extend(range(a, b + 1))
-                else:
-                    seeds.append(int(part))
-        except ConfigError:
-            raise
-        except ValueError:
-            raise ConfigError(
-                f"{source}: seeds must be a list of integers or a string like '0-4', got {value!r}"
-            ) from None
-    elif isinstance(value, list):
-        for v in value:
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ConfigError(f"{source}: seeds must be integers, got {v!r}")
-            seeds.append(v)
-    else:
-        raise ConfigError(f"{source}: seeds must be a list of integers or a string like '0-4'")
-    if not seeds:
-        raise ConfigError(f"{source}: seeds is empty; give at least one seed")
-    if any(s < 0 for s in seeds):
-        raise ConfigError(f"{source}: seeds must be >= 0, got {seeds}")
-    if len(set(seeds)) != len(seeds):
-        raise ConfigError(f"{source}: seeds has duplicates: {seeds}")
-    return tuple(seeds)
+    from aryl_gym.schema import validate
+
+    return validate(_SeedsOnly, {"seeds": value}, source).seeds
+
+
+def _named(value: Any) -> Any:
+    """A bare name stands for ``{name: NAME}``."""
+    return {"name": value} if isinstance(value, str) else value
+
+
+def _sourced(value: Any) -> Any:
+    """A bare string stands for ``{source: SOURCE}``."""
+    return {"source": value} if isinstance(value, str) else value
+
+
+def _listed(value: Any) -> Any:
+    """One scenario may be written without the list."""
+    return [value] if isinstance(value, str) else value
+
+
+@dataclass(frozen=True)
+class NamedEntry:
+    """A ``scenarios`` or ``policies`` entry: a name, or ``{name, optional}``."""
+
+    name: Annotated[str, MinLen(1)]
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class AgentEntry:
+    """An ``agents`` value: a source string, or ``{source, env_kwargs}``."""
+
+    source: Annotated[str, MinLen(1)]
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SuiteFile:
+    """The schema of a suite YAML (see the module docstring)."""
+
+    name: str
+    scenarios: Annotated[list[Annotated[NamedEntry, BeforeValidator(_named)]], BeforeValidator(_listed), MinLen(1)]
+    seeds: Seeds
+    description: str | None = ""
+    baseline: str = "fifo"
+    env: Annotated[str, MinLen(1)] = DEFAULT_ENV_ID
+    env_kwargs: Mapping[str, Any] | None = None
+    policies: list[Annotated[NamedEntry, BeforeValidator(_named)]] | None = None
+    agents: Mapping[str, Annotated[AgentEntry, BeforeValidator(_sourced)]] | None = None
+    rank_by: str = "avg_jct"
+
+
+@dataclass(frozen=True)
+class _SeedsOnly:
+    seeds: Seeds
 
 
 def _check_name(name: Any, where: str, source: str) -> str:
@@ -180,101 +234,23 @@ def _check_name(name: Any, where: str, source: str) -> str:
     return name
 
 
-def _parse_policies(value: Any, source: str) -> list[Entrant]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise ConfigError(f"{source}: policies must be a list of policy names")
-    out = []
-    for item in value:
-        if isinstance(item, str):
-            out.append(Entrant(name=_check_name(item, "policies", source)))
-        elif isinstance(item, Mapping):
-            bad = sorted(set(item) - {"name", "optional"})
-            if bad:
-                raise ConfigError(
-                    f"{source}: unknown key '{bad[0]}' in a policies entry. Allowed keys: name, optional"
-                )
-            if "name" not in item:
-                raise ConfigError(f"{source}: a policies entry needs 'name'")
-            opt = item.get("optional", False)
-            if not isinstance(opt, bool):
-                raise ConfigError(f"{source}: policies.{item['name']}.optional must be true or false")
-            out.append(Entrant(name=_check_name(item["name"], "policies", source), optional=opt))
-        else:
-            raise ConfigError(f"{source}: policies entries are names or {{name, optional}}, got {item!r}")
-    return out
-
-
-def _parse_agents(value: Any, source: str) -> list[Entrant]:
-    if value is None:
-        return []
-    if not isinstance(value, Mapping):
-        raise ConfigError(
-            f"{source}: agents must be a mapping NAME: SOURCE (a shipped name, a path to an SB3 "
-            "model, or module:factory)"
-        )
-    out = []
-    for name, spec in value.items():
-        _check_name(name, "agents", source)
-        env_kwargs: Mapping[str, Any] = {}
-        if isinstance(spec, str):
-            src = spec
-        elif isinstance(spec, Mapping):
-            bad = sorted(set(spec) - {"source", "env_kwargs"})
-            if bad:
-                raise ConfigError(
-                    f"{source}: unknown key '{bad[0]}' in agents.{name}. Allowed keys: env_kwargs, source"
-                )
-            src = spec.get("source", "")
-            env_kwargs = spec.get("env_kwargs") or {}
-            if not isinstance(env_kwargs, Mapping):
-                raise ConfigError(f"{source}: agents.{name}.env_kwargs must be a mapping")
-        else:
-            raise ConfigError(f"{source}: agents.{name} must be a source string or a mapping")
-        if not isinstance(src, str) or not src:
-            raise ConfigError(f"{source}: agents.{name}: missing source (shipped name, path or module:factory)")
-        out.append(Entrant(name=name, kind="agent", source=src, env_kwargs=dict(env_kwargs)))
-    return out
-
-
-def _parse_scenarios(value: Any, source: str, check: bool) -> tuple[list[str], list[str]]:
-    """Scenario entries: names or paths, or ``{name, optional}``; returns (kept, missing)."""
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not value:
-        raise ConfigError(f"{source}: scenarios must be a non-empty list of scenario names or paths")
-    entries: list[tuple[str, bool]] = []
-    for item in value:
-        if isinstance(item, str) and item:
-            entries.append((item, False))
-        elif isinstance(item, Mapping):
-            bad = sorted(set(item) - {"name", "optional"})
-            if bad:
-                raise ConfigError(
-                    f"{source}: unknown key '{bad[0]}' in a scenarios entry. Allowed keys: name, optional"
-                )
-            nm, opt = item.get("name"), item.get("optional", False)
-            if not isinstance(nm, str) or not nm or not isinstance(opt, bool):
-                raise ConfigError(f"{source}: a scenarios entry needs name (a string) and optional (true/false)")
-            entries.append((nm, opt))
-        else:
-            raise ConfigError(f"{source}: scenarios entries are names, paths or {{name, optional}}, got {item!r}")
-    names = [n for n, _ in entries]
+def _check_scenarios(entries: list[NamedEntry], source: str, check: bool) -> tuple[list[str], list[str]]:
+    """Scenario entries -> (kept, missing): an unknown optional scenario is skipped."""
+    names = [e.name for e in entries]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ConfigError(f"{source}: scenarios has duplicates: {dup[0]!r}")
     kept, missing = [], []
-    for nm, opt in entries:
+    for e in entries:
         if check:
             try:
-                load_scenario(nm)
+                load_scenario(e.name)
             except ConfigError as exc:
-                if opt:
-                    missing.append(nm)
+                if e.optional:
+                    missing.append(e.name)
                     continue
                 raise ConfigError(f"{source}: scenarios: {exc}") from None
-        kept.append(nm)
+        kept.append(e.name)
     if not kept:
         raise ConfigError(f"{source}: none of the suite's scenarios is available ({', '.join(missing)})")
     return kept, missing
@@ -285,28 +261,27 @@ def suite_from_dict(
 ) -> Suite:
     """Build and validate a :class:`Suite`.
 
+    The schema (:class:`SuiteFile`, checked by pydantic in strict mode) checks every key's
+    type; then the rules that need more than one key or the registries: unique names, known
+    scenarios and policies, the baseline among the entrants, a known ``rank_by`` metric.
     ``allow_missing`` turns an unregistered required policy into a skip (as if it were marked
     ``optional``) instead of an error.
     """
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{source}: a suite must be a mapping at the top level")
-    if data.get("kind") == "reclaim":
+    from aryl_gym.schema import validate
+
+    if isinstance(data, Mapping) and data.get("kind") == "reclaim":
         raise ConfigError(
             f"{source}: a reclaim suite (kind: reclaim); run it with aryl-gym leaderboard --suite "
             f"{data.get('name', source)} (aryl_gym.leaderboard.reclaim_suite)"
         )
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"{source}: unknown key '{unknown[0]}' in the suite. Allowed keys: {', '.join(sorted(_TOP_KEYS))}"
-        )
-    for key in ("name", "scenarios", "seeds"):
-        if key not in data:
-            raise ConfigError(f"{source}: missing key '{key}'")
-    name = _check_name(data["name"], "name", source)
-    scen, missing_scen = _parse_scenarios(data["scenarios"], source, check_scenarios)
-    seeds = parse_seeds(data["seeds"], source)
-    entrants = _parse_policies(data.get("policies"), source) + _parse_agents(data.get("agents"), source)
+    f = validate(SuiteFile, data, source)
+    name = _check_name(f.name, "name", source)
+    scen, missing_scen = _check_scenarios(f.scenarios, source, check_scenarios)
+    entrants = [Entrant(name=_check_name(p.name, "policies", source), optional=p.optional)
+                for p in f.policies or []]
+    for aname, spec in (f.agents or {}).items():
+        _check_name(aname, "agents", source)
+        entrants.append(Entrant(name=aname, kind="agent", source=spec.source, env_kwargs=dict(spec.env_kwargs)))
     if not entrants:
         raise ConfigError(f"{source}: the suite has no policies and no agents")
     names = [e.name for e in entrants]
@@ -329,39 +304,31 @@ def suite_from_dict(
                 "or pass --allow-missing to skip it with a note"
             )
         kept.append(e)
-    baseline = data.get("baseline", "fifo")
-    if not isinstance(baseline, str) or baseline not in names:
+    if f.baseline not in names:
         raise ConfigError(
-            f"{source}: baseline {baseline!r} must be one of the suite's entrants ({', '.join(names)})"
+            f"{source}: baseline {f.baseline!r} must be one of the suite's entrants ({', '.join(names)})"
         )
-    if baseline in missing:
-        raise ConfigError(f"{source}: the baseline policy {baseline!r} is not registered")
-    env_id = data.get("env", DEFAULT_ENV_ID)
-    if not isinstance(env_id, str) or not env_id:
-        raise ConfigError(f"{source}: env must be a gymnasium id such as {DEFAULT_ENV_ID!r}")
-    env_kwargs = data.get("env_kwargs") or {}
-    if not isinstance(env_kwargs, Mapping):
-        raise ConfigError(f"{source}: env_kwargs must be a mapping of gym.make keyword arguments")
+    if f.baseline in missing:
+        raise ConfigError(f"{source}: the baseline policy {f.baseline!r} is not registered")
+    env_kwargs = dict(f.env_kwargs or {})
     if "scenario" in env_kwargs:
         raise ConfigError(f"{source}: env_kwargs must not set 'scenario' (the suite's scenarios do)")
-    rank_by = data.get("rank_by", "avg_jct")
-    from aryl_gym.leaderboard.runner import METRIC_TYPES
+    from aryl_gym.leaderboard.results import METRIC_TYPES
 
-    if rank_by not in METRIC_TYPES:
+    if f.rank_by not in METRIC_TYPES:
         raise ConfigError(
-            f"{source}: rank_by {rank_by!r} is not a metric. Metrics: {', '.join(METRIC_TYPES)}"
+            f"{source}: rank_by {f.rank_by!r} is not a metric. Metrics: {', '.join(METRIC_TYPES)}"
         )
-    desc = data.get("description", "")
     return Suite(
         name=name,
-        description=str(desc or "").strip(),
+        description=str(f.description or "").strip(),
         scenarios=tuple(scen),
-        seeds=seeds,
+        seeds=f.seeds,
         entrants=tuple(kept),
-        baseline=baseline,
-        env_id=env_id,
-        env_kwargs=dict(env_kwargs),
-        rank_by=rank_by,
+        baseline=f.baseline,
+        env_id=f.env,
+        env_kwargs=env_kwargs,
+        rank_by=f.rank_by,
         source=source,
         missing=tuple(missing),
         missing_scenarios=tuple(missing_scen),

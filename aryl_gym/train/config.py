@@ -11,10 +11,12 @@ A file under ``configs/algos/`` (rl-baselines3-zoo style) looks like::
     testbed:                    # overrides for scenario ``testbed`` (deep-merged over default)
       total_timesteps: 300000
 
-Loading is strict: an unknown key (at the top level of a section, under ``eval`` or ``bc``) is a
-:class:`~aryl_gym.config.ConfigError` naming the key, the file and the allowed keys;
-hyperparameters are checked against the algorithm's constructor when the model is built
-(:func:`check_hyperparams`). This module imports neither torch nor stable-baselines3.
+Loading is strict (pydantic, :mod:`aryl_gym.schema`): every section is checked against
+:class:`TrainConfig`'s annotations, and an unknown key, a wrong type or a value out of range is a
+:class:`~aryl_gym.config.ConfigError` naming the file, the key path (``default.eval.freq``), what
+was expected and what was found. Step counts may be written as floats with an integral value
+(``2.0e5``). Hyperparameters are checked against the algorithm's constructor when the model is
+built (:func:`check_hyperparams`). This module imports neither torch nor stable-baselines3.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from annotated_types import Ge, Gt
+from pydantic import BeforeValidator
 
 from aryl_gym.config import ConfigError, configs_dir, load_yaml
 
@@ -41,12 +46,25 @@ ALGOS: dict[str, tuple[str, str, bool]] = {
 DEFAULT_ENV_ID = "aryl_gym/Aryl-v1"
 
 
+def _integral(value: Any) -> Any:
+    """``2.0e5`` -> ``200000`` (YAML writes big step counts as floats); anything else as is."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: an integer >= 0 (a float with an integral value is read as the integer)
+Steps = Annotated[int, BeforeValidator(_integral), Ge(0)]
+#: an integer >= 1 (likewise)
+PosSteps = Annotated[int, BeforeValidator(_integral), Ge(1)]
+
+
 @dataclass(frozen=True)
 class EvalConfig:
     """Periodic evaluation on fixed held-out seeds (SPEC 7)."""
 
-    freq: int = 20_000  # environment steps (summed over the vector envs) between evaluations
-    seeds: tuple[int, ...] = (1000, 1001, 1002)  # held out: training seeds start at the run seed
+    freq: Steps = 20_000  # environment steps (summed over the vector envs) between evaluations
+    seeds: tuple[Annotated[int, Ge(0)], ...] = (1000, 1001, 1002)  # held out: training seeds start at the run seed
     references: tuple[str, ...] = ("aryl", "fifo")  # native heuristics logged on the same seeds
     deterministic: bool = True
     save_best: bool = True  # keep best_model.zip (lowest eval avg JCT)
@@ -57,9 +75,9 @@ class BCConfig:
     """Behaviour-cloning warm start from demonstrations (``aryl-gym demos``)."""
 
     demos: str | None = None  # .npz path; None = no warm start
-    epochs: int = 10
-    batch_size: int = 256
-    learning_rate: float = 1.0e-3
+    epochs: Steps = 10
+    batch_size: PosSteps = 256
+    learning_rate: Annotated[float, Gt(0)] = 1.0e-3
 
 
 @dataclass(frozen=True)
@@ -70,19 +88,19 @@ class TrainConfig:
     scenario: str
     env_id: str = DEFAULT_ENV_ID
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    n_envs: int = 2
-    vec_env: str = "dummy"  # dummy | subproc
-    total_timesteps: int = 100_000
+    n_envs: PosSteps = 2
+    vec_env: Literal["dummy", "subproc"] = "dummy"
+    total_timesteps: Steps = 100_000
     normalize_obs: bool = False  # VecNormalize on observation keys (never the action mask)
     normalize_reward: bool = False
     reward_reference: str | None = None  # ReferenceJCTReward: jct reward relative to this policy
     policy: str = "MultiInputPolicy"
     policy_kwargs: Mapping[str, Any] = field(default_factory=dict)
     hyperparams: Mapping[str, Any] = field(default_factory=dict)
-    checkpoint_freq: int = 50_000  # environment steps (summed over envs); 0 = off
-    log_interval: int = 1  # rollouts between log dumps (on-policy algorithms)
-    seed: int = 0
-    torch_threads: int = 1
+    checkpoint_freq: Steps = 50_000  # environment steps (summed over envs); 0 = off
+    log_interval: Steps = 1  # rollouts between log dumps (on-policy algorithms)
+    seed: Steps = 0
+    torch_threads: Steps = 1
     eval: EvalConfig = EvalConfig()
     bc: BCConfig = BCConfig()
 
@@ -103,12 +121,8 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
 
-_SECTION_KEYS = {
-    f.name for f in dataclasses.fields(TrainConfig) if f.name not in ("algo", "scenario")
-}
-_EVAL_KEYS = {f.name for f in dataclasses.fields(EvalConfig)}
-_BC_KEYS = {f.name for f in dataclasses.fields(BCConfig)}
-_INT_KEYS = ("n_envs", "total_timesteps", "checkpoint_freq", "log_interval", "seed", "torch_threads")
+#: the fields a section sets (``algo`` and ``scenario`` come from the file and the command line)
+_NOT_IN_SECTION = ("algo", "scenario")
 
 
 def resolve_algo_path(name_or_path: str | os.PathLike[str]) -> Path:
@@ -136,28 +150,13 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _check_keys(d: Mapping[str, Any], allowed: set[str], where: str, source: str) -> None:
-    for k in d:
-        if k not in allowed:
-            raise ConfigError(
-                f"{source}: unknown key {k!r} in {where}. Allowed keys: {', '.join(sorted(allowed))}"
-            )
-
-
 def _section(data: Any, name: str, source: str) -> dict[str, Any]:
+    """One section of an algorithm file, checked on its own (every section, used or not)."""
+    from aryl_gym.schema import model_for, validate_model
+
     if data is None:
         return {}
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{source}: section {name!r} must be a mapping, got {type(data).__name__}")
-    _check_keys(data, _SECTION_KEYS, f"section {name!r}", source)
-    for sub, keys in (("eval", _EVAL_KEYS), ("bc", _BC_KEYS)):
-        if sub in data:
-            if not isinstance(data[sub], Mapping):
-                raise ConfigError(f"{source}: {name}.{sub} must be a mapping")
-            _check_keys(data[sub], keys, f"{name}.{sub}", source)
-    for sub in ("env_kwargs", "policy_kwargs", "hyperparams"):
-        if sub in data and not isinstance(data[sub], Mapping):
-            raise ConfigError(f"{source}: {name}.{sub} must be a mapping")
+    validate_model(model_for(TrainConfig, _NOT_IN_SECTION), data, source, prefix=(name,))
     return dict(data)
 
 
@@ -198,40 +197,19 @@ def load_train_config(
     key = scenario_key(scen)
     merged = _merge(sections.get("default", {}), sections.get(key, {}))
     if overrides:
-        _check_keys(overrides, _SECTION_KEYS, "overrides", "command line")
-        merged = _merge(merged, {k: v for k, v in overrides.items() if v is not None})
+        over = {k: v for k, v in overrides.items() if v is not None}
+        _section(over, "overrides", "command line")
+        merged = _merge(merged, over)
     return build_config(algo, scen, merged, source)
 
 
 def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "config") -> TrainConfig:
     """A :class:`TrainConfig` from a merged section (also used to reload a run's config.yaml)."""
-    d = dict(d)
-    ev = dict(d.pop("eval", {}) or {})
-    bc = dict(d.pop("bc", {}) or {})
-    _check_keys(d, _SECTION_KEYS, "section", source)
-    _check_keys(ev, _EVAL_KEYS, "eval", source)
-    _check_keys(bc, _BC_KEYS, "bc", source)
-    for k in _INT_KEYS:
-        if k in d:
-            v = d[k]
-            if isinstance(v, float) and v.is_integer():
-                v = int(v)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ConfigError(f"{source}: {k} must be a non-negative integer, got {d[k]!r}")
-            d[k] = v
-    if d.get("n_envs", 1) < 1:
-        raise ConfigError(f"{source}: n_envs must be >= 1")
-    if d.get("vec_env", "dummy") not in ("dummy", "subproc"):
-        raise ConfigError(f"{source}: vec_env must be 'dummy' or 'subproc', got {d['vec_env']!r}")
-    if "seeds" in ev:
-        ev["seeds"] = tuple(int(s) for s in ev["seeds"])
-    if "references" in ev:
-        ev["references"] = tuple(str(s) for s in ev["references"])
-    if "freq" in ev:
-        ev["freq"] = int(ev["freq"])
-    for k in ("env_kwargs", "policy_kwargs", "hyperparams"):
-        d[k] = dict(d.get(k) or {})
-    return TrainConfig(algo=algo, scenario=scenario, eval=EvalConfig(**ev), bc=BCConfig(**bc), **d)
+    from aryl_gym.schema import validate
+
+    return validate(
+        TrainConfig, d, source, exclude=_NOT_IN_SECTION, fill={"algo": algo, "scenario": scenario}
+    )
 
 
 def config_from_run_dict(d: Mapping[str, Any], source: str = "run config") -> TrainConfig:
@@ -246,7 +224,7 @@ def check_hyperparams(algo_cls: type, hyperparams: Mapping[str, Any], source: st
     """Every hyperparameter must be an argument of the algorithm's constructor."""
     import inspect
 
-    params = set(inspect.signature(algo_cls.__init__).parameters)
+    params = set(inspect.signature(algo_cls).parameters)
     reserved = {"self", "policy", "env", "seed", "tensorboard_log", "policy_kwargs", "_init_setup_model"}
     allowed = params - reserved
     for k in hyperparams:

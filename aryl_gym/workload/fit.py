@@ -39,6 +39,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,6 @@ BATCH_GAP_S = 10.0
 #: "scales well" (paper: limited elasticity).
 EFFICIENCY_FLOOR = 0.8
 PHILLY_CSV = "traces/pollux-philly/traces/philly.csv"
-POLLUX_PROFILES = "traces/pollux-philly/traces"
 POLLUX_APPS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 
 
@@ -256,7 +256,7 @@ def read_philly(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return t - t.min(), np.array(durs), np.array(gpus)
 
 
-def fit_elastic_range(profiles_dir: str | Path) -> dict[str, object]:
+def fit_elastic_range(profiles_dir: str | Path) -> dict[str, Any]:
     """Largest power-of-two growth factor at >= ``EFFICIENCY_FLOOR`` per-GPU throughput.
 
     Returns ``{"per_app": {app: r}, "median": r}``; ``r`` per application is the median over its
@@ -301,25 +301,3 @@ PHILLY_ARRIVAL_STATS: dict[str, float] = {
     "gap_lt_10s": 0.5328,
     "p99_hour_over_mean": 12.20,
 }
-
-
-def generated_arrival_stats(w, seeds: int = 5) -> dict[str, float]:
-    """``arrival_stats`` of the generator's arrival process at the trace's rate and span, mean
-    over ``seeds`` draws (seeds 0..seeds-1), so they compare with :data:`PHILLY_ARRIVAL_STATS`.
-
-    ``w`` is a :class:`aryl_gym.config.WorkloadConfig` (its burst knobs are used).
-    """
-    from aryl_gym.workload.generator import _arrivals, batch_single_share
-
-    span = PHILLY_ARRIVAL_STATS["span_days"] * 86400.0
-    rate = PHILLY_ARRIVAL_STATS["jobs"] / span
-    keys = ("hourly_cv", "gap_lt_10s", "p99_hour_over_mean")
-    acc = {k: 0.0 for k in keys}
-    for s in range(seeds):
-        times, _ = _arrivals(
-            w, rate, span, None, np.random.default_rng(s), single_share=batch_single_share(w)
-        )
-        st = arrival_stats(times)
-        for k in keys:
-            acc[k] += st[k] / seeds
-    return acc

@@ -52,7 +52,7 @@ import numpy as np
 
 from aryl_gym.config import ConfigError, ScenarioConfig, WorkloadConfig
 from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec
-from aryl_gym.workload.fit import arrival_stats, zipf_pmf
+from aryl_gym.workload.fit import PHILLY_ARRIVAL_STATS, arrival_stats, zipf_pmf
 
 INELASTIC_FAMILIES: tuple[str, ...] = ("cnn", "lstm", "transformer", "rl", "gan")
 PHILLY_GPUS = np.array([1, 2, 4, 8, 16, 32, 64])
@@ -174,12 +174,6 @@ def _expected_gpu_seconds(w: WorkloadConfig, max_gpus: int, max_g: int) -> float
         d = _draw_jobs(w, max_gpus, max_g, 200_000, np.random.default_rng(20220215))
         _EXPECTED_CACHE[key] = float((d["g"] * d["w_req"] * d["dur"]).mean())
     return _EXPECTED_CACHE[key]
-
-
-def expected_gpu_seconds(cfg: ScenarioConfig) -> float:
-    return _expected_gpu_seconds(
-        cfg.workload, _max_gpus(cfg), min(8, cfg.cluster.train_gpus_per_server)
-    )
 
 
 def batch_size_pmf(w: WorkloadConfig, single_gpu: bool = True) -> np.ndarray:
@@ -403,3 +397,23 @@ def workload_summary(jobs: list[JobSpec], cfg: ScenarioConfig) -> dict[str, floa
         "gap_lt_10s": arr["gap_lt_10s"],
         "p99_hour_over_mean": arr["p99_hour_over_mean"],
     }
+
+
+def generated_arrival_stats(w: WorkloadConfig, seeds: int = 5) -> dict[str, float]:
+    """``arrival_stats`` of the generator's arrival process at the trace's rate and span, mean
+    over ``seeds`` draws (seeds 0..seeds-1), so they compare with :data:`PHILLY_ARRIVAL_STATS`.
+
+    ``w`` is a :class:`aryl_gym.config.WorkloadConfig` (its burst knobs are used).
+    """
+    span = PHILLY_ARRIVAL_STATS["span_days"] * 86400.0
+    rate = PHILLY_ARRIVAL_STATS["jobs"] / span
+    keys = ("hourly_cv", "gap_lt_10s", "p99_hour_over_mean")
+    acc = {k: 0.0 for k in keys}
+    for s in range(seeds):
+        times, _ = _arrivals(
+            w, rate, span, None, np.random.default_rng(s), single_share=batch_single_share(w)
+        )
+        st = arrival_stats(times)
+        for k in keys:
+            acc[k] += st[k] / seeds
+    return acc

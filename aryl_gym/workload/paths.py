@@ -9,6 +9,8 @@ from aryl_gym.config import ConfigError
 
 #: Environment variable naming the folder that holds the public traces (``traces/...``).
 DATA_ROOT_ENV = "ARYL_GYM_DATA"
+#: Where the data root holds the Pollux application profiles.
+POLLUX_PROFILES = "traces/pollux-philly/traces"
 
 
 def default_data_root() -> Path | None:

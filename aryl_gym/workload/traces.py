@@ -65,7 +65,6 @@ profile), so a Pollux-style policy can re-derive goodput from the profiles.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import itertools
 import math
@@ -79,8 +78,9 @@ import numpy as np
 
 from aryl_gym.config import DEFAULT_GPU_TYPES, ClusterConfig, ConfigError, ScenarioConfig, load_yaml
 from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec, JobSpecBuilder
+from aryl_gym.workload.formats import ReadRequest, format_names, get_format, guess_format
 from aryl_gym.workload.generator import INELASTIC_FAMILIES
-from aryl_gym.workload.paths import default_data_root, resolve_data_path
+from aryl_gym.workload.paths import resolve_data_path
 from aryl_gym.workload.traces_formats import (
     CSV_COLUMN_KEYS,
     GPU_UNITS,
@@ -91,32 +91,20 @@ from aryl_gym.workload.traces_formats import (
     TraceExtra,
     TraceRows,
     check_delimiter,
-    find_gavel_throughputs,
-    load_gavel_throughputs,
     parse_datetime,
-    read_gavel,
-    read_generic,
-    read_philly,
-    read_pollux,
 )
 
 __all__ = [
-    "FORMATS",
     "LoadReport",
     "MappingRules",
     "TraceError",
     "TraceMap",
-    "add_trace_arguments",
-    "episode_from_args",
     "load_map",
     "load_scenario_trace",
     "load_trace",
     "trace_stats",
 ]
 
-FORMATS = ("philly", "pollux", "gavel", "csv")
-#: Formats whose times are absolute timestamps (the episode starts at the first job).
-_ABSOLUTE = {"philly"}
 
 #: Trace model names -> our families (Gavel job types, Pollux apps, common names).
 DEFAULT_FAMILY_MAP: dict[str, str] = {
@@ -134,8 +122,6 @@ DEFAULT_FAMILY_MAP: dict[str, str] = {
     "GNMT-16": "gnmt16",
 }
 POLLUX_ELASTIC_APPS = ("cifar10", "deepspeech2", "imagenet", "yolov3")
-#: Where the data root holds the Pollux application profiles.
-POLLUX_PROFILES = "traces/pollux-philly/traces"
 
 TRACE_OPTION_KEYS = (
     "vc",
@@ -411,8 +397,7 @@ def load_trace(
     Returns:
         ``(jobs, report)``.
     """
-    if fmt not in FORMATS:
-        raise ConfigError(f"unknown trace format {fmt!r}; use one of {', '.join(FORMATS)}")
+    spec = get_format(fmt)
     cfg = _as_scenario(cluster)
     tmap = load_map(map)
     csv_cols = opts.pop("columns", None)
@@ -431,43 +416,14 @@ def load_trace(
     delim = options.get("delimiter", tmap.delimiter)
 
     # 1. read and validate rows (vectorised; file-level errors always raise) ----------------------
-    if fmt == "philly":
-        rows = read_philly(p, report, {**options, "delimiter": delim}, skip)
-    elif fmt == "pollux":
-        from aryl_gym.workload.traces_pollux import load_pollux_profiles
-
-        prof_dir = _pollux_profiles_dir(p, options.get("profiles"), data_root, report)
-        rows = read_pollux(p, report, {**options, "delimiter": delim}, load_pollux_profiles(prof_dir), skip)
-    elif fmt == "gavel":
-        if options.get("filter"):
-            raise ConfigError(f"{p}: trace option filter needs a headed CSV (philly, pollux, csv); "
-                              "Gavel .trace files have no column names: drop the filter")
-        tp = options.get("throughputs")
-        tp_path = resolve_data_path(str(tp), data_root) if tp else find_gavel_throughputs(p)
-        if tp_path is None:
-            raise TraceError(p, "no simulation_throughputs.json beside the trace",
-                             "pass trace option throughputs=<path to Gavel's simulation_throughputs.json>")
-        rows = read_gavel(p, report, options, load_gavel_throughputs(tp_path, options.get("gavel_gpu", "v100")), skip)
-    else:
-        cols = dict(tmap.columns)
-        missing = [k for k in ("submit", "gpus") if not cols.get(k)]
-        if not cols.get("duration") and not (cols.get("start") and cols.get("end")):
-            missing.append("duration (or start and end)")
-        if missing:
-            raise ConfigError(
-                f"{p}: csv format needs a column mapping for {', '.join(missing)}; pass --map FILE.yaml "
-                "(columns: {submit: ..., gpus: ..., duration: ...}) or --columns submit=COL,gpus=COL,duration=COL"
-            )
-        rows = read_generic(p, report, {"columns": cols, "units": dict(tmap.units), "delimiter": delim,
-                                        "filter": options.get("filter"),
-                                        "fractional_gpus": options.get("fractional_gpus", "error")}, skip)
+    rows = spec.read(ReadRequest(p, report, options, delim, tmap, data_root, skip))
     if report.rows == 0:
         raise TraceError(p, "no data rows (empty trace)", "give a file with at least one job row", 2)
-    absolute = fmt in _ABSOLUTE or (fmt == "csv" and tmap.units.get("time") == "datetime")
+    absolute = spec.absolute_time(tmap)
 
     # 2. order: sort, or reject rows earlier than the latest kept row (a running maximum) -------
-    sort = fmt == "philly" or bool(options.get("sort", tmap.sort))
-    time_col = {"philly": "timestamp", "pollux": "time", "gavel": "arrival_time"}.get(fmt, tmap.columns.get("submit"))
+    sort = spec.always_sort or bool(options.get("sort", tmap.sort))
+    time_col = spec.time_column or tmap.columns.get("submit")
     sub = rows.submit
     if len(rows) > 1:
         prev_max = np.maximum.accumulate(sub)[:-1]
@@ -547,29 +503,6 @@ def _release_freed_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to do
         pass
-
-
-def _pollux_profiles_dir(p: Path, prof: Any, data_root: str | os.PathLike[str] | None,
-                         report: LoadReport) -> Path:
-    """The Pollux profile folder: the ``profiles`` option, else ``<workload folder>/../traces``
-    (the artifact's layout), else the data root's ``traces/pollux-philly/traces``."""
-    if prof:
-        d = resolve_data_path(str(prof), data_root)
-        if not d.is_dir():
-            raise TraceError(p, f"Pollux profile folder {d} is not a folder",
-                             "pass trace option profiles=<folder with bert/, cifar10/, ...> (relative to the data root)")
-        return d
-    beside = p.parent.parent / "traces"
-    if beside.is_dir() and any((d / "placements.csv").exists() for d in beside.iterdir()):
-        return beside
-    root = Path(data_root) if data_root else default_data_root()
-    cand = root / POLLUX_PROFILES if root is not None else None
-    if cand is not None and cand.is_dir():
-        report.notes.append(f"Pollux profiles from the data root ({cand}): none at {beside}")
-        return cand
-    raise TraceError(p, f"no Pollux profile folder at {beside} and none under the data root",
-                     "pass trace option profiles=<folder with bert/, cifar10/, ...> (relative to the data root), "
-                     "or --data-root DIR holding " + POLLUX_PROFILES)
 
 
 def _map_rows(p: Path, rows: TraceRows, rules: MappingRules, cfg: ScenarioConfig | None,
@@ -745,24 +678,14 @@ def load_scenario_trace(cfg: ScenarioConfig, rng: np.random.Generator, data_root
     return jobs
 
 
-def _guess_format(path: str) -> str | None:
-    if path.endswith(".trace"):
-        return "gavel"
-    if Path(path).name == "philly.csv":
-        return "philly"
-    if "workload" in Path(path).name:
-        return "pollux"
-    return None
-
-
 def load_scenario_trace_report(cfg: ScenarioConfig, rng: np.random.Generator,
                                data_root: str | None = None) -> tuple[list[JobSpec], LoadReport]:
     w = cfg.workload
     if not w.trace:
         raise ConfigError(f"{cfg.source}: workload.trace is not set")
-    fmt = w.trace_format or _guess_format(w.trace)
+    fmt = w.trace_format or guess_format(w.trace)
     if fmt is None:
-        raise ConfigError(f"{cfg.source}: set workload.trace_format to one of {', '.join(FORMATS)}")
+        raise ConfigError(f"{cfg.source}: set workload.trace_format to one of {', '.join(format_names())}")
     opts = dict(w.trace_options or {})
     _check_options(opts, f"{cfg.source}: workload.trace_options")
     tmap: Any = None
@@ -792,121 +715,3 @@ def trace_stats(jobs: Sequence[JobSpec]) -> dict[str, Any]:
         "type_agnostic": int(sum(j.type_agnostic for j in jobs)),
         "families": dict(sorted({f: sum(j.family == f for j in jobs) for f in {j.family for j in jobs}}.items())),
     }
-
-
-# ------------------------------------------------------------------------------------------------
-# command line
-# ------------------------------------------------------------------------------------------------
-def _kv_pairs(text: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for part in text.split(","):
-        if not part.strip():
-            continue
-        if "=" not in part:
-            raise argparse.ArgumentTypeError(f"expected KEY=VALUE pairs separated by commas, got {part!r}")
-        k, v = part.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
-
-
-def _typed(v: str) -> Any:
-    low = v.lower()
-    if low in ("true", "yes"):
-        return True
-    if low in ("false", "no"):
-        return False
-    try:
-        return int(v)
-    except ValueError:
-        pass
-    try:
-        return float(v)
-    except ValueError:
-        return v
-
-
-def add_trace_arguments(parser: argparse.ArgumentParser, cluster: bool = True) -> None:
-    """Add ``--trace``, ``--trace-format``, ``--map`` and the trace/cluster options to ``parser``."""
-    g = parser.add_argument_group("real trace (docs/traces.md)")
-    g.add_argument("--trace", default=None, help="trace file (relative to --data-root or absolute)")
-    g.add_argument("--trace-format", choices=FORMATS, default=None, help="trace format")
-    g.add_argument("--map", default=None, help="map YAML: csv columns/units, mapping rules, options")
-    g.add_argument("--columns", type=_kv_pairs, default=None,
-                   help="csv columns, e.g. submit=ts,gpus=n,duration=dur (or start=..,end=..)")
-    g.add_argument("--units", type=_kv_pairs, default=None,
-                   help="csv units, e.g. time=s,duration=min or time=datetime")
-    g.add_argument("--skip-bad-rows", action="store_true", help="skip bad rows and report them by reason")
-    g.add_argument("--vc", default=None, help="Philly virtual cluster id(s), comma-separated")
-    g.add_argument("--time-window", default=None, help="START,END: offsets from the first job ('0h,48h') or timestamps")
-    g.add_argument("--time-compression", type=float, default=None, help="divide arrival offsets by this factor")
-    g.add_argument("--max-jobs", type=int, default=None, help="keep the first N jobs (after the window)")
-    g.add_argument("--trace-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="other trace options (duplicates=keep, profiles=..., throughputs=...)")
-    if cluster:
-        c = parser.add_argument_group("cluster overrides (else the scenario's)")
-        c.add_argument("--train-servers", type=int, default=None)
-        c.add_argument("--train-gpus-per-server", type=int, default=None)
-        c.add_argument("--train-gpu", default=None)
-        c.add_argument("--inf-servers", type=int, default=None)
-        c.add_argument("--inf-gpus-per-server", type=int, default=None)
-        c.add_argument("--inf-gpu", default=None)
-
-
-def trace_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    opts: dict[str, Any] = {}
-    for item in getattr(args, "trace_option", None) or []:
-        if item.lstrip().startswith("delimiter="):  # the value may itself be a comma (or commas)
-            opts["delimiter"] = item.split("=", 1)[1]
-            continue
-        for k, v in _kv_pairs(item).items():
-            opts[k] = _typed(v)
-    for key in ("vc", "time_window", "time_compression", "max_jobs"):
-        v = getattr(args, key, None)
-        if v is not None:
-            opts[key] = v
-    if getattr(args, "columns", None):
-        opts["columns"] = args.columns
-    if getattr(args, "units", None):
-        opts["units"] = args.units
-    return opts
-
-
-def scenario_from_args(args: argparse.Namespace) -> ScenarioConfig:
-    """The scenario named by ``args.scenario`` with the ``--train-*``/``--inf-*`` overrides."""
-    from aryl_gym.config import load_scenario, validate_scenario
-
-    cfg = load_scenario(args.scenario)
-    over = {k: getattr(args, k) for k in ("train_servers", "train_gpus_per_server", "train_gpu",
-                                          "inf_servers", "inf_gpus_per_server", "inf_gpu")
-            if getattr(args, k, None) is not None}
-    if over:
-        cfg = cfg.replace(cluster=over)
-        validate_scenario(cfg)
-    return cfg
-
-
-def episode_from_args(args: argparse.Namespace, seed: int):
-    """The episode for ``args``: the scenario's cluster/inference/sim, the jobs from ``--trace``.
-
-    The mapping draws use the same job stream as :func:`aryl_gym.scenario.make_episode`, so a
-    scenario with ``workload.trace`` set gives the same episode as the equivalent command line.
-    The load report is attached as ``episode.trace_report`` and printed on stderr when rows were
-    skipped or filtered.
-    """
-    import sys
-
-    from aryl_gym.scenario import _seed_streams, make_episode
-
-    cfg = scenario_from_args(args)
-    fmt = args.trace_format or _guess_format(args.trace)
-    if fmt is None:
-        raise ConfigError(f"{args.trace}: pass --trace-format ({'|'.join(FORMATS)})")
-    r_jobs = _seed_streams(seed)[0]
-    jobs, report = load_trace(args.trace, fmt, map=args.map, cluster=cfg, rng=r_jobs,
-                              skip_bad_rows=args.skip_bad_rows, data_root=args.data_root,
-                              **trace_options_from_args(args))
-    ep = make_episode(cfg, seed, jobs=jobs, data_root=args.data_root)
-    ep.trace_report = report  # type: ignore[attr-defined]
-    if report.skipped or report.notes:
-        print(report.summary(), file=sys.stderr)
-    return ep

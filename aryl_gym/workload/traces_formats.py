@@ -540,10 +540,6 @@ def obj(a: pa.Array) -> np.ndarray:
     return np.asarray(a.to_numpy(zero_copy_only=False), dtype=object)
 
 
-def _text(a: pa.Array) -> Callable[[int], str]:
-    return lambda i: str(a[i].as_py())
-
-
 def num_checks(chk: RowChecks, a: pa.Array, col: str, kind: str = "float") -> np.ndarray:
     """Missing and unparsable values of a numeric column (reasons missing-value, bad-number)."""
     vals, empty, bad = to_int(a) if kind == "int" else to_float(a)

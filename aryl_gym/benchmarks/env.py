@@ -6,7 +6,7 @@ uniform scores in ``priority``), single env, per action mode, on ``tiny`` and ``
 the throughput of 2-env ``sync`` and ``async`` vector envs (``targets`` mode, ``testbed``).
 Target: at least 5,000 steps/s on ``testbed`` in ``targets`` mode on one core.
 
-Run: ``python -m aryl_gym.bench_env`` (prints a Markdown table).
+Run: ``python -m aryl_gym.benchmarks.env`` (prints a Markdown table).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Built in:
 * ``tensorboard`` -- the leaderboard's TensorBoard writer: 100,000 scalars as timeline rows and
   one per event (target <= 2 s), and TensorBoard's own pure-Python writer for comparison
   (skipped with ``--quick``).
-* ``env`` and ``pollux`` -- :mod:`aryl_gym.bench_env` and :mod:`aryl_gym.bench_pollux` when
+* ``env`` and ``pollux`` -- :mod:`aryl_gym.benchmarks.env` and :mod:`aryl_gym.benchmarks.pollux` when
   those modules are present (skipped with ``--quick``).
 """
 
@@ -183,30 +183,30 @@ def bench_tensorboard(quick: bool) -> Rows:
     return bench_writer(reference=not quick)
 
 
-@register("env", "environment steps per second (aryl_gym.bench_env)")
+@register("env", "environment steps per second (aryl_gym.benchmarks.env)")
 def bench_env_rows(quick: bool) -> Rows:
     if quick:
         return []
     try:
-        from aryl_gym.bench_env import bench_env
+        from aryl_gym.benchmarks.env import bench_env
     except ModuleNotFoundError:
         return []
     return bench_env()
 
 
-@register("pollux", "Pollux decision time (aryl_gym.bench_pollux)")
+@register("pollux", "Pollux decision time (aryl_gym.benchmarks.pollux)")
 def bench_pollux_rows(quick: bool) -> Rows:
     if quick:
         return []
     try:
-        from aryl_gym.bench_pollux import bench_pollux
+        from aryl_gym.benchmarks.pollux import bench_pollux
     except ModuleNotFoundError:
         return []
     return bench_pollux()
 
 
-@register("traces", "trace loading: wall s and peak RSS per load (aryl_gym.bench_traces; target 1M rows <= 5 s, <= 1 GB)")
+@register("traces", "trace loading: wall s and peak RSS per load (aryl_gym.benchmarks.traces; target 1M rows <= 5 s, <= 1 GB)")
 def bench_traces_rows(quick: bool) -> Rows:
-    from aryl_gym.bench_traces import bench_traces
+    from aryl_gym.benchmarks.traces import bench_traces
 
     return bench_traces(quick)

@@ -1,0 +1,126 @@
+"""Command-line options for real traces (``--trace``, ``--trace-format``, ``--map`` and the trace
+and cluster options), shared by ``simulate``, ``compare`` and ``trace-info``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from aryl_gym.config import ConfigError, ScenarioConfig
+from aryl_gym.workload.formats import format_names, guess_format
+from aryl_gym.workload.traces import load_trace
+
+
+def _kv_pairs(text: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        if "=" not in part:
+            raise argparse.ArgumentTypeError(f"expected KEY=VALUE pairs separated by commas, got {part!r}")
+        k, v = part.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _typed(v: str) -> Any:
+    low = v.lower()
+    if low in ("true", "yes"):
+        return True
+    if low in ("false", "no"):
+        return False
+    try:
+        return int(v)
+    except ValueError:
+        pass
+    try:
+        return float(v)
+    except ValueError:
+        return v
+
+
+def add_trace_arguments(parser: argparse.ArgumentParser, cluster: bool = True) -> None:
+    """Add ``--trace``, ``--trace-format``, ``--map`` and the trace/cluster options to ``parser``."""
+    g = parser.add_argument_group("real trace (docs/traces.md)")
+    g.add_argument("--trace", default=None, help="trace file (relative to --data-root or absolute)")
+    g.add_argument("--trace-format", choices=format_names(), default=None, help="trace format")
+    g.add_argument("--map", default=None, help="map YAML: csv columns/units, mapping rules, options")
+    g.add_argument("--columns", type=_kv_pairs, default=None,
+                   help="csv columns, e.g. submit=ts,gpus=n,duration=dur (or start=..,end=..)")
+    g.add_argument("--units", type=_kv_pairs, default=None,
+                   help="csv units, e.g. time=s,duration=min or time=datetime")
+    g.add_argument("--skip-bad-rows", action="store_true", help="skip bad rows and report them by reason")
+    g.add_argument("--vc", default=None, help="Philly virtual cluster id(s), comma-separated")
+    g.add_argument("--time-window", default=None, help="START,END: offsets from the first job ('0h,48h') or timestamps")
+    g.add_argument("--time-compression", type=float, default=None, help="divide arrival offsets by this factor")
+    g.add_argument("--max-jobs", type=int, default=None, help="keep the first N jobs (after the window)")
+    g.add_argument("--trace-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="other trace options (duplicates=keep, profiles=..., throughputs=...)")
+    if cluster:
+        c = parser.add_argument_group("cluster overrides (else the scenario's)")
+        c.add_argument("--train-servers", type=int, default=None)
+        c.add_argument("--train-gpus-per-server", type=int, default=None)
+        c.add_argument("--train-gpu", default=None)
+        c.add_argument("--inf-servers", type=int, default=None)
+        c.add_argument("--inf-gpus-per-server", type=int, default=None)
+        c.add_argument("--inf-gpu", default=None)
+
+
+def trace_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    for item in getattr(args, "trace_option", None) or []:
+        if item.lstrip().startswith("delimiter="):  # the value may itself be a comma (or commas)
+            opts["delimiter"] = item.split("=", 1)[1]
+            continue
+        for k, v in _kv_pairs(item).items():
+            opts[k] = _typed(v)
+    for key in ("vc", "time_window", "time_compression", "max_jobs"):
+        v = getattr(args, key, None)
+        if v is not None:
+            opts[key] = v
+    if getattr(args, "columns", None):
+        opts["columns"] = args.columns
+    if getattr(args, "units", None):
+        opts["units"] = args.units
+    return opts
+
+
+def scenario_from_args(args: argparse.Namespace) -> ScenarioConfig:
+    """The scenario named by ``args.scenario`` with the ``--train-*``/``--inf-*`` overrides."""
+    from aryl_gym.config import load_scenario, validate_scenario
+
+    cfg = load_scenario(args.scenario)
+    over = {k: getattr(args, k) for k in ("train_servers", "train_gpus_per_server", "train_gpu",
+                                          "inf_servers", "inf_gpus_per_server", "inf_gpu")
+            if getattr(args, k, None) is not None}
+    if over:
+        cfg = cfg.replace(cluster=over)
+        validate_scenario(cfg)
+    return cfg
+
+
+def episode_from_args(args: argparse.Namespace, seed: int):
+    """The episode for ``args``: the scenario's cluster/inference/sim, the jobs from ``--trace``.
+
+    The mapping draws use the same job stream as :func:`aryl_gym.scenario.make_episode`, so a
+    scenario with ``workload.trace`` set gives the same episode as the equivalent command line.
+    The load report is attached as ``episode.trace_report`` and printed on stderr when rows were
+    skipped or filtered.
+    """
+    import sys
+
+    from aryl_gym.scenario import _seed_streams, make_episode
+
+    cfg = scenario_from_args(args)
+    fmt = args.trace_format or guess_format(args.trace)
+    if fmt is None:
+        raise ConfigError(f"{args.trace}: pass --trace-format ({'|'.join(format_names())})")
+    r_jobs = _seed_streams(seed)[0]
+    jobs, report = load_trace(args.trace, fmt, map=args.map, cluster=cfg, rng=r_jobs,
+                              skip_bad_rows=args.skip_bad_rows, data_root=args.data_root,
+                              **trace_options_from_args(args))
+    ep = make_episode(cfg, seed, jobs=jobs, data_root=args.data_root)
+    ep.trace_report = report  # type: ignore[attr-defined]
+    if report.skipped or report.notes:
+        print(report.summary(), file=sys.stderr)
+    return ep

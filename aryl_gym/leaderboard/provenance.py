@@ -1,0 +1,80 @@
+"""Provenance of a leaderboard row: the commit, the hash of the resolved scenario (and agent
+set-up), the env version, and file-name-safe slugs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from aryl_gym.config import ScenarioConfig
+
+
+class Entrant(Protocol):
+    """What provenance needs of a suite entrant (:class:`aryl_gym.leaderboard.suites.Entrant`)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+
+
+_COMMIT: str | None = None
+
+
+def git_commit() -> str:
+    """``git rev-parse HEAD`` of the checkout holding this package, or ``'unknown'``."""
+    global _COMMIT
+    if _COMMIT is None:
+        root = Path(__file__).resolve().parents[2]
+        commit = "unknown"
+        if (root / ".git").exists():
+            try:
+                out = subprocess.run(
+                    ["git", "-C", str(root), "rev-parse", "HEAD"],
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                    check=False,
+                )
+                if out.returncode == 0 and out.stdout.strip():
+                    commit = out.stdout.strip()
+            except (OSError, subprocess.SubprocessError):
+                pass
+        _COMMIT = commit
+    return _COMMIT
+
+
+def scenario_fingerprint(cfg: ScenarioConfig) -> dict[str, Any]:
+    """Everything of a resolved scenario that changes an episode (not its description)."""
+    d = cfg.to_dict()
+    d.pop("description", None)
+    d["gpu_types"] = {
+        k: {"memory_gb": g.memory_gb, "default_speed": g.default_speed, "speed": dict(g.speed)}
+        for k, g in sorted(cfg.gpu_types.items())
+    }
+    return d
+
+
+def config_hash(cfg: ScenarioConfig, entrant: Entrant, env_id: str, env_kwargs: Mapping[str, Any]) -> str:
+    """16 hex digits of SHA-256 over the resolved scenario (and, for agents, the env set-up)."""
+    payload: dict[str, Any] = {"scenario": scenario_fingerprint(cfg)}
+    if entrant.kind == "agent":
+        payload.update(env_id=env_id, env_kwargs=dict(env_kwargs), source=entrant.source)
+    text = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def env_version(env_id: str) -> str:
+    m = re.search(r"-(v\d+)$", env_id)
+    return m.group(1) if m else ""
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of a scenario name or path."""
+    s = re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_.")
+    return s or "x"

@@ -1,0 +1,207 @@
+"""The rollout loop: an agent with an SB3-style ``predict`` playing episodes through a Gymnasium
+env. Used by ``aryl-gym evaluate``, training's periodic evaluation
+(:mod:`aryl_gym.train.evaluation`), the leaderboard (:mod:`aryl_gym.leaderboard.episodes`) and
+the reclaim suite. No torch here: the agent object brings its own.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from aryl_gym.metrics import EpisodeResult
+
+#: keys of the final ``info`` that may carry the episode's result (the env's choice first)
+RESULT_KEYS = ("episode_result", "result", "final_result")
+#: keys of ``info`` that may carry the episode's count of invalid actions
+INVALID_KEYS = ("invalid_total", "invalid_actions", "invalid_actions_total")
+
+
+def result_from_info(info: Mapping[str, Any] | None) -> EpisodeResult | None:
+    """The :class:`EpisodeResult` carried by a final ``info`` (object or dict), else ``None``."""
+    if not info:
+        return None
+    for k in RESULT_KEYS:
+        v = info.get(k)
+        if v is None:
+            continue
+        if isinstance(v, EpisodeResult):
+            return v
+        if isinstance(v, Mapping):
+            return EpisodeResult.from_dict(dict(v))
+    return None
+
+
+def invalid_from_info(info: Mapping[str, Any] | None) -> float | None:
+    """Invalid actions counted by the env in this episode, if it reports them."""
+    if not info:
+        return None
+    for k in INVALID_KEYS:
+        v = info.get(k)
+        if isinstance(v, (int, float, np.integer, np.floating)):
+            return float(v)
+    return None
+
+
+def env_action_masks(env: Any) -> np.ndarray | None:
+    """``env.action_masks()`` if the env (or what it wraps) offers it."""
+    e = env
+    for _ in range(16):
+        fn = getattr(e, "action_masks", None)
+        if callable(fn):
+            return np.asarray(fn(), dtype=bool)
+        if not hasattr(e, "env"):
+            break
+        e = e.env
+    fn = getattr(getattr(env, "unwrapped", None), "action_masks", None)
+    return np.asarray(fn(), dtype=bool) if callable(fn) else None
+
+
+def _masks_of(env: Any) -> np.ndarray:
+    """The env's action masks; an env without ``action_masks()`` cannot serve a masked agent."""
+    m = env_action_masks(env)
+    if m is None:
+        raise ValueError(f"{env!r} has no action_masks(), but the agent's predict takes action_masks")
+    return m
+
+
+def _accepts_masks(predict: Callable[..., Any]) -> bool:
+    try:
+        return "action_masks" in inspect.signature(predict).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return False
+
+
+@dataclass
+class Rollout:
+    """The end of one episode played by :func:`play`."""
+
+    info: dict[str, Any]
+    total_reward: float
+    steps: int
+    terminated: bool
+    truncated: bool
+
+
+def play(
+    agent: Any,
+    env: Any,
+    seed: int | None = None,
+    options: Mapping[str, Any] | None = None,
+    deterministic: bool = True,
+    obs_transform: Callable[[Any], Any] | None = None,
+    max_steps: int | None = None,
+    after_reset: Callable[[Any], None] | None = None,
+) -> Rollout:
+    """The rollout loop: ``reset(seed, options)``, then ``predict`` / ``step`` until the episode
+    ends (or ``max_steps``).
+
+    ``agent.predict(obs, state=, episode_start=, deterministic=[, action_masks=])`` is SB3's
+    signature; the env's action masks are passed when ``predict`` accepts ``action_masks``.
+    ``obs_transform`` maps raw observations to what the agent expects (e.g. a VecNormalize's
+    ``normalize_obs``); ``after_reset(env)`` runs once after the reset (checks on the episode).
+    """
+    use_masks = _accepts_masks(agent.predict)
+    obs, info = env.reset(seed=seed, options=dict(options) if options is not None else None)
+    if after_reset is not None:
+        after_reset(env)
+    total = 0.0
+    steps = 0
+    state = None
+    start = np.ones((1,), dtype=bool)
+    terminated = truncated = False
+    while True:
+        o = obs_transform(obs) if obs_transform is not None else obs
+        kw: dict[str, Any] = {"state": state, "episode_start": start, "deterministic": deterministic}
+        if use_masks:
+            kw["action_masks"] = env_action_masks(env)
+        action, state = agent.predict(o, **kw)
+        start = np.zeros((1,), dtype=bool)
+        obs, reward, terminated, truncated, info = env.step(action)
+        total += float(reward)
+        steps += 1
+        if terminated or truncated or (max_steps is not None and steps >= max_steps):
+            break
+    return Rollout(dict(info), total, steps, bool(terminated), bool(truncated))
+
+
+def run_agent(
+    agent: Any,
+    env: Any,
+    seed: int,
+    deterministic: bool = True,
+    obs_transform: Callable[[Any], Any] | None = None,
+    max_steps: int | None = None,
+    after_reset: Callable[[Any], None] | None = None,
+) -> tuple[EpisodeResult, float, int]:
+    """One episode of ``agent`` through ``env`` from ``reset(seed=seed)`` (:func:`play`).
+
+    Returns ``(result, episode return, env steps)``; the result is the
+    :class:`~aryl_gym.metrics.EpisodeResult` of the final ``info``.
+    """
+    # ``episode_seed`` makes the env draw exactly ``make_episode(scenario, seed)`` (the episode
+    # the native references run on); ``seed`` alone would draw a trace seed from np_random.
+    ro = play(agent, env, seed=int(seed), options={"episode_seed": int(seed)},
+              deterministic=deterministic, obs_transform=obs_transform, max_steps=max_steps,
+              after_reset=after_reset)
+    res = result_from_info(ro.info)
+    if res is None:
+        raise RuntimeError(
+            "the env's final info carries no EpisodeResult (looked for "
+            f"{', '.join(RESULT_KEYS)}); the env must put it in the last step's info"
+        )
+    return res, ro.total_reward, ro.steps
+
+
+def run_agent_batch(
+    agent: Any,
+    envs: Sequence[Any],
+    seeds: Sequence[int],
+    deterministic: bool = True,
+    obs_transform: Callable[[Any], Any] | None = None,
+) -> list[tuple[EpisodeResult, float, int]]:
+    """:func:`run_agent` on several seeds at once: ``envs[i]`` plays ``seeds[i]``; the agent is
+    asked once per step for all unfinished episodes (one batched forward pass), which is what
+    makes periodic evaluation affordable. Recurrent state is not supported here (use
+    :func:`run_agent`). Results come back in seed order and equal :func:`run_agent`'s for a
+    deterministic agent."""
+    if len(envs) != len(seeds):
+        raise ValueError(f"{len(envs)} envs for {len(seeds)} seeds; give one env per seed")
+    use_masks = _accepts_masks(agent.predict)
+    n = len(seeds)
+    obs: list[Any] = [None] * n
+    for i, (e, s) in enumerate(zip(envs, seeds)):
+        obs[i], _ = e.reset(seed=int(s), options={"episode_seed": int(s)})
+    totals = [0.0] * n
+    steps = [0] * n
+    results: list[EpisodeResult | None] = [None] * n
+    active = list(range(n))
+    while active:
+        o = [obs[i] for i in active]
+        if isinstance(o[0], Mapping):
+            batch: Any = {k: np.stack([x[k] for x in o]) for k in o[0]}
+        else:
+            batch = np.stack(o)
+        if obs_transform is not None:
+            batch = obs_transform(batch)
+        kw: dict[str, Any] = {"deterministic": deterministic}
+        if use_masks:
+            kw["action_masks"] = np.stack([_masks_of(envs[i]) for i in active])
+        actions, _ = agent.predict(batch, **kw)
+        still = []
+        for a, i in zip(actions, active):
+            obs[i], r, term, trunc, info = envs[i].step(a)
+            totals[i] += float(r)
+            steps[i] += 1
+            if term or trunc:
+                results[i] = result_from_info(info)
+                if results[i] is None:
+                    raise RuntimeError("the env's final info carries no EpisodeResult")
+            else:
+                still.append(i)
+        active = still
+    return [(r, t, k) for r, t, k in zip(results, totals, steps)]  # type: ignore[misc]
