@@ -218,6 +218,39 @@ def test_reward_components_and_weights():
         ArylEnv(scenario="tiny", reward="bogus")
 
 
+def test_registered_reward_component():
+    """A component registered with ``reward_component`` is weighted and reported like a built-in."""
+    from aryl_gym.envs import reward as rw
+
+    seen: list[float] = []
+
+    @rw.reward_component("test_hours")
+    def _hours(step: rw.RewardStep) -> float:  # elapsed hours, a hand-checkable component
+        seen.append(step.dt)
+        return step.dt / 3600.0
+
+    try:
+        assert "test_hours" in rw.component_names()
+        with pytest.raises(ValueError, match="registered twice"):
+            rw.reward_component("test_hours")(_hours)
+        env = ArylEnv(scenario="tiny", reward={"jct": 1.0, "test_hours": 0.25})
+        env.reset(seed=0)
+        rng = np.random.default_rng(0)
+        t0 = env.unwrapped.sim.now
+        for _ in range(20):
+            _, r, te, tr, info = env.step(_random_action(env, rng))
+            c = info["reward_components"]
+            assert c["test_hours"] == pytest.approx(seen[-1] / 3600.0)
+            assert np.isclose(r, c["jct"] + 0.25 * c["test_hours"])
+            if te or tr:
+                break
+        assert sum(seen) == pytest.approx(env.unwrapped.sim.now - t0)
+    finally:
+        rw._REGISTRY.pop("test_hours", None)
+    with pytest.raises(ValueError, match="identifier"):
+        rw.reward_component("not a name")
+
+
 def test_max_steps_truncates_with_result():
     env = ArylEnv(scenario="tiny", max_steps=5)
     env.reset(seed=0)

@@ -23,19 +23,119 @@ unweighted in ``info["reward_components"]``:
     ``-(invalid action parts in the step)``; weight 0 unless ``invalid_penalty`` is set.
 
 ``scale`` defaults to 3600 s, so ``jct`` is in job-hours.
+
+Each component is a function of a :class:`RewardStep`, registered with :func:`reward_component`
+(the built-ins below are registered the same way; docs/extending.md shows a new one).
 """
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from aryl_gym.sim.engine import Simulator
 from aryl_gym.sim.jobs import JobState
 
-COMPONENTS: tuple[str, ...] = ("jct", "queue", "preemption", "usage", "slowdown", "invalid")
+
+@dataclass(slots=True)
+class RewardStep:
+    """What one env step changed, shared by every component (times in seconds).
+
+    ``accrued``: growth of the accrued job time ``A(t1) - A(t0)``; ``dt``: ``t1 - t0``;
+    ``queued_after``: queued jobs after the decision; ``preemptions``: preemptions during the step;
+    ``busy_gpu_s``: GPU-seconds used by training during the step; ``total_gpus``: all GPUs;
+    ``finished_jct`` / ``finished_bound``: JCTs and lower bounds of the jobs that finished in the
+    step; ``invalid``: invalid action parts; ``scale``: the reward scale; ``sim``: the simulator
+    after the step (read only).
+    """
+
+    accrued: float
+    dt: float
+    queued_after: int
+    preemptions: int
+    busy_gpu_s: float
+    total_gpus: float
+    finished_jct: np.ndarray
+    finished_bound: np.ndarray
+    invalid: int
+    scale: float
+    sim: Simulator
+
+
+_EMPTY = np.zeros(0)
+_EMPTY.flags.writeable = False
+
+#: A reward component: the unweighted value of one step.
+RewardComponent = Callable[[RewardStep], float]
+_REGISTRY: dict[str, RewardComponent] = {}
+
+
+def reward_component(name: str) -> Callable[[RewardComponent], RewardComponent]:
+    """Register a reward component under ``name`` (the one way to add one)::
+
+        @reward_component("idle_gpus")
+        def _idle(step: RewardStep) -> float:
+            ...
+
+    It is then available as ``reward="idle_gpus"``, ``"jct+idle_gpus"`` or
+    ``{"jct": 1, "idle_gpus": 0.1}`` and reported in ``info["reward_components"]``. Register it
+    before the env is built (import the module that defines it).
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"reward component name must be an identifier, got {name!r}")
+
+    def deco(fn: RewardComponent) -> RewardComponent:
+        if name in _REGISTRY:
+            raise ValueError(f"reward component {name!r} registered twice")
+        _REGISTRY[name] = fn
+        return fn
+
+    return deco
+
+
+def component_names() -> tuple[str, ...]:
+    """The registered components, built-ins first, in registration order."""
+    return tuple(_REGISTRY)
+
+
+@reward_component("jct")
+def _jct(s: RewardStep) -> float:
+    return -s.accrued / s.scale
+
+
+@reward_component("queue")
+def _queue(s: RewardStep) -> float:
+    return -s.queued_after * s.dt / s.scale
+
+
+@reward_component("preemption")
+def _preemption(s: RewardStep) -> float:
+    return -float(s.preemptions)
+
+
+@reward_component("usage")
+def _usage(s: RewardStep) -> float:
+    return s.busy_gpu_s / (s.total_gpus * s.scale)
+
+
+@reward_component("slowdown")
+def _slowdown(s: RewardStep) -> float:
+    if not len(s.finished_jct):
+        return 0.0
+    return -float((s.finished_jct / s.finished_bound - 1.0).sum())
+
+
+@reward_component("invalid")
+def _invalid(s: RewardStep) -> float:
+    return -float(s.invalid)
+
+
+#: The built-in components (:func:`component_names` also lists registered extras).
+COMPONENTS: tuple[str, ...] = component_names()
 
 
 def parse_weights(reward: str | dict[str, float] | None, invalid_penalty: float) -> dict[str, float]:
@@ -59,10 +159,11 @@ def parse_weights(reward: str | dict[str, float] | None, invalid_penalty: float)
         w = {str(k): float(v) for k, v in reward.items()}
     else:
         raise ValueError(f"reward must be a component name or a dict of weights, got {reward!r}")
+    known = component_names()
     for k in w:
-        if k not in COMPONENTS:
-            raise ValueError(f"unknown reward component {k!r}; known: {', '.join(COMPONENTS)}")
-    out = {c: float(w.get(c, 0.0)) for c in COMPONENTS}
+        if k not in known:
+            raise ValueError(f"unknown reward component {k!r}; known: {', '.join(known)}")
+    out = {c: float(w.get(c, 0.0)) for c in known}
     if invalid_penalty:
         out["invalid"] = float(invalid_penalty)
     return out
@@ -93,6 +194,8 @@ class RewardTracker:
         self.total = 0.0
         # the non-zero weights, in the order of ``weights`` (the sum's order)
         self._weighted = [(k, wk) for k, wk in weights.items() if wk]
+        # every component is computed and reported (unweighted) in info["reward_components"]
+        self._components = [(k, _REGISTRY[k]) for k in weights]
 
     _NONE = np.zeros(0, dtype=np.int64)
 
@@ -122,20 +225,20 @@ class RewardTracker:
         pc = sim.preemptions_total  # == preempt_count.sum()
         acc = sim.acc
         busy = acc.train_busy_gs + acc.loan_used_gs
-        if len(new_done):
-            jct = sim.finish[new_done] - sim.submit[new_done]
-            slowdown = -float((jct / self._lb[new_done] - 1.0).sum())
-        else:
-            slowdown = 0.0
-        scale = self.scale
-        comp: dict[str, float] = {
-            "jct": -(a1 - self.a) / scale,
-            "queue": -queued_after * dt / scale,
-            "preemption": -float(pc - self.preempt),
-            "usage": (busy - self.busy_gs) / (self._total_gpus * scale),
-            "slowdown": slowdown,
-            "invalid": -float(invalid),
-        }
+        step = RewardStep(
+            accrued=a1 - self.a,
+            dt=dt,
+            queued_after=queued_after,
+            preemptions=pc - self.preempt,
+            busy_gpu_s=busy - self.busy_gs,
+            total_gpus=self._total_gpus,
+            finished_jct=sim.finish[new_done] - sim.submit[new_done] if len(new_done) else _EMPTY,
+            finished_bound=self._lb[new_done] if len(new_done) else _EMPTY,
+            invalid=invalid,
+            scale=self.scale,
+            sim=sim,
+        )
+        comp = {name: fn(step) for name, fn in self._components}
         self.t, self.a, self.preempt, self.busy_gs = t1, a1, pc, busy
         r = 0.0
         for k, wk in self._weighted:
