@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
-"""Seeds a suite needs to separate a 3% difference: ``python scripts/seed_study.py --help``.
+"""Thin wrapper: ``python scripts/seed_study.py ...`` == ``aryl-gym seed-study ...``.
 
-Runs the scenario for every seed and entrant (rows in ``--out``, resumable), then prints the
-paired seed-to-seed spread of log(JCT ratio) per entrant pair and n = (1.96 sd / log 1.03)^2
-(see :mod:`aryl_gym.leaderboard.seed_study` and docs/leaderboard.md).
+Seeds a suite needs to separate a 3% difference (see :mod:`aryl_gym.leaderboard.seed_study` and
+docs/leaderboard.md).
 """
 
 import sys
 
-from aryl_gym.leaderboard.seed_study import main
+from aryl_gym.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["seed-study", *sys.argv[1:]]))

@@ -19,14 +19,10 @@ question arises; their largest *n* is the recommendation.
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import math
-import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 #: two-sided 95% normal quantile, and the extra quantile for 80% power
@@ -166,89 +162,11 @@ def render(spreads: Sequence[PairSpread], rec: Mapping[str, Any], delta: float, 
     return "\n".join(lines)
 
 
-# ----------------------------------------------------------------------------------------------
-# Command line (scripts/seed_study.py)
-# ----------------------------------------------------------------------------------------------
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="seed_study.py",
-        description="Measure the paired seed-to-seed spread of log(JCT ratio) between entrants and "
-        "the number of seeds needed to separate a given difference (docs/leaderboard.md).",
-    )
-    p.add_argument("--scenario", default="testbed", help="scenario (default testbed)")
-    p.add_argument("--seeds", default="2000-2019", help='seeds, "A-B" or "a,b,c" (default 2000-2019)')
-    p.add_argument(
-        "--policies",
-        default="fifo,sjf,aryl,afs,gandiva,pollux",
-        help="reference policies, comma-separated (default fifo,sjf,aryl,afs,gandiva,pollux)",
-    )
-    p.add_argument("--agent", action="append", default=[], metavar="NAME=SOURCE",
-                   help="add a learned agent (as in aryl-gym leaderboard); repeatable")
-    p.add_argument("--metric", default="avg_jct", help="metric compared (default avg_jct)")
-    p.add_argument("--delta", type=float, default=0.03, help="difference to separate (default 0.03)")
-    p.add_argument("--out", default="results/seed-study", help="output folder (rows, resumable)")
-    p.add_argument("--workers", type=int, default=None, help="parallel episodes (default CPU count)")
-    p.add_argument("--fresh", action="store_true", help="recompute (moves old rows aside)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
-    return p
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    import os
+    """``aryl-gym seed-study ARGS`` (the command line lives in :mod:`aryl_gym.commands.seed_study`)."""
+    from aryl_gym.cli import main as cli_main
 
-    from aryl_gym.config import ConfigError
-    from aryl_gym.leaderboard.runner import METRIC_TYPES, run_suite
-    from aryl_gym.leaderboard.suites import suite_from_dict
-
-    args = build_parser().parse_args(argv)
-    try:
-        if not args.delta > 0:
-            raise ConfigError(f"--delta must be > 0, got {args.delta}")
-        if args.metric not in METRIC_TYPES:
-            raise ConfigError(f"--metric {args.metric!r}: unknown; one of {', '.join(METRIC_TYPES)}")
-        policies = [s.strip() for s in args.policies.split(",") if s.strip()]
-        agents = {}
-        for a in args.agent:
-            if "=" not in a:
-                raise ConfigError(f"--agent takes NAME=SOURCE, got {a!r}")
-            name, src = a.split("=", 1)
-            agents[name] = src
-        seeds: Any = args.seeds if "-" in args.seeds else [int(s) for s in args.seeds.split(",")]
-        suite = suite_from_dict(
-            {
-                "name": "seed-study",
-                "description": "paired seed-to-seed spread (scripts/seed_study.py)",
-                "scenarios": [args.scenario],
-                "seeds": seeds,
-                "baseline": policies[0],
-                "policies": policies,
-                "agents": agents,
-            },
-            source="<seed_study.py arguments>",
-        )
-        summary = run_suite(
-            suite,
-            Path(args.out),
-            workers=args.workers or max(1, os.cpu_count() or 1),
-            resume=not args.fresh,
-            overwrite=args.fresh,
-            progress=False,
-            keep_timeline=False,
-        )
-    except (ConfigError, ValueError) as exc:
-        print(f"seed_study.py: error: {exc}", file=sys.stderr)
-        return 2
-    names = [e.name for e in suite.entrants]
-    spreads = study(summary.rows, args.scenario, names, args.metric, args.delta)
-    rec = recommendation(spreads)
-    if args.json:
-        print(json.dumps({"pairs": [asdict(p) for p in spreads], "recommendation": rec}, indent=1))
-    else:
-        print(f"{args.scenario}: {len(suite.seeds)} seeds x {len(names)} entrants, rows in {summary.csv_path}")
-        print(render(spreads, rec, args.delta, args.metric))
-    return 1 if summary.failed else 0
+    return cli_main(["seed-study", *(argv or [])])
 
 
 __all__ = ["PairSpread", "main", "pair_spread", "paired_log_ratios", "recommendation", "seeds_needed", "study"]

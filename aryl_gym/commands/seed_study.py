@@ -1,0 +1,91 @@
+"""``aryl-gym seed-study``: how many seeds a suite needs to separate a given difference.
+
+Runs the scenario for every seed and entrant (rows in ``--out``, resumable), then prints the
+paired seed-to-seed spread of log(JCT ratio) per entrant pair and the seeds needed (see
+:mod:`aryl_gym.leaderboard.seed_study` and docs/leaderboard.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+NAME = "seed-study"
+HELP = "seeds a suite needs to separate a given difference (paired seed-to-seed spread)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scenario", default="testbed", help="scenario (default testbed)")
+    p.add_argument("--seeds", default="2000-2019", help='seeds, "A-B" or "a,b,c" (default 2000-2019)')
+    p.add_argument(
+        "--policies",
+        default="fifo,sjf,aryl,afs,gandiva,pollux",
+        help="reference policies, comma-separated (default fifo,sjf,aryl,afs,gandiva,pollux)",
+    )
+    p.add_argument("--agent", action="append", default=[], metavar="NAME=SOURCE",
+                   help="add a learned agent (as in aryl-gym leaderboard); repeatable")
+    p.add_argument("--metric", default="avg_jct", help="metric compared (default avg_jct)")
+    p.add_argument("--delta", type=float, default=0.03, help="difference to separate (default 0.03)")
+    p.add_argument("--out", default="results/seed-study", help="output folder (rows, resumable)")
+    p.add_argument("--workers", type=int, default=None, help="parallel episodes (default CPU count)")
+    p.add_argument("--fresh", action="store_true", help="recompute (moves old rows aside)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+
+
+def run(args: argparse.Namespace) -> int:
+    from aryl_gym.config import ConfigError
+    from aryl_gym.leaderboard.runner import METRIC_TYPES, run_suite
+    from aryl_gym.leaderboard.seed_study import recommendation, render, study
+    from aryl_gym.leaderboard.suites import suite_from_dict
+
+    try:
+        if not args.delta > 0:
+            raise ConfigError(f"--delta must be > 0, got {args.delta}")
+        if args.metric not in METRIC_TYPES:
+            raise ConfigError(f"--metric {args.metric!r}: unknown; one of {', '.join(METRIC_TYPES)}")
+        policies = [s.strip() for s in args.policies.split(",") if s.strip()]
+        agents = {}
+        for a in args.agent:
+            if "=" not in a:
+                raise ConfigError(f"--agent takes NAME=SOURCE, got {a!r}")
+            name, src = a.split("=", 1)
+            agents[name] = src
+        seeds: Any = args.seeds if "-" in args.seeds else [int(s) for s in args.seeds.split(",")]
+        suite = suite_from_dict(
+            {
+                "name": "seed-study",
+                "description": "paired seed-to-seed spread (aryl-gym seed-study)",
+                "scenarios": [args.scenario],
+                "seeds": seeds,
+                "baseline": policies[0],
+                "policies": policies,
+                "agents": agents,
+            },
+            source="<seed-study arguments>",
+        )
+        summary = run_suite(
+            suite,
+            Path(args.out),
+            workers=args.workers or max(1, os.cpu_count() or 1),
+            resume=not args.fresh,
+            overwrite=args.fresh,
+            progress=False,
+            keep_timeline=False,
+        )
+    except (ConfigError, ValueError) as exc:
+        print(f"aryl-gym seed-study: error: {exc}", file=sys.stderr)
+        return 2
+    names = [e.name for e in suite.entrants]
+    spreads = study(summary.rows, args.scenario, names, args.metric, args.delta)
+    rec = recommendation(spreads)
+    if args.json:
+        print(json.dumps({"pairs": [asdict(p) for p in spreads], "recommendation": rec}, indent=1))
+    else:
+        print(f"{args.scenario}: {len(suite.seeds)} seeds x {len(names)} entrants, rows in {summary.csv_path}")
+        print(render(spreads, rec, args.delta, args.metric))
+    return 1 if summary.failed else 0
