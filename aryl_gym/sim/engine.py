@@ -68,6 +68,19 @@ STALL_HOURS = 6.0
 _PY_JOBS = 32
 
 
+def check_stall_hours(stall_hours: object, where: str = "stall_hours") -> float:
+    """``stall_hours`` as a float: a number > 0 (``math.inf`` switches the stall rule off);
+    anything else (a bool, a string, NaN, 0, a negative number) is a ValueError naming it."""
+    if isinstance(stall_hours, (bool, np.bool_)) or not isinstance(
+        stall_hours, (int, float, np.integer, np.floating)
+    ) or not stall_hours > 0:
+        raise ValueError(
+            f"{where} must be a number of hours > 0 (math.inf: never end an episode as stalled), "
+            f"got {stall_hours!r}"
+        )
+    return float(stall_hours)
+
+
 def default_reclaim(view: ClusterView, n: int) -> list[int]:
     """The simple default reclaim rule: loaned servers with the fewest busy GPUs first, ties by id."""
     loaned = np.flatnonzero(view.srv_loaned)
@@ -162,6 +175,7 @@ class Simulator:
         )
         self._build_servers()
         self._reset_dynamic()
+        self._begun = False  # begin() has run: the view and the policy's options are set
 
     # ------------------------------------------------------------------------------------------
     # set-up
@@ -267,6 +281,7 @@ class Simulator:
         self._idle_since: float | None = None
         self._round_t0 = 0.0
         self._round_loans: tuple[list[int], list[int]] = ([], [])
+        self._round_open = False  # between open_round() and close_round()
 
     # ------------------------------------------------------------------------------------------
     # public queries (the env, metrics and the view use these, never the private state)
@@ -308,7 +323,10 @@ class Simulator:
     def check_stall(self, stall_hours: float = STALL_HOURS) -> bool:
         """The stall rule, called after each round: once :attr:`idle_with_queue` has held for
         more than ``stall_hours`` of simulated time, :attr:`stalled` is set and True returned
-        (the episode should end: no policy decision can change anything any more)."""
+        (the episode should end: no policy decision can change anything any more).
+        ``stall_hours``: a number > 0 (:func:`check_stall_hours`; ``math.inf`` never stalls)."""
+        if type(stall_hours) is not float or not stall_hours > 0.0:
+            stall_hours = check_stall_hours(stall_hours)
         if self.idle_with_queue:
             if self._idle_since is None:
                 self._idle_since = self.now
@@ -515,6 +533,7 @@ class Simulator:
         self.uses_loaning = bool(policy.uses_loaning)
         self.placement_options: PlacementOptions = policy.placement
         self.view = ClusterView(self)
+        self._begun = True
         self._arrivals()
 
     def _arrivals(self) -> bool:
@@ -816,7 +835,22 @@ class Simulator:
 
     def open_round(self, policy: Policy) -> bool:
         """First half of a round: arrivals and the loan phase at :attr:`now`. Returns whether
-        ``policy`` must decide this round (else pass ``None`` to :meth:`close_round`)."""
+        ``policy`` must decide this round (else pass ``None`` to :meth:`close_round`).
+
+        Raises ``RuntimeError`` before :meth:`begin`, while a round is open (close it first) and
+        once every job is done (nothing can happen any more)."""
+        if not self._begun:
+            raise RuntimeError("call Simulator.begin(policy) before open_round()")
+        if self._round_open:
+            raise RuntimeError(
+                "open_round() called twice: this round is already open; finish it with "
+                "close_round(policy, decision_or_None) first"
+            )
+        if self.done:
+            raise RuntimeError(
+                "the episode is over (every job is done); call begin(policy) to start again"
+            )
+        self._round_open = True
         self._round_t0 = self.now
         self._round_loans = self.pre_decision(policy)
         return self.decision_needed(policy)
@@ -826,7 +860,22 @@ class Simulator:
     ) -> RoundInfo:
         """Second half of a round: place ``decision`` (``None``: no decision this round), then
         advance past the round (fast-forwarding eventless rounds for event-driven policies).
-        ``decision_s``: the wall time the decision took, for the result's timing figures."""
+        ``decision_s``: the wall time the decision took, for the result's timing figures.
+
+        Raises ``RuntimeError`` when no round is open (call :meth:`open_round` first) and
+        ``TypeError`` when ``decision`` is not a :class:`~aryl_gym.sim.view.Decision` (the round
+        then stays open)."""
+        if not self._round_open:
+            raise RuntimeError(
+                "close_round() without an open round: call open_round(policy) first (it runs the "
+                "round's arrivals and loan phase)"
+            )
+        if decision is not None and not isinstance(decision, Decision):
+            raise TypeError(
+                f"the decision must be an aryl_gym.sim.view.Decision or None, got "
+                f"{type(decision).__name__} (policy {getattr(policy, 'name', policy)!r})"
+            )
+        self._round_open = False
         report = PlacementReport()
         if decision is not None:
             self.decision_times.append(decision_s)
@@ -861,6 +910,8 @@ class Simulator:
         # importing it at the top would run aryl_gym.sim's __init__ (this module) first
         from aryl_gym.metrics import episode_result
         from aryl_gym.progress import progress_bar
+
+        stall_hours = check_stall_hours(stall_hours)
 
         wall0 = time.perf_counter()
         policy.reset(self.seed)
