@@ -26,6 +26,7 @@ import numpy as np
 from gymnasium import spaces
 
 from aryl_gym.config import ScenarioConfig, load_scenario
+from aryl_gym.envs.actions import discrete_action
 from aryl_gym.envs.allocation import (
     check_jobs,
     check_max_steps,
@@ -34,7 +35,6 @@ from aryl_gym.envs.allocation import (
     episode_seed,
     plain_seed,
 )
-from aryl_gym.envs.actions import discrete_action
 from aryl_gym.envs.observation import F_CLUSTER, ObservationBuilder, fit_tables
 from aryl_gym.envs.reward import RewardTracker, parse_weights
 from aryl_gym.scenario import make_episode

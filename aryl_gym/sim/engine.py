@@ -815,8 +815,10 @@ class Simulator:
         self._changed_last = False
         completed = self.advance()
         self.rounds_total += 1
+        # No fast-forward while idle with a queue (a stall in the making): the stall rule must
+        # see every round, and with no horizon the skip would be ~10**12 rounds (a hang).
         if not self.done and self.config.sim.fast_forward and policy.event_driven:
-            if not self._event:
+            if not self._event and not self.idle_with_queue:
                 limit = self._rounds_left()
                 k = self.skippable_rounds(limit)
                 if k > 0:
@@ -875,11 +877,11 @@ class Simulator:
                 f"the decision must be an aryl_gym.sim.view.Decision or None, got "
                 f"{type(decision).__name__} (policy {getattr(policy, 'name', policy)!r})"
             )
-        self._round_open = False
         report = PlacementReport()
         if decision is not None:
+            report = self.apply(decision)  # a malformed decision raises before any change
             self.decision_times.append(decision_s)
-            report = self.apply(decision)
+        self._round_open = False
         self.acc.sample(self)
         completed = self.post_decision(policy)
         reclaimed, pre = self._round_loans

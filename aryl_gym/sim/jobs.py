@@ -102,6 +102,8 @@ class JobSpec:
             type(g) is int and type(a) is int and type(b) is int and type(r) is int
             and type(self.elastic) is bool and type(self.type_agnostic) is bool
             and type(self.hetero) is bool and type(self.family) is str
+            and type(self.work) is float and type(self.pred_work) is float
+            and type(self.submit) is float
             and (g == 1 or g == 2 or g == 4 or g == 8) and 1 <= a <= r <= b
             and (self.elastic or a == b) and (not self.hetero or (self.elastic and self.type_agnostic))
             and 0 < self.work < math.inf and 0 < self.pred_work < math.inf
@@ -130,6 +132,12 @@ class JobSpec:
             v = getattr(self, name)
             if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, (bool, np.bool_)):
                 raise ValueError(f"{where}: {name}={v!r} must be a number")
+        sc = self.scaling
+        if sc is not None and (
+            isinstance(sc, (str, bytes)) or not hasattr(sc, "__len__")
+            or not all(isinstance(x, (int, float, np.integer, np.floating)) for x in sc)
+        ):
+            raise ValueError(f"{where}: scaling={sc!r} must be a tuple of numbers or None")
         if self.g not in (1, 2, 4, 8):
             raise ValueError(f"{where}: GPUs per worker g={self.g}; must be 1, 2, 4 or 8")
         if self.w_min < 1 or self.w_max < self.w_min:

@@ -561,6 +561,8 @@ def _validate_target(st: PlacementState, j: object, t: object) -> tuple[int, int
         return -1, 0, f"job {jj} is not active (state {JobState(s).name})"
     if type(t) is int and 0 <= t < _EXACT:  # the common case: float(t) is exact
         ti = t
+    elif type(t) is int and t >= _EXACT:  # beyond float range too (float(10**400) overflows)
+        ti = t
     else:
         try:
             if isinstance(t, (str, bytes)):
@@ -587,12 +589,13 @@ def _check_decision(decision: object) -> None:
         raise TypeError(
             f"a decision must be an aryl_gym.sim.view.Decision, got {type(decision).__name__}"
         )
-    for name in ("targets", "pools"):
-        v = getattr(decision, name)
+    for name, what in (("targets", "workers"), ("pools", "pool"), ("speedup", "rate table")):
+        v = getattr(decision, name, None)
+        if v is None and name == "speedup":
+            continue
         if type(v) is not dict and not isinstance(v, Mapping):
             raise TypeError(
-                f"Decision.{name} must be a dict (job id -> {'workers' if name == 'targets' else 'pool'}), "
-                f"got {type(v).__name__}"
+                f"Decision.{name} must be a dict (job id -> {what}), got {type(v).__name__}"
             )
     if decision.order is not None and isinstance(decision.order, (str, bytes, Mapping)):
         raise TypeError(f"Decision.order must be a list of job ids or None, got {decision.order!r}")
@@ -613,6 +616,13 @@ def apply_decision(
     tries only that pool; ``whole`` -- a job that grows gets its whole target or nothing.
     """
     _check_decision(decision)
+    # everything that can raise is checked before the state changes
+    try:
+        prio = {int(j): i for i, j in enumerate(decision.order or [])}
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"Decision.order must be a list of job ids (integers) or None, got {decision.order!r}"
+        ) from None
     rep = PlacementReport()
     targets: dict[int, int] = {}
     for j, t in decision.targets.items():
@@ -641,12 +651,6 @@ def apply_decision(
         s = state.item(j)
         if (s == _RUNNING and t > workers.item(j)) or (s == _QUEUED and t > 0):
             grow.append(j)
-    try:
-        prio = {int(j): i for i, j in enumerate(decision.order or [])}
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"Decision.order must be a list of job ids (integers) or None, got {decision.order!r}"
-        ) from None
     if decision.pools:
         for j, p in decision.pools.items():
             if p != TRAIN and p != INFER:
