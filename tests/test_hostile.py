@@ -483,3 +483,19 @@ def test_event_driven_policy_that_never_starts_a_job_stalls_instead_of_hanging()
     assert res.stalled
     # idle (nothing running, nothing to arrive) from the round after the last arrival (100 s)
     assert 7200 < sim.now - 100 <= 7200 + 3 * 60
+
+
+def test_trace_options_reset_option_is_accepted(tmp_path: Any) -> None:
+    """Was: the docs and the env's docstring list ``trace_options`` among the reset options, but
+    ``reset(options={"trace_options": ...})`` raised "unknown key"."""
+    p = tmp_path / "mine.csv"
+    p.write_text("submit,gpus,duration\n0,1,600\n30,2,1200\n90,4,300\n")
+    m = tmp_path / "map.yaml"
+    m.write_text("columns:\n  submit: submit\n  gpus: gpus\n  duration: duration\n")
+    env = gym.make(ALLOC, trace=str(p), trace_format="csv", trace_map=str(m))
+    env.reset(seed=0)
+    assert env.unwrapped.sim.n_jobs == 3
+    env.reset(seed=0, options={"trace_options": {"max_jobs": 2}})
+    assert env.unwrapped.sim.n_jobs == 2
+    with pytest.raises(ValueError, match="trace_options"):
+        env.reset(seed=0, options={"trace_options": 5})

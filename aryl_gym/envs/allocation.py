@@ -101,7 +101,9 @@ class EnvPolicy(BasePolicy):
 
 
 #: the keys ``ArylEnv.reset(options=...)`` accepts
-RESET_OPTIONS: tuple[str, ...] = ("episode_seed", "jobs", "trace", "trace_format", "trace_map")
+RESET_OPTIONS: tuple[str, ...] = (
+    "episode_seed", "jobs", "trace", "trace_format", "trace_map", "trace_options"
+)
 
 
 def check_reset_options(options: Any, allowed: Sequence[str]) -> dict[str, Any]:
