@@ -499,3 +499,14 @@ def test_trace_options_reset_option_is_accepted(tmp_path: Any) -> None:
     assert env.unwrapped.sim.n_jobs == 2
     with pytest.raises(ValueError, match="trace_options"):
         env.reset(seed=0, options={"trace_options": 5})
+
+
+@pytest.mark.parametrize(
+    "util", [np.array([]), np.full(10, np.nan), np.full(10, -1.0), np.full(10, 1.5), np.zeros((2, 3)), None]
+)
+def test_utilization_series_is_checked(util: Any) -> None:
+    """Was: a negative utilization made more servers loanable than exist (4 of 2), NaN ended in
+    "cannot reclaim 9223372036854775808 of 0 loaned servers" deep in a reclaim rule, and an
+    empty series in ZeroDivisionError at the first round."""
+    with pytest.raises(ValueError, match="utilization"):
+        Simulator(small_config(), [job(0, w=1, ta=True)], util)
