@@ -108,7 +108,8 @@ class Simulator:
     Args:
         config: the scenario (cluster, inference, sim sections are used here).
         jobs: the trace, sorted by submit time; ``jobs[i].id == i``.
-        utilization: inference utilization samples every ``config.inference.sample_seconds``.
+        utilization: inference utilization samples every ``config.inference.sample_seconds``
+            (a non-empty 1-D series of fractions in [0, 1]; anything else is a ValueError).
         seed: seeds ``policy_rng`` (offered to policies through the view).
     """
 
@@ -845,8 +846,8 @@ class Simulator:
             raise RuntimeError("call Simulator.begin(policy) before open_round()")
         if self._round_open:
             raise RuntimeError(
-                "open_round() called twice: this round is already open; finish it with "
-                "close_round(policy, decision_or_None) first"
+                "open_round() called twice: this round is already open (did the policy's "
+                "decide() raise?); finish it with close_round(policy, decision_or_None) first"
             )
         if self.done:
             raise RuntimeError(
