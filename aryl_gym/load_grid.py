@@ -30,21 +30,90 @@ QUEUE_BAND: tuple[float, float] = (3000.0, 10000.0)
 P95_TARGET = 10000.0
 
 
+#: the largest load the grid accepts: offered load relative to the training GPUs; far above 1
+#: the queue only grows (and a generated trace grows with the load)
+MAX_LOAD = 10.0
+#: the most loads one grid may have
+MAX_LOADS = 100
+
+
 def parse_loads(text: str) -> list[float]:
-    """``"0.3-0.9"`` (steps of 0.1) or ``"0.4,0.5,0.8"``; every load must be > 0."""
+    """``"0.3-0.9"`` (steps of 0.1, both ends included) or ``"0.4,0.5,0.8"``: distinct loads in
+    ``(0, MAX_LOAD]``, at most ``MAX_LOADS`` of them; anything else is a ValueError."""
     text = text.strip()
+    form = "give 'LO-HI' (steps of 0.1, e.g. 0.3-0.9) or 'L1,L2,...' (e.g. 0.4,0.8)"
     try:
         if "-" in text and "," not in text:
             a, b = (float(x) for x in text.split("-", 1))
-            n = int(round((b - a) / 0.1))
+            if not (math.isfinite(a) and math.isfinite(b)):
+                raise ValueError
+            steps = (b - a) / 0.1
+            n = int(round(steps))
+            if b < a:
+                raise ValueError(f"--load-grid {text!r}: LO {a:g} is above HI {b:g}; {form}") from None
+            if abs(steps - n) > 1e-6:
+                raise ValueError(
+                    f"--load-grid {text!r}: HI - LO must be a multiple of 0.1 (the range's step); "
+                    f"list the loads instead, e.g. {a:g},{b:g}"
+                ) from None
+            if n + 1 > MAX_LOADS:
+                raise ValueError(f"--load-grid {text!r}: {n + 1} loads; at most {MAX_LOADS}") from None
             loads = [round(a + 0.1 * i, 10) for i in range(n + 1)]
         else:
             loads = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"--load-grid {text!r}: give 'LO-HI' (steps of 0.1) or 'L1,L2,...'") from None
-    if not loads or any(not (x > 0) or not math.isfinite(x) for x in loads):
-        raise ValueError(f"--load-grid {text!r}: loads must be positive numbers")
+    except ValueError as exc:
+        if str(exc).startswith("--load-grid"):
+            raise
+        raise ValueError(f"--load-grid {text!r}: {form}") from None
+    if not loads:
+        raise ValueError(f"--load-grid {text!r}: no load given; {form}")
+    bad = [x for x in loads if not (0 < x <= MAX_LOAD)]
+    if bad:
+        raise ValueError(
+            f"--load-grid {text!r}: load {bad[0]:g} is not in (0, {MAX_LOAD:g}] (offered load "
+            "relative to the training GPUs)"
+        )
+    dup = sorted({x for x in loads if loads.count(x) > 1})
+    if dup:
+        raise ValueError(f"--load-grid {text!r}: load {dup[0]:g} is listed twice")
+    if len(loads) > MAX_LOADS:
+        raise ValueError(f"--load-grid {text!r}: {len(loads)} loads; at most {MAX_LOADS}")
     return loads
+
+
+def check_grid(scenario: str, loads: Sequence[float], seeds: Sequence[int], workers: int) -> None:
+    """ValueError (ConfigError for the scenario) before any episode runs when the grid cannot
+    mean anything: a scenario whose job count does not follow ``workload.load`` (a trace, or a
+    fixed ``num_jobs``: every load would give the same episodes), a load the scenario rejects,
+    repeated or negative seeds, ``workers`` not an integer >= 1."""
+    from aryl_gym.config import load_scenario
+
+    cfg = load_scenario(scenario)
+    w = cfg.workload
+    if w.trace:
+        raise ValueError(
+            f"scenario {cfg.name!r} replays a trace ({w.trace}); workload.load does not change it, "
+            "so a load grid would repeat one episode; use a generated scenario (basic, testbed, "
+            "production)"
+        )
+    if w.num_jobs is not None:
+        raise ValueError(
+            f"scenario {cfg.name!r} fixes workload.num_jobs={w.num_jobs}, so workload.load does "
+            "not change its episodes; remove num_jobs from a copy of the scenario to calibrate "
+            "its load"
+        )
+    for x in loads:
+        cfg.replace(workload={"load": float(x)})  # ConfigError naming the key if rejected
+    ss = list(seeds)
+    if not ss:
+        raise ValueError("load grid: give at least one seed")
+    for sd in ss:
+        if isinstance(sd, bool) or not isinstance(sd, int) or not 0 <= sd < 2**63:
+            raise ValueError(f"load grid: seed {sd!r} must be an integer in [0, 2**63)")
+    if len(set(ss)) != len(ss):
+        raise ValueError("load grid: a seed is listed twice (each would count twice in the means)")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"--workers must be an integer >= 1, got {workers!r}")
 
 
 def _episode(task: tuple[str, float, int, str | None]) -> dict[str, Any]:
@@ -77,8 +146,11 @@ def load_grid(
     data_root: str | None = None,
     progress: bool = True,
 ) -> list[dict[str, Any]]:
-    """One row per load: the means over ``seeds`` of the figures of :func:`_episode`."""
+    """One row per load: the means over ``seeds`` of the figures of :func:`_episode`
+    (arguments checked first by :func:`check_grid`)."""
+    check_grid(scenario, loads, seeds, workers)
     tasks = [(scenario, float(x), int(s), data_root) for x in loads for s in seeds]
+    workers = min(workers, len(tasks))  # never more processes than episodes
     from tqdm import tqdm
 
     out: list[dict[str, Any]] = []

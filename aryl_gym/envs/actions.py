@@ -67,6 +67,41 @@ def _sim(env: ArylEnv) -> Simulator:
     return sim
 
 MODES: tuple[str, ...] = ("targets", "sequential", "priority")
+
+
+def numeric_action(action: object) -> np.ndarray | None:
+    """``action`` as a numpy array of booleans, integers or floats; None for anything else
+    (strings, which numpy would parse as numbers, complex numbers, whose imaginary part a float
+    cast would drop, objects that are not numbers): an invalid action."""
+    if isinstance(action, (str, bytes)):
+        return None
+    try:
+        a = np.asarray(action)
+    except (TypeError, ValueError):
+        return None
+    if a.dtype.kind in "biuf":
+        return a
+    if a.dtype.kind == "O":  # e.g. Python ints beyond int64: keep only real numbers
+        try:
+            return np.asarray(a, dtype=np.float64) if all(
+                isinstance(x, (int, float, np.integer, np.floating)) for x in a.reshape(-1).tolist()
+            ) else None
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return None
+
+
+def discrete_action(action: object, n: int) -> int:
+    """A ``Discrete(n)`` action as an int, or -1 when it is not one whole number in ``[0, n)``
+    (a float such as 1.5 is never truncated, a string never parsed)."""
+    a = numeric_action(action)
+    if a is None or a.size != 1:
+        return -1
+    x = a.reshape(-1)[0].item()
+    if isinstance(x, float) and not (math.isfinite(x) and x == int(x)):
+        return -1
+    x = int(x)
+    return x if 0 <= x < n else -1
 _RUNNING = int(JobState.RUNNING)
 
 
@@ -184,10 +219,10 @@ class TargetsCodec(ActionCodec):
         if isinstance(action, np.ndarray) and action.dtype.kind in "iuf":
             a = action.reshape(-1)  # tolist() gives the same values as a float64 cast would
         else:
-            try:
-                a = np.asarray(action, dtype=np.float64).reshape(-1)
-            except (TypeError, ValueError):
+            n_a = numeric_action(action)
+            if n_a is None:
                 return Decision(), self.k
+            a = n_a.astype(np.float64).reshape(-1)
         if a.shape != (self.k,):
             return Decision(), self.k
         self.mask2d(env)
@@ -297,13 +332,9 @@ class SequentialCodec(ActionCodec):
         return m
 
     def decode(self, env: ArylEnv, action) -> tuple[Decision | None, int]:
-        try:
-            x = float(np.asarray(action).reshape(-1)[0]) if np.size(action) == 1 else float("nan")
-        except (TypeError, ValueError):
+        a = discrete_action(action, self.n)
+        if a < 0:
             return None, 1
-        if not math.isfinite(x) or not 0 <= x < self.n or x != int(x):
-            return None, 1
-        a = int(x)
         m = self.mask(env)
         if not m[a]:
             return None, 1
@@ -344,10 +375,10 @@ class PriorityCodec(ActionCodec):
 
     def decode(self, env: ArylEnv, action) -> tuple[Decision | None, int]:
         sim = _sim(env)
-        try:
-            a = np.asarray(action, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError):
+        n_a = numeric_action(action)
+        if n_a is None:
             return Decision(), 1
+        a = n_a.astype(np.float64).reshape(-1)
         if a.shape != (self.k,):
             return Decision(), 1
         # outside the documented range [-1, 1] (or NaN/inf): invalid, counted, ignored

@@ -31,7 +31,7 @@ from aryl_gym.envs.observation import (
 )
 from aryl_gym.envs.reward import RewardTracker, parse_weights
 from aryl_gym.scenario import _seed_streams, make_episode
-from aryl_gym.sim.engine import STALL_HOURS, Simulator
+from aryl_gym.sim.engine import STALL_HOURS, Simulator, check_stall_hours
 from aryl_gym.sim.jobs import JobSpec
 from aryl_gym.sim.view import ClusterView, Decision, PlacementOptions
 
@@ -101,7 +101,9 @@ class EnvPolicy(BasePolicy):
 
 
 #: the keys ``ArylEnv.reset(options=...)`` accepts
-RESET_OPTIONS: tuple[str, ...] = ("episode_seed", "jobs", "trace", "trace_format", "trace_map")
+RESET_OPTIONS: tuple[str, ...] = (
+    "episode_seed", "jobs", "trace", "trace_format", "trace_map", "trace_options"
+)
 
 
 def check_reset_options(options: Any, allowed: Sequence[str]) -> dict[str, Any]:
@@ -115,18 +117,10 @@ def check_reset_options(options: Any, allowed: Sequence[str]) -> dict[str, Any]:
         raise ValueError(
             f"reset(options=...): unknown key {unknown[0]!r}; allowed keys: {', '.join(allowed)}"
         )
-    jobs = options.get("jobs")
-    if jobs is not None:
-        if isinstance(jobs, (str, bytes)) or not isinstance(jobs, Sequence):
-            raise ValueError("reset(options={'jobs': ...}) must be a list of JobSpec")
-        bad = [i for i, j in enumerate(jobs) if not isinstance(j, JobSpec)]
-        if bad:
-            raise ValueError(
-                f"reset(options={{'jobs': ...}}): item {bad[0]} is a {type(jobs[bad[0]]).__name__}, "
-                "not a JobSpec (aryl_gym.sim.jobs.JobSpec)"
-            )
-        if not jobs:
-            raise ValueError("reset(options={'jobs': []}): give at least one JobSpec")
+    check_jobs(options.get("jobs"), "reset(options={'jobs': ...})")
+    topt = options.get("trace_options")
+    if topt is not None and not isinstance(topt, dict):
+        raise ValueError(f"reset(options={{'trace_options': ...}}) must be a dict, got {topt!r}")
     return dict(options)
 
 
@@ -149,6 +143,62 @@ def episode_seed(np_random: np.random.Generator, options: dict[str, Any]) -> int
 
 #: the largest window the env accepts (the observation is K x 17 floats, the masks K x levels)
 MAX_WINDOW = 4096
+#: the most worker levels ``max_workers`` may ask for (the ``targets`` mask is K x (levels + 1))
+MAX_WORKERS = 4096
+
+
+def check_flag(name: str, value: object) -> bool:
+    """``value`` as a bool: True/False (or 1/0); anything else (e.g. the string "no", which
+    ``bool()`` would take for True) is a ValueError."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+        return bool(value)
+    raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def check_max_steps(value: object) -> int | None:
+    """``max_steps``: None or an integer >= 1."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"max_steps must be an integer >= 1 or None, got {value!r}")
+    return int(value)
+
+
+def check_reward_scale(value: object) -> float:
+    """``reward_scale``: a finite number > 0 (seconds), Python or numpy."""
+    if (
+        isinstance(value, (bool, np.bool_))
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not math.isfinite(float(value))
+        or not value > 0
+    ):
+        raise ValueError(f"reward_scale must be a finite number > 0 (seconds), got {value!r}")
+    return float(value)
+
+
+def check_jobs(jobs: object, where: str = "jobs") -> list[JobSpec] | None:
+    """A fixed trace argument: None or a non-empty list of JobSpec."""
+    if jobs is None:
+        return None
+    if isinstance(jobs, (str, bytes)) or not isinstance(jobs, Sequence):
+        raise ValueError(f"{where} must be a list of JobSpec (aryl_gym.sim.jobs.JobSpec), got {type(jobs).__name__}")
+    bad = [i for i, j in enumerate(jobs) if not isinstance(j, JobSpec)]
+    if bad:
+        raise ValueError(
+            f"{where}: item {bad[0]} is a {type(jobs[bad[0]]).__name__}, not a JobSpec "
+            "(aryl_gym.sim.jobs.JobSpec)"
+        )
+    if not jobs:
+        raise ValueError(f"{where} is empty: give at least one JobSpec")
+    return list(jobs)
+
+
+def plain_seed(seed: object) -> object:
+    """A numpy integer seed as a Python int (Gymnasium accepts only the latter); other values
+    are left for Gymnasium to accept or reject."""
+    if isinstance(seed, np.integer):
+        return int(seed)
+    return seed
 
 class ArylEnv(gym.Env):
     """Allocation for GPU training jobs on a training cluster plus loaned inference servers.
@@ -257,17 +307,25 @@ class ArylEnv(gym.Env):
                 f"placement must be an aryl_gym.sim.view.PlacementOptions or None (Aryl's), "
                 f"got {placement!r}"
             )
-        if not (isinstance(reward_scale, (int, float)) and not isinstance(reward_scale, bool)
-                and math.isfinite(reward_scale) and reward_scale > 0):
-            raise ValueError(f"reward_scale must be a finite number > 0 (seconds), got {reward_scale!r}")
-        if max_steps is not None and max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+        reward_scale = check_reward_scale(reward_scale)
+        max_steps = check_max_steps(max_steps)
+        if max_workers is not None and max_workers > MAX_WORKERS:
+            raise ValueError(
+                f"max_workers={max_workers} is too large (at most {MAX_WORKERS}: the targets "
+                "mask has window x (max_workers + 1) entries); the level max_workers means "
+                "w_max for bigger jobs"
+            )
+        allow_preempt = check_flag("allow_preempt", allow_preempt)
+        release = check_flag("release", release)
+        uses_loaning = check_flag("uses_loaning", uses_loaning)
+        fixed_jobs = check_jobs(jobs)
+        if trace_options is not None and not isinstance(trace_options, dict):
+            raise ValueError(f"trace_options must be a dict of load_trace options, got {trace_options!r}")
         if window_order not in WINDOW_ORDERS:
             raise ValueError(
                 f"unknown window_order {window_order!r}; choose one of {', '.join(WINDOW_ORDERS)}"
             )
-        if not (isinstance(stall_hours, (int, float)) and stall_hours > 0):
-            raise ValueError(f"stall_hours must be a number > 0 (hours), got {stall_hours!r}")
+        stall_hours = check_stall_hours(stall_hours)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
         self.config = scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario)
@@ -285,7 +343,7 @@ class ArylEnv(gym.Env):
         self.placement = placement if placement is not None else ARYL_PLACEMENT
         self._reclaim_spec = reclaim
         self.policy = EnvPolicy(bool(uses_loaning), self.placement, resolve_reclaim(reclaim))
-        self.fixed_jobs = list(jobs) if jobs is not None else None
+        self.fixed_jobs = fixed_jobs
         self.trace = trace
         self.trace_format = trace_format
         self.trace_map = trace_map
@@ -354,7 +412,7 @@ class ArylEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         options = check_reset_options(options, RESET_OPTIONS)
-        super().reset(seed=seed)
+        super().reset(seed=plain_seed(seed))  # type: ignore[arg-type]
         ep_seed = episode_seed(self.np_random, options)
         jobs = self._draw_jobs(options, int(ep_seed))
         ep = make_episode(self.config, int(ep_seed), jobs=jobs, data_root=self.data_root)

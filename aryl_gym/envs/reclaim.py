@@ -26,11 +26,19 @@ import numpy as np
 from gymnasium import spaces
 
 from aryl_gym.config import ScenarioConfig, load_scenario
-from aryl_gym.envs.allocation import check_reset_options, episode_seed
+from aryl_gym.envs.actions import discrete_action
+from aryl_gym.envs.allocation import (
+    check_jobs,
+    check_max_steps,
+    check_reset_options,
+    check_reward_scale,
+    episode_seed,
+    plain_seed,
+)
 from aryl_gym.envs.observation import F_CLUSTER, ObservationBuilder, fit_tables
 from aryl_gym.envs.reward import RewardTracker, parse_weights
 from aryl_gym.scenario import make_episode
-from aryl_gym.sim.engine import STALL_HOURS, Simulator
+from aryl_gym.sim.engine import STALL_HOURS, Simulator, check_stall_hours
 from aryl_gym.sim.jobs import JobSpec
 from aryl_gym.sim.view import ClusterView, Decision
 
@@ -158,11 +166,11 @@ class ArylReclaimEnv(gym.Env):
         self.allocator = allocator
         self.proxy = _Proxy(pol)
         self.weights = parse_weights(reward or {"jct": 1.0, "preemption": 1.0}, invalid_penalty)
-        self.reward_scale = float(reward_scale)
-        self.max_steps = max_steps
-        self.fixed_jobs = list(jobs) if jobs is not None else None
+        self.reward_scale = check_reward_scale(reward_scale)
+        self.max_steps = check_max_steps(max_steps)
+        self.fixed_jobs = check_jobs(jobs)
         self.data_root = data_root
-        self.stall_hours = float(stall_hours)
+        self.stall_hours = check_stall_hours(stall_hours)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
         self.render_mode = render_mode
@@ -215,8 +223,8 @@ class ArylReclaimEnv(gym.Env):
         self.snaps = snaps
         self.render_mode = None
         self.n_inf = int(max_servers)
-        self.invalid_penalty = float(invalid_penalty)
-        self.max_steps = max_steps
+        self.invalid_penalty = parse_weights("jct", invalid_penalty)["invalid"]  # checked
+        self.max_steps = check_max_steps(max_steps)
         self.report_optimum = bool(optimum)
         self._opt_cache: dict[int, int] = {}
         self.sim = None
@@ -248,10 +256,7 @@ class ArylReclaimEnv(gym.Env):
         if self._finished:
             raise RuntimeError("the episode has ended; call reset()")
         inst = self.snap.inst
-        try:
-            a = int(np.asarray(action).reshape(-1)[0]) if np.size(action) == 1 else -1
-        except (TypeError, ValueError, OverflowError):
-            a = -1
+        a = discrete_action(action, self.n_inf)
         mask = self.action_masks()
         invalid = 0
         reward = 0.0
@@ -360,7 +365,7 @@ class ArylReclaimEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         allowed = ("index",) if self.snaps is not None else ("episode_seed", "jobs")
         options = check_reset_options(options, allowed)
-        super().reset(seed=seed)
+        super().reset(seed=plain_seed(seed))  # type: ignore[arg-type]
         if self.snaps is not None:
             return self._snap_reset(options)
         ep_seed = episode_seed(self.np_random, options)
@@ -432,10 +437,7 @@ class ArylReclaimEnv(gym.Env):
         sim = self.sim
         invalid = 0
         if self.need > 0:
-            try:
-                a = int(np.asarray(action).reshape(-1)[0]) if np.size(action) == 1 else -1
-            except (TypeError, ValueError, OverflowError):
-                a = -1
+            a = discrete_action(action, self.n_inf)
             mask = self.action_masks()
             if 0 <= a < self.n_inf and mask[a]:
                 self.picks.append(self.n_train + a)

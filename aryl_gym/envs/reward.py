@@ -156,7 +156,18 @@ def parse_weights(reward: str | dict[str, float] | None, invalid_penalty: float)
         names = [r.strip() for r in reward.split("+") if r.strip()]
         w = {n: 1.0 for n in names}
     elif isinstance(reward, dict):
-        w = {str(k): float(v) for k, v in reward.items()}
+        w = {}
+        for k, v in reward.items():
+            try:
+                x = float(v)
+            except (TypeError, ValueError):
+                x = math.nan
+            if isinstance(v, (bool, str, bytes)) or not math.isfinite(x):
+                raise ValueError(
+                    f"reward weight {k!r} must be a finite number, got {v!r} "
+                    "(e.g. reward={'jct': 1.0, 'preemption': 0.1})"
+                )
+            w[str(k)] = x
     else:
         raise ValueError(f"reward must be a component name or a dict of weights, got {reward!r}")
     known = component_names()

@@ -68,6 +68,19 @@ STALL_HOURS = 6.0
 _PY_JOBS = 32
 
 
+def check_stall_hours(stall_hours: object, where: str = "stall_hours") -> float:
+    """``stall_hours`` as a float: a number > 0 (``math.inf`` switches the stall rule off);
+    anything else (a bool, a string, NaN, 0, a negative number) is a ValueError naming it."""
+    if isinstance(stall_hours, (bool, np.bool_)) or not isinstance(
+        stall_hours, (int, float, np.integer, np.floating)
+    ) or not stall_hours > 0:
+        raise ValueError(
+            f"{where} must be a number of hours > 0 (math.inf: never end an episode as stalled), "
+            f"got {stall_hours!r}"
+        )
+    return float(stall_hours)
+
+
 def default_reclaim(view: ClusterView, n: int) -> list[int]:
     """The simple default reclaim rule: loaned servers with the fewest busy GPUs first, ties by id."""
     loaned = np.flatnonzero(view.srv_loaned)
@@ -95,7 +108,8 @@ class Simulator:
     Args:
         config: the scenario (cluster, inference, sim sections are used here).
         jobs: the trace, sorted by submit time; ``jobs[i].id == i``.
-        utilization: inference utilization samples every ``config.inference.sample_seconds``.
+        utilization: inference utilization samples every ``config.inference.sample_seconds``
+            (a non-empty 1-D series of fractions in [0, 1]; anything else is a ValueError).
         seed: seeds ``policy_rng`` (offered to policies through the view).
     """
 
@@ -162,6 +176,7 @@ class Simulator:
         )
         self._build_servers()
         self._reset_dynamic()
+        self._begun = False  # begin() has run: the view and the policy's options are set
 
     # ------------------------------------------------------------------------------------------
     # set-up
@@ -267,6 +282,7 @@ class Simulator:
         self._idle_since: float | None = None
         self._round_t0 = 0.0
         self._round_loans: tuple[list[int], list[int]] = ([], [])
+        self._round_open = False  # between open_round() and close_round()
 
     # ------------------------------------------------------------------------------------------
     # public queries (the env, metrics and the view use these, never the private state)
@@ -308,7 +324,10 @@ class Simulator:
     def check_stall(self, stall_hours: float = STALL_HOURS) -> bool:
         """The stall rule, called after each round: once :attr:`idle_with_queue` has held for
         more than ``stall_hours`` of simulated time, :attr:`stalled` is set and True returned
-        (the episode should end: no policy decision can change anything any more)."""
+        (the episode should end: no policy decision can change anything any more).
+        ``stall_hours``: a number > 0 (:func:`check_stall_hours`; ``math.inf`` never stalls)."""
+        if type(stall_hours) is not float or not stall_hours > 0.0:
+            stall_hours = check_stall_hours(stall_hours)
         if self.idle_with_queue:
             if self._idle_since is None:
                 self._idle_since = self.now
@@ -515,6 +534,7 @@ class Simulator:
         self.uses_loaning = bool(policy.uses_loaning)
         self.placement_options: PlacementOptions = policy.placement
         self.view = ClusterView(self)
+        self._begun = True
         self._arrivals()
 
     def _arrivals(self) -> bool:
@@ -796,8 +816,10 @@ class Simulator:
         self._changed_last = False
         completed = self.advance()
         self.rounds_total += 1
+        # No fast-forward while idle with a queue (a stall in the making): the stall rule must
+        # see every round, and with no horizon the skip would be ~10**12 rounds (a hang).
         if not self.done and self.config.sim.fast_forward and policy.event_driven:
-            if not self._event:
+            if not self._event and not self.idle_with_queue:
                 limit = self._rounds_left()
                 k = self.skippable_rounds(limit)
                 if k > 0:
@@ -816,7 +838,22 @@ class Simulator:
 
     def open_round(self, policy: Policy) -> bool:
         """First half of a round: arrivals and the loan phase at :attr:`now`. Returns whether
-        ``policy`` must decide this round (else pass ``None`` to :meth:`close_round`)."""
+        ``policy`` must decide this round (else pass ``None`` to :meth:`close_round`).
+
+        Raises ``RuntimeError`` before :meth:`begin`, while a round is open (close it first) and
+        once every job is done (nothing can happen any more)."""
+        if not self._begun:
+            raise RuntimeError("call Simulator.begin(policy) before open_round()")
+        if self._round_open:
+            raise RuntimeError(
+                "open_round() called twice: this round is already open (did the policy's "
+                "decide() raise?); finish it with close_round(policy, decision_or_None) first"
+            )
+        if self.done:
+            raise RuntimeError(
+                "the episode is over (every job is done); call begin(policy) to start again"
+            )
+        self._round_open = True
         self._round_t0 = self.now
         self._round_loans = self.pre_decision(policy)
         return self.decision_needed(policy)
@@ -826,11 +863,26 @@ class Simulator:
     ) -> RoundInfo:
         """Second half of a round: place ``decision`` (``None``: no decision this round), then
         advance past the round (fast-forwarding eventless rounds for event-driven policies).
-        ``decision_s``: the wall time the decision took, for the result's timing figures."""
+        ``decision_s``: the wall time the decision took, for the result's timing figures.
+
+        Raises ``RuntimeError`` when no round is open (call :meth:`open_round` first) and
+        ``TypeError`` when ``decision`` is not a :class:`~aryl_gym.sim.view.Decision` (the round
+        then stays open)."""
+        if not self._round_open:
+            raise RuntimeError(
+                "close_round() without an open round: call open_round(policy) first (it runs the "
+                "round's arrivals and loan phase)"
+            )
+        if decision is not None and not isinstance(decision, Decision):
+            raise TypeError(
+                f"the decision must be an aryl_gym.sim.view.Decision or None, got "
+                f"{type(decision).__name__} (policy {getattr(policy, 'name', policy)!r})"
+            )
         report = PlacementReport()
         if decision is not None:
+            report = self.apply(decision)  # a malformed decision raises before any change
             self.decision_times.append(decision_s)
-            report = self.apply(decision)
+        self._round_open = False
         self.acc.sample(self)
         completed = self.post_decision(policy)
         reclaimed, pre = self._round_loans
@@ -861,6 +913,8 @@ class Simulator:
         # importing it at the top would run aryl_gym.sim's __init__ (this module) first
         from aryl_gym.metrics import episode_result
         from aryl_gym.progress import progress_bar
+
+        stall_hours = check_stall_hours(stall_hours)
 
         wall0 = time.perf_counter()
         policy.reset(self.seed)

@@ -19,6 +19,8 @@ import math
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+import numpy as np
+
 #: Model families the paper names as elastic (Figure 3): they scale well without changing the
 #: local batch size. Other families are inelastic.
 ELASTIC_FAMILIES: tuple[str, ...] = ("resnet50", "vgg16", "bert", "gnmt16")
@@ -93,7 +95,49 @@ class JobSpec:
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the field when the spec is inconsistent."""
+        # the common case in one expression (the simulator validates every job of a trace);
+        # any doubt goes to the checks below, which name the field
+        g, a, b, r = self.g, self.w_min, self.w_max, self.w_req
+        if (
+            type(g) is int and type(a) is int and type(b) is int and type(r) is int
+            and type(self.elastic) is bool and type(self.type_agnostic) is bool
+            and type(self.hetero) is bool and type(self.family) is str
+            and type(self.work) is float and type(self.pred_work) is float
+            and type(self.submit) is float
+            and (g == 1 or g == 2 or g == 4 or g == 8) and 1 <= a <= r <= b
+            and (self.elastic or a == b) and (not self.hetero or (self.elastic and self.type_agnostic))
+            and 0 < self.work < math.inf and 0 < self.pred_work < math.inf
+            and 0 <= self.submit < math.inf and self.scaling is None
+        ):
+            return
+        self._check()
+
+    def _check(self) -> None:
         where = f"job {self.id} ({self.name or self.family})"
+        # types first: the simulator copies these into int64 / bool / float64 arrays, where a
+        # 1.5 would become 1, a "no" True and an inf never finish
+        for name in ("g", "w_min", "w_max", "w_req"):
+            v = getattr(self, name)
+            if type(v) is not int and (
+                not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_))
+            ):
+                raise ValueError(f"{where}: {name}={v!r} must be an integer")
+        for name in ("elastic", "type_agnostic", "hetero"):
+            v = getattr(self, name)
+            if type(v) is not bool and not isinstance(v, np.bool_):
+                raise ValueError(f"{where}: {name}={v!r} must be True or False")
+        if type(self.family) is not str:
+            raise ValueError(f"{where}: family={self.family!r} must be a string")
+        for name in ("submit", "work", "pred_work"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, (bool, np.bool_)):
+                raise ValueError(f"{where}: {name}={v!r} must be a number")
+        sc = self.scaling
+        if sc is not None and (
+            isinstance(sc, (str, bytes)) or not hasattr(sc, "__len__")
+            or not all(isinstance(x, (int, float, np.integer, np.floating)) for x in sc)
+        ):
+            raise ValueError(f"{where}: scaling={sc!r} must be a tuple of numbers or None")
         if self.g not in (1, 2, 4, 8):
             raise ValueError(f"{where}: GPUs per worker g={self.g}; must be 1, 2, 4 or 8")
         if self.w_min < 1 or self.w_max < self.w_min:
@@ -110,8 +154,11 @@ class JobSpec:
             )
         if not self.elastic and self.w_min != self.w_max:
             raise ValueError(f"{where}: inelastic job needs w_min == w_max")
-        if not (self.work > 0) or not (self.pred_work > 0):
-            raise ValueError(f"{where}: work must be positive, got {self.work} / {self.pred_work}")
+        if not (0 < self.work < math.inf) or not (0 < self.pred_work < math.inf):
+            raise ValueError(
+                f"{where}: work and pred_work must be finite and positive, got {self.work} / "
+                f"{self.pred_work}"
+            )
         if self.scaling is not None:
             sc = self.scaling
             if len(sc) < 2 or not all(math.isfinite(x) and x > 0 for x in sc[1:]):
@@ -119,8 +166,8 @@ class JobSpec:
                     f"{where}: scaling curve must have an entry for w >= 1 and all entries from "
                     f"index 1 finite and > 0, got {sc!r}"
                 )
-        if not (self.submit >= 0):
-            raise ValueError(f"{where}: submit time must be >= 0, got {self.submit}")
+        if not (0 <= self.submit < math.inf):
+            raise ValueError(f"{where}: submit time must be finite and >= 0, got {self.submit}")
 
 
 class JobSpecBuilder:

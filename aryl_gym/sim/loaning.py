@@ -114,7 +114,21 @@ class LoanController:
     """
 
     def __init__(self, util: np.ndarray, n_inf: int, headroom: float, sample_seconds: float):
-        self.util = np.asarray(util, dtype=np.float64)
+        try:
+            self.util = np.asarray(util, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"utilization must be a 1-D series of fractions in [0, 1], got {type(util).__name__}"
+            ) from None
+        u = self.util
+        if u.ndim != 1 or u.size == 0 or not bool(((u >= 0.0) & (u <= 1.0)).all()):
+            bad = "empty" if u.size == 0 else (
+                f"{u.ndim}-D" if u.ndim != 1 else "a value outside [0, 1] (or NaN)"
+            )
+            raise ValueError(
+                f"utilization must be a non-empty 1-D series of fractions in [0, 1] (one per "
+                f"sample_seconds); got {bad}"
+            )
         self.n_inf = int(n_inf)
         self.headroom = float(headroom)
         self.sample_seconds = float(sample_seconds)

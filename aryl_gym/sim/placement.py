@@ -30,6 +30,7 @@ them: :func:`plan` dry-runs a whole decision (Aryl's placeability check, the all
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -189,6 +190,17 @@ class Scratch:
     """
 
     def __init__(self, src: PlacementState | ClusterView, opts: PlacementOptions | None = None):
+        if opts is not None and not isinstance(opts, PlacementOptions):
+            raise TypeError(
+                f"opts must be an aryl_gym.sim.view.PlacementOptions or None, got {opts!r}"
+            )
+        if not isinstance(src, ClusterView) and not (
+            hasattr(src, "srv_free") and hasattr(src, "allowed_pools")
+        ):
+            raise TypeError(
+                "the placement state must be a ClusterView, a Simulator or a Scratch, got "
+                f"{type(src).__name__}"
+            )
         sim: PlacementState = src._sim if isinstance(src, ClusterView) else src
         #: placement options :meth:`grow` follows (``apply_decision`` takes its own)
         self.opts = opts if opts is not None else PlacementOptions()
@@ -278,14 +290,19 @@ class Scratch:
         key = (pool, g)
         n = self._fits.get(key)
         if n is None:
+            _check_pool(pool)
+            if not g >= 1:
+                raise ValueError(f"fits(pool, g): GPUs per worker g must be >= 1, got {g!r}")
             n = self._fits[key] = int((self.srv_free[self.usable_mask(pool)] // g).sum())
         return n
 
     def release(self, j: int, k: int) -> None:
         """Remove ``k`` workers of running job ``j`` as the engine's scale-in does (flexible
         workers on loaned servers first, then on servers holding fewest of them; base workers
-        last). The job stays running here even at 0 workers."""
+        last). The job stays running here even at 0 workers. ``k`` above the job's workers
+        removes them all."""
         if k > 0:
+            _check_job(self, j)
             _scale_in(self, j, k)
 
     def grow(self, j: int, pool: int, k: int, whole: bool = False) -> int:
@@ -293,11 +310,29 @@ class Scratch:
         (:attr:`opts`); returns how many were placed.
 
         A job without workers starts: its first ``w_min`` workers are its base, all or nothing.
-        ``whole``: place all ``k`` or none.
+        ``whole``: place all ``k`` or none. As the engine: never beyond ``w_max`` (``k`` is cut
+        to it; with ``whole``, nothing is placed), never on a pool the job may not use (0
+        placed), and a running job grows only in its own pool (another pool is a ValueError).
+        ``j`` must be a queued or running job and ``pool`` ``TRAIN`` or ``INFER``.
         """
         if k <= 0:
             return 0
+        _check_pool(pool)
+        st = _check_job(self, j)
         cur = int(self.workers[j])
+        room = self.w_max_list[j] - cur
+        if k > room:
+            if whole or room <= 0:
+                return 0
+            k = room
+        if st == _RUNNING and cur > 0:
+            if pool != self.pool.item(j):
+                raise ValueError(
+                    f"grow: job {j} runs on pool {self.pool.item(j)}; its workers share one pool "
+                    f"(the engine grows a running job only there), got pool {pool}"
+                )
+        elif pool not in self.allowed_pools(j):
+            return 0
         n_base = max(min(self.w_min_list[j] - cur, k), 0) if cur == 0 else 0
         got = _plan(self, j, pool, n_base, k - n_base, self.opts)
         n = sum(x for _, x, _ in got)
@@ -307,6 +342,21 @@ class Scratch:
         if self.state[j] != _RUNNING:
             self.mark_started(j, pool)
         return n
+
+
+def _check_pool(pool: object) -> None:
+    if pool != TRAIN and pool != INFER:
+        raise ValueError(f"pool must be TRAIN ({TRAIN}) or INFER ({INFER}), got {pool!r}")
+
+
+def _check_job(st: Scratch, j: int) -> int:
+    """Job ``j``'s state; a ValueError unless ``j`` is a queued or running job of the trace."""
+    if not 0 <= j < st.n_jobs:
+        raise ValueError(f"job id {j!r} is not in the trace (0..{st.n_jobs - 1})")
+    s = st.state.item(j)
+    if s != _QUEUED and s != _RUNNING:
+        raise ValueError(f"job {j} is {JobState(s).name}; only queued or running jobs can change")
+    return s
 
 
 # ----------------------------------------------------------------------------------------------
@@ -498,9 +548,11 @@ def _scale_in(st: PlacementState, j: int, k: int) -> None:
 
 def _validate_target(st: PlacementState, j: object, t: object) -> tuple[int, int, str]:
     """Return (job, target, reason); reason non-empty means ignore (or, with a target, clamped)."""
-    try:
-        jj = int(j)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
+    if type(j) is int:
+        jj = j
+    elif isinstance(j, (int, np.integer)) and not isinstance(j, (bool, np.bool_)):
+        jj = int(j)
+    else:  # a float such as 1.5, a string, a bool: never rounded or parsed to some job
         return -1, 0, f"job id {j!r} is not an integer"
     if not 0 <= jj < st.n_jobs:
         return -1, 0, f"job id {jj} is not in the trace"
@@ -509,8 +561,12 @@ def _validate_target(st: PlacementState, j: object, t: object) -> tuple[int, int
         return -1, 0, f"job {jj} is not active (state {JobState(s).name})"
     if type(t) is int and 0 <= t < _EXACT:  # the common case: float(t) is exact
         ti = t
+    elif type(t) is int and t >= _EXACT:  # beyond float range too (float(10**400) overflows)
+        ti = t
     else:
         try:
+            if isinstance(t, (str, bytes)):
+                raise TypeError
             tf = float(t)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return -1, 0, f"target {t!r} for job {jj} is not a number"
@@ -527,6 +583,24 @@ def _validate_target(st: PlacementState, j: object, t: object) -> tuple[int, int
     return jj, ti, ""
 
 
+def _check_decision(decision: object) -> None:
+    """A TypeError naming the problem when ``decision`` is not a well-formed Decision."""
+    if not isinstance(decision, Decision):
+        raise TypeError(
+            f"a decision must be an aryl_gym.sim.view.Decision, got {type(decision).__name__}"
+        )
+    for name, what in (("targets", "workers"), ("pools", "pool"), ("speedup", "rate table")):
+        v = getattr(decision, name, None)
+        if v is None and name == "speedup":
+            continue
+        if type(v) is not dict and not isinstance(v, Mapping):
+            raise TypeError(
+                f"Decision.{name} must be a dict (job id -> {what}), got {type(v).__name__}"
+            )
+    if decision.order is not None and isinstance(decision.order, (str, bytes, Mapping)):
+        raise TypeError(f"Decision.order must be a list of job ids or None, got {decision.order!r}")
+
+
 def apply_decision(
     st: PlacementState,
     decision: Decision,
@@ -541,6 +615,14 @@ def apply_decision(
     uses neither: ``fixed_pools`` -- a queued job with a preferred pool (``decision.pools``)
     tries only that pool; ``whole`` -- a job that grows gets its whole target or nothing.
     """
+    _check_decision(decision)
+    # everything that can raise is checked before the state changes
+    try:
+        prio = {int(j): i for i, j in enumerate(decision.order or [])}
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"Decision.order must be a list of job ids (integers) or None, got {decision.order!r}"
+        ) from None
     rep = PlacementReport()
     targets: dict[int, int] = {}
     for j, t in decision.targets.items():
@@ -569,7 +651,12 @@ def apply_decision(
         s = state.item(j)
         if (s == _RUNNING and t > workers.item(j)) or (s == _QUEUED and t > 0):
             grow.append(j)
-    prio = {int(j): i for i, j in enumerate(decision.order or [])}
+    if decision.pools:
+        for j, p in decision.pools.items():
+            if p != TRAIN and p != INFER:
+                rep.invalid[-1 - len(rep.invalid)] = (
+                    f"pool {p!r} for job {j!r} is not TRAIN ({TRAIN}) or INFER ({INFER}); ignored"
+                )
     far = len(prio)
     g_list = st.g_list
     grow.sort(key=lambda j: (-g_list[j], prio.get(j, far), j))
@@ -661,6 +748,8 @@ def plan(
     "the simulator will place every target" (for the same options). ``fixed_pools`` and
     ``whole``: see :func:`apply_decision`.
     """
+    if not isinstance(opts, PlacementOptions):
+        raise TypeError(f"opts must be an aryl_gym.sim.view.PlacementOptions, got {opts!r}")
     scratch = Scratch(src, opts)
     rep = apply_decision(scratch, decision, opts, fixed_pools, whole)
     before = src._sim.workers if isinstance(src, ClusterView) else src.workers

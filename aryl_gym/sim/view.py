@@ -125,6 +125,14 @@ class Policy(Protocol):
         ...
 
 
+#: ClusterView's array attributes (read-only views of the simulator's arrays)
+_VIEW_ARRAYS = frozenset((
+    "srv_pool", "srv_cap", "srv_free", "srv_loaned", "srv_base_gpus", "srv_flex_gpus", "state",
+    "workers", "pool", "remaining", "pred_remaining", "overhead_left", "preemptions",
+    "first_start", "attained",
+))
+
+
 class ClusterView:
     """A read-only window on the simulator's state for policies.
 
@@ -134,6 +142,11 @@ class ClusterView:
 
     def __init__(self, sim: SimState):
         self._sim = sim
+        self._bind()
+
+    def _bind(self) -> None:
+        """(Re)create the read-only array views on the simulator's arrays."""
+        sim = self._sim
 
         def ro(a: np.ndarray) -> np.ndarray:
             v = a.view()
@@ -157,6 +170,26 @@ class ClusterView:
         self.preemptions = ro(sim.preempt_count)  # (N,) times preempted
         self.first_start = ro(sim.first_start)  # (N,) nan until first start
         self.attained = ro(sim.running_time)  # (N,) seconds spent running (with workers)
+
+    # -- pickling and copying -------------------------------------------------------------------
+    # The array attributes are views of the simulator's arrays; pickle and deepcopy would turn
+    # them into frozen copies that no longer follow the (copied) simulator, and a policy would
+    # read stale state. Only the simulator is kept; the views are rebuilt on first use (not in
+    # __setstate__: inside a pickled simulator the view is restored before the simulator's own
+    # arrays are).
+    def __getstate__(self) -> dict[str, object]:
+        return {"_sim": self._sim}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__["_sim"] = state["_sim"]
+
+    def __getattr__(self, name: str) -> object:
+        # only reached for attributes not set: the array views after unpickling or copying
+        d = self.__dict__
+        if name in _VIEW_ARRAYS and "_sim" in d and name not in d:
+            self._bind()
+            return d[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- scalars ------------------------------------------------------------------------------
     @property

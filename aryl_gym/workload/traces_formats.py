@@ -169,6 +169,11 @@ class TraceExtra(Mapping[str, Any], tuple):  # type: ignore[misc]
     def __new__(cls, base: Mapping[str, Any], line: int, gpus: int, duration: float | None) -> TraceExtra:
         return tuple.__new__(cls, (base, line, gpus, duration))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickle and deepcopy (vector envs, Ray, process pools): rebuilt from its four parts
+        # (the tuple default would call __new__ with the whole tuple as one argument)
+        return (TraceExtra, tuple(tuple.__getitem__(self, i) for i in range(4)))
+
     def __getitem__(self, key: str) -> Any:  # type: ignore[override]
         own = TraceExtra._OWN
         if key in own:
