@@ -50,6 +50,7 @@ class EvalConfig:
     references: tuple[str, ...] = ("aryl", "fifo")  # native heuristics logged on the same seeds
     deterministic: bool = True
     save_best: bool = True  # keep best_model.zip (lowest eval avg JCT)
+    background: bool = False  # evaluate in a worker process (aryl_gym.train.async_eval)
 
 
 @dataclass(frozen=True)
@@ -71,11 +72,19 @@ class TrainConfig:
     env_id: str = DEFAULT_ENV_ID
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     n_envs: int = 2
-    vec_env: str = "dummy"  # dummy | subproc
+    vec_env: str = "dummy"  # dummy | subproc | aryl (aryl_gym.train.fast.ArylVecEnv)
     total_timesteps: int = 100_000
     normalize_obs: bool = False  # VecNormalize on observation keys (never the action mask)
     normalize_reward: bool = False
     reward_reference: str | None = None  # ReferenceJCTReward: jct reward relative to this policy
+    # trace pairing (aryl_gym.train.paired): groups of pair_group envs share episode seeds;
+    # pair_baseline "trace_mean" makes the jct reward relative to the mean of earlier runs on
+    # the same trace (0 / "none" = off)
+    pair_group: int = 0
+    pair_baseline: str = "none"  # none | trace_mean
+    # per-episode world sampling (aryl_gym.train.worlds): {"load": [lo, hi], "train_servers":
+    # [..], "elastic_fraction": [lo, hi]}; empty = the scenario as is
+    worlds: Mapping[str, Any] = field(default_factory=dict)
     policy: str = "MultiInputPolicy"
     policy_kwargs: Mapping[str, Any] = field(default_factory=dict)
     hyperparams: Mapping[str, Any] = field(default_factory=dict)
@@ -95,6 +104,7 @@ class TrainConfig:
         d["env_kwargs"] = dict(self.env_kwargs)
         d["policy_kwargs"] = copy.deepcopy(dict(self.policy_kwargs))
         d["hyperparams"] = dict(self.hyperparams)
+        d["worlds"] = copy.deepcopy(dict(self.worlds))
         d["eval"]["seeds"] = list(self.eval.seeds)
         d["eval"]["references"] = list(self.eval.references)
         return d
@@ -108,7 +118,8 @@ _SECTION_KEYS = {
 }
 _EVAL_KEYS = {f.name for f in dataclasses.fields(EvalConfig)}
 _BC_KEYS = {f.name for f in dataclasses.fields(BCConfig)}
-_INT_KEYS = ("n_envs", "total_timesteps", "checkpoint_freq", "log_interval", "seed", "torch_threads")
+_INT_KEYS = ("n_envs", "total_timesteps", "checkpoint_freq", "log_interval", "seed", "torch_threads",
+             "pair_group")
 
 
 def resolve_algo_path(name_or_path: str | os.PathLike[str]) -> Path:
@@ -155,7 +166,7 @@ def _section(data: Any, name: str, source: str) -> dict[str, Any]:
             if not isinstance(data[sub], Mapping):
                 raise ConfigError(f"{source}: {name}.{sub} must be a mapping")
             _check_keys(data[sub], keys, f"{name}.{sub}", source)
-    for sub in ("env_kwargs", "policy_kwargs", "hyperparams"):
+    for sub in ("env_kwargs", "policy_kwargs", "hyperparams", "worlds"):
         if sub in data and not isinstance(data[sub], Mapping):
             raise ConfigError(f"{source}: {name}.{sub} must be a mapping")
     return dict(data)
@@ -221,15 +232,24 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
             d[k] = v
     if d.get("n_envs", 1) < 1:
         raise ConfigError(f"{source}: n_envs must be >= 1")
-    if d.get("vec_env", "dummy") not in ("dummy", "subproc"):
-        raise ConfigError(f"{source}: vec_env must be 'dummy' or 'subproc', got {d['vec_env']!r}")
+    if d.get("vec_env", "dummy") not in ("dummy", "subproc", "aryl"):
+        raise ConfigError(
+            f"{source}: vec_env must be 'dummy', 'subproc' or 'aryl', got {d['vec_env']!r}"
+        )
+    if d.get("pair_baseline", "none") not in ("none", "trace_mean"):
+        raise ConfigError(
+            f"{source}: pair_baseline must be 'none' or 'trace_mean', got {d['pair_baseline']!r}"
+        )
+    pg = d.get("pair_group", 0)
+    if pg > 1 and d.get("n_envs", 2) % pg:
+        raise ConfigError(f"{source}: n_envs ({d.get('n_envs', 2)}) must be a multiple of pair_group ({pg})")
     if "seeds" in ev:
         ev["seeds"] = tuple(int(s) for s in ev["seeds"])
     if "references" in ev:
         ev["references"] = tuple(str(s) for s in ev["references"])
     if "freq" in ev:
         ev["freq"] = int(ev["freq"])
-    for k in ("env_kwargs", "policy_kwargs", "hyperparams"):
+    for k in ("env_kwargs", "policy_kwargs", "hyperparams", "worlds"):
         d[k] = dict(d.get(k) or {})
     return TrainConfig(algo=algo, scenario=scenario, eval=EvalConfig(**ev), bc=BCConfig(**bc), **d)
 

@@ -98,12 +98,20 @@ def make_vec_env(cfg: TrainConfig, data_root: str | None = None, monitor_dir: st
     from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
 
-    vec_cls = SubprocVecEnv if cfg.vec_env == "subproc" and cfg.n_envs > 1 else DummyVecEnv
+    vec_cls: type = SubprocVecEnv if cfg.vec_env == "subproc" and cfg.n_envs > 1 else DummyVecEnv
+    vec_kwargs: dict[str, Any] | None = None
+    if cfg.vec_env == "aryl" or cfg.pair_group > 1:
+        from aryl_gym.train.fast import ArylVecEnv, PairedSeeds
+
+        vec_cls = ArylVecEnv
+        if cfg.pair_group > 1:
+            vec_kwargs = {"paired": PairedSeeds(cfg.n_envs, cfg.pair_group, cfg.seed)}
     venv = sb3_make_vec_env(
         EnvFactory(cfg, data_root),
         n_envs=cfg.n_envs,
         seed=cfg.seed,
         vec_env_cls=vec_cls,
+        vec_env_kwargs=vec_kwargs,
         monitor_dir=monitor_dir,
     )
     if cfg.normalize_obs or cfg.normalize_reward:
@@ -150,12 +158,28 @@ def resolve_policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: policy names of this package (``policy:`` in a config) -> ``module:class``
+POLICIES: dict[str, str] = {
+    "FastMaskableMultiInputPolicy": "aryl_gym.train.fast:FastMaskableMultiInputPolicy",
+    "FastMaskablePolicy": "aryl_gym.train.fast:FastMaskablePolicy",
+    "SetMaskablePolicy": "aryl_gym.train.setpolicy:SetMaskablePolicy",
+}
+
+
+def resolve_policy(name: str) -> Any:
+    """SB3's policy names pass through; this package's (:data:`POLICIES`) become classes."""
+    if name in POLICIES:
+        mod, cls = POLICIES[name].split(":")
+        return getattr(importlib.import_module(mod), cls)
+    return name
+
+
 def build_model(cfg: TrainConfig, venv: Any, verbose: int = 0) -> Any:
     cls = algo_class(cfg.algo)
     check_hyperparams(cls, cfg.hyperparams, f"algo config ({cfg.algo})")
     hp = dict(cfg.hyperparams)
     return cls(
-        cfg.policy,
+        resolve_policy(cfg.policy),
         venv,
         seed=cfg.seed,
         verbose=verbose,
@@ -321,7 +345,12 @@ def train(
         )
     eval_cb = None
     if cfg.eval.freq > 0 and cfg.eval.seeds:
-        eval_cb = ArylEvalCallback(
+        eval_cls = ArylEvalCallback
+        if cfg.eval.background:
+            from aryl_gym.train.async_eval import AsyncArylEvalCallback
+
+            eval_cls = AsyncArylEvalCallback
+        eval_cb = eval_cls(
             EnvFactory(cfg, data_root),
             cfg.scenario,
             cfg.eval.seeds,
@@ -347,8 +376,11 @@ def train(
             reset_num_timesteps=ckpt is None,
         )
     wall = time.perf_counter() - tic
-    if eval_cb is not None and (not eval_cb.history or eval_cb.history[-1]["timesteps"] < model.num_timesteps):
-        eval_cb.evaluate()  # a last point at the final step count
+    if eval_cb is not None:
+        eval_cb.finish(shutdown=False)  # evaluations still running in the background
+        if not eval_cb.history or eval_cb.history[-1]["timesteps"] < model.num_timesteps:
+            eval_cb.evaluate()  # a last point at the final step count
+        eval_cb.finish()
     model_path = run_dir / "model.zip"
     model.save(model_path)
     if isinstance(venv, VecNormalize):

@@ -1,0 +1,112 @@
+"""The training fast path (aryl_gym.train.fast): the same policy outputs as sb3-contrib's masked
+policy, the vector env's masks, and paired groups that really share traces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sb3_contrib")
+
+import gymnasium as gym
+import torch as th
+
+import aryl_gym  # noqa: F401
+
+
+def _batch(env, n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    obss, masks = [], []
+    for _ in range(n):
+        m = env.unwrapped.action_masks()
+        obss.append(obs)
+        masks.append(m)
+        obs, _, te, tr, _ = env.step(int(rng.choice(np.flatnonzero(m))))
+        if te or tr:
+            obs, _ = env.reset()
+    return {k: np.stack([o[k] for o in obss]) for k in obss[0]}, np.stack(masks)
+
+
+def test_fast_forward_matches_sb3_contrib():
+    from sb3_contrib import MaskablePPO
+
+    from aryl_gym.train.fast import FastMaskableMultiInputPolicy
+
+    env = gym.make("aryl_gym/Aryl-v1", scenario="tiny", action_mode="sequential", window=8)
+    ref = MaskablePPO("MultiInputPolicy", env, seed=1, device="cpu", policy_kwargs={"net_arch": [16]})
+    fast = MaskablePPO(FastMaskableMultiInputPolicy, env, seed=1, device="cpu", policy_kwargs={"net_arch": [16]})
+    fast.policy.load_state_dict(ref.policy.state_dict())
+    batch, masks = _batch(env, 64)
+    obs_t, _ = ref.policy.obs_to_tensor(batch)
+    with th.no_grad():
+        a_ref, v_ref, lp_ref = ref.policy(obs_t, deterministic=True, action_masks=masks)
+        a_fast, v_fast, lp_fast = fast.policy(obs_t, deterministic=True, action_masks=masks)
+        np.testing.assert_array_equal(a_fast.numpy(), a_ref.numpy())
+        np.testing.assert_allclose(v_fast.numpy(), v_ref.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(lp_fast.numpy(), lp_ref.numpy(), rtol=1e-5, atol=1e-6)
+        # sampled actions: always allowed; their log-probabilities are sb3-contrib's
+        th.manual_seed(0)
+        a_s, _, lp_s = fast.policy(obs_t, deterministic=False, action_masks=masks)
+        assert masks[np.arange(len(a_s)), a_s.numpy()].all()
+        _, lp_eval, _ = ref.policy.evaluate_actions(obs_t, a_s, action_masks=masks)
+        np.testing.assert_allclose(lp_s.numpy(), lp_eval.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _vec(n: int, group: int, seed: int = 5):
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from aryl_gym.train.fast import ArylVecEnv, PairedSeeds
+
+    def make():
+        return gym.make("aryl_gym/Aryl-v1", scenario="tiny", action_mode="sequential", window=8)
+
+    paired = PairedSeeds(n, group, seed) if group > 1 else None
+    return make_vec_env(make, n_envs=n, seed=seed, vec_env_cls=ArylVecEnv, vec_env_kwargs={"paired": paired})
+
+
+def test_vec_env_masks_come_from_the_observation():
+    venv = _vec(2, 1)
+    obs = venv.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        masks = venv.env_method("action_masks")
+        for i, m in enumerate(masks):
+            np.testing.assert_array_equal(m, venv.envs[i].unwrapped.action_masks())
+            np.testing.assert_array_equal(m, obs["action_mask"][i] > 0.5)
+        obs, _, _, infos = venv.step(np.array([int(rng.choice(np.flatnonzero(m))) for m in masks]))
+        assert all(isinstance(i, dict) for i in infos)
+
+
+def test_paired_groups_share_traces():
+    """Envs of one group play the same episodes (same arrivals, sizes and durations), episode
+    after episode, while different groups play different ones."""
+    from aryl_gym.train.fast import PairedSeeds
+
+    venv = _vec(4, 2)
+    venv.reset()
+    rng = np.random.default_rng(1)
+    seen: dict[int, list[list]] = {i: [] for i in range(4)}
+
+    def record(i: int) -> None:
+        ep = venv.envs[i].unwrapped.episode
+        seen[i].append([(j.submit, j.g, j.w_min, j.w_max, j.work) for j in ep.jobs] + [ep.seed])
+
+    for i in range(4):
+        record(i)
+    steps = 0
+    while min(len(v) for v in seen.values()) < 3 and steps < 20_000:
+        masks = venv.env_method("action_masks")
+        # env-specific action choices: the groups' members act differently
+        acts = np.array([int(rng.choice(np.flatnonzero(m))) for m in masks])
+        _, _, dones, _ = venv.step(acts)
+        for i in np.flatnonzero(dones):
+            record(int(i))
+        steps += 1
+    assert min(len(v) for v in seen.values()) >= 3
+    for n in range(3):
+        assert seen[0][n] == seen[1][n] and seen[2][n] == seen[3][n]
+        assert seen[0][n] != seen[2][n]
+    assert seen[0][0] != seen[0][1]
+    with pytest.raises(ValueError, match="multiple of the group size"):
+        PairedSeeds(3, 2)
