@@ -59,7 +59,7 @@ def train_steps_per_second(variant: str, steps: int = STEPS) -> dict[str, Any]:
         from aryl_gym.train.async_eval import AsyncArylEvalCallback
 
         cls = AsyncArylEvalCallback
-    ev = cls(EnvFactory(cfg), cfg.scenario, EVAL_SEEDS, ("aryl",), EVAL_FREQ, fast=variant != "sb3")
+    ev = cls(EnvFactory(cfg, evaluation=True), cfg.scenario, EVAL_SEEDS, ("aryl",), EVAL_FREQ, fast=variant != "sb3")
     ev.init_callback(model)  # the references run once, before the clock
     t0, c0 = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=steps, callback=CallbackList([ClusterMetricsCallback(), ev]))

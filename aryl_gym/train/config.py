@@ -85,6 +85,8 @@ class TrainConfig:
     # per-episode world sampling (aryl_gym.train.worlds): {"load": [lo, hi], "train_servers":
     # [..], "elastic_fraction": [lo, hi]}; empty = the scenario as is
     worlds: Mapping[str, Any] = field(default_factory=dict)
+    # changes to the scenario for training and evaluation, e.g. {"workload": {"load": 0.9}}
+    scenario_overrides: Mapping[str, Any] = field(default_factory=dict)
     policy: str = "MultiInputPolicy"
     policy_kwargs: Mapping[str, Any] = field(default_factory=dict)
     hyperparams: Mapping[str, Any] = field(default_factory=dict)
@@ -105,6 +107,7 @@ class TrainConfig:
         d["policy_kwargs"] = copy.deepcopy(dict(self.policy_kwargs))
         d["hyperparams"] = dict(self.hyperparams)
         d["worlds"] = copy.deepcopy(dict(self.worlds))
+        d["scenario_overrides"] = copy.deepcopy(dict(self.scenario_overrides))
         d["eval"]["seeds"] = list(self.eval.seeds)
         d["eval"]["references"] = list(self.eval.references)
         return d
@@ -166,7 +169,7 @@ def _section(data: Any, name: str, source: str) -> dict[str, Any]:
             if not isinstance(data[sub], Mapping):
                 raise ConfigError(f"{source}: {name}.{sub} must be a mapping")
             _check_keys(data[sub], keys, f"{name}.{sub}", source)
-    for sub in ("env_kwargs", "policy_kwargs", "hyperparams", "worlds"):
+    for sub in ("env_kwargs", "policy_kwargs", "hyperparams", "worlds", "scenario_overrides"):
         if sub in data and not isinstance(data[sub], Mapping):
             raise ConfigError(f"{source}: {name}.{sub} must be a mapping")
     return dict(data)
@@ -249,7 +252,7 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
         ev["references"] = tuple(str(s) for s in ev["references"])
     if "freq" in ev:
         ev["freq"] = int(ev["freq"])
-    for k in ("env_kwargs", "policy_kwargs", "hyperparams", "worlds"):
+    for k in ("env_kwargs", "policy_kwargs", "hyperparams", "worlds", "scenario_overrides"):
         d[k] = dict(d.get(k) or {})
     return TrainConfig(algo=algo, scenario=scenario, eval=EvalConfig(**ev), bc=BCConfig(**bc), **d)
 
