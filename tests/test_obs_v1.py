@@ -64,7 +64,7 @@ def test_job_times_and_knapsack_value_by_hand():
             pool = int(sim.pool[j]) if running else 0
             rem = float(sim.pred_remaining[j])
 
-            def t_h(w_: int, p: int) -> float:
+            def t_h(w_: int, p: int, rem: float = rem, j: int = j, sim=sim) -> float:
                 return rem / sim.rate_for(j, w_, p) / 3600.0
 
             row = obs["jobs_v1"][s]
