@@ -110,3 +110,71 @@ def test_paired_groups_share_traces():
     assert seen[0][0] != seen[0][1]
     with pytest.raises(ValueError, match="multiple of the group size"):
         PairedSeeds(3, 2)
+
+
+@pytest.mark.parametrize("load", [0.4, 1.4])
+def test_sequential_mask_quick_reject_equals_dry_runs(load):
+    """Skipping the dry runs of grants that need more GPUs than are free gives exactly the masks
+    that dry-running every candidate gives (testbed, random masked actions, two loads)."""
+    from aryl_gym.config import load_scenario
+
+    cfg = load_scenario("testbed").replace(workload={"load": load})
+    env = gym.make("aryl_gym/Aryl-v1", scenario=cfg, action_mode="sequential").unwrapped
+    codec = env.codec
+    rng = np.random.default_rng(3)
+    env.reset(seed=0, options={"episode_seed": 21})
+    compared = 0
+    for _ in range(2500):
+        codec._mask = None
+        codec.quick_reject = True
+        fast = codec.mask(env).copy()
+        codec._mask = None
+        codec.quick_reject = False
+        slow = codec.mask(env).copy()
+        np.testing.assert_array_equal(fast, slow)
+        compared += int(slow[: env.k].sum() < len(env.window))
+        _, _, te, tr, _ = env.step(int(rng.choice(np.flatnonzero(slow))))
+        if te or tr:
+            break
+    assert compared > 0  # some grants were refused
+
+
+def test_paired_seed_schedule_with_repeats():
+    from aryl_gym.train.fast import PairedSeeds
+
+    p = PairedSeeds(4, 2, seed=9, repeats=2)
+    seq = [[p.next_seed(i) for _ in range(4)] for i in range(4)]
+    assert seq[0] == seq[1] and seq[2] == seq[3] and seq[0] != seq[2]
+    assert seq[0][0] == seq[0][1] and seq[0][2] == seq[0][3] and seq[0][0] != seq[0][2]
+    again = PairedSeeds(4, 2, seed=9, repeats=2)
+    assert [again.next_seed(0) for _ in range(4)] == seq[0]
+
+
+def test_trace_mean_reward_sums_to_the_pool_mean_minus_the_agent():
+    """Undiscounted, the trace-mean return is (mean total JCT of the pool at reset - the agent's
+    total JCT) / scale; a finished run joins the pool of its trace."""
+    from aryl_gym.train import paired
+    from aryl_gym.train.bc import sjf_grant
+    from aryl_gym.train.evaluation import run_reference
+
+    paired._POOLS.clear()
+    env = paired.TraceMeanJCTReward(
+        gym.make("aryl_gym/Aryl-v1", scenario="tiny", action_mode="sequential"), "fifo")
+    totals, jcts = [], []
+    for _ in range(2):
+        obs, _ = env.reset(seed=0, options={"episode_seed": 7})
+        total = 0.0
+        while True:
+            obs, r, term, trunc, info = env.step(sjf_grant(env, obs))
+            total += r
+            if term or trunc:
+                break
+        assert term
+        totals.append(total)
+        jcts.append(sum(info["episode_result"].jcts))
+    ref = run_reference("fifo", "tiny", 7)
+    assert totals[0] == pytest.approx((sum(ref.jcts) - jcts[0]) / 3600.0, rel=1e-9, abs=1e-6)
+    # second run: the pool holds fifo's run and the first run
+    mean_pool = (sum(ref.jcts) + jcts[0]) / 2
+    assert totals[1] == pytest.approx((mean_pool - jcts[1]) / 3600.0, rel=1e-9, abs=1e-6)
+    paired._POOLS.clear()

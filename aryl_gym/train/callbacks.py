@@ -262,6 +262,26 @@ class ArylEvalCallback(BaseCallback):
         return True
 
 
+class WallClockLimit(BaseCallback):
+    """Stop training (gracefully: the run still saves its model and summary) after
+    ``minutes`` of wall time from the start of ``learn``."""
+
+    def __init__(self, minutes: float, verbose: int = 0):
+        super().__init__(verbose)
+        self.seconds = float(minutes) * 60.0
+        self._t0 = 0.0
+        self.stopped = False
+
+    def _on_training_start(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def _on_step(self) -> bool:
+        if time.perf_counter() - self._t0 >= self.seconds:
+            self.stopped = True
+            return False
+        return True
+
+
 class HParamsTextCallback(BaseCallback):
     """Write the resolved configuration as text (``hyperparameters``) once at the start."""
 

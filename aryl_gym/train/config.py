@@ -81,6 +81,7 @@ class TrainConfig:
     # pair_baseline "trace_mean" makes the jct reward relative to the mean of earlier runs on
     # the same trace (0 / "none" = off)
     pair_group: int = 0
+    pair_repeats: int = 1  # each member plays every trace this many times in a row
     pair_baseline: str = "none"  # none | trace_mean
     # per-episode world sampling (aryl_gym.train.worlds): {"load": [lo, hi], "train_servers":
     # [..], "elastic_fraction": [lo, hi]}; empty = the scenario as is
@@ -91,6 +92,7 @@ class TrainConfig:
     policy_kwargs: Mapping[str, Any] = field(default_factory=dict)
     hyperparams: Mapping[str, Any] = field(default_factory=dict)
     checkpoint_freq: int = 50_000  # environment steps (summed over envs); 0 = off
+    max_minutes: float = 0.0  # stop training after this much wall time (0 = no limit)
     log_interval: int = 1  # rollouts between log dumps (on-policy algorithms)
     seed: int = 0
     torch_threads: int = 1
@@ -122,7 +124,7 @@ _SECTION_KEYS = {
 _EVAL_KEYS = {f.name for f in dataclasses.fields(EvalConfig)}
 _BC_KEYS = {f.name for f in dataclasses.fields(BCConfig)}
 _INT_KEYS = ("n_envs", "total_timesteps", "checkpoint_freq", "log_interval", "seed", "torch_threads",
-             "pair_group")
+             "pair_group", "pair_repeats")
 
 
 def resolve_algo_path(name_or_path: str | os.PathLike[str]) -> Path:

@@ -40,15 +40,20 @@ HUGE_NEG = -1e8  # sb3-contrib's masked logit
 
 class PairedSeeds:
     """Episode seeds for paired groups: env ``i`` is in group ``i // group_size``; the ``n``-th
-    episode of every env of group ``g`` uses the same seed, drawn once per ``(g, n)`` from a
-    generator seeded with ``seed`` (so the whole schedule is reproducible)."""
+    episode of every env of group ``g`` uses the same seed, drawn once per ``(g, n // repeats)``
+    from a generator seeded with ``seed`` (so the whole schedule is reproducible). With
+    ``repeats`` > 1 each member plays every trace that many times in a row, so later runs on a
+    trace find the group's earlier runs in their baseline (:mod:`aryl_gym.train.paired`)."""
 
-    def __init__(self, n_envs: int, group_size: int, seed: int = 0):
+    def __init__(self, n_envs: int, group_size: int, seed: int = 0, repeats: int = 1):
         if group_size < 1 or n_envs % group_size:
             raise ValueError(
                 f"paired groups: n_envs ({n_envs}) must be a multiple of the group size ({group_size})"
             )
+        if repeats < 1:
+            raise ValueError(f"paired groups: repeats must be >= 1, got {repeats}")
         self.n_envs = n_envs
+        self.repeats = int(repeats)
         self.group_size = group_size
         self.seed = int(seed)
         self._seeds: dict[tuple[int, int], int] = {}
@@ -73,7 +78,7 @@ class PairedSeeds:
         """The seed of the next episode of ``env_idx`` (advances its episode counter)."""
         n = self.episode[env_idx]
         self.episode[env_idx] = n + 1
-        return self.seed_for(self.group(env_idx), n)
+        return self.seed_for(self.group(env_idx), n // self.repeats)
 
 
 class ArylVecEnv(DummyVecEnv):

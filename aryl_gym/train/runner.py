@@ -133,7 +133,7 @@ def make_vec_env(cfg: TrainConfig, data_root: str | None = None, monitor_dir: st
 
         vec_cls = ArylVecEnv
         if cfg.pair_group > 1:
-            vec_kwargs = {"paired": PairedSeeds(cfg.n_envs, cfg.pair_group, cfg.seed)}
+            vec_kwargs = {"paired": PairedSeeds(cfg.n_envs, cfg.pair_group, cfg.seed, max(cfg.pair_repeats, 1))}
     venv = sb3_make_vec_env(
         EnvFactory(cfg, data_root),
         n_envs=cfg.n_envs,
@@ -190,7 +190,7 @@ def resolve_policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 POLICIES: dict[str, str] = {
     "FastMaskableMultiInputPolicy": "aryl_gym.train.fast:FastMaskableMultiInputPolicy",
     "FastMaskablePolicy": "aryl_gym.train.fast:FastMaskablePolicy",
-    "SetMaskablePolicy": "aryl_gym.train.setpolicy:SetMaskablePolicy",
+    "MaskableSetPolicy": "aryl_gym.train.setpolicy:MaskableSetPolicy",
 }
 
 
@@ -362,6 +362,10 @@ def train(
         model.logger.dump(0)
 
     callbacks: list[Any] = [ClusterMetricsCallback(), HParamsTextCallback(cfg.to_dict())]
+    if cfg.max_minutes > 0:
+        from aryl_gym.train.callbacks import WallClockLimit
+
+        callbacks.append(WallClockLimit(cfg.max_minutes))
     if cfg.checkpoint_freq > 0:
         callbacks.append(
             CheckpointCallback(

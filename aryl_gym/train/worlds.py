@@ -90,6 +90,7 @@ class WorldSampler(gym.Env):
         self.observation_space = self.current.observation_space
         self.action_space = self.current.action_space
         self.world: dict[str, Any] = {}
+        self.episode_count = 0  # resets of this env (whichever inner env plays)
 
     def _env_for(self, servers: int) -> gym.Env:
         env = self._envs.get(servers)
@@ -108,6 +109,7 @@ class WorldSampler(gym.Env):
         env = self._env_for(int(self.world.get("train_servers", self.base.cluster.train_servers)))
         env.config = world_scenario(self.base, self.world)
         self.current = env
+        self.episode_count += 1
         opts["episode_seed"] = int(ep_seed)
         obs, info = env.reset(seed=seed, options=opts)
         info["world"] = dict(self.world)
