@@ -256,6 +256,10 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
         ev["freq"] = int(ev["freq"])
     for k in ("env_kwargs", "policy_kwargs", "hyperparams", "worlds", "scenario_overrides"):
         d[k] = dict(d.get(k) or {})
+    if d["worlds"]:
+        from aryl_gym.train.worlds import check_worlds
+
+        check_worlds(d["worlds"], f"{source}: worlds")
     return TrainConfig(algo=algo, scenario=scenario, eval=EvalConfig(**ev), bc=BCConfig(**bc), **d)
 
 
