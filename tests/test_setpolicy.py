@@ -88,3 +88,43 @@ def test_trains_saves_and_loads(tmp_path):
     assert isinstance(again.policy, MaskableSetPolicy)
     for k, v in after.items():
         th.testing.assert_close(again.policy.state_dict()[k], v)
+
+
+def test_shipped_ppo_v1_loads_by_name_and_acts_with_masks():
+    from aryl_gym.agents.learned import PRETRAINED_DIR, load_agent
+
+    if not (PRETRAINED_DIR / "ppo-v1.zip").exists():
+        pytest.skip("ppo-v1 is not shipped (see docs/training.md, 'Learned agents for World v1')")
+    agent = load_agent("ppo-v1")
+    assert isinstance(agent.model.policy, MaskableSetPolicy)
+    env = agent.make_env()
+    obs, _ = env.reset(seed=0, options={"episode_seed": 2000})
+    for _ in range(300):
+        mask = env.unwrapped.action_masks()
+        a, _ = agent.predict(obs)
+        assert mask[int(a)]
+        obs, _, te, tr, _ = env.step(a)
+        if te or tr:
+            break
+
+
+@pytest.mark.parametrize("policy", ["MaskableSetPolicy", "FastMaskableMultiInputPolicy"])
+def test_critic_warmup_freezes_the_actor_then_releases_it(policy):
+    from stable_baselines3.common.callbacks import CallbackList
+
+    from aryl_gym.train.callbacks import CriticWarmup
+    from aryl_gym.train.runner import resolve_policy
+
+    env = _env(8)
+    model = MaskablePPO(resolve_policy(policy), env, seed=0, device="cpu", n_steps=64, batch_size=32,
+                        n_epochs=2, policy_kwargs={} if policy == "MaskableSetPolicy" else {"net_arch": [16]})
+    cb = CriticWarmup(128)
+    p0 = {k: v.clone() for k, v in model.policy.state_dict().items()}
+    model.learn(128, callback=CallbackList([cb]))
+    p1 = {k: v.clone() for k, v in model.policy.state_dict().items()}
+    changed = {k for k in p0 if not th.equal(p0[k], p1[k])}
+    assert changed and all("value_net" in k or ".vf." in k for k in changed)
+    model.learn(256, callback=CallbackList([cb]), reset_num_timesteps=False)
+    assert all(p.requires_grad for p in model.policy.parameters())
+    p2 = model.policy.state_dict()
+    assert any(not th.equal(p1[k], p2[k]) for k in p1 if "action_net" in k or "policy_net" in k)

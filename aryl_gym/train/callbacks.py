@@ -282,6 +282,42 @@ class WallClockLimit(BaseCallback):
         return True
 
 
+class CriticWarmup(BaseCallback):
+    """Train only the value function for the first ``steps`` env steps (the actor's parameters,
+    the shared features extractor included, are frozen), then everything. After a behaviour-
+    cloning warm start the critic does not know the RL reward yet; its first, noisy advantages
+    would otherwise move the imitated policy."""
+
+    def __init__(self, steps: int, verbose: int = 0):
+        super().__init__(verbose)
+        self.steps = int(steps)
+        self._frozen: list[Any] = []
+
+    def _actor_params(self) -> list[Any]:
+        pol = self.model.policy
+        mlp = pol.mlp_extractor
+        critic_mods = [pol.value_net, getattr(mlp, "value_net", None), getattr(mlp, "vf", None)]
+        if not pol.share_features_extractor:
+            critic_mods.append(pol.vf_features_extractor)
+        critic = {id(p) for m in critic_mods if m is not None for p in m.parameters()}
+        return [p for p in pol.parameters() if id(p) not in critic]
+
+    def _on_training_start(self) -> None:
+        if self.steps > 0 and self.num_timesteps < self.steps:
+            self._frozen = [p for p in self._actor_params() if p.requires_grad]
+            for p in self._frozen:
+                p.requires_grad_(False)
+
+    def _on_rollout_start(self) -> None:
+        if self._frozen and self.num_timesteps >= self.steps:
+            for p in self._frozen:
+                p.requires_grad_(True)
+            self._frozen = []
+
+    def _on_step(self) -> bool:
+        return True
+
+
 class HParamsTextCallback(BaseCallback):
     """Write the resolved configuration as text (``hyperparameters``) once at the start."""
 

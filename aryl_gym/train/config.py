@@ -93,6 +93,7 @@ class TrainConfig:
     hyperparams: Mapping[str, Any] = field(default_factory=dict)
     checkpoint_freq: int = 50_000  # environment steps (summed over envs); 0 = off
     max_minutes: float = 0.0  # stop training after this much wall time (0 = no limit)
+    critic_warmup_steps: int = 0  # train only the value function for these first env steps
     log_interval: int = 1  # rollouts between log dumps (on-policy algorithms)
     seed: int = 0
     torch_threads: int = 1
@@ -124,7 +125,7 @@ _SECTION_KEYS = {
 _EVAL_KEYS = {f.name for f in dataclasses.fields(EvalConfig)}
 _BC_KEYS = {f.name for f in dataclasses.fields(BCConfig)}
 _INT_KEYS = ("n_envs", "total_timesteps", "checkpoint_freq", "log_interval", "seed", "torch_threads",
-             "pair_group", "pair_repeats")
+             "pair_group", "pair_repeats", "critic_warmup_steps")
 
 
 def resolve_algo_path(name_or_path: str | os.PathLike[str]) -> Path:

@@ -366,6 +366,10 @@ def train(
         from aryl_gym.train.callbacks import WallClockLimit
 
         callbacks.append(WallClockLimit(cfg.max_minutes))
+    if cfg.critic_warmup_steps > 0:
+        from aryl_gym.train.callbacks import CriticWarmup
+
+        callbacks.append(CriticWarmup(cfg.critic_warmup_steps))
     if cfg.checkpoint_freq > 0:
         callbacks.append(
             CheckpointCallback(
