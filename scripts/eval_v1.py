@@ -1,6 +1,6 @@
 """Held-out evaluation of a learned agent at several loads, paired by seed, with bootstrap CIs.
 
-    python scripts/eval_v1.py --agent agents/pretrained/ppo-v1.zip --loads 0.9,1.3 \
+    python scripts/eval_v1.py --agent v1=runs/RUN/best_model.zip --agent ppo-testbed --loads 0.9,1.3 \
         --seeds 2000-2011 --against aryl,sjf,random --json out.json
 
 For each load (``workload.load`` of the scenario, default ``testbed``) the agent plays every seed
@@ -32,7 +32,7 @@ def paired_bootstrap_ratio(x: np.ndarray, y: np.ndarray, reps: int = 10_000, see
     return float(x.mean() / y.mean()), float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))
 
 
-def evaluate(agent_path: str, scenario: str, load: float, seeds: list[int], against: list[str]) -> dict:
+def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int], against: list[str]) -> dict:
     from aryl_gym.agents.learned import load_agent
 
     from aryl_gym.config import load_scenario
@@ -40,13 +40,18 @@ def evaluate(agent_path: str, scenario: str, load: float, seeds: list[int], agai
     from aryl_gym.train.evaluation import RandomMaskedAgent, run_agent_batch, run_reference
 
     cfg = load_scenario(scenario).replace(workload={"load": load})
-    agent = load_agent(agent_path)
-    envs = [agent.make_env(scenario=cfg) for _ in seeds]  # type: ignore[arg-type]
     jct: dict[str, np.ndarray] = {}
     unfinished: dict[str, float] = {}
-    out = run_agent_batch(agent, envs, seeds, deterministic=True)
-    jct["agent"] = np.array([r.avg_jct for r, _, _ in out])
-    unfinished["agent"] = float(np.mean([r.jobs_unfinished for r, _, _ in out]))
+    labels = []
+    for path in agent_paths:
+        label, _, path = path.rpartition("=") if "=" in path else ("", "", path)
+        label = label or path
+        labels.append(label)
+        agent = load_agent(path)
+        envs = [agent.make_env(scenario=cfg) for _ in seeds]  # type: ignore[arg-type]
+        out = run_agent_batch(agent, envs, seeds, deterministic=True)
+        jct[label] = np.array([r.avg_jct for r, _, _ in out])
+        unfinished[label] = float(np.mean([r.jobs_unfinished for r, _, _ in out]))
     for name in against:
         if name == "random":
             import gymnasium as gym
@@ -59,20 +64,24 @@ def evaluate(agent_path: str, scenario: str, load: float, seeds: list[int], agai
             res = [run_reference(name, cfg, s) for s in seeds]
         jct[name] = np.array([r.avg_jct for r in res])
         unfinished[name] = float(np.mean([r.jobs_unfinished for r in res]))
-    rows = {}
-    for name in against:
-        point, lo, hi = paired_bootstrap_ratio(jct["agent"], jct[name])
-        st = paired_ratio_ci([a / b for a, b in zip(jct["agent"], jct[name])])
-        rows[name] = {"ratio_of_means": point, "boot_lo": lo, "boot_hi": hi,
-                      "geo_mean": st.mean, "t_lo": st.lo, "t_hi": st.hi}
-    return {"load": load, "seeds": seeds, "avg_jct": {k: v.tolist() for k, v in jct.items()},
+    rows: dict[str, dict[str, dict[str, float]]] = {}
+    for label in labels:
+        rows[label] = {}
+        for name in against:
+            point, lo, hi = paired_bootstrap_ratio(jct[label], jct[name])
+            st = paired_ratio_ci([a / b for a, b in zip(jct[label], jct[name])])
+            rows[label][name] = {"ratio_of_means": point, "boot_lo": lo, "boot_hi": hi,
+                                 "geo_mean": st.mean, "t_lo": st.lo, "t_hi": st.hi}
+    return {"load": load, "seeds": seeds, "agents": labels,
+            "avg_jct": {k: v.tolist() for k, v in jct.items()},
             "mean_avg_jct": {k: float(v.mean()) for k, v in jct.items()},
             "jobs_unfinished": unfinished, "vs": rows}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--agent", required=True)
+    p.add_argument("--agent", action="append", required=True,
+                   help="a shipped name or model path, optionally LABEL=PATH; repeat for several")
     p.add_argument("--scenario", default="testbed")
     p.add_argument("--loads", default="0.9,1.3")
     p.add_argument("--seeds", type=seeds_arg, default=list(range(2000, 2012)))
@@ -80,16 +89,19 @@ def main() -> None:
     p.add_argument("--json", default=None)
     a = p.parse_args()
     against = [x.strip() for x in a.against.split(",") if x.strip()]
-    results = [evaluate(a.agent, a.scenario, float(x), list(a.seeds), against) for x in a.loads.split(",")]
+    results = [evaluate(list(a.agent), a.scenario, float(x), list(a.seeds), against) for x in a.loads.split(",")]
     for r in results:
         print(f"\n### load {r['load']} ({len(r['seeds'])} seeds {r['seeds'][0]}-{r['seeds'][-1]})\n")
-        print("| policy | mean avg JCT (s) | jobs unfinished | agent / policy (ratio of means) | paired bootstrap 95% CI | geo-mean per-seed ratio [t 95% CI] |")
-        print("|---|---|---|---|---|---|")
-        print(f"| agent | {r['mean_avg_jct']['agent']:,.0f} | {r['jobs_unfinished']['agent']:.1f} | | | |")
-        for name, v in r["vs"].items():
-            print(f"| {name} | {r['mean_avg_jct'][name]:,.0f} | {r['jobs_unfinished'][name]:.1f} | "
-                  f"{v['ratio_of_means']:.3f} | [{v['boot_lo']:.3f}, {v['boot_hi']:.3f}] | "
-                  f"{v['geo_mean']:.3f} [{v['t_lo']:.3f}, {v['t_hi']:.3f}] |")
+        print("| policy | mean avg JCT (s) | jobs unfinished |")
+        print("|---|---|---|")
+        for name, v in r["mean_avg_jct"].items():
+            print(f"| {name} | {v:,.0f} | {r['jobs_unfinished'][name]:.1f} |")
+        print("\n| agent | vs | ratio of means | paired bootstrap 95% CI | geo-mean per-seed ratio [t 95% CI] |")
+        print("|---|---|---|---|---|")
+        for label, vs in r["vs"].items():
+            for name, v in vs.items():
+                print(f"| {label} | {name} | {v['ratio_of_means']:.3f} | [{v['boot_lo']:.3f}, {v['boot_hi']:.3f}] | "
+                      f"{v['geo_mean']:.3f} [{v['t_lo']:.3f}, {v['t_hi']:.3f}] |")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(results, fh, indent=2)
