@@ -176,6 +176,17 @@ def resolve_zoo_folder(folder: str | Path) -> tuple[Path, dict[str, Any], Path |
     return model, config, _opt(params / "vecnormalize.pkl")
 
 
+def _is_maskable(policy: Any) -> bool:
+    """A masked actor-critic policy (sb3-contrib's or a subclass, e.g. aryl_gym.train's)."""
+    if type(policy).__name__.startswith("Maskable"):
+        return True
+    try:
+        from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+    except ImportError:  # pragma: no cover - the train extra is missing
+        return False
+    return isinstance(policy, MaskableActorCriticPolicy)
+
+
 @dataclass
 class LearnedAgent:
     """An SB3 model as a policy acting through the env (SPEC 3, "Learned")."""
@@ -252,7 +263,7 @@ class LearnedAgent:
             ok = (
                 isinstance(getattr(self.model, "action_space", None), spaces.Discrete)
                 and all(hasattr(pol, a) for a in ("action_net", "mlp_extractor", "pi_features_extractor"))
-                and type(pol).__name__.startswith("Maskable")
+                and _is_maskable(pol)
             )
             self._fast = ok
         return bool(ok)

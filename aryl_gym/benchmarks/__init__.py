@@ -22,6 +22,9 @@ Built in:
   (skipped with ``--quick``).
 * ``env`` and ``pollux`` -- :mod:`aryl_gym.benchmarks.env` and :mod:`aryl_gym.benchmarks.pollux` when
   those modules are present (skipped with ``--quick``).
+* ``train`` -- :mod:`aryl_gym.benchmarks.train`: MaskablePPO env steps per second end to end with its
+  periodic evaluation, SB3's default setup against the fast path (skipped with ``--quick`` or
+  without the train extra).
 """
 
 from __future__ import annotations
@@ -203,6 +206,17 @@ def bench_pollux_rows(quick: bool) -> Rows:
     except ModuleNotFoundError:
         return []
     return bench_pollux()
+
+
+@register("train", "MaskablePPO training steps/s with evaluation (aryl_gym.benchmarks.train; target >= 800 on 2 cores)")
+def bench_train_rows(quick: bool) -> Rows:
+    if quick:
+        return []
+    try:
+        from aryl_gym.benchmarks.train import bench_train
+    except ModuleNotFoundError:  # the train extra is not installed
+        return []
+    return bench_train()
 
 
 @register("traces", "trace loading: wall s and peak RSS per load (aryl_gym.benchmarks.traces; target 1M rows <= 5 s, <= 1 GB)")

@@ -271,6 +271,7 @@ class SequentialCodec(ActionCodec):
         self.touched: list[int] = []
         self._mask: np.ndarray | None = None
         self._cand = np.full(self.n, -1, dtype=np.int64)  # candidate target per action
+        self.quick_reject = True  # skip dry runs of grants that exceed the free GPUs
 
     def begin_round(self, env: ArylEnv) -> None:
         w = env.window
@@ -302,6 +303,10 @@ class SequentialCodec(ActionCodec):
         cand = self._cand
         cand.fill(-1)
         w = env.window
+        # GPUs free on usable servers after the tentative decision: a grant needing more cannot
+        # be placed, so its dry run is skipped (same mask, fewer dry runs; quick_reject=False
+        # checks every candidate by dry run)
+        free_left = self._free_after(env) if self.quick_reject else float("inf")
         for i in range(len(w)):
             j = int(w[i])
             t = int(self.tent[i])
@@ -314,7 +319,11 @@ class SequentialCodec(ActionCodec):
                     c = int(sim.w_min[j])
                 elif t > 0 and sim.elastic[j] and t < int(sim.w_max[j]):
                     c = t + 1
-                if c > 0 and plan(sim, self._decision(env, i, c), env.placement).fully_placed:
+                if (
+                    c > 0
+                    and (c - t) * int(sim.g[j]) <= free_left
+                    and plan(sim, self._decision(env, i, c), env.placement).fully_placed
+                ):
                     m[i] = True
                     cand[i] = c
             # release
@@ -352,12 +361,16 @@ class SequentialCodec(ActionCodec):
         return self.tent
 
     def tentative_free(self, env: ArylEnv) -> float:
+        return max(self._free_after(env), 0.0)
+
+    def _free_after(self, env: ArylEnv) -> float:
+        """Free GPUs on training and loaned servers minus the tentative decision's growth."""
         sim = _sim(env)
         w = env.window
         n = len(w)
         delta = float(((self.tent[:n] - sim.workers[w]) * sim.g[w]).sum()) if n else 0.0
         free = float(sim.srv_free[sim.usable_mask(TRAIN)].sum() + sim.srv_free[sim.usable_mask(INFER)].sum())
-        return max(free - delta, 0.0)
+        return free - delta
 
 
 class PriorityCodec(ActionCodec):

@@ -286,6 +286,7 @@ class ArylEnv(gym.Env):
         stall_hours: float = STALL_HOURS,
         render_mode: str | None = None,
         window_order: str = "submit",
+        observation: str = "v0",
     ):
         if action_mode not in MODES:
             raise ValueError(f"unknown action_mode {action_mode!r}; choose one of {', '.join(MODES)}")
@@ -364,6 +365,15 @@ class ArylEnv(gym.Env):
             }
         )
         self._obs_builder = ObservationBuilder(self.config, self.k, self.max_workers)
+        # observation="v1" adds jobs_v1 and cluster_v1 (aryl_gym.envs.obs_v1)
+        from aryl_gym.envs.obs_v1 import OBSERVATION_VERSIONS, ObservationV1, extend_space
+
+        if observation not in OBSERVATION_VERSIONS:
+            raise ValueError(f"unknown observation {observation!r}; choose one of {', '.join(OBSERVATION_VERSIONS)}")
+        self.observation_version = observation
+        self._obs_v1 = ObservationV1(self.config, self.k) if observation == "v1" else None
+        if self._obs_v1 is not None:
+            self.observation_space = extend_space(self.observation_space, self.k)
         self._pad_list = [-1] * self.k
         self.sim: Simulator | None = None
         self._wpad = np.full(self.k, -1, dtype=np.int64)
@@ -423,6 +433,8 @@ class ArylEnv(gym.Env):
         self.policy.reset(sim.seed)
         sim.begin(self.policy)
         self._obs_builder.begin(sim)
+        if self._obs_v1 is not None:
+            self._obs_v1.begin(sim)
         self._base_rates = base_rates(sim) if self.window_order == "pred_time" else None
         if hasattr(self.codec, "begin_episode"):
             self.codec.begin_episode(self)
@@ -543,12 +555,15 @@ class ArylEnv(gym.Env):
             self.codec.tentative_free(self),
             self._wsnap,
         )
-        return {
+        obs = {
             "jobs": jobs,
             "cluster": cluster,
             "outside": outside,
             "action_mask": self.codec.mask(self).astype(np.float32),
         }
+        if self._obs_v1 is not None:
+            obs.update(self._obs_v1.build(self))
+        return obs
 
     def _window_padded(self) -> np.ndarray:
         """The window's job ids, padded with -1 to K (fixed shape for vector envs)."""

@@ -250,13 +250,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=48)
     p.add_argument("--seed", type=int, default=0, help="episode seeds seed .. seed+episodes-1")
     p.add_argument("--out", required=True)
+    p.add_argument("--policy", default="sjf-grant",
+                   help="demonstrator: sjf-grant (default) or a reference policy name acting "
+                        "through the env on its full state (aryl_gym.envs.predict.HeuristicPredictor)")
     a = p.parse_args(argv)
     cfg = load_train_config(a.config, a.scenario)
     if cfg.env_kwargs.get("action_mode", "targets") != "sequential":
-        raise SystemExit("the sjf-grant demonstrator needs action_mode: sequential")
+        raise SystemExit("the demonstrators need action_mode: sequential")
     env = make_single_env(cfg)
+    act: Callable[[Any, Any], Any] = sjf_grant
+    if a.policy != "sjf-grant":
+        from aryl_gym.envs.predict import HeuristicPredictor
+
+        predictor = HeuristicPredictor(a.policy, env)
+
+        def act(env: Any, obs: Any) -> Any:  # noqa: ARG001 - the predictor holds the env
+            return int(predictor.predict(obs)[0])
+
     tic = time.perf_counter()
-    stats = collect_demos(env, sjf_grant, range(a.seed, a.seed + a.episodes), a.out)
+    stats = collect_demos(env, act, range(a.seed, a.seed + a.episodes), a.out)
     print(f"wrote {a.out}: {a.episodes} episodes, {int(stats['steps'])} steps, demonstrator avg JCT "
           f"{stats['avg_jct']:,.0f} s, {time.perf_counter() - tic:.0f} s")
     return 0

@@ -98,6 +98,8 @@ class ArylEvalCallback(BaseCallback):
         references: reference policy names run natively once on the same seeds.
         freq: environment steps (summed over the vector envs) between evaluations.
         run_dir: where ``eval.csv`` and ``best_model.zip`` go (``None``: nowhere).
+        fast: act through :func:`aryl_gym.train.fast.fast_predictor` (same actions as
+            ``model.predict``, fewer Python hops).
     """
 
     def __init__(
@@ -113,8 +115,10 @@ class ArylEvalCallback(BaseCallback):
         data_root: str | None = None,
         eval_at_start: bool = True,
         verbose: int = 0,
+        fast: bool = True,
     ):
         super().__init__(verbose)
+        self.fast = fast  # direct masked argmax (aryl_gym.train.fast.fast_predictor)
         self.make_env = make_env
         self.scenario = scenario
         self.seeds = [int(s) for s in seeds]
@@ -161,15 +165,36 @@ class ArylEvalCallback(BaseCallback):
         """Play every seed once; return the mean figures (and log them)."""
         if self._envs is None:
             self._envs = [self.make_env() for _ in self.seeds]
+        from aryl_gym.train.fast import fast_predictor
+
         tic = time.perf_counter()
-        out = run_agent_batch(
-            self.model, self._envs, self.seeds, self.deterministic, obs_transform=self._obs_transform()
-        )
+        agent = fast_predictor(self.model) if self.fast else self.model
+        out = run_agent_batch(agent, self._envs, self.seeds, self.deterministic,
+                              obs_transform=self._obs_transform())
+        return self._record(out, self.num_timesteps, time.perf_counter() - tic, self._save_current)
+
+    def _save_current(self, path: Path) -> None:
+        self.model.save(path)
+        vn = self.model.get_vec_normalize_env()
+        if vn is not None:
+            vn.save(str(path.parent / "best_vecnormalize.pkl"))
+
+    def finish(self, shutdown: bool = True) -> None:
+        """Wait for evaluations still running (see :mod:`aryl_gym.train.async_eval`)."""
+
+    def _record(
+        self,
+        out: Sequence[tuple[EpisodeResult, float, int]],
+        timesteps: int,
+        wall_s: float,
+        save_best: Callable[[Path], None],
+    ) -> dict[str, float]:
+        """Log one evaluation's episodes (played by the model of step ``timesteps``)."""
         results: list[EpisodeResult] = [r for r, _, _ in out]
         returns: list[float] = [t for _, t, _ in out]
         steps = sum(n for _, _, n in out)
         m = mean_metrics(results)
-        row: dict[str, float] = {"timesteps": float(self.num_timesteps)}
+        row: dict[str, float] = {"timesteps": float(timesteps)}
         for field, tag in CLUSTER_TAGS.items():
             v = m.get(field, float("nan"))
             row[field] = v
@@ -188,9 +213,9 @@ class ArylEvalCallback(BaseCallback):
                 ratio = m["avg_jct"] / ref["avg_jct"]
                 self.logger.record(f"eval/jct_ratio_to_{key}", ratio)
                 row[f"jct_ratio_to_{key}"] = ratio
-        row["eval_wall_s"] = time.perf_counter() - tic
+        row["eval_wall_s"] = wall_s
         self.logger.record("eval/wall_s", row["eval_wall_s"])
-        self.logger.dump(self.num_timesteps)
+        self.logger.dump(int(timesteps))
         self.history.append(row)
         self._write_row(row)
         if (
@@ -202,14 +227,11 @@ class ArylEvalCallback(BaseCallback):
             and m["avg_jct"] < self.best_avg_jct
         ):
             self.best_avg_jct = m["avg_jct"]
-            self.model.save(self.run_dir / "best_model.zip")
-            vn = self.model.get_vec_normalize_env()
-            if vn is not None:
-                vn.save(str(self.run_dir / "best_vecnormalize.pkl"))
+            save_best(self.run_dir / "best_model.zip")
         if self.verbose:
             refs = "  ".join(f"{k} {v.get('avg_jct', float('nan')):,.0f}" for k, v in self.references.items())
             print(
-                f"eval @ {self.num_timesteps:,} steps: avg JCT {m['avg_jct']:,.0f} s  ({refs})"
+                f"eval @ {int(timesteps):,} steps: avg JCT {m['avg_jct']:,.0f} s  ({refs})"
                 f"  [{row['eval_wall_s']:.1f} s]",
                 flush=True,
             )
@@ -237,6 +259,62 @@ class ArylEvalCallback(BaseCallback):
         if self.freq > 0 and self.num_timesteps - self._last_eval >= self.freq:
             self._last_eval = self.num_timesteps
             self.evaluate()
+        return True
+
+
+class WallClockLimit(BaseCallback):
+    """Stop training (gracefully: the run still saves its model and summary) after
+    ``minutes`` of wall time from the start of ``learn``."""
+
+    def __init__(self, minutes: float, verbose: int = 0):
+        super().__init__(verbose)
+        self.seconds = float(minutes) * 60.0
+        self._t0 = 0.0
+        self.stopped = False
+
+    def _on_training_start(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def _on_step(self) -> bool:
+        if time.perf_counter() - self._t0 >= self.seconds:
+            self.stopped = True
+            return False
+        return True
+
+
+class CriticWarmup(BaseCallback):
+    """Train only the value function for the first ``steps`` env steps (the actor's parameters,
+    the shared features extractor included, are frozen), then everything. After a behaviour-
+    cloning warm start the critic does not know the RL reward yet; its first, noisy advantages
+    would otherwise move the imitated policy."""
+
+    def __init__(self, steps: int, verbose: int = 0):
+        super().__init__(verbose)
+        self.steps = int(steps)
+        self._frozen: list[Any] = []
+
+    def _actor_params(self) -> list[Any]:
+        pol = self.model.policy
+        mlp = pol.mlp_extractor
+        critic_mods = [pol.value_net, getattr(mlp, "value_net", None), getattr(mlp, "vf", None)]
+        if not pol.share_features_extractor:
+            critic_mods.append(pol.vf_features_extractor)
+        critic = {id(p) for m in critic_mods if m is not None for p in m.parameters()}
+        return [p for p in pol.parameters() if id(p) not in critic]
+
+    def _on_training_start(self) -> None:
+        if self.steps > 0 and self.num_timesteps < self.steps:
+            self._frozen = [p for p in self._actor_params() if p.requires_grad]
+            for p in self._frozen:
+                p.requires_grad_(False)
+
+    def _on_rollout_start(self) -> None:
+        if self._frozen and self.num_timesteps >= self.steps:
+            for p in self._frozen:
+                p.requires_grad_(True)
+            self._frozen = []
+
+    def _on_step(self) -> bool:
         return True
 
 

@@ -68,6 +68,7 @@ class EvalConfig:
     references: tuple[str, ...] = ("aryl", "fifo")  # native heuristics logged on the same seeds
     deterministic: bool = True
     save_best: bool = True  # keep best_model.zip (lowest eval avg JCT)
+    background: bool = False  # evaluate in a worker process (aryl_gym.train.async_eval)
 
 
 @dataclass(frozen=True)
@@ -89,15 +90,28 @@ class TrainConfig:
     env_id: str = DEFAULT_ENV_ID
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     n_envs: PosSteps = 2
-    vec_env: Literal["dummy", "subproc"] = "dummy"
+    vec_env: Literal["dummy", "subproc", "aryl"] = "dummy"  # aryl: aryl_gym.train.fast.ArylVecEnv
     total_timesteps: Steps = 100_000
     normalize_obs: bool = False  # VecNormalize on observation keys (never the action mask)
     normalize_reward: bool = False
     reward_reference: str | None = None  # ReferenceJCTReward: jct reward relative to this policy
+    # trace pairing (aryl_gym.train.paired): groups of pair_group envs share episode seeds;
+    # pair_baseline "trace_mean" makes the jct reward relative to the mean of earlier runs on
+    # the same trace (0 / "none" = off)
+    pair_group: Steps = 0
+    pair_repeats: PosSteps = 1  # each member plays every trace this many times in a row
+    pair_baseline: Literal["none", "trace_mean"] = "none"
+    # per-episode world sampling (aryl_gym.train.worlds): {"load": [lo, hi], "train_servers":
+    # [..], "elastic_fraction": [lo, hi]}; empty = the scenario as is
+    worlds: Mapping[str, Any] = field(default_factory=dict)
+    # changes to the scenario for training and evaluation, e.g. {"workload": {"load": 0.9}}
+    scenario_overrides: Mapping[str, Any] = field(default_factory=dict)
     policy: str = "MultiInputPolicy"
     policy_kwargs: Mapping[str, Any] = field(default_factory=dict)
     hyperparams: Mapping[str, Any] = field(default_factory=dict)
     checkpoint_freq: Steps = 50_000  # environment steps (summed over envs); 0 = off
+    max_minutes: Annotated[float, Ge(0)] = 0.0  # stop training after this much wall time (0 = no limit)
+    critic_warmup_steps: Steps = 0  # train only the value function for these first env steps
     log_interval: Steps = 1  # rollouts between log dumps (on-policy algorithms)
     seed: Steps = 0
     torch_threads: Steps = 1
@@ -113,6 +127,8 @@ class TrainConfig:
         d["env_kwargs"] = dict(self.env_kwargs)
         d["policy_kwargs"] = copy.deepcopy(dict(self.policy_kwargs))
         d["hyperparams"] = dict(self.hyperparams)
+        d["worlds"] = copy.deepcopy(dict(self.worlds))
+        d["scenario_overrides"] = copy.deepcopy(dict(self.scenario_overrides))
         d["eval"]["seeds"] = list(self.eval.seeds)
         d["eval"]["references"] = list(self.eval.references)
         return d
@@ -207,9 +223,19 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
     """A :class:`TrainConfig` from a merged section (also used to reload a run's config.yaml)."""
     from aryl_gym.schema import validate
 
-    return validate(
+    cfg = validate(
         TrainConfig, d, source, exclude=_NOT_IN_SECTION, fill={"algo": algo, "scenario": scenario}
     )
+    # rules across keys
+    if cfg.pair_group > 1 and cfg.n_envs % cfg.pair_group:
+        raise ConfigError(
+            f"{source}: n_envs ({cfg.n_envs}) must be a multiple of pair_group ({cfg.pair_group})"
+        )
+    if cfg.worlds:
+        from aryl_gym.train.worlds import check_worlds
+
+        check_worlds(dict(cfg.worlds), f"{source}: worlds")
+    return cfg
 
 
 def config_from_run_dict(d: Mapping[str, Any], source: str = "run config") -> TrainConfig:

@@ -51,26 +51,53 @@ class RunResult:
 # ---------------------------------------------------------------------------------------------
 # environments
 # ---------------------------------------------------------------------------------------------
-def make_single_env(cfg: TrainConfig, data_root: str | None = None) -> Any:
+def train_scenario(cfg: TrainConfig) -> Any:
+    """The scenario the run trains and evaluates on: ``cfg.scenario`` with
+    ``cfg.scenario_overrides`` applied (a ScenarioConfig), or the name itself."""
+    if not cfg.scenario_overrides:
+        return cfg.scenario
+    from aryl_gym.config import load_scenario
+
+    try:
+        return load_scenario(cfg.scenario).replace(**dict(cfg.scenario_overrides))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"scenario_overrides {dict(cfg.scenario_overrides)}: {exc}") from None
+
+
+def make_single_env(cfg: TrainConfig, data_root: str | None = None, evaluation: bool = False) -> Any:
     """One env for ``cfg`` (``gym.make(env_id, scenario=..., **env_kwargs)``), registered on
-    ``import aryl_gym``. Wrapped in ``ActionMasker`` if masks are needed and the env has no
+    ``import aryl_gym``. Training envs (``evaluation=False``) draw their worlds per episode
+    (``cfg.worlds``, :class:`aryl_gym.train.worlds.WorldSampler`) and get the reward wrappers
+    (``pair_baseline``, ``reward_reference``); evaluation envs play the scenario as it is with
+    the env's own reward. Wrapped in ``ActionMasker`` if masks are needed and the env has no
     ``action_masks()`` of its own but an ``action_mask`` observation key."""
     import gymnasium as gym
 
     import aryl_gym  # noqa: F401  (registers the envs)
 
     kwargs = dict(cfg.env_kwargs)
-    kwargs.setdefault("scenario", cfg.scenario)
+    kwargs.setdefault("scenario", train_scenario(cfg))
     if data_root is not None:
         kwargs.setdefault("data_root", data_root)
     try:
-        env = gym.make(cfg.env_id, **kwargs)
+        if cfg.worlds and not evaluation:
+            from aryl_gym.train.worlds import WorldSampler
+
+            scen = kwargs.pop("scenario")
+            env = WorldSampler(cfg.env_id, scen, cfg.worlds, **kwargs)
+        else:
+            env = gym.make(cfg.env_id, **kwargs)
     except gym.error.Error as exc:
         raise ConfigError(f"cannot make env {cfg.env_id!r} with {kwargs}: {exc}") from None
-    if cfg.reward_reference:
-        from aryl_gym.train.wrappers import ReferenceJCTReward
+    if not evaluation:
+        if cfg.pair_baseline == "trace_mean":
+            from aryl_gym.train.paired import TraceMeanJCTReward
 
-        env = ReferenceJCTReward(env, cfg.reward_reference)
+            env = TraceMeanJCTReward(env, cfg.reward_reference or "aryl")
+        elif cfg.reward_reference:
+            from aryl_gym.train.wrappers import ReferenceJCTReward
+
+            env = ReferenceJCTReward(env, cfg.reward_reference)
     if cfg.masked and not callable(getattr(env.unwrapped, "action_masks", None)):
         from sb3_contrib.common.wrappers import ActionMasker
 
@@ -81,12 +108,13 @@ def make_single_env(cfg: TrainConfig, data_root: str | None = None) -> Any:
 class EnvFactory:
     """Picklable env constructor for ``SubprocVecEnv`` (a closure would not pickle everywhere)."""
 
-    def __init__(self, cfg: TrainConfig, data_root: str | None = None):
+    def __init__(self, cfg: TrainConfig, data_root: str | None = None, evaluation: bool = False):
         self.cfg = cfg
         self.data_root = data_root
+        self.evaluation = evaluation
 
     def __call__(self, **_: Any) -> Any:
-        return make_single_env(self.cfg, self.data_root)
+        return make_single_env(self.cfg, self.data_root, self.evaluation)
 
 
 def make_vec_env(cfg: TrainConfig, data_root: str | None = None, monitor_dir: str | None = None):
@@ -98,12 +126,20 @@ def make_vec_env(cfg: TrainConfig, data_root: str | None = None, monitor_dir: st
     from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
 
-    vec_cls = SubprocVecEnv if cfg.vec_env == "subproc" and cfg.n_envs > 1 else DummyVecEnv
+    vec_cls: type = SubprocVecEnv if cfg.vec_env == "subproc" and cfg.n_envs > 1 else DummyVecEnv
+    vec_kwargs: dict[str, Any] | None = None
+    if cfg.vec_env == "aryl" or cfg.pair_group > 1:
+        from aryl_gym.train.fast import ArylVecEnv, PairedSeeds
+
+        vec_cls = ArylVecEnv
+        if cfg.pair_group > 1:
+            vec_kwargs = {"paired": PairedSeeds(cfg.n_envs, cfg.pair_group, cfg.seed, max(cfg.pair_repeats, 1))}
     venv = sb3_make_vec_env(
         EnvFactory(cfg, data_root),
         n_envs=cfg.n_envs,
         seed=cfg.seed,
         vec_env_cls=vec_cls,
+        vec_env_kwargs=vec_kwargs,
         monitor_dir=monitor_dir,
     )
     if cfg.normalize_obs or cfg.normalize_reward:
@@ -150,12 +186,28 @@ def resolve_policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: policy names of this package (``policy:`` in a config) -> ``module:class``
+POLICIES: dict[str, str] = {
+    "FastMaskableMultiInputPolicy": "aryl_gym.train.fast:FastMaskableMultiInputPolicy",
+    "FastMaskablePolicy": "aryl_gym.train.fast:FastMaskablePolicy",
+    "MaskableSetPolicy": "aryl_gym.train.setpolicy:MaskableSetPolicy",
+}
+
+
+def resolve_policy(name: str) -> Any:
+    """SB3's policy names pass through; this package's (:data:`POLICIES`) become classes."""
+    if name in POLICIES:
+        mod, cls = POLICIES[name].split(":")
+        return getattr(importlib.import_module(mod), cls)
+    return name
+
+
 def build_model(cfg: TrainConfig, venv: Any, verbose: int = 0) -> Any:
     cls = algo_class(cfg.algo)
     check_hyperparams(cls, cfg.hyperparams, f"algo config ({cfg.algo})")
     hp = dict(cfg.hyperparams)
     return cls(
-        cfg.policy,
+        resolve_policy(cfg.policy),
         venv,
         seed=cfg.seed,
         verbose=verbose,
@@ -310,6 +362,14 @@ def train(
         model.logger.dump(0)
 
     callbacks: list[Any] = [ClusterMetricsCallback(), HParamsTextCallback(cfg.to_dict())]
+    if cfg.max_minutes > 0:
+        from aryl_gym.train.callbacks import WallClockLimit
+
+        callbacks.append(WallClockLimit(cfg.max_minutes))
+    if cfg.critic_warmup_steps > 0:
+        from aryl_gym.train.callbacks import CriticWarmup
+
+        callbacks.append(CriticWarmup(cfg.critic_warmup_steps))
     if cfg.checkpoint_freq > 0:
         callbacks.append(
             CheckpointCallback(
@@ -321,9 +381,14 @@ def train(
         )
     eval_cb = None
     if cfg.eval.freq > 0 and cfg.eval.seeds:
-        eval_cb = ArylEvalCallback(
-            EnvFactory(cfg, data_root),
-            cfg.scenario,
+        eval_cls = ArylEvalCallback
+        if cfg.eval.background:
+            from aryl_gym.train.async_eval import AsyncArylEvalCallback
+
+            eval_cls = AsyncArylEvalCallback
+        eval_cb = eval_cls(
+            EnvFactory(cfg, data_root, evaluation=True),
+            train_scenario(cfg),
             cfg.eval.seeds,
             cfg.eval.references,
             cfg.eval.freq,
@@ -347,8 +412,11 @@ def train(
             reset_num_timesteps=ckpt is None,
         )
     wall = time.perf_counter() - tic
-    if eval_cb is not None and (not eval_cb.history or eval_cb.history[-1]["timesteps"] < model.num_timesteps):
-        eval_cb.evaluate()  # a last point at the final step count
+    if eval_cb is not None:
+        eval_cb.finish(shutdown=False)  # evaluations still running in the background
+        if not eval_cb.history or eval_cb.history[-1]["timesteps"] < model.num_timesteps:
+            eval_cb.evaluate()  # a last point at the final step count
+        eval_cb.finish()
     model_path = run_dir / "model.zip"
     model.save(model_path)
     if isinstance(venv, VecNormalize):

@@ -1,0 +1,93 @@
+"""Training throughput benchmark: env steps per second of MaskablePPO end to end.
+
+``bench_train()`` trains MaskablePPO on ``testbed`` (``sequential`` mode, the ``testbed``
+section of ``configs/algos/maskable_ppo.yaml``: 128-128 MLP, batch 512, 4 epochs) for a fixed
+number of environment steps with its periodic evaluation callback (held-out seeds, references
+computed once before the clock starts), and reports steps per second of wall and of this
+process's CPU time (a busy machine inflates wall time, not CPU time). Variants:
+
+* ``sb3``: SB3's ``DummyVecEnv``, sb3-contrib's ``MultiInputPolicy``, evaluation through
+  ``model.predict`` (the setup before the fast path), 2 envs;
+* ``fast``: :class:`aryl_gym.train.fast.ArylVecEnv`, ``FastMaskableMultiInputPolicy``, the direct
+  masked argmax in evaluation, 2 envs;
+* ``fast-8``: the same with 8 envs (``n_steps`` 512 each, the same 4,096-step rollouts), so the
+  policy's forward pass serves 8 envs at a time;
+* ``fast-8-bg``: ``fast-8`` with the evaluations in a worker process
+  (:mod:`aryl_gym.train.async_eval`; its CPU time is not in ``cpu_steps_per_s``).
+
+Run: ``python -m aryl_gym.benchmarks.train`` or ``aryl-gym bench`` (section ``train``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+STEPS = 40_960
+EVAL_FREQ = 20_000  # the testbed section's evaluation: every 20,000 steps on 5 seeds
+EVAL_SEEDS = (1000, 1001, 1002, 1003, 1004)
+
+
+def _config(variant: str) -> Any:
+    from aryl_gym.train.config import load_train_config
+
+    over: dict[str, Any] = {"total_timesteps": STEPS, "checkpoint_freq": 0}
+    cfg = load_train_config("maskable_ppo", "testbed", over)
+    if variant == "sb3":
+        return cfg
+    hp = dict(cfg.hyperparams)
+    n_envs = 8 if variant.startswith("fast-8") else 2
+    hp["n_steps"] = 2048 * 2 // n_envs
+    return cfg.replace(vec_env="aryl", policy="FastMaskableMultiInputPolicy", n_envs=n_envs,
+                       hyperparams=hp)
+
+
+def train_steps_per_second(variant: str, steps: int = STEPS) -> dict[str, Any]:
+    """Train ``steps`` env steps of ``variant`` with evaluation every ``EVAL_FREQ`` steps."""
+    import torch
+    from stable_baselines3.common.callbacks import CallbackList
+
+    from aryl_gym.train.callbacks import ArylEvalCallback, ClusterMetricsCallback
+    from aryl_gym.train.runner import EnvFactory, build_model, make_vec_env
+
+    torch.set_num_threads(1)
+    cfg = _config(variant).replace(total_timesteps=steps)
+    venv = make_vec_env(cfg)
+    model = build_model(cfg, venv)
+    cls = ArylEvalCallback
+    if variant.endswith("-bg"):
+        from aryl_gym.train.async_eval import AsyncArylEvalCallback
+
+        cls = AsyncArylEvalCallback
+    ev = cls(EnvFactory(cfg, evaluation=True), cfg.scenario, EVAL_SEEDS, ("aryl",), EVAL_FREQ, fast=variant != "sb3")
+    ev.init_callback(model)  # the references run once, before the clock
+    t0, c0 = time.perf_counter(), time.process_time()
+    model.learn(total_timesteps=steps, callback=CallbackList([ClusterMetricsCallback(), ev]))
+    ev.finish()  # the last background evaluation counts too
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    venv.close()
+    n = int(model.num_timesteps)
+    return {
+        "variant": variant,
+        "n_envs": cfg.n_envs,
+        "steps": n,
+        "evaluations": len(ev.history),
+        "wall_s": round(wall, 1),
+        "steps_per_s": round(n / wall),
+        "cpu_steps_per_s": round(n / cpu) if cpu > 0 else None,
+    }
+
+
+def bench_train(variants: tuple[str, ...] = ("sb3", "fast-8-bg")) -> list[dict[str, Any]]:
+    return [train_steps_per_second(v) for v in variants]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    rows = bench_train(tuple(sys.argv[1:]) or ("sb3", "fast-8-bg"))
+    keys = list(rows[0])
+    print("| " + " | ".join(keys) + " |")
+    print("|" + "---|" * len(keys))
+    for r in rows:
+        print("| " + " | ".join(str(r[k]) for k in keys) + " |")

@@ -1,0 +1,192 @@
+"""Observation v1 of the allocation env (``observation="v1"``): what good decisions need.
+
+Two keys are added to the v0 observation (:mod:`aryl_gym.envs.observation`), float32 in
+``[0, 1]``; times are in hours squashed with ``x / (1 + x)``:
+
+``jobs_v1`` (K, :data:`JOB_FEATURES_V1`), one row per window slot (padding rows are 0)
+    * ``gain_one_more``: the marginal JCT gain of one more worker, ``T(w) - T(w + 1)`` (the
+      knapsack value of Aryl's phase two), where ``T(w)`` is the predicted remaining running
+      time at ``w`` workers (``pred_remaining / rate(j, w, pool)``, the job's scaling curve
+      included) and ``w`` the current workers (a queued job: its request ``w_req``); 0 for an
+      inelastic job or one at ``w_max``;
+    * ``pred_time_cur``, ``pred_time_req``, ``pred_time_max``: ``T`` at the current size (a
+      queued job: ``w_req``) on its pool, and at ``w_req`` and ``w_max`` on the training pool;
+    * ``reclaim_risk``: 1 for a job holding loaned inference servers times the share of the
+      loaned servers that the forecast says inference takes back within the next hour.
+
+``cluster_v1`` (:data:`CLUSTER_FEATURES_V1`)
+    * ``tod_sin``, ``tod_cos``: time of day (the scenario's ``inference.start_hour`` included);
+    * ``u_1h`` ... ``u_8h``: the inference utilization forecast 1, 2, 4 and 8 hours ahead;
+    * ``loanable_1h`` ... ``loanable_8h``: the loanable servers that forecast implies
+      (``N_inf - ceil(N_inf min(1, u + headroom))``) / ``N_inf``;
+    * ``at_risk_1h``, ``at_risk_4h``: loaned servers likely to be reclaimed soon: loaned now
+      minus the fewest loanable servers forecast over the next 1 (4) hours, clipped at 0,
+      / ``N_inf``.
+
+**The forecast.** ``inference.mode: diurnal``: the generator's known daily shape (its mean
+profile, :func:`aryl_gym.sim.loaning.diurnal_utilization` without the day and sample noise),
+which is what an operator knows of a daily cycle; the realised series (noise included) is never
+read ahead. ``mode: csv`` (a user's series): an online seasonal-naive estimate from the past only:
+``u(t + h)`` is the value observed 24 h before ``t + h`` when that lies in the past, else the
+current value (persistence). ``mode: constant``: the constant.
+
+Features are computed once per decision point (sub-steps of the ``sequential`` mode reuse them;
+the simulator does not move between commits) with a per-episode cache of rates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+JOB_FEATURES_V1: tuple[str, ...] = (
+    "gain_one_more",
+    "pred_time_cur",
+    "pred_time_req",
+    "pred_time_max",
+    "reclaim_risk",
+)
+HORIZONS_H: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
+CLUSTER_FEATURES_V1: tuple[str, ...] = (
+    "tod_sin",
+    "tod_cos",
+    *(f"u_{int(h)}h" for h in HORIZONS_H),
+    *(f"loanable_{int(h)}h" for h in HORIZONS_H),
+    "at_risk_1h",
+    "at_risk_4h",
+)
+F_JOB_V1 = len(JOB_FEATURES_V1)
+F_CLUSTER_V1 = len(CLUSTER_FEATURES_V1)
+OBSERVATION_VERSIONS = ("v0", "v1")
+_RISK_GRID_H = np.arange(0.0, 4.0 + 1e-9, 0.25)  # forecast points for at_risk (every 15 min)
+
+
+def _sq(x: float) -> float:
+    return x / (1.0 + x) if x < math.inf else 1.0
+
+
+def extend_space(space: Any, k: int) -> Any:
+    """The v0 ``Dict`` space plus ``jobs_v1`` and ``cluster_v1``."""
+    from gymnasium import spaces
+
+    return spaces.Dict(
+        {
+            **space.spaces,
+            "jobs_v1": spaces.Box(0.0, 1.0, (k, F_JOB_V1), np.float32),
+            "cluster_v1": spaces.Box(0.0, 1.0, (F_CLUSTER_V1,), np.float32),
+        }
+    )
+
+
+class InferenceForecast:
+    """Expected inference utilization ahead of ``now`` (see the module docstring)."""
+
+    def __init__(self, scenario_config: Any):
+        from aryl_gym.sim.loaning import diurnal_utilization
+
+        inf = scenario_config.inference
+        self.mode = inf.mode
+        self.mean = float(inf.mean)
+        self.headroom = float(inf.headroom)
+        self.n_inf = int(scenario_config.cluster.inf_servers)
+        self.start_hour = float(inf.start_hour)
+        self.sample_seconds = float(inf.sample_seconds)
+        self.shape: np.ndarray | None = None
+        if self.mode == "diurnal":
+            quiet = dataclasses.replace(inf, day_noise=0.0, sample_noise=0.0)
+            self.shape = diurnal_utilization(quiet, 86400.0, np.random.default_rng(0))[:-1]
+
+    def utilization(self, sim: Any, now: float, ahead_s: np.ndarray) -> np.ndarray:
+        """Forecast ``u(now + ahead)`` for each ``ahead`` (seconds) from what is known at ``now``."""
+        t = now + np.asarray(ahead_s, dtype=np.float64)
+        if self.shape is not None:
+            idx = (t // self.sample_seconds).astype(np.int64) % len(self.shape)
+            return self.shape[idx]
+        if self.mode == "constant":
+            return np.full(t.shape, self.mean)
+        past = t - 86400.0
+        cur = sim.loan.utilization(now)
+        return np.array([sim.loan.utilization(p) if 0.0 <= p <= now else cur for p in past])
+
+    def loanable(self, u: np.ndarray) -> np.ndarray:
+        need = np.ceil(self.n_inf * np.minimum(1.0, u + self.headroom) - 1e-9)
+        return self.n_inf - need
+
+
+class ObservationV1:
+    """Builds ``jobs_v1`` and ``cluster_v1`` for an :class:`~aryl_gym.envs.allocation.ArylEnv`."""
+
+    def __init__(self, scenario_config: Any, k: int):
+        self.k = int(k)
+        self.forecast = InferenceForecast(scenario_config)
+        self._key: tuple[int, int] | None = None
+        self._out: dict[str, np.ndarray] = {}
+        self._rates: dict[tuple[int, int, int], float] = {}
+        self._episode = 0
+
+    def begin(self, sim: Any) -> None:
+        self._rates = {}
+        self._key = None
+        self._episode += 1
+        self._w_req = [int(j.w_req or j.w_min) for j in sim.jobs]
+
+    def _rate(self, sim: Any, j: int, w: int, pool: int) -> float:
+        key = (j, w, pool)
+        r = self._rates.get(key)
+        if r is None:
+            r = self._rates[key] = float(sim.rate_for(j, w, pool))
+        return r
+
+    def _time_h(self, sim: Any, j: int, w: int, pool: int) -> float:
+        r = self._rate(sim, j, w, pool) if w > 0 else 0.0
+        return float(sim.pred_remaining[j]) / r / 3600.0 if r > 0 else math.inf
+
+    def build(self, env: Any) -> dict[str, np.ndarray]:
+        key = (self._episode, int(env.decision_point))
+        if key == self._key:
+            return {k: v.copy() for k, v in self._out.items()}
+        sim = env.sim
+        now = float(sim.now)
+        fc = self.forecast
+        n_inf = max(fc.n_inf, 1)
+        # cluster
+        hours = now / 3600.0 + fc.start_hour
+        ang = 2.0 * math.pi * (hours % 24.0) / 24.0
+        u = fc.utilization(sim, now, np.asarray(HORIZONS_H) * 3600.0)
+        loanable = fc.loanable(u)
+        grid = fc.loanable(fc.utilization(sim, now, _RISK_GRID_H * 3600.0))
+        loaned = float(sim.n_loaned)
+        risk1 = max(loaned - float(grid[_RISK_GRID_H <= 1.0].min()), 0.0)
+        risk4 = max(loaned - float(grid.min()), 0.0)
+        cluster = [(1.0 + math.sin(ang)) / 2.0, (1.0 + math.cos(ang)) / 2.0]
+        cluster += [float(x) for x in np.clip(u, 0.0, 1.0)]
+        cluster += [float(x) for x in np.clip(loanable / n_inf, 0.0, 1.0)]
+        cluster += [min(risk1 / n_inf, 1.0), min(risk4 / n_inf, 1.0)]
+        # jobs
+        jobs = np.zeros((self.k, F_JOB_V1), dtype=np.float32)
+        share_at_risk = min(risk1 / loaned, 1.0) if loaned > 0 else 0.0
+        w_req_l = self._w_req
+        for s, j in enumerate(env.window.tolist()):
+            running = int(sim.workers[j]) > 0
+            w_max = int(sim.w_max[j])
+            w_req = w_req_l[j]
+            w = int(sim.workers[j]) if running else w_req
+            pool = int(sim.pool[j]) if running and int(sim.pool[j]) >= 0 else 0
+            t_cur = self._time_h(sim, j, w, pool)
+            gain = 0.0
+            if bool(sim.elastic[j]) and w < w_max:
+                gain = max(t_cur - self._time_h(sim, j, w + 1, pool), 0.0)
+            on_inf = running and pool == 1
+            jobs[s] = (
+                _sq(gain),
+                _sq(t_cur),
+                _sq(self._time_h(sim, j, w_req, 0)),
+                _sq(self._time_h(sim, j, w_max, 0)),
+                share_at_risk if on_inf else 0.0,
+            )
+        self._out = {"jobs_v1": jobs, "cluster_v1": np.asarray(cluster, dtype=np.float32)}
+        self._key = key
+        return {k: v.copy() for k, v in self._out.items()}

@@ -1,0 +1,105 @@
+"""Periodic evaluation in a second process, so training does not wait for it.
+
+An evaluation plays every held-out seed to the end (several thousand env steps per seed), as
+many env steps as thousands of training steps. :class:`AsyncArylEvalCallback` snapshots the
+model (``model.save`` to bytes) and hands it to one worker process, which plays the seeds with
+its own envs (the direct masked argmax of :func:`aryl_gym.train.fast.fast_predictor`) while
+training continues on the main process; results are logged when they arrive, under the step
+count of the snapshot, and the snapshot itself becomes ``best_model.zip`` when it is the best.
+At most one evaluation is in flight: when the next one is due before the last has finished,
+it is postponed until the worker is free and then plays the model of that moment (training
+never waits; the curve's points can be further apart than ``freq``). Runs with ``VecNormalize`` evaluate in the
+main process (the worker would need the running statistics).
+
+The figures are the same as the in-process :class:`~aryl_gym.train.callbacks.ArylEvalCallback`
+(same episodes, same deterministic actions); only the wall-clock overlap changes.
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing as mp
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from aryl_gym.train.callbacks import ArylEvalCallback
+
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _play(data: bytes, algo_cls: type, make_env: Any, seeds: list[int], deterministic: bool):
+    """In the worker: load the snapshot, play ``seeds`` (envs kept between calls)."""
+    import time
+
+    from aryl_gym.train.evaluation import run_agent_batch
+    from aryl_gym.train.fast import fast_predictor
+
+    tic = time.perf_counter()
+    envs = _WORKER.get("envs")
+    if envs is None or len(envs) != len(seeds):
+        envs = _WORKER["envs"] = [make_env() for _ in seeds]
+    model = algo_cls.load(io.BytesIO(data), device="cpu")
+    out = run_agent_batch(fast_predictor(model), envs, seeds, deterministic)
+    return out, time.perf_counter() - tic
+
+
+class AsyncArylEvalCallback(ArylEvalCallback):
+    """:class:`ArylEvalCallback` whose evaluations run in a worker process (module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._pool: ProcessPoolExecutor | None = None
+        self._pending: list[tuple[Future, int, bytes]] = []
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=_init_worker)
+        return self._pool
+
+    def evaluate(self) -> dict[str, float]:
+        if self.model.get_vec_normalize_env() is not None:
+            return super().evaluate()
+        self._poll(block=True)  # at most one in flight
+        buf = io.BytesIO()
+        self.model.save(buf)
+        data = buf.getvalue()
+        fut = self._executor().submit(
+            _play, data, type(self.model), self.make_env, self.seeds, self.deterministic
+        )
+        self._pending.append((fut, int(self.num_timesteps), data))
+        return {}
+
+    def _poll(self, block: bool) -> None:
+        while self._pending and (block or self._pending[0][0].done()):
+            fut, steps, data = self._pending.pop(0)
+            out, wall = fut.result()
+
+            def save(path: Path, data: bytes = data) -> None:
+                path.write_bytes(data)
+
+            self._record(out, steps, wall, save)
+
+    def _on_step(self) -> bool:
+        if self._pending and self._pending[0][0].done():
+            self._poll(block=False)
+        # due while the worker is still busy: postponed until it is free (training never waits)
+        if self.freq > 0 and self.num_timesteps - self._last_eval >= self.freq and not self._pending:
+            self._last_eval = self.num_timesteps
+            self.evaluate()
+        return True
+
+    def finish(self, shutdown: bool = True) -> None:
+        self._poll(block=True)
+        if shutdown and self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def _on_training_end(self) -> None:
+        self._poll(block=False)

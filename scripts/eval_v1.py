@@ -1,0 +1,111 @@
+"""Held-out evaluation of a learned agent at several loads, paired by seed, with bootstrap CIs.
+
+    python scripts/eval_v1.py --agent v1=runs/RUN/best_model.zip --agent ppo-testbed --loads 0.9,1.3 \
+        --seeds 2000-2011 --against aryl,sjf,random --json out.json
+
+For each load (``workload.load`` of the scenario, default ``testbed``) the agent plays every seed
+through its own env (``reset(options={"episode_seed": s})``, the same episode the native
+references run on), the references run natively (``random``: uniformly random valid actions
+through the env), and for each reference the table gives mean avg JCT(agent) / mean avg
+JCT(reference) with a paired bootstrap 95% interval (seeds resampled with replacement, the same
+draw for both; 10,000 replications, percentile interval), beside the geometric mean of the
+per-seed ratios with its t interval (``aryl_gym.reproduce.paired_ratio_ci``, as in
+``scripts/paired_compare.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from aryl_gym.commands._common import seeds_arg
+
+
+def paired_bootstrap_ratio(x: np.ndarray, y: np.ndarray, reps: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """``mean(x) / mean(y)`` and its paired bootstrap 95% percentile interval."""
+    rng = np.random.default_rng(seed)
+    n = len(x)
+    idx = rng.integers(0, n, size=(reps, n))
+    r = x[idx].mean(axis=1) / y[idx].mean(axis=1)
+    return float(x.mean() / y.mean()), float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))
+
+
+def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int], against: list[str]) -> dict:
+    from aryl_gym.agents.learned import load_agent
+
+    from aryl_gym.config import load_scenario
+    from aryl_gym.reproduce import paired_ratio_ci
+    from aryl_gym.train.evaluation import RandomMaskedAgent, run_agent_batch, run_reference
+
+    cfg = load_scenario(scenario).replace(workload={"load": load})
+    jct: dict[str, np.ndarray] = {}
+    unfinished: dict[str, float] = {}
+    labels = []
+    for path in agent_paths:
+        label, _, path = path.rpartition("=") if "=" in path else ("", "", path)
+        label = label or path
+        labels.append(label)
+        agent = load_agent(path)
+        envs = [agent.make_env(scenario=cfg) for _ in seeds]  # type: ignore[arg-type]
+        out = run_agent_batch(agent, envs, seeds, deterministic=True)
+        jct[label] = np.array([r.avg_jct for r, _, _ in out])
+        unfinished[label] = float(np.mean([r.jobs_unfinished for r, _, _ in out]))
+    for name in against:
+        if name == "random":
+            import gymnasium as gym
+
+            res = []
+            for s in seeds:
+                env = gym.make("aryl_gym/Aryl-v1", scenario=cfg, action_mode="sequential")
+                res.append(run_agent_batch(RandomMaskedAgent(seed=s), [env], [s])[0][0])
+        else:
+            res = [run_reference(name, cfg, s) for s in seeds]
+        jct[name] = np.array([r.avg_jct for r in res])
+        unfinished[name] = float(np.mean([r.jobs_unfinished for r in res]))
+    rows: dict[str, dict[str, dict[str, float]]] = {}
+    for label in labels:
+        rows[label] = {}
+        for name in against:
+            point, lo, hi = paired_bootstrap_ratio(jct[label], jct[name])
+            st = paired_ratio_ci([a / b for a, b in zip(jct[label], jct[name])])
+            rows[label][name] = {"ratio_of_means": point, "boot_lo": lo, "boot_hi": hi,
+                                 "geo_mean": st.mean, "t_lo": st.lo, "t_hi": st.hi}
+    return {"load": load, "seeds": seeds, "agents": labels,
+            "avg_jct": {k: v.tolist() for k, v in jct.items()},
+            "mean_avg_jct": {k: float(v.mean()) for k, v in jct.items()},
+            "jobs_unfinished": unfinished, "vs": rows}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--agent", action="append", required=True,
+                   help="a shipped name or model path, optionally LABEL=PATH; repeat for several")
+    p.add_argument("--scenario", default="testbed")
+    p.add_argument("--loads", default="0.9,1.3")
+    p.add_argument("--seeds", type=seeds_arg, default=list(range(2000, 2012)))
+    p.add_argument("--against", default="aryl,sjf,random,fifo")
+    p.add_argument("--json", default=None)
+    a = p.parse_args()
+    against = [x.strip() for x in a.against.split(",") if x.strip()]
+    results = [evaluate(list(a.agent), a.scenario, float(x), list(a.seeds), against) for x in a.loads.split(",")]
+    for r in results:
+        print(f"\n### load {r['load']} ({len(r['seeds'])} seeds {r['seeds'][0]}-{r['seeds'][-1]})\n")
+        print("| policy | mean avg JCT (s) | jobs unfinished |")
+        print("|---|---|---|")
+        for name, v in r["mean_avg_jct"].items():
+            print(f"| {name} | {v:,.0f} | {r['jobs_unfinished'][name]:.1f} |")
+        print("\n| agent | vs | ratio of means | paired bootstrap 95% CI | geo-mean per-seed ratio [t 95% CI] |")
+        print("|---|---|---|---|---|")
+        for label, vs in r["vs"].items():
+            for name, v in vs.items():
+                print(f"| {label} | {name} | {v['ratio_of_means']:.3f} | [{v['boot_lo']:.3f}, {v['boot_hi']:.3f}] | "
+                      f"{v['geo_mean']:.3f} [{v['t_lo']:.3f}, {v['t_hi']:.3f}] |")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(results, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()
