@@ -185,7 +185,7 @@ CLI_CASES: list[tuple[str, list[str], list[str]]] = [
     ("algo-steps-string", ["train", "--config", "{algo_steps_str}", "--scenario", "tiny"],
      ["algo_s.yaml", "default.total_timesteps must be an integer", "'lots'"]),
     ("algo-vec-env", ["train", "--config", "{algo_vec}", "--scenario", "tiny"],
-     ["default.vec_env", "'dummy' or 'subproc'", "'threads'"]),
+     ["default.vec_env", "'dummy', 'subproc' or 'aryl'", "'threads'"]),
     # suites and the leaderboard
     ("suite-unknown", ["leaderboard", "--suite", "nosuch"], ["nosuch", "Known suites"]),
     ("suite-folder", ["leaderboard", "--suite", "{folder}"], ["folder.yaml", "is a folder"]),
