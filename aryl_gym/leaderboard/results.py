@@ -225,7 +225,7 @@ def scan_rows(path: str | os.PathLike[str]) -> RowScan:
         raise ConfigError(
             f"{p}: its columns are not this aryl-gym version's results schema "
             f"(missing: {', '.join(miss) or '-'}; unexpected: {', '.join(extra) or '-'}); "
-            "write to a fresh --out folder"
+            "write to a fresh --out folder, or pass --fresh to move the old results aside"
         )
     scan = RowScan(p, [], [], edited=[] if digests is not None else None)
     first: dict[Key, tuple[int, list[str]]] = {}
