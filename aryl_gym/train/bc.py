@@ -238,22 +238,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     --out demos.npz``: record the greedy SJF demonstrator (:func:`sjf_grant`) through the env
     configured exactly as the training config's (same kwargs, so the same reward scale).
     For Aryl's own demonstrations use ``aryl-gym demos --policy aryl``."""
-    import argparse
     import time
 
+    from aryl_gym.commands._bc_args import bc_parser
     from aryl_gym.train.config import load_train_config
-    from aryl_gym.train.runner import make_single_env
+    from aryl_gym.train.envs import make_single_env
 
-    p = argparse.ArgumentParser(prog="python -m aryl_gym.train.bc", description=main.__doc__)
-    p.add_argument("--config", default="maskable_ppo")
-    p.add_argument("--scenario", default="testbed")
-    p.add_argument("--episodes", type=int, default=48)
-    p.add_argument("--seed", type=int, default=0, help="episode seeds seed .. seed+episodes-1")
-    p.add_argument("--out", required=True)
-    p.add_argument("--policy", default="sjf-grant",
-                   help="demonstrator: sjf-grant (default) or a reference policy name acting "
-                        "through the env on its full state (aryl_gym.envs.predict.HeuristicPredictor)")
-    a = p.parse_args(argv)
+    a = bc_parser(main.__doc__).parse_args(argv)
     cfg = load_train_config(a.config, a.scenario)
     if cfg.env_kwargs.get("action_mode", "targets") != "sequential":
         raise SystemExit("the demonstrators need action_mode: sequential")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,15 @@ ALGOS: dict[str, tuple[str, str, bool]] = {
 }
 
 DEFAULT_ENV_ID = "aryl_gym/Aryl-v1"
+
+
+def algo_class(algo: str) -> type:
+    """The SB3 class of ``algo`` (a key of :data:`ALGOS`), imported on first use."""
+    if algo not in ALGOS:
+        raise ConfigError(f"unknown algo {algo!r}; choose one of {', '.join(ALGOS)}")
+    mod, cls, _ = ALGOS[algo]
+    cls_obj: type = getattr(importlib.import_module(mod), cls)
+    return cls_obj
 
 
 def _integral(value: Any) -> Any:
