@@ -129,7 +129,7 @@ def pretrain(
             o = {k: v[idx] for k, v in obs.items()} if isinstance(obs, dict) else obs[idx]
             ot, _ = policy.obs_to_tensor(o)
             at = torch.as_tensor(actions[idx], device=policy.device)
-            if use_masks:
+            if use_masks and masks is not None:  # use_masks implies masks
                 values, logp, _ = policy.evaluate_actions(ot, at, action_masks=masks[idx])
             else:
                 values, logp, _ent = policy.evaluate_actions(ot, at)
@@ -214,7 +214,7 @@ def collect_demos(
             a = act(env, obs)
             for k, v in obs.items():
                 obs_buf.setdefault(k, []).append(np.asarray(v))
-            masks.append(env_action_masks(env))
+            masks.append(np.asarray(env_action_masks(env)))  # as np.stack would take it
             acts.append(a)
             obs, r, term, trunc, info = env.step(a)
             rewards.append(float(r))
@@ -229,7 +229,8 @@ def collect_demos(
     arrays["masks"] = np.stack(masks).astype(bool)
     arrays["rewards"] = np.asarray(rewards, dtype=np.float32)
     arrays["dones"] = np.asarray(dones, dtype=bool)
-    np.savez_compressed(out, **arrays)
+    # numpy's stubs match ``**arrays`` against the ``allow_pickle: bool`` keyword too
+    np.savez_compressed(out, **arrays)  # type: ignore[arg-type]
     return {"avg_jct": float(np.mean(jcts)) if jcts else float("nan"), "steps": float(len(acts))}
 
 

@@ -41,6 +41,7 @@ def make_single_env(cfg: TrainConfig, data_root: str | None = None, evaluation: 
     kwargs.setdefault("scenario", train_scenario(cfg))
     if data_root is not None:
         kwargs.setdefault("data_root", data_root)
+    env: gym.Env[Any, Any]
     try:
         if cfg.worlds and not evaluation:
             from aryl_gym.train.worlds import WorldSampler
@@ -63,7 +64,8 @@ def make_single_env(cfg: TrainConfig, data_root: str | None = None, evaluation: 
     if cfg.masked and not callable(getattr(env.unwrapped, "action_masks", None)):
         from sb3_contrib.common.wrappers import ActionMasker
 
-        env = ActionMasker(env, lambda e: e.unwrapped._last_obs["action_mask"])  # pragma: no cover
+        # an env without action_masks() keeps its mask in the last observation
+        env = ActionMasker(env, lambda e: e.unwrapped._last_obs["action_mask"])  # type: ignore[attr-defined]  # pragma: no cover
     return env
 
 
