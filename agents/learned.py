@@ -312,8 +312,7 @@ def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:
         if cfg_path is not None:
             config = yaml.safe_load(cfg_path.read_text()) or {}
     algo = str(config.get("algo", "")) or None
-    from aryl_gym.train.config import ALGOS
-    from aryl_gym.train.runner import algo_class
+    from aryl_gym.train.config import ALGOS, algo_class
 
     candidates = [algo] if algo else ["maskable_ppo", "ppo"]
     model = None

@@ -21,9 +21,12 @@ import io
 import multiprocessing as mp
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aryl_gym.train.callbacks import ArylEvalCallback
+
+if TYPE_CHECKING:
+    from stable_baselines3.common.base_class import BaseAlgorithm
 
 _WORKER: dict[str, Any] = {}
 
@@ -34,7 +37,7 @@ def _init_worker() -> None:
     torch.set_num_threads(1)
 
 
-def _play(data: bytes, algo_cls: type, make_env: Any, seeds: list[int], deterministic: bool):
+def _play(data: bytes, algo_cls: type[BaseAlgorithm], make_env: Any, seeds: list[int], deterministic: bool):
     """In the worker: load the snapshot, play ``seeds`` (envs kept between calls)."""
     import time
 

@@ -129,7 +129,7 @@ def pretrain(
             o = {k: v[idx] for k, v in obs.items()} if isinstance(obs, dict) else obs[idx]
             ot, _ = policy.obs_to_tensor(o)
             at = torch.as_tensor(actions[idx], device=policy.device)
-            if use_masks:
+            if use_masks and masks is not None:  # use_masks implies masks
                 values, logp, _ = policy.evaluate_actions(ot, at, action_masks=masks[idx])
             else:
                 values, logp, _ent = policy.evaluate_actions(ot, at)
@@ -214,7 +214,7 @@ def collect_demos(
             a = act(env, obs)
             for k, v in obs.items():
                 obs_buf.setdefault(k, []).append(np.asarray(v))
-            masks.append(env_action_masks(env))
+            masks.append(np.asarray(env_action_masks(env)))  # as np.stack would take it
             acts.append(a)
             obs, r, term, trunc, info = env.step(a)
             rewards.append(float(r))
@@ -229,7 +229,8 @@ def collect_demos(
     arrays["masks"] = np.stack(masks).astype(bool)
     arrays["rewards"] = np.asarray(rewards, dtype=np.float32)
     arrays["dones"] = np.asarray(dones, dtype=bool)
-    np.savez_compressed(out, **arrays)
+    # numpy's stubs match ``**arrays`` against the ``allow_pickle: bool`` keyword too
+    np.savez_compressed(out, **arrays)  # type: ignore[arg-type]
     return {"avg_jct": float(np.mean(jcts)) if jcts else float("nan"), "steps": float(len(acts))}
 
 
@@ -238,22 +239,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     --out demos.npz``: record the greedy SJF demonstrator (:func:`sjf_grant`) through the env
     configured exactly as the training config's (same kwargs, so the same reward scale).
     For Aryl's own demonstrations use ``aryl-gym demos --policy aryl``."""
-    import argparse
     import time
 
+    from aryl_gym.commands._bc_args import bc_parser
     from aryl_gym.train.config import load_train_config
-    from aryl_gym.train.runner import make_single_env
+    from aryl_gym.train.envs import make_single_env
 
-    p = argparse.ArgumentParser(prog="python -m aryl_gym.train.bc", description=main.__doc__)
-    p.add_argument("--config", default="maskable_ppo")
-    p.add_argument("--scenario", default="testbed")
-    p.add_argument("--episodes", type=int, default=48)
-    p.add_argument("--seed", type=int, default=0, help="episode seeds seed .. seed+episodes-1")
-    p.add_argument("--out", required=True)
-    p.add_argument("--policy", default="sjf-grant",
-                   help="demonstrator: sjf-grant (default) or a reference policy name acting "
-                        "through the env on its full state (aryl_gym.envs.predict.HeuristicPredictor)")
-    a = p.parse_args(argv)
+    a = bc_parser(main.__doc__).parse_args(argv)
     cfg = load_train_config(a.config, a.scenario)
     if cfg.env_kwargs.get("action_mode", "targets") != "sequential":
         raise SystemExit("the demonstrators need action_mode: sequential")

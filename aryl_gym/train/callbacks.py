@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
+from torch import nn
 
 from aryl_gym.metrics import EpisodeResult
 from aryl_gym.train.evaluation import (
@@ -299,7 +300,7 @@ class CriticWarmup(BaseCallback):
         critic_mods = [pol.value_net, getattr(mlp, "value_net", None), getattr(mlp, "vf", None)]
         if not pol.share_features_extractor:
             critic_mods.append(pol.vf_features_extractor)
-        critic = {id(p) for m in critic_mods if m is not None for p in m.parameters()}
+        critic = {id(p) for m in critic_mods if isinstance(m, nn.Module) for p in m.parameters()}
         return [p for p in pol.parameters() if id(p) not in critic]
 
     def _on_training_start(self) -> None:

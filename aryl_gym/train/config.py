@@ -23,16 +23,20 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from annotated_types import Ge, Gt
 from pydantic import BeforeValidator
 
 from aryl_gym.config import ConfigError, configs_dir, load_yaml
+
+if TYPE_CHECKING:
+    from stable_baselines3.common.base_class import BaseAlgorithm
 
 #: algorithm name -> (module, class, supports action masks)
 ALGOS: dict[str, tuple[str, str, bool]] = {
@@ -44,6 +48,15 @@ ALGOS: dict[str, tuple[str, str, bool]] = {
 }
 
 DEFAULT_ENV_ID = "aryl_gym/Aryl-v1"
+
+
+def algo_class(algo: str) -> type[BaseAlgorithm]:
+    """The SB3 class of ``algo`` (a key of :data:`ALGOS`), imported on first use."""
+    if algo not in ALGOS:
+        raise ConfigError(f"unknown algo {algo!r}; choose one of {', '.join(ALGOS)}")
+    mod, cls, _ = ALGOS[algo]
+    cls_obj: type[BaseAlgorithm] = getattr(importlib.import_module(mod), cls)
+    return cls_obj
 
 
 def _integral(value: Any) -> Any:

@@ -126,7 +126,7 @@ class ArylVecEnv(DummyVecEnv):
 
     def env_method(self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any):
         if method_name == "action_masks" and self._has_mask and not method_args and not method_kwargs:
-            idx = self._get_indices(indices)
+            idx = list(self._get_indices(indices))
             return list(self.buf_obs["action_mask"][idx] > 0.5)
         return super().env_method(method_name, *method_args, indices=indices, **method_kwargs)
 

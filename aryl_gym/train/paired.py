@@ -31,7 +31,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from aryl_gym.train.wrappers import accrued
+from aryl_gym.train.wrappers import accrued, sim_env
 
 #: trace key -> (submit times, [finish times of each finished run]); shared in the process
 _POOLS: OrderedDict[Any, tuple[np.ndarray, list[np.ndarray]]] = OrderedDict()
@@ -39,9 +39,12 @@ MAX_TRACES = 512
 
 
 def trace_key(env: gym.Env) -> Any:
-    u = env.unwrapped
+    u = sim_env(env)
     world = getattr(u, "world", None)
-    return (int(u.episode.seed), tuple(sorted(world.items())) if world else None)
+    seed = u.episode.seed
+    if seed is None:  # the env draws every episode from a seed; an unseeded one has no key
+        raise TypeError("trace_mean reward: the episode has no seed")
+    return (int(seed), tuple(sorted(world.items())) if world else None)
 
 
 class TraceMeanJCTReward(gym.Wrapper):
@@ -66,7 +69,7 @@ class TraceMeanJCTReward(gym.Wrapper):
         if key in _POOLS:
             _POOLS.move_to_end(key)
             return _POOLS[key]
-        sim = self.env.unwrapped.episode.simulator()
+        sim = sim_env(self.env).episode.simulator()
         sim.run(make_policy(self.reference))
         entry = (sim.submit.copy(), [sim.finish.copy()])
         _POOLS[key] = entry
@@ -85,13 +88,13 @@ class TraceMeanJCTReward(gym.Wrapper):
         self._runs = len(runs)
         self._sub_rep = np.tile(submit, self._runs)
         self._finish = np.concatenate(runs)
-        self._t = float(self.env.unwrapped.sim.now)
+        self._t = float(sim_env(self.env).sim.now)
         self._b = self.baseline(self._t)
         return obs, info
 
     def step(self, action: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
-        u = self.env.unwrapped
+        u = sim_env(self.env)
         t1 = float(u.sim.now)
         b1 = self.baseline(t1)
         if terminated and not np.isnan(self._finish).any():

@@ -33,7 +33,8 @@ from typing import Any
 import yaml
 
 from aryl_gym.config import ConfigError
-from aryl_gym.train.config import ALGOS, TrainConfig, check_hyperparams, scenario_key
+from aryl_gym.train.config import TrainConfig, algo_class, check_hyperparams, scenario_key
+from aryl_gym.train.envs import EnvFactory, train_scenario
 
 
 @dataclass
@@ -51,72 +52,6 @@ class RunResult:
 # ---------------------------------------------------------------------------------------------
 # environments
 # ---------------------------------------------------------------------------------------------
-def train_scenario(cfg: TrainConfig) -> Any:
-    """The scenario the run trains and evaluates on: ``cfg.scenario`` with
-    ``cfg.scenario_overrides`` applied (a ScenarioConfig), or the name itself."""
-    if not cfg.scenario_overrides:
-        return cfg.scenario
-    from aryl_gym.config import load_scenario
-
-    try:
-        return load_scenario(cfg.scenario).replace(**dict(cfg.scenario_overrides))
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise ConfigError(f"scenario_overrides {dict(cfg.scenario_overrides)}: {exc}") from None
-
-
-def make_single_env(cfg: TrainConfig, data_root: str | None = None, evaluation: bool = False) -> Any:
-    """One env for ``cfg`` (``gym.make(env_id, scenario=..., **env_kwargs)``), registered on
-    ``import aryl_gym``. Training envs (``evaluation=False``) draw their worlds per episode
-    (``cfg.worlds``, :class:`aryl_gym.train.worlds.WorldSampler`) and get the reward wrappers
-    (``pair_baseline``, ``reward_reference``); evaluation envs play the scenario as it is with
-    the env's own reward. Wrapped in ``ActionMasker`` if masks are needed and the env has no
-    ``action_masks()`` of its own but an ``action_mask`` observation key."""
-    import gymnasium as gym
-
-    import aryl_gym  # noqa: F401  (registers the envs)
-
-    kwargs = dict(cfg.env_kwargs)
-    kwargs.setdefault("scenario", train_scenario(cfg))
-    if data_root is not None:
-        kwargs.setdefault("data_root", data_root)
-    try:
-        if cfg.worlds and not evaluation:
-            from aryl_gym.train.worlds import WorldSampler
-
-            scen = kwargs.pop("scenario")
-            env = WorldSampler(cfg.env_id, scen, cfg.worlds, **kwargs)
-        else:
-            env = gym.make(cfg.env_id, **kwargs)
-    except gym.error.Error as exc:
-        raise ConfigError(f"cannot make env {cfg.env_id!r} with {kwargs}: {exc}") from None
-    if not evaluation:
-        if cfg.pair_baseline == "trace_mean":
-            from aryl_gym.train.paired import TraceMeanJCTReward
-
-            env = TraceMeanJCTReward(env, cfg.reward_reference or "aryl")
-        elif cfg.reward_reference:
-            from aryl_gym.train.wrappers import ReferenceJCTReward
-
-            env = ReferenceJCTReward(env, cfg.reward_reference)
-    if cfg.masked and not callable(getattr(env.unwrapped, "action_masks", None)):
-        from sb3_contrib.common.wrappers import ActionMasker
-
-        env = ActionMasker(env, lambda e: e.unwrapped._last_obs["action_mask"])  # pragma: no cover
-    return env
-
-
-class EnvFactory:
-    """Picklable env constructor for ``SubprocVecEnv`` (a closure would not pickle everywhere)."""
-
-    def __init__(self, cfg: TrainConfig, data_root: str | None = None, evaluation: bool = False):
-        self.cfg = cfg
-        self.data_root = data_root
-        self.evaluation = evaluation
-
-    def __call__(self, **_: Any) -> Any:
-        return make_single_env(self.cfg, self.data_root, self.evaluation)
-
-
 def make_vec_env(cfg: TrainConfig, data_root: str | None = None, monitor_dir: str | None = None):
     """``n_envs`` Monitor-wrapped envs in a Dummy/SubprocVecEnv, VecNormalize if configured.
 
@@ -165,13 +100,6 @@ def _norm_keys(space: Any) -> list[str] | None:
 # ---------------------------------------------------------------------------------------------
 # models
 # ---------------------------------------------------------------------------------------------
-def algo_class(algo: str) -> type:
-    if algo not in ALGOS:
-        raise ConfigError(f"unknown algo {algo!r}; choose one of {', '.join(ALGOS)}")
-    mod, cls, _ = ALGOS[algo]
-    return getattr(importlib.import_module(mod), cls)
-
-
 def resolve_policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """YAML-friendly ``policy_kwargs``: ``activation_fn: tanh`` -> ``torch.nn.Tanh``."""
     from torch import nn

@@ -22,7 +22,7 @@ Config (``configs/algos/maskable_ppo_set.yaml``)::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch as th
 from gymnasium import spaces
@@ -36,6 +36,13 @@ _SLOT_KEYS = ("jobs", "jobs_v1")
 _GLOBAL_KEYS = ("cluster", "cluster_v1", "outside")
 
 
+def _shape(space: spaces.Space[Any]) -> tuple[int, ...]:
+    """The shape of a Box observation space (every space this policy reads has one)."""
+    if space.shape is None:
+        raise ValueError(f"MaskableSetPolicy: observation space {space} has no shape")
+    return space.shape
+
+
 def _mlp(i: int, o: int, hidden: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(i, hidden), nn.ReLU(), nn.Linear(hidden, o), nn.ReLU())
 
@@ -45,14 +52,14 @@ class JobSetExtractor(BaseFeaturesExtractor):
 
     def __init__(self, observation_space: spaces.Dict, embed_dim: int = 64):
         sp = observation_space.spaces
-        k = int(sp["jobs"].shape[0])
+        k = int(_shape(sp["jobs"])[0])
         super().__init__(observation_space, features_dim=embed_dim * (k + 1))
         self.d = int(embed_dim)
         self.slot_keys = [key for key in _SLOT_KEYS if key in sp]
         self.global_keys = [key for key in _GLOBAL_KEYS if key in sp]
         self.has_mask = "action_mask" in sp
-        f_slot = sum(int(sp[key].shape[-1]) for key in self.slot_keys) + (2 if self.has_mask else 0)
-        f_glob = sum(int(sp[key].shape[-1]) for key in self.global_keys) + (1 if self.has_mask else 0)
+        f_slot = sum(int(_shape(sp[key])[-1]) for key in self.slot_keys) + (2 if self.has_mask else 0)
+        f_glob = sum(int(_shape(sp[key])[-1]) for key in self.global_keys) + (1 if self.has_mask else 0)
         d = self.d
         self.phi = _mlp(f_slot, d, d)
         self.rho = _mlp(2 * d + f_glob, d, d)
@@ -130,7 +137,7 @@ class MaskableSetPolicy(FastMaskableMixin, MaskableMultiInputActorCriticPolicy):
         if not isinstance(action_space, spaces.Discrete) or "jobs" not in observation_space.spaces:
             raise ValueError("MaskableSetPolicy needs the allocation env's Dict observation and the "
                              "sequential action mode (Discrete(2K + 1) or Discrete(K + 1))")
-        k = int(observation_space.spaces["jobs"].shape[0])
+        k = int(_shape(observation_space.spaces["jobs"])[0])
         if int(action_space.n) not in (2 * k + 1, k + 1):
             raise ValueError(f"MaskableSetPolicy: {action_space.n} actions for a window of {k}; "
                              "expected 2K + 1 (grant, release, commit) or K + 1")
@@ -140,14 +147,24 @@ class MaskableSetPolicy(FastMaskableMixin, MaskableMultiInputActorCriticPolicy):
         kwargs.pop("net_arch", None)
         super().__init__(observation_space, action_space, lr_schedule, *args, **kwargs)
 
+    def _extractor(self) -> JobSetExtractor:
+        return cast(JobSetExtractor, self.features_extractor)  # the default features_extractor_class
+
     def _build_mlp_extractor(self) -> None:
-        self.mlp_extractor = _SetLatent(self.features_extractor.d, self.features_dim, self.vf_hidden)
+        # SB3 types mlp_extractor as its MlpExtractor; the policy needs only latent_dim_pi/vf
+        # and forward/forward_actor/forward_critic, which _SetLatent has
+        self.mlp_extractor = _SetLatent(  # type: ignore[assignment]
+            self._extractor().d, self.features_dim, self.vf_hidden
+        )
 
     def _build(self, lr_schedule: Any) -> None:
         super()._build(lr_schedule)
-        self.action_net = SlotActionHead(self.features_extractor.d, self._release)
+        self.action_net = SlotActionHead(self._extractor().d, self._release)
         # the optimizer must hold the new head's parameters
-        self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+        # optimizer_class is typed as torch's base Optimizer, whose __init__ has no lr (as in SB3)
+        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
+            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+        )
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()

@@ -20,7 +20,7 @@ holds the current episode's draw. Attributes it does not define (``sim``, ``epis
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol, cast
 
 import gymnasium as gym
 import numpy as np
@@ -71,6 +71,14 @@ def world_scenario(base: ScenarioConfig, world: Mapping[str, Any]) -> ScenarioCo
     return base.replace(**over) if over else base
 
 
+class _WorldEnv(Protocol):
+    """What :class:`WorldSampler` sets and reads on its inner (unwrapped) aryl envs."""
+
+    config: ScenarioConfig
+
+    def action_masks(self) -> np.ndarray: ...
+
+
 class WorldSampler(gym.Env):
     """An allocation env whose every episode is in a world drawn from ``worlds``."""
 
@@ -107,7 +115,7 @@ class WorldSampler(gym.Env):
             ep_seed = int(self.np_random.integers(0, 2**31 - 1))
         self.world = draw_world(self.worlds, int(ep_seed))
         env = self._env_for(int(self.world.get("train_servers", self.base.cluster.train_servers)))
-        env.config = world_scenario(self.base, self.world)
+        cast(_WorldEnv, env).config = world_scenario(self.base, self.world)
         self.current = env
         self.episode_count += 1
         opts["episode_seed"] = int(ep_seed)
@@ -119,7 +127,7 @@ class WorldSampler(gym.Env):
         return self.current.step(action)
 
     def action_masks(self) -> np.ndarray:
-        return self.current.action_masks()
+        return cast(_WorldEnv, self.current).action_masks()
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("current", "_envs"):

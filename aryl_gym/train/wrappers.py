@@ -15,10 +15,28 @@ and the optimal policy is unchanged; per-step it cancels the trace's load swings
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import gymnasium as gym
 import numpy as np
+
+if TYPE_CHECKING:
+    from aryl_gym.scenario import Episode
+    from aryl_gym.sim.engine import Simulator
+
+
+class SimEnv(Protocol):
+    """What the reward wrappers read from the unwrapped env after ``reset()``: an aryl env, or a
+    :class:`aryl_gym.train.worlds.WorldSampler`, which forwards to the env playing."""
+
+    episode: Episode
+    sim: Simulator
+    reward_scale: float
+
+
+def sim_env(env: gym.Env[Any, Any]) -> SimEnv:
+    """``env.unwrapped``, typed as the aryl env the wrappers read."""
+    return cast(SimEnv, env.unwrapped)
 
 
 def accrued(submit: np.ndarray, finish: np.ndarray, t: float) -> float:
@@ -43,7 +61,7 @@ class ReferenceJCTReward(gym.Wrapper):
         from aryl_gym.agents import make_policy
 
         obs, info = self.env.reset(**kwargs)
-        u = self.env.unwrapped
+        u = sim_env(self.env)
         sim = u.episode.simulator()
         sim.run(make_policy(self.reference))
         self._submit = sim.submit.copy()
@@ -54,7 +72,7 @@ class ReferenceJCTReward(gym.Wrapper):
 
     def step(self, action: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
-        u = self.env.unwrapped
+        u = sim_env(self.env)
         t1 = float(u.sim.now)
         a1 = accrued(self._submit, self._finish, t1)
         if terminated:

@@ -27,7 +27,6 @@ which ``aryl-gym leaderboard --agent NAME=LOG/ppo_mask/ENV_N`` loads
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -60,10 +59,9 @@ def register_ppo_mask(masked_eval: bool = True) -> None:
 def main(argv: Sequence[str] | None = None) -> Any:
     """Run ``rl_zoo3.train`` with ``argv`` (default ``sys.argv[1:]``), ``ppo_mask`` registered."""
     args = list(sys.argv[1:] if argv is None else argv)
-    peek = argparse.ArgumentParser(add_help=False)
-    peek.add_argument("--algo", default="ppo")
-    known, _ = peek.parse_known_args(args)
-    register_ppo_mask(masked_eval=known.algo == ALGO)
+    from aryl_gym.commands._zoo_args import peek_algo
+
+    register_ppo_mask(masked_eval=peek_algo(args) == ALGO)
     from rl_zoo3.train import train
 
     saved = sys.argv
