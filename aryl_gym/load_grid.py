@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 #: the paper's band for Baseline's average queuing time (SPEC 4: "above 3,000 s"; 10,000 s is its
@@ -150,22 +149,18 @@ def load_grid(
     (arguments checked first by :func:`check_grid`)."""
     check_grid(scenario, loads, seeds, workers)
     tasks = [(scenario, float(x), int(s), data_root) for x in loads for s in seeds]
-    workers = min(workers, len(tasks))  # never more processes than episodes
     from tqdm import tqdm
+
+    from aryl_gym.parallel import local_map
 
     out: list[dict[str, Any]] = []
     bar = tqdm(total=len(tasks), desc=f"load grid {scenario}", disable=not progress,
                file=sys.stderr, mininterval=5.0)
-    if workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            for r in pool.map(_episode, tasks):
-                out.append(r)
-                bar.update(1)
-    else:
-        for t in tasks:
-            out.append(_episode(t))
-            bar.update(1)
+    for r in local_map(_episode, tasks, workers):
+        out.append(r)
+        bar.update(1)
     bar.close()
+    out.sort(key=lambda e: (e["load"], e["seed"]))  # finish order varies; the means' order does not
     return summarize(out, loads)
 
 

@@ -23,7 +23,6 @@ import math
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -67,17 +66,13 @@ def relevance(
     results: list[tuple[str, str, int, float, float]] = []
     from tqdm import tqdm
 
+    from aryl_gym.parallel import local_map
+
     bar = tqdm(total=len(tasks), desc="relevance", disable=not progress, file=sys.stderr,
                mininterval=5.0)
-    if workers > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            for r in pool.map(_episode, tasks):
-                results.append(r)
-                bar.update(1)
-    else:
-        for t in tasks:
-            results.append(_episode(t))
-            bar.update(1)
+    for r in local_map(_episode, tasks, workers):
+        results.append(r)
+        bar.update(1)
     bar.close()
     return summarize(results, scenarios, policies)
 
