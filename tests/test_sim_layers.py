@@ -7,76 +7,30 @@ Every import counts: module level, inside functions and under ``TYPE_CHECKING``.
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ("aryl_gym.sim", "aryl_gym.envs", "aryl_gym.metrics", "aryl_gym.agents")
 
 
-def _modules() -> dict[str, Path]:
-    mods: dict[str, Path] = {}
-    for base, pkg in ((ROOT / "aryl_gym", "aryl_gym"), (ROOT / "agents", "aryl_gym.agents")):
-        for p in base.rglob("*.py"):
-            rel = p.relative_to(base).with_suffix("")
-            if pkg == "aryl_gym" and rel.parts[0] == "agents":
-                continue
-            parts = [pkg, *rel.parts]
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            mods[".".join(parts)] = p
-    return mods
+def _load_import_graph():  # scripts/import_graph.py holds the graph builder and Tarjan's algorithm
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts" / "import_graph.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-def _imports(path: Path, known: dict[str, Path]) -> set[str]:
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        out.update(n for n in names if n in known)
-    return out
+_IG = _load_import_graph()
 
 
 def _graph() -> dict[str, set[str]]:
-    mods = _modules()
-    return {m: _imports(p, mods) - {m} for m, p in mods.items()}
+    return _IG.edges(_IG.modules(ROOT), type_checking=True)
 
 
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in edges.get(v, ()):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(edges):
-        if v not in index:
-            visit(v)
-    return out
+    return _IG.circles(edges)
 
 
 def _core(m: str) -> bool:
