@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from aryl_gym.commands._common import positive_int
+
 NAME = "reproduce"
 HELP = "reproduce the paper's headline table (paired by seed, 95% CI), sweeps and studies"
 
@@ -47,10 +49,10 @@ def _write_study_block(args, out: Path, name: str, body: list[str], cmd: str, st
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", choices=("paper", "mid", "tiny"), default="mid",
                    help="paper: production size; mid: basic/ideal (default); tiny: seconds (tests)")
-    p.add_argument("--seeds", type=_positive_int, default=None,
+    p.add_argument("--seeds", type=positive_int, default=None,
                    help="seeds per policy (default: 3 at paper scale, 1 for pollux-250 there; 5 mid; 3 tiny)")
     p.add_argument("--first-seed", type=int, default=0, help="seeds are FIRST..FIRST+N-1 (default 0)")
-    p.add_argument("--workers", type=_positive_int, default=1, help="parallel episodes (default 1)")
+    p.add_argument("--workers", type=positive_int, default=1, help="parallel episodes (default 1)")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local process pool (default) or Ray (RAY_ADDRESS or a local Ray)")
     p.add_argument("--rows", default=None,
@@ -77,16 +79,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "for both of their policies)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (progress lines only)")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
 
 
 def _say(msg: str) -> None:
