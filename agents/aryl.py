@@ -63,7 +63,17 @@ Variants (registry names):
   valued ``T_V100(w_min + e) - T_mixed(w_min + e + k)`` (the mixed rate,
   :meth:`~aryl_gym.sim.engine.Simulator.rate_mixed`; only items that gain are ever chosen).
   Placement runs with ``PlacementOptions.hetero``. With no hetero job in the trace it decides
-  exactly as ``aryl``.
+  exactly as ``aryl``;
+* ``aryl-preempt`` [ours; not in the paper, which never preempts for scheduling] -- as ``aryl``,
+  plus SRPT-style preemption before phase one: the shortest queued jobs (up to ``preempt_scan``
+  = 8, in phase one's order) are taken in turn; one whose base does not fit may preempt running
+  jobs of its pool whose predicted remaining time at their base demand exceeds ``preempt`` = 2
+  times its own (longest first, as few as make it fit). Preempted jobs return to the queue and
+  pay the relaunch overhead when they restart. The factor makes the rule stable: a job started
+  this way is at least twice as short as the one it displaced, so the two never swap back. It
+  is a reference for what preemption is worth in a world (testbed at loads 0.9-1.3: about
+  0.75-0.85x Aryl's average JCT; basic: 0.99x; docs/training.md) and the demonstrator of the
+  learned agent ``ppo-v1``.
 
 World v1: an elastic job requests its base demand ``w_min`` and may grow to ``w_max = r x
 w_min`` (``docs/model.md``), so phase two can make a job run faster than Baseline runs it (in
@@ -96,6 +106,7 @@ class ArylStats:
     knapsack_groups: list[int] = field(default_factory=list)
     repairs: int = 0  # rounds that needed the placeability repair
     waited: int = 0  # admitted bases that could not be placed after repair
+    preempted: int = 0  # running jobs preempted (``aryl-preempt``)
 
 
 
@@ -126,7 +137,13 @@ class ArylPolicy(BasePolicy):
         reclaim: str = "aryl",
         prefer_inference: bool | None = None,
         hetero: bool = False,
+        preempt: float | None = None,
+        preempt_scan: int = 8,
     ):
+        if preempt is not None and not (np.isfinite(preempt) and preempt >= 1.0):
+            raise ValueError(f"preempt={preempt!r}; use None (never preempt) or a factor >= 1")
+        if int(preempt_scan) < 1:
+            raise ValueError(f"preempt_scan={preempt_scan!r}; use an integer >= 1")
         if reclaim not in ("aryl", "optimal", "default"):
             raise ValueError(f"reclaim rule {reclaim!r}; use 'aryl', 'optimal' or 'default'")
         self.name = name
@@ -137,13 +154,17 @@ class ArylPolicy(BasePolicy):
             elastic_prefer_inference=prefer, group_flexible=group, hetero=hetero
         )
         self.reclaim_rule = reclaim
+        self.preempt = preempt
+        self.preempt_scan = int(preempt_scan)
         self.stats = ArylStats()
         self._jobs_ref: object = None
+        self._pre: dict[int, int] = {}
 
     # ------------------------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
         self.stats = ArylStats()
         self._jobs_ref = None
+        self._pre = {}
 
     def reclaim(self, view: ClusterView, n: int) -> Sequence[int] | None:
         if self.reclaim_rule == "aryl":
@@ -201,12 +222,20 @@ class ArylPolicy(BasePolicy):
             INFER: np.asarray(view.usable(INFER)).copy(),
         }
         infer_ok = bool(masks[INFER].any())
-        running = view.running()
 
         # ---------------- phase one: the inelastic workload ----------------
         trial = np.asarray(view.srv_free, dtype=np.int64).copy()
         if self.elastic_scaling:
             trial += np.asarray(view.srv_flex_gpus, dtype=np.int64)  # flexible demand is re-decided
+        self._pre = self._preemptions(view, trial, cap, masks, infer_ok) if self.preempt else {}
+        for r in self._pre:  # a preempted job's GPUs are free for phase one and two
+            base_srv, flex_srv = view.placement(r)
+            for s, w in base_srv.items():
+                trial[s] += w * int(self.g[r])
+            if not self.elastic_scaling:
+                for s, w in flex_srv.items():
+                    trial[s] += w * int(self.g[r])
+        running = [j for j in view.running() if j not in self._pre]
         admitted: list[int] = []
         pool_of: dict[int, int] = {}
         q = np.asarray(view.queued(), dtype=np.int64)
@@ -248,6 +277,7 @@ class ArylPolicy(BasePolicy):
         if not self.elastic_scaling:
             final, waited = self._validate(view, targets, pool_of, admitted, strict=True)
             self.stats.waited += len(waited)
+            final.update(self._pre)
             return Decision(
                 targets=final, pools={j: pool_of[j] for j in final if j in pool_of}, order=admitted
             )
@@ -288,9 +318,71 @@ class ArylPolicy(BasePolicy):
             self.stats.waited += len(waited)
         # Running jobs whose target equals what they have need not be listed.
         final = {j: t for j, t in final.items() if j in pool_of or t != int(workers_now[j])}
+        final.update(self._pre)
         return Decision(
             targets=final, pools={j: pool_of[j] for j in final if j in pool_of}, order=order
         )
+
+    # ------------------------------------------------------------------------------------------
+    def _preemptions(
+        self,
+        view: ClusterView,
+        free: np.ndarray,
+        cap: np.ndarray,
+        masks: dict[int, np.ndarray],
+        infer_ok: bool,
+    ) -> dict[int, int]:
+        """``aryl-preempt`` [ours]: running jobs to preempt this round (job id -> 0).
+
+        The shortest queued jobs (at most ``preempt_scan``, by the phase-one order) are taken in
+        turn. One whose base fits in ``free`` (free GPUs plus the flexible ones phase two
+        re-decides) keeps that space; one that does not fit may take the GPUs of running jobs
+        in its pool whose predicted remaining time at their base demand exceeds ``preempt``
+        times its own, longest first, as few as make its base fit. The scan stops at the first
+        job that neither fits nor can preempt, so a preemption never serves a job behind one
+        that waits. ``free`` is not changed.
+        """
+        q = np.asarray(view.queued(), dtype=np.int64)
+        run = view.running()
+        if not len(q) or not run:
+            return {}
+        assert self.preempt is not None
+        free = free.copy()
+        pools_now = np.asarray(view.pool)
+        t_q = np.asarray(view.pred_remaining)[q] / self.rate_base[q, TRAIN]
+        order = np.lexsort((q, t_q))[: self.preempt_scan]
+        t_run = {r: view.pred_time(r, self._base(r), int(pools_now[r])) for r in run}
+        pre: dict[int, int] = {}
+        for j, tq in zip(q[order].tolist(), t_q[order].tolist()):
+            g, b = int(self.g[j]), self._base(j)
+            pools = self._pool_order(j, infer_ok)
+            fit = next((p for p in pools if int((free[masks[p]] // g).sum()) >= b), None)
+            if fit is not None:
+                fill(free, cap, masks[fit], g, b)
+                continue
+            for p in pools:
+                victims = sorted(
+                    (r for r in run
+                     if r not in pre and int(pools_now[r]) == p and t_run[r] > self.preempt * tq),
+                    key=lambda r: (-t_run[r], r),
+                )
+                trial = free.copy()
+                chosen: list[int] = []
+                for r in victims:
+                    for s, w in view.placement(r)[0].items():
+                        trial[s] += w * int(self.g[r])
+                    chosen.append(r)
+                    if int((trial[masks[p]] // g).sum()) >= b:
+                        break
+                if chosen and int((trial[masks[p]] // g).sum()) >= b:
+                    pre.update(dict.fromkeys(chosen, 0))
+                    free = trial
+                    fill(free, cap, masks[p], g, b)
+                    break
+            else:
+                break
+        self.stats.preempted += len(pre)
+        return pre
 
     # ------------------------------------------------------------------------------------------
     def _knapsack(
@@ -385,12 +477,14 @@ class ArylPolicy(BasePolicy):
 
         Returns (targets cut to what was placed, queued jobs whose base did not fit).
         """
-        dec = Decision(targets=targets, pools=pool_of, order=order)
+        dec = Decision(targets={**targets, **self._pre}, pools=pool_of, order=order)
         p = plan(view, dec, self.placement, fixed_pools=True, whole=strict)
         started = set(p.report.started)
         out: dict[int, int] = {}
         waited: list[int] = []
         for j in targets:
+            if j in self._pre:
+                continue
             if j in pool_of and j not in started:
                 waited.append(j)
             else:
@@ -431,6 +525,11 @@ def _aryl_opt() -> BasePolicy:
 @register("aryl-default-reclaim")
 def _aryl_def() -> BasePolicy:
     return ArylPolicy("aryl-default-reclaim", reclaim="default")
+
+
+@register("aryl-preempt")
+def _aryl_preempt() -> BasePolicy:
+    return ArylPolicy("aryl-preempt", preempt=2.0)
 
 
 @register("aryl-hetero")

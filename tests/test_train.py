@@ -433,3 +433,36 @@ def test_fast_masked_argmax_equals_sb3_deterministic_predict():
         w1, _ = agent.model.predict(one, action_masks=masks[7], deterministic=True)
         g1, _ = agent.predict(one)
         assert np.shape(g1) == np.shape(w1) and int(g1) == int(w1)
+
+
+def test_config_records_demonstrations_then_warm_starts(tmp_path):
+    # bc.policy without bc.demos: the run records the reference policy's demonstrations in the
+    # training env into its own folder, clones them, and keeps the step-0 policy (one command
+    # reproduces a warm-started agent).
+    from aryl_gym.agents.learned import load_agent
+
+    from aryl_gym.train.bc import load_demos
+    from aryl_gym.train.runner import train
+
+    cfg = load_train_config("maskable_ppo_set", "tiny", {
+        "bc": {"policy": "aryl-preempt", "episodes": 2, "seed": 7, "epochs": 2},
+        "total_timesteps": 1024, "eval": {"freq": 0}, "checkpoint_freq": 0,
+    })
+    res = train(cfg, out=tmp_path / "runs", verbose=0)
+    obs, actions, masks = load_demos(res.run_dir / "demos.npz")
+    assert len(actions) > 0 and masks is not None
+    # every demonstrated action was allowed by the env's mask at that step
+    assert masks[np.arange(len(actions)), actions].all()
+    assert (res.run_dir / "warm_start.zip").exists()
+    agent = load_agent(str(res.run_dir / "warm_start.zip"))
+    env = agent.make_env()
+    obs0, _ = env.reset(options={"episode_seed": 1000})
+    a, _ = agent.predict(obs0, action_masks=env.unwrapped.action_masks(), deterministic=True)
+    assert env.unwrapped.action_masks()[int(np.asarray(a).ravel()[0])]
+
+
+def test_unknown_demonstrator_is_a_config_error():
+    with pytest.raises(ConfigError, match="bc.policy: unknown policy 'nope'"):
+        load_train_config("maskable_ppo_set", "tiny", {"bc": {"policy": "nope"}})
+    with pytest.raises(ConfigError, match="eval.references"):
+        load_train_config("maskable_ppo_set", "tiny", {"eval": {"references": ["aryl", "ayrl"]}})

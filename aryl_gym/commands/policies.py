@@ -19,6 +19,7 @@ DESCRIPTIONS = {
     "aryl-optimal-reclaim": "Aryl with the exact optimal reclaim (integer program, any size)",
     "aryl-default-reclaim": "Aryl with the simple reclaim rule (fewest busy GPUs first)",
     "aryl-trainfirst": "Aryl whose elastic jobs prefer training servers (diagnostic, ours)",
+    "aryl-preempt": "Aryl that preempts jobs >= 2x longer than a queued job that does not fit (ours)",
     "aryl+tuned": "Aryl with Pollux-style batch-size tuning (paper 7.4 Aryl+TunedJobs)",
     "aryl+tuned-loan": "aryl+tuned with capacity loaning",
     "afs": "AFS-L (Hwang et al., NSDI '21) inside each job's worker range",

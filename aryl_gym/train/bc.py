@@ -243,27 +243,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from aryl_gym.commands._bc_args import bc_parser
     from aryl_gym.train.config import load_train_config
-    from aryl_gym.train.envs import make_single_env
 
     a = bc_parser(main.__doc__).parse_args(argv)
     cfg = load_train_config(a.config, a.scenario)
     if cfg.env_kwargs.get("action_mode", "targets") != "sequential":
         raise SystemExit("the demonstrators need action_mode: sequential")
+    tic = time.perf_counter()
+    stats = record_demos(cfg, a.policy, a.episodes, a.seed, a.out)
+    print(f"wrote {a.out}: {a.episodes} episodes, {int(stats['steps'])} steps, demonstrator avg JCT "
+          f"{stats['avg_jct']:,.0f} s, {time.perf_counter() - tic:.0f} s")
+    return 0
+
+
+def record_demos(cfg: Any, policy: str, episodes: int, seed: int, out: str | Path) -> dict[str, float]:
+    """Record ``episodes`` demonstrations (episode seeds ``seed``, ``seed + 1``, ...) of
+    ``policy`` (a registry name acting through :class:`~aryl_gym.envs.predict.HeuristicPredictor`
+    on the simulator's full state, or ``"sjf-grant"``, :func:`sjf_grant`) in the env of training
+    config ``cfg`` (worlds included) into ``out``; see :func:`collect_demos`."""
+    from aryl_gym.train.envs import make_single_env
+
     env = make_single_env(cfg)
     act: Callable[[Any, Any], Any] = sjf_grant
-    if a.policy != "sjf-grant":
+    if policy != "sjf-grant":
         from aryl_gym.envs.predict import HeuristicPredictor
 
-        predictor = HeuristicPredictor(a.policy, env)
+        predictor = HeuristicPredictor(policy, env)
 
         def act(env: Any, obs: Any) -> Any:  # noqa: ARG001 - the predictor holds the env
             return int(predictor.predict(obs)[0])
 
-    tic = time.perf_counter()
-    stats = collect_demos(env, act, range(a.seed, a.seed + a.episodes), a.out)
-    print(f"wrote {a.out}: {a.episodes} episodes, {int(stats['steps'])} steps, demonstrator avg JCT "
-          f"{stats['avg_jct']:,.0f} s, {time.perf_counter() - tic:.0f} s")
-    return 0
+    return collect_demos(env, act, range(int(seed), int(seed) + int(episodes)), out)
 
 
 if __name__ == "__main__":  # pragma: no cover

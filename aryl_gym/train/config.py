@@ -88,7 +88,12 @@ class EvalConfig:
 class BCConfig:
     """Behaviour-cloning warm start from demonstrations (``aryl-gym demos``)."""
 
-    demos: str | None = None  # .npz path; None = no warm start
+    demos: str | None = None  # .npz path; None = record from ``policy`` below, or no warm start
+    # Without ``demos``: record ``episodes`` demonstrations of this reference policy (episode
+    # seeds ``seed``..) in the training env into the run folder first (one-command reproduction)
+    policy: str | None = None
+    episodes: PosSteps = 96
+    seed: Annotated[int, Ge(0)] = 100
     epochs: Steps = 10
     batch_size: PosSteps = 256
     learning_rate: Annotated[float, Gt(0)] = 1.0e-3
@@ -244,6 +249,16 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
         raise ConfigError(
             f"{source}: n_envs ({cfg.n_envs}) must be a multiple of pair_group ({cfg.pair_group})"
         )
+    names = [("bc.policy", cfg.bc.policy), ("reward_reference", cfg.reward_reference)]
+    names += [("eval.references", r) for r in cfg.eval.references]
+    for key, name in names:
+        if name and name not in ("sjf-grant", "random"):
+            from aryl_gym.agents import policy_names
+
+            if name not in policy_names():
+                raise ConfigError(
+                    f"{source}: {key}: unknown policy {name!r}; known: {', '.join(policy_names())}"
+                )
     if cfg.worlds:
         from aryl_gym.train.worlds import check_worlds
 

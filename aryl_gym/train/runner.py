@@ -280,14 +280,24 @@ def train(
     formats = ["tensorboard", "csv"] + (["stdout"] if verbose >= 2 else [])
     model.set_logger(configure(str(run_dir / "tb"), formats))
 
-    if cfg.bc.demos and ckpt is None:
+    demos = cfg.bc.demos
+    if demos is None and cfg.bc.policy and ckpt is None:
+        from aryl_gym.train.bc import record_demos
+
+        demos = str(run_dir / "demos.npz")
+        tic = time.perf_counter()
+        rec = record_demos(cfg, cfg.bc.policy, cfg.bc.episodes, cfg.bc.seed, demos)
+        say(f"bc: recorded {cfg.bc.episodes} episodes of {cfg.bc.policy} ({int(rec['steps']):,} "
+            f"steps, avg JCT {rec['avg_jct']:,.0f} s) in {time.perf_counter() - tic:.0f} s")
+    if demos and ckpt is None:
         from aryl_gym.train.bc import pretrain
 
-        stats = pretrain(model, cfg.bc.demos, epochs=cfg.bc.epochs, batch_size=cfg.bc.batch_size,
+        stats = pretrain(model, demos, epochs=cfg.bc.epochs, batch_size=cfg.bc.batch_size,
                          learning_rate=cfg.bc.learning_rate, log=say)
         for k, v in stats.items():
             model.logger.record(f"bc/{k}", v)
         model.logger.dump(0)
+        model.save(run_dir / "warm_start.zip")  # the step-0 policy, for comparisons with the RL phase
 
     callbacks: list[Any] = [ClusterMetricsCallback(), HParamsTextCallback(cfg.to_dict())]
     if cfg.max_minutes > 0:
