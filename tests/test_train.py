@@ -466,3 +466,30 @@ def test_unknown_demonstrator_is_a_config_error():
         load_train_config("maskable_ppo_set", "tiny", {"bc": {"policy": "nope"}})
     with pytest.raises(ConfigError, match="eval.references"):
         load_train_config("maskable_ppo_set", "tiny", {"eval": {"references": ["aryl", "ayrl"]}})
+
+
+def test_init_from_starts_from_the_given_weights(tmp_path):
+    import torch
+
+    from aryl_gym.train.runner import train
+    from sb3_contrib import MaskablePPO
+
+    base = {"total_timesteps": 1024, "eval": {"freq": 0}, "checkpoint_freq": 0}
+    first = train(load_train_config("maskable_ppo_set", "tiny", base), out=tmp_path / "a", verbose=0)
+    src = first.run_dir / "model.zip"
+    cfg = load_train_config("maskable_ppo_set", "tiny", {**base, "init_from": str(src), "seed": 5})
+    second = train(cfg, out=tmp_path / "b", verbose=0)
+    want = MaskablePPO.load(src, device="cpu").policy.state_dict()
+    got = MaskablePPO.load(second.run_dir / "warm_start.zip", device="cpu").policy.state_dict()
+    assert want.keys() == got.keys()
+    assert all(torch.equal(want[k], got[k]) for k in want)
+    # a model of another network does not fit: a config error naming the file
+    other = train(load_train_config("maskable_ppo_set", "tiny", {
+        **base, "policy_kwargs": {"features_extractor_kwargs": {"embed_dim": 16}, "vf_hidden": 16}}),
+        out=tmp_path / "c", verbose=0)
+    bad = load_train_config("maskable_ppo_set", "tiny", {**base, "init_from": str(other.run_dir / "model.zip")})
+    with pytest.raises(ConfigError, match="do not fit"):
+        train(bad, out=tmp_path / "d", verbose=0)
+    missing = load_train_config("maskable_ppo_set", "tiny", {**base, "init_from": str(tmp_path / "none.zip")})
+    with pytest.raises(ConfigError, match="file not found"):
+        train(missing, out=tmp_path / "e", verbose=0)

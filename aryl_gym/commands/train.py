@@ -29,6 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="checkpoint .zip to continue from (keeps its step count)")
     p.add_argument("--bc-demos", default=None, metavar="FILE",
                    help="demonstrations .npz (aryl-gym demos) for a behaviour-cloning warm start")
+    p.add_argument("--init-from", default=None, metavar="MODEL",
+                   help="start from this model's weights (e.g. a run's warm_start.zip) instead of BC")
     p.add_argument("--bc-epochs", type=nonneg_int, default=None, help="behaviour-cloning epochs")
     p.add_argument("--eval-freq", type=nonneg_int, default=None, help="env steps between evaluations (0 = off)")
     p.add_argument("--eval-seeds", type=seeds_arg, default=None, help="held-out evaluation seeds, e.g. 1000-1004")
@@ -55,6 +57,7 @@ def build_config(args: argparse.Namespace):
         "n_envs": args.n_envs,
         "vec_env": args.vec_env,
         "checkpoint_freq": args.checkpoint_freq,
+        "init_from": str(Path(args.init_from)) if args.init_from else None,
     }
     ev: dict = {}
     if args.eval_freq is not None:

@@ -130,6 +130,9 @@ class TrainConfig:
     checkpoint_freq: Steps = 50_000  # environment steps (summed over envs); 0 = off
     max_minutes: Annotated[float, Ge(0)] = 0.0  # stop training after this much wall time (0 = no limit)
     critic_warmup_steps: Steps = 0  # train only the value function for these first env steps
+    # start from this model's weights (.zip of the same algo and network, e.g. a run's
+    # warm_start.zip); replaces the behaviour-cloning warm start
+    init_from: str | None = None
     log_interval: Steps = 1  # rollouts between log dumps (on-policy algorithms)
     seed: Steps = 0
     torch_threads: Steps = 1

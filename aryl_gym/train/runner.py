@@ -281,7 +281,21 @@ def train(
     model.set_logger(configure(str(run_dir / "tb"), formats))
 
     demos = cfg.bc.demos
-    if demos is None and cfg.bc.policy and ckpt is None:
+    if cfg.init_from and ckpt is None:
+        src = Path(cfg.init_from)
+        if not src.is_file():
+            raise ConfigError(f"init_from {src}: file not found (a model .zip, e.g. RUN/warm_start.zip)")
+        try:
+            model.set_parameters(str(src), exact_match=True, device="cpu")
+        except (ValueError, RuntimeError, KeyError) as exc:
+            raise ConfigError(
+                f"init_from {src}: its weights do not fit this config's network ({exc}); "
+                "use a model trained with the same algo, policy and env_kwargs"
+            ) from exc
+        say(f"init: weights from {src}; behaviour cloning skipped")
+        model.save(run_dir / "warm_start.zip")
+        demos = None
+    elif demos is None and cfg.bc.policy and ckpt is None:
         from aryl_gym.train.bc import record_demos
 
         demos = str(run_dir / "demos.npz")
@@ -370,6 +384,13 @@ def train(
         "references": eval_cb.references if eval_cb is not None else {},
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    if eval_cb is not None and eval_cb.history:
+        try:
+            from aryl_gym.train.curve import plot_learning_curve
+
+            plot_learning_curve(run_dir)
+        except ImportError:
+            say("learning_curve.png skipped: matplotlib is not installed")
     venv.close()
     say(f"trained {steps:,} steps in {wall:.0f} s ({sps:,.0f} steps/s); run folder {run_dir}")
     return RunResult(run_dir, model_path, int(model.num_timesteps), wall, sps,

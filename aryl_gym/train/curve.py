@@ -1,0 +1,97 @@
+"""The learning curve of a run as a picture: ``learning_curve.png`` from its ``eval.csv``.
+
+    python -m aryl_gym.train.curve runs/RUN [--out curve.png] [--log]
+
+The agent's mean avg JCT on the evaluation seeds against environment steps, with one horizontal
+line per reference policy evaluated natively on the same seeds (the ``*_avg_jct`` columns:
+Aryl, SJF, Baseline, ...), and the step-0 point marked as the warm start when the run had one.
+The training runner draws it at the end of every run that evaluated (matplotlib, Agg backend;
+skipped with a note when matplotlib is missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+
+_LABELS = {"fifo": "Baseline (fifo)"}
+
+
+def read_curve(path: str | Path) -> tuple[list[float], list[float], dict[str, float]]:
+    """(steps, agent avg JCT, {reference: avg JCT}) from an ``eval.csv``."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "eval.csv"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no eval.csv (the run evaluated nothing: eval.freq 0?)")
+    steps: list[float] = []
+    jct: list[float] = []
+    refs: dict[str, float] = {}
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            try:
+                steps.append(float(row["timesteps"]))
+                jct.append(float(row["avg_jct"]))
+            except (KeyError, ValueError) as exc:
+                raise ValueError(f"{path}: a row without numeric timesteps/avg_jct: {row}") from exc
+            for k, v in row.items():
+                if k and k.endswith("_avg_jct") and v not in ("", None):
+                    refs[k[: -len("_avg_jct")]] = float(v)
+    if not steps:
+        raise ValueError(f"{path}: no evaluation rows yet")
+    return steps, jct, refs
+
+
+def plot_learning_curve(
+    run: str | Path, out: str | Path | None = None, log: bool = False, title: str | None = None
+) -> Path:
+    """Draw the curve of run folder (or ``eval.csv``) ``run``; returns the PNG's path
+    (default: ``learning_curve.png`` beside the ``eval.csv``)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    run = Path(run)
+    csv_path = run / "eval.csv" if run.is_dir() else run
+    steps, jct, refs = read_curve(csv_path)
+    warm = (csv_path.parent / "warm_start.zip").exists()
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot(steps, jct, "o-", color="black", lw=1.8, ms=3.5, label="agent", zorder=3)
+    if warm and steps[0] == 0:
+        ax.plot([0], [jct[0]], "s", color="tab:orange", ms=8, label="warm start (step 0)", zorder=4)
+    colors = iter(["tab:blue", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:gray"])
+    for name, v in sorted(refs.items(), key=lambda kv: kv[1]):
+        ax.axhline(v, ls="--", lw=1.2, color=next(colors, "gray"), label=_LABELS.get(name, name.replace("_", "-")))
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("mean avg JCT on the evaluation seeds (s)")
+    ax.set_title(title or csv_path.parent.name, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    dest = Path(out) if out is not None else csv_path.parent / "learning_curve.png"
+    fig.savefig(dest, dpi=120)
+    plt.close(fig)
+    return dest
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m aryl_gym.train.curve", description=__doc__.splitlines()[0])
+    p.add_argument("run", help="a run folder or its eval.csv")
+    p.add_argument("--out", default=None, help="PNG path (default: RUN/learning_curve.png)")
+    p.add_argument("--log", action="store_true", help="log scale for JCT (far-apart reference lines)")
+    p.add_argument("--title", default=None)
+    a = p.parse_args(argv)
+    try:
+        print(plot_learning_curve(a.run, a.out, a.log, a.title))
+    except (FileNotFoundError, ValueError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,46 @@
+"""The learning-curve picture of a run (aryl_gym.train.curve)."""
+
+from __future__ import annotations
+
+import pytest
+
+from aryl_gym.train.curve import main, plot_learning_curve, read_curve
+
+_CSV = """timesteps,avg_jct,p95_jct,aryl_avg_jct,jct_ratio_to_aryl,aryl_preempt_avg_jct,fifo_avg_jct,eval_wall
+0.0,5773.5,27784.7,6576.4,0.878,5670.4,30639.0,10.8
+50000.0,5800.0,27000.0,6576.4,0.882,5670.4,30639.0,
+100000.0,5700.0,26000.0,6576.4,0.867,5670.4,30639.0,9.0
+"""
+
+
+def test_read_curve_takes_steps_agent_and_reference_lines(tmp_path):
+    (tmp_path / "eval.csv").write_text(_CSV)
+    steps, jct, refs = read_curve(tmp_path)
+    assert steps == [0.0, 50000.0, 100000.0]
+    assert jct == [5773.5, 5800.0, 5700.0]
+    # the *_avg_jct columns are the references; the agent's own avg_jct is not one
+    assert refs == {"aryl": 6576.4, "aryl_preempt": 5670.4, "fifo": 30639.0}
+
+
+def test_plot_writes_a_png_beside_the_csv(tmp_path):
+    (tmp_path / "eval.csv").write_text(_CSV)
+    (tmp_path / "warm_start.zip").write_bytes(b"")
+    pytest.importorskip("matplotlib")
+    out = plot_learning_curve(tmp_path)
+    assert out == tmp_path / "learning_curve.png"
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    other = plot_learning_curve(tmp_path / "eval.csv", tmp_path / "c.png", log=True, title="t")
+    assert other.exists()
+
+
+def test_missing_or_empty_curve_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no eval.csv"):
+        read_curve(tmp_path)
+    (tmp_path / "eval.csv").write_text("timesteps,avg_jct\n")
+    with pytest.raises(ValueError, match="no evaluation rows"):
+        read_curve(tmp_path)
+    (tmp_path / "eval.csv").write_text("timesteps,avg_jct\nabc,1\n")
+    with pytest.raises(ValueError, match="numeric"):
+        read_curve(tmp_path)
+    with pytest.raises(SystemExit, match="error: .*numeric"):
+        main([str(tmp_path)])
