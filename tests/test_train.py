@@ -470,9 +470,9 @@ def test_unknown_demonstrator_is_a_config_error():
 
 def test_init_from_starts_from_the_given_weights(tmp_path):
     import torch
+    from sb3_contrib import MaskablePPO
 
     from aryl_gym.train.runner import train
-    from sb3_contrib import MaskablePPO
 
     base = {"total_timesteps": 1024, "eval": {"freq": 0}, "checkpoint_freq": 0}
     first = train(load_train_config("maskable_ppo_set", "tiny", base), out=tmp_path / "a", verbose=0)
