@@ -73,7 +73,7 @@ Variants (registry names):
   this way is at least twice as short as the one it displaced, so the two never swap back. It
   is a reference for what preemption is worth in a world (testbed at loads 0.9-1.3: about
   0.75-0.85x Aryl's average JCT; basic: 0.99x; docs/training.md) and the demonstrator of the
-  learned agent ``ppo-v1``.
+  set-policy config's warm start (configs/algos/maskable_ppo_set.yaml).
 
 World v1: an elastic job requests its base demand ``w_min`` and may grow to ``w_max = r x
 w_min`` (``docs/model.md``), so phase two can make a job run faster than Baseline runs it (in
@@ -96,6 +96,11 @@ from aryl_gym.sim.placement import fill, plan
 from aryl_gym.sim.view import INFER, TRAIN, ClusterView, Decision, PlacementOptions
 
 _GS = (1, 2, 4, 8)
+
+
+def _fits(free: np.ndarray, mask: np.ndarray, g: int, w: int) -> bool:
+    """Whether ``w`` workers of ``g`` GPUs fit on the ``mask`` servers' ``free`` GPUs."""
+    return int((free[mask] // g).sum()) >= w
 
 
 @dataclass
@@ -229,12 +234,7 @@ class ArylPolicy(BasePolicy):
             trial += np.asarray(view.srv_flex_gpus, dtype=np.int64)  # flexible demand is re-decided
         self._pre = self._preemptions(view, trial, cap, masks, infer_ok) if self.preempt else {}
         for r in self._pre:  # a preempted job's GPUs are free for phase one and two
-            base_srv, flex_srv = view.placement(r)
-            for s, w in base_srv.items():
-                trial[s] += w * int(self.g[r])
-            if not self.elastic_scaling:
-                for s, w in flex_srv.items():
-                    trial[s] += w * int(self.g[r])
+            self._free_gpus_of(view, r, trial, flex=not self.elastic_scaling)
         running = [j for j in view.running() if j not in self._pre]
         admitted: list[int] = []
         pool_of: dict[int, int] = {}
@@ -356,7 +356,7 @@ class ArylPolicy(BasePolicy):
         for j, tq in zip(q[order].tolist(), t_q[order].tolist()):
             g, b = int(self.g[j]), self._base(j)
             pools = self._pool_order(j, infer_ok)
-            fit = next((p for p in pools if int((free[masks[p]] // g).sum()) >= b), None)
+            fit = next((p for p in pools if _fits(free, masks[p], g, b)), None)
             if fit is not None:
                 fill(free, cap, masks[fit], g, b)
                 continue
@@ -369,12 +369,11 @@ class ArylPolicy(BasePolicy):
                 trial = free.copy()
                 chosen: list[int] = []
                 for r in victims:
-                    for s, w in view.placement(r)[0].items():
-                        trial[s] += w * int(self.g[r])
+                    self._free_gpus_of(view, r, trial, flex=False)  # flex GPUs count as free
                     chosen.append(r)
-                    if int((trial[masks[p]] // g).sum()) >= b:
+                    if _fits(trial, masks[p], g, b):
                         break
-                if chosen and int((trial[masks[p]] // g).sum()) >= b:
+                if chosen and _fits(trial, masks[p], g, b):
                     pre.update(dict.fromkeys(chosen, 0))
                     free = trial
                     fill(free, cap, masks[p], g, b)
@@ -383,6 +382,13 @@ class ArylPolicy(BasePolicy):
                 break
         self.stats.preempted += len(pre)
         return pre
+
+    def _free_gpus_of(self, view: ClusterView, r: int, free: np.ndarray, flex: bool) -> None:
+        """Add the GPUs of running job ``r``'s base workers (and flexible ones with ``flex``)
+        to ``free``, per server."""
+        base_srv, flex_srv = view.placement(r)
+        for s, w in (*base_srv.items(), *(flex_srv.items() if flex else ())):
+            free[s] += w * int(self.g[r])
 
     # ------------------------------------------------------------------------------------------
     def _knapsack(
