@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from annotated_types import Ge, Gt
+from annotated_types import Ge, Gt, Lt
 from pydantic import BeforeValidator
 
 from aryl_gym.config import ConfigError, configs_dir, load_yaml
@@ -100,6 +100,27 @@ class BCConfig:
 
 
 @dataclass(frozen=True)
+class TeacherConfig:
+    """A demonstrator in the loop during RL (:mod:`aryl_gym.train.teacher`, kickstarting): every
+    state the agent visits is labelled with ``policy``'s action there, and after each PPO update
+    the policy takes ``epochs`` passes of cross-entropy towards those labels, weighted ``coef``
+    (decaying linearly to 0 over ``decay_steps`` env steps; 0 = constant); a share
+    ``demo_share`` of each batch comes from the behaviour-cloning demonstrations. Needs
+    ``algo: maskable_ppo`` and ``action_mode: sequential``."""
+
+    policy: str | None = None  # a reference policy name; None = off
+    coef: Annotated[float, Ge(0)] = 1.0
+    epochs: PosSteps = 1
+    learning_rate: Annotated[float, Gt(0)] = 1.0e-4
+    batch_size: PosSteps = 512
+    decay_steps: Steps = 0
+    # share of each distillation batch drawn from demonstrations (DAgger's aggregate): the run's
+    # behaviour-cloning demos, or this .npz
+    demo_share: Annotated[float, Ge(0), Lt(1)] = 0.5
+    demos: str | None = None
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything a training run needs, resolved for one scenario."""
 
@@ -138,6 +159,7 @@ class TrainConfig:
     torch_threads: Steps = 1
     eval: EvalConfig = EvalConfig()
     bc: BCConfig = BCConfig()
+    teacher: TeacherConfig = TeacherConfig()
 
     @property
     def masked(self) -> bool:
@@ -252,7 +274,18 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
         raise ConfigError(
             f"{source}: n_envs ({cfg.n_envs}) must be a multiple of pair_group ({cfg.pair_group})"
         )
+    if cfg.teacher.policy:
+        if cfg.algo != "maskable_ppo":
+            raise ConfigError(f"{source}: teacher needs algo: maskable_ppo (this config has {cfg.algo!r})")
+        mode = cfg.env_kwargs.get("action_mode", "targets")
+        if mode != "sequential":
+            raise ConfigError(
+                f"{source}: teacher needs env_kwargs.action_mode: sequential (this config has {mode!r})"
+            )
+        if cfg.teacher.policy == "sjf-grant":
+            raise ConfigError(f"{source}: teacher.policy must be a reference policy name (e.g. aryl-preempt)")
     names = [("bc.policy", cfg.bc.policy), ("reward_reference", cfg.reward_reference)]
+    names += [("teacher.policy", cfg.teacher.policy)]
     names += [("eval.references", r) for r in cfg.eval.references]
     for key, name in names:
         if name and name not in ("sjf-grant", "random"):

@@ -12,7 +12,8 @@ without changing what is computed:
   observation buffer's ``action_mask`` (the env's own mask at that state). It also resets
   *paired groups* (:class:`PairedSeeds`): envs of one group play the same episode seeds, so a
   batch holds several rollouts of one arrival sequence (input-driven variance reduction,
-  :mod:`aryl_gym.train.paired`).
+  :mod:`aryl_gym.train.paired`). With ``teacher=`` it labels every state with a reference
+  policy's action there (``info["teacher_action"]``, :mod:`aryl_gym.train.teacher`).
 * :class:`FastMaskableMixin` / :class:`FastMaskablePolicy` -- ``forward`` computes the masked
   log-softmax once, samples with ``torch.multinomial`` (or the argmax when deterministic) and
   gathers the log-probability: the same distribution as sb3-contrib's (masked logits at -1e8,
@@ -84,9 +85,14 @@ class PairedSeeds:
 class ArylVecEnv(DummyVecEnv):
     """``DummyVecEnv`` with fewer copies, masks from the observation and paired-group resets."""
 
-    def __init__(self, env_fns: Sequence[Any], paired: PairedSeeds | None = None):
+    def __init__(self, env_fns: Sequence[Any], paired: PairedSeeds | None = None, teacher: str | None = None):
         super().__init__(list(env_fns))
         self.paired = paired
+        self.labelers: list[Any] | None = None
+        if teacher:  # info["teacher_action"]: the demonstrator's action at each step's state
+            from aryl_gym.train.teacher import TeacherLabeler
+
+            self.labelers = [TeacherLabeler(teacher, e) for e in self.envs]
         self._has_mask = isinstance(self.buf_obs, dict) and "action_mask" in self.buf_obs
 
     def _reset_one(self, env_idx: int, seed: int | None = None) -> Any:
@@ -102,10 +108,14 @@ class ArylVecEnv(DummyVecEnv):
         return obs
 
     def step_wait(self):
+        labelers = self.labelers
         for env_idx in range(self.num_envs):
+            label = labelers[env_idx].label() if labelers is not None else None
             obs, self.buf_rews[env_idx], terminated, truncated, info = self.envs[env_idx].step(
                 self.actions[env_idx]
             )
+            if label is not None:
+                info["teacher_action"] = label
             self.buf_dones[env_idx] = terminated or truncated
             info["TimeLimit.truncated"] = truncated and not terminated
             if self.buf_dones[env_idx]:

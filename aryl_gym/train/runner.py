@@ -5,8 +5,8 @@ The run folder ``{out}/{scenario}__{algo}__{seed}__{time}`` (CleanRL naming) hol
     config.yaml        the resolved TrainConfig (reloadable: config_from_run_dict)
     args.json          the command-line arguments, the commit, versions
     commit.txt         git commit of the code (``-dirty`` when the tree has changes)
-    tb/                TensorBoard events (SB3's rollout/, train/, time/; our cluster/, eval/)
-    progress.csv       SB3's scalars as CSV
+    tb/                TensorBoard events (SB3's rollout/, train/, time/; our cluster/, eval/,
+                       teacher/) and progress.csv (the same scalars as CSV)
     eval.csv           the evaluation curve (agent and references on the held-out seeds)
     checkpoints/       rl_model_{N}_steps.zip (+ vecnormalize pickles)
     model.zip          the final model; best_model.zip the best by eval avg JCT
@@ -63,12 +63,15 @@ def make_vec_env(cfg: TrainConfig, data_root: str | None = None, monitor_dir: st
 
     vec_cls: type = SubprocVecEnv if cfg.vec_env == "subproc" and cfg.n_envs > 1 else DummyVecEnv
     vec_kwargs: dict[str, Any] | None = None
-    if cfg.vec_env == "aryl" or cfg.pair_group > 1:
+    if cfg.vec_env == "aryl" or cfg.pair_group > 1 or cfg.teacher.policy:
         from aryl_gym.train.fast import ArylVecEnv, PairedSeeds
 
         vec_cls = ArylVecEnv
+        vec_kwargs = {}
         if cfg.pair_group > 1:
-            vec_kwargs = {"paired": PairedSeeds(cfg.n_envs, cfg.pair_group, cfg.seed, max(cfg.pair_repeats, 1))}
+            vec_kwargs["paired"] = PairedSeeds(cfg.n_envs, cfg.pair_group, cfg.seed, max(cfg.pair_repeats, 1))
+        if cfg.teacher.policy:
+            vec_kwargs["teacher"] = cfg.teacher.policy
     venv = sb3_make_vec_env(
         EnvFactory(cfg, data_root),
         n_envs=cfg.n_envs,
@@ -130,10 +133,30 @@ def resolve_policy(name: str) -> Any:
     return name
 
 
+def model_class(cfg: TrainConfig) -> Any:
+    """The algorithm class of ``cfg``: with a ``teacher`` it is
+    :class:`~aryl_gym.train.teacher.TeacherMaskablePPO` (MaskablePPO plus distillation)."""
+    if cfg.teacher.policy:
+        from aryl_gym.train.teacher import TeacherMaskablePPO
+
+        return TeacherMaskablePPO
+    return algo_class(cfg.algo)
+
+
+def teacher_kwargs(cfg: TrainConfig) -> dict[str, Any]:
+    t = cfg.teacher
+    return {"coef": t.coef, "epochs": t.epochs, "learning_rate": t.learning_rate,
+            "batch_size": t.batch_size, "decay_steps": t.decay_steps, "demo_share": t.demo_share,
+            "demos": t.demos}
+
+
 def build_model(cfg: TrainConfig, venv: Any, verbose: int = 0) -> Any:
     cls = algo_class(cfg.algo)
     check_hyperparams(cls, cfg.hyperparams, f"algo config ({cfg.algo})")
     hp = dict(cfg.hyperparams)
+    if cfg.teacher.policy:
+        cls = model_class(cfg)
+        hp["teacher_kwargs"] = teacher_kwargs(cfg)
     return cls(
         resolve_policy(cfg.policy),
         venv,
@@ -273,7 +296,9 @@ def train(
         if isinstance(venv, VecNormalize) and vn_path is not None:
             venv = VecNormalize.load(str(vn_path), venv.venv)
             venv.training = True
-        model = algo_class(cfg.algo).load(str(ckpt), env=venv, device="cpu")
+        model = model_class(cfg).load(str(ckpt), env=venv, device="cpu")
+        if cfg.teacher.policy:
+            model.teacher_kwargs = teacher_kwargs(cfg)
         say(f"resumed {ckpt} at {model.num_timesteps:,} steps")
     else:
         model = build_model(cfg, venv)
@@ -312,6 +337,15 @@ def train(
             model.logger.record(f"bc/{k}", v)
         model.logger.dump(0)
         model.save(run_dir / "warm_start.zip")  # the step-0 policy, for comparisons with the RL phase
+    if cfg.teacher.policy:
+        mix = cfg.teacher.demos or demos
+        if mix is None and (run_dir / "demos.npz").is_file():  # resumed: the run's own recording
+            mix = str(run_dir / "demos.npz")
+        if cfg.teacher.demos and not Path(cfg.teacher.demos).is_file():
+            raise ConfigError(f"teacher.demos {cfg.teacher.demos}: file not found (an `aryl-gym demos` .npz)")
+        model.teacher_kwargs["demos"] = mix
+        if mix is None and cfg.teacher.demo_share > 0:
+            say("teacher: no demonstrations to mix in (demo_share needs bc demos or teacher.demos)")
 
     callbacks: list[Any] = [ClusterMetricsCallback(), HParamsTextCallback(cfg.to_dict())]
     if cfg.max_minutes > 0:

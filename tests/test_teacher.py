@@ -1,0 +1,184 @@
+"""The demonstrator in the loop (aryl_gym.train.teacher): labels that replay the reference policy
+exactly, labels that stay valid after the agent deviates, labels aligned with the rollout buffer,
+distillation that moves the policy towards them, and the config rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sb3_contrib")
+
+from aryl_gym.agents import make_policy
+
+from aryl_gym.config import ConfigError
+from aryl_gym.envs.allocation import ArylEnv
+from aryl_gym.envs.predict import policy_env_kwargs
+from aryl_gym.scenario import make_episode
+from aryl_gym.train.config import load_train_config
+from aryl_gym.train.teacher import NO_LABEL, TeacherLabeler
+
+#: fields that measure wall time or name the policy; everything else must match exactly
+TIMING = {"wall_s", "decision_ms_mean", "decision_ms_max", "policy"}
+
+
+def _env(policy: str, scenario: str, window: int = 128, **kw) -> ArylEnv:
+    return ArylEnv(scenario=scenario, action_mode="sequential", window=window, allow_preempt=True,
+                   **policy_env_kwargs(policy), **kw)
+
+
+@pytest.mark.parametrize("policy,scenario,seed", [
+    ("fifo", "tiny", 0), ("aryl", "tiny", 1), ("aryl", "testbed", 0), ("aryl-preempt", "testbed", 3),
+])
+def test_following_the_labels_replays_the_native_episode(policy, scenario, seed):
+    env = _env(policy, scenario)
+    labeler = TeacherLabeler(policy, env)
+    env.set_reclaim(labeler.policy.reclaim)  # as the native run (the labeler leaves it alone)
+    env.reset(options={"episode_seed": seed})
+    while True:
+        _, _, te, tr, info = env.step(labeler.label())
+        if te or tr:
+            break
+    got = info["episode_result"].to_dict(series=True)
+    want = make_episode(scenario, seed).simulator().run(make_policy(policy)).to_dict(series=True)
+    diff = {k: (got[k], want[k]) for k in want if k not in TIMING and got[k] != want[k]}
+    assert not diff, diff
+    if policy == "aryl-preempt":
+        assert info["episode_result"].jobs_completed == info["episode_result"].jobs_total
+
+
+def test_labels_stay_allowed_after_the_agent_deviates():
+    # the agent deviates (a random allowed action 30% of the time): at every sub-step the label
+    # is still an allowed action of the env
+    env = _env("aryl-preempt", "testbed", window=32)
+    labeler = TeacherLabeler("aryl-preempt", env)
+    rng = np.random.default_rng(0)
+    env.reset(options={"episode_seed": 11})
+    checked = 0
+    for _ in range(600):
+        m = env.action_masks()
+        lab = labeler.label()
+        assert m[lab], "a label must be an allowed action"
+        a = int(rng.choice(np.flatnonzero(m))) if rng.random() < 0.3 else lab
+        _, _, te, tr, _ = env.step(a)
+        checked += 1
+        if te or tr:
+            env.reset(options={"episode_seed": 12})
+    assert checked == 600
+
+
+def test_labels_in_the_vec_env_belong_to_the_state_the_action_was_taken_in():
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from aryl_gym.train.fast import ArylVecEnv
+
+    venv = make_vec_env("aryl_gym/Aryl-v1", n_envs=2, seed=3, vec_env_cls=ArylVecEnv,
+                        vec_env_kwargs={"teacher": "aryl"},
+                        env_kwargs={"scenario": "tiny", "action_mode": "sequential", "window": 16})
+    obs = venv.reset()
+    twins = [TeacherLabeler("aryl", venv.envs[i]) for i in range(2)]
+    for _ in range(80):
+        want = [t.label() for t in twins]  # computed on the states the actions are taken in
+        masks = obs["action_mask"] > 0.5
+        acts = np.array([int(np.flatnonzero(m)[0]) for m in masks])  # not the teacher's
+        obs, _, _, infos = venv.step(acts)
+        assert [i["teacher_action"] for i in infos] == want
+
+
+def _teacher_cfg(**over):
+    base = {"total_timesteps": 1024, "eval": {"freq": 0}, "checkpoint_freq": 0,
+            "critic_warmup_steps": 0, "teacher": {"policy": "aryl", "coef": 1.0, "epochs": 4,
+                                                  "learning_rate": 3e-3}}
+    base.update(over)
+    return load_train_config("maskable_ppo_set", "tiny", base)
+
+
+def test_distillation_moves_the_policy_towards_the_labels(tmp_path):
+    import torch as th
+
+    from aryl_gym.train.runner import build_model, make_vec_env
+    from aryl_gym.train.teacher import TeacherMaskablePPO
+
+    cfg = _teacher_cfg(hyperparams={**dict(load_train_config("maskable_ppo_set", "tiny").hyperparams),
+                                    "learning_rate": 0.0})  # no RL step: only distillation moves it
+    venv = make_vec_env(cfg)
+    model = build_model(cfg, venv)
+    assert isinstance(model, TeacherMaskablePPO)
+    from stable_baselines3.common.logger import configure
+
+    model.set_logger(configure(str(tmp_path), []))
+    model._setup_learn(1024, None)
+    from stable_baselines3.common.callbacks import CallbackList
+
+    cb = CallbackList([])
+    cb.init_callback(model)
+    model.collect_rollouts(model.env, cb, model.rollout_buffer, model.n_steps)
+    buf = model.rollout_buffer
+    labels = model._teacher_labels
+    assert labels is not None and (labels != NO_LABEL).all()
+    # aligned: every label is allowed by the mask stored with its state
+    masks = buf.action_masks.reshape(labels.shape + (-1,)).astype(bool)
+    assert np.take_along_axis(masks, labels[..., None], axis=2).all()
+
+    obs = {k: v.reshape(-1, *v.shape[2:]).copy() for k, v in buf.observations.items()}
+
+    def nll() -> float:
+        ot = model.policy.obs_to_tensor(obs)[0]
+        with th.no_grad():
+            _, logp, _ = model.policy.evaluate_actions(
+                ot, th.as_tensor(labels.reshape(-1)), action_masks=masks.reshape(-1, masks.shape[-1]))
+        return float(-logp.mean())
+
+    before = nll()
+    model.train()  # PPO's update (learning rate 0) then the distillation passes
+    after = nll()
+    assert after < 0.8 * before, (before, after)
+
+
+def test_teacher_weight_decays_and_saved_models_are_plain_maskable_ppo(tmp_path):
+    from sb3_contrib import MaskablePPO
+
+    from aryl_gym.train.runner import train
+
+    seen: list[str] = []
+    res = train(_teacher_cfg(teacher={"policy": "aryl", "coef": 2.0, "decay_steps": 2048},
+                             bc={"policy": "aryl", "episodes": 1, "epochs": 1},
+                             total_timesteps=3072),
+                out=tmp_path / "runs", verbose=0, progress=seen.append)
+    model = MaskablePPO.load(res.model_path, device="cpu")
+    assert type(model) is MaskablePPO
+    from aryl_gym.train.teacher import TeacherMaskablePPO
+
+    t = TeacherMaskablePPO.load(res.model_path, device="cpu")
+    t.teacher_kwargs = {"coef": 2.0, "decay_steps": 2048}
+    t.num_timesteps = 0
+    assert t.teacher_coef() == 2.0
+    t.num_timesteps = 1024
+    assert t.teacher_coef() == 1.0
+    t.num_timesteps = 4096
+    assert t.teacher_coef() == 0.0
+    import csv
+
+    with open(res.run_dir / "tb" / "progress.csv") as f:
+        rows = list(csv.DictReader(f))
+    coefs = [float(r["teacher/coef"]) for r in rows if r.get("teacher/coef") not in (None, "")]
+    assert coefs and coefs == sorted(coefs, reverse=True) and coefs[0] < 2.0
+    assert any(r.get("teacher/nll") not in (None, "") for r in rows)
+    # half of every distillation batch came from the run's own BC demonstrations
+    assert (res.run_dir / "demos.npz").is_file()
+    assert any(float(r.get("teacher/demo_rows") or 0) == 256 for r in rows)
+    assert not any("no demonstrations" in m for m in seen)
+
+
+def test_teacher_config_rules():
+    with pytest.raises(ConfigError, match="teacher.policy: unknown policy 'nope'"):
+        load_train_config("maskable_ppo_set", "tiny", {"teacher": {"policy": "nope"}})
+    with pytest.raises(ConfigError, match="reference policy name"):
+        load_train_config("maskable_ppo_set", "tiny", {"teacher": {"policy": "sjf-grant"}})
+    with pytest.raises(ConfigError, match="action_mode: sequential"):
+        load_train_config("maskable_ppo_set", "tiny", {
+            "teacher": {"policy": "aryl"}, "env_kwargs": {"action_mode": "targets"}})
+    with pytest.raises(ConfigError, match="coef"):
+        load_train_config("maskable_ppo_set", "tiny", {"teacher": {"policy": "aryl", "coef": -1}})
+    with pytest.raises(ConfigError, match="algo: maskable_ppo"):
+        load_train_config("ppo", "tiny", {"teacher": {"policy": "aryl"}})
