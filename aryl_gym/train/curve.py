@@ -5,6 +5,8 @@
 The agent's mean avg JCT on the evaluation seeds against environment steps, with one horizontal
 line per reference policy evaluated natively on the same seeds (the ``*_avg_jct`` columns:
 Aryl, SJF, Baseline, ...), and the step-0 point marked as the warm start when the run had one.
+References more than twice the agent's worst value are named in the legend with their value
+instead of drawn (else the curve would be a flat line at the bottom); ``--log`` draws them all.
 The training runner draws it at the end of every run that evaluated (matplotlib, Agg backend;
 skipped with a note when matplotlib is missing).
 """
@@ -63,10 +65,24 @@ def plot_learning_curve(
     if warm and steps[0] == 0:
         ax.plot([0], [jct[0]], "s", color="tab:orange", ms=8, label="warm start (step 0)", zorder=4)
     colors = iter(["tab:blue", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:gray"])
+    # a reference far above the agent (Baseline's 5x) would flatten the curve: unless log scale,
+    # such lines are listed in the legend with their value and the axis zooms on the rest
+    ceiling = float("inf") if log else 2.0 * max(jct)
+    shown = [jct[0], *jct]
     for name, v in sorted(refs.items(), key=lambda kv: kv[1]):
-        ax.axhline(v, ls="--", lw=1.2, color=next(colors, "gray"), label=_LABELS.get(name, name.replace("_", "-")))
+        label = _LABELS.get(name, name.replace("_", "-"))
+        color = next(colors, "gray")
+        if v > ceiling:
+            ax.plot([], [], ls="--", lw=1.2, color=color, label=f"{label}: {v:,.0f} s (off the chart)")
+            continue
+        shown.append(v)
+        ax.axhline(v, ls="--", lw=1.2, color=color, label=label)
     if log:
         ax.set_yscale("log")
+    else:
+        lo, hi = min(shown), max(shown)
+        pad = 0.08 * (hi - lo) if hi > lo else 0.05 * hi
+        ax.set_ylim(lo - pad, hi + pad)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("mean avg JCT on the evaluation seeds (s)")
     ax.set_title(title or csv_path.parent.name, fontsize=9)
