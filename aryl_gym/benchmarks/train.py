@@ -13,13 +13,24 @@ process's CPU time (a busy machine inflates wall time, not CPU time). Variants:
 * ``fast-8``: the same with 8 envs (``n_steps`` 512 each, the same 4,096-step rollouts), so the
   policy's forward pass serves 8 envs at a time;
 * ``fast-8-bg``: ``fast-8`` with the evaluations in a worker process
-  (:mod:`aryl_gym.train.async_eval`; its CPU time is not in ``cpu_steps_per_s``).
+  (:mod:`aryl_gym.train.async_eval`; its CPU time is not in ``cpu_steps_per_s``);
+* ``v1``: the RL phase of the shipped ``ppo-v1`` recipe (``configs/algos/maskable_ppo_set.yaml``,
+  section ``testbed``: set policy, observation v1, window 32 with preemption, trace pairing with
+  the trace-mean baseline, worlds, 8 envs, background evaluation) without its teacher, from an
+  untrained policy, without the critic warm-up (the steady state of the RL phase);
+* ``v1-teacher``: ``v1`` with the ``aryl-preempt`` teacher in the loop as configured (labels on
+  every step, distillation after every update; no demonstrations mixed in, since the benchmark
+  records none, so a little cheaper than the real run).
+
+Every variant evaluates every ``EVAL_FREQ`` steps on ``EVAL_SEEDS`` against Aryl, so the figures
+are comparable; the ``v1`` variants evaluate on their config's evaluation scenario (load 1.1).
 
 Run: ``python -m aryl_gym.benchmarks.train`` or ``aryl-gym bench`` (section ``train``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -28,10 +39,23 @@ EVAL_FREQ = 20_000  # the testbed section's evaluation: every 20,000 steps on 5 
 EVAL_SEEDS = (1000, 1001, 1002, 1003, 1004)
 
 
+VARIANTS = ("sb3", "fast", "fast-8", "fast-8-bg", "v1", "v1-teacher")
+
+
 def _config(variant: str) -> Any:
     from aryl_gym.train.config import load_train_config
 
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown training benchmark variant {variant!r}; choose from {', '.join(VARIANTS)}")
     over: dict[str, Any] = {"total_timesteps": STEPS, "checkpoint_freq": 0}
+    if variant.startswith("v1"):
+        # the RL phase in steady state: no warm start to record, no critic warm-up (a one-off
+        # phase with the actor frozen)
+        cfg = load_train_config("maskable_ppo_set", "testbed", over).replace(critic_warmup_steps=0)
+        teacher = dataclasses.replace(cfg.teacher, demo_share=0.0)
+        if variant == "v1":
+            teacher = dataclasses.replace(teacher, policy=None)
+        return cfg.replace(teacher=teacher)
     cfg = load_train_config("maskable_ppo", "testbed", over)
     if variant == "sb3":
         return cfg
@@ -55,7 +79,7 @@ def train_steps_per_second(variant: str, steps: int = STEPS) -> dict[str, Any]:
     venv = make_vec_env(cfg)
     model = build_model(cfg, venv)
     cls = ArylEvalCallback
-    if variant.endswith("-bg"):
+    if variant.endswith("-bg") or variant.startswith("v1"):
         from aryl_gym.train.async_eval import AsyncArylEvalCallback
 
         cls = AsyncArylEvalCallback
@@ -78,14 +102,14 @@ def train_steps_per_second(variant: str, steps: int = STEPS) -> dict[str, Any]:
     }
 
 
-def bench_train(variants: tuple[str, ...] = ("sb3", "fast-8-bg")) -> list[dict[str, Any]]:
+def bench_train(variants: tuple[str, ...] = ("sb3", "fast-8-bg", "v1", "v1-teacher")) -> list[dict[str, Any]]:
     return [train_steps_per_second(v) for v in variants]
 
 
 if __name__ == "__main__":  # pragma: no cover
     import sys
 
-    rows = bench_train(tuple(sys.argv[1:]) or ("sb3", "fast-8-bg"))
+    rows = bench_train(tuple(sys.argv[1:]) or ("sb3", "fast-8-bg", "v1", "v1-teacher"))
     keys = list(rows[0])
     print("| " + " | ".join(keys) + " |")
     print("|" + "---|" * len(keys))
