@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 
 import numpy as np
 
@@ -49,7 +51,10 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
         labels.append(label)
         agent = load_agent(path)
         envs = [agent.make_env(scenario=cfg) for _ in seeds]  # type: ignore[arg-type]
+        t0 = time.perf_counter()
         out = run_agent_batch(agent, envs, seeds, deterministic=True)
+        print(f"load {load}: {label} played {len(seeds)} seeds in {time.perf_counter() - t0:.0f} s",
+              file=sys.stderr, flush=True)
         jct[label] = np.array([r.avg_jct for r, _, _ in out])
         unfinished[label] = float(np.mean([r.jobs_unfinished for r, _, _ in out]))
     for name in against:
@@ -78,19 +83,35 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
             "jobs_unfinished": unfinished, "vs": rows}
 
 
+def loads_arg(text: str) -> list[float]:
+    """``0.9,1.3`` -> [0.9, 1.3]; an argparse error names a bad entry."""
+    try:
+        loads = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--loads {text!r}: comma-separated positive numbers, e.g. 0.9,1.3") from None
+    if not loads or any(not (x > 0) for x in loads):
+        raise argparse.ArgumentTypeError(f"--loads {text!r}: comma-separated positive numbers, e.g. 0.9,1.3")
+    return loads
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--agent", action="append", required=True,
                    help="a shipped name or model path, optionally LABEL=PATH; repeat for several")
     p.add_argument("--scenario", default="testbed")
-    p.add_argument("--loads", default="0.9,1.3")
+    p.add_argument("--loads", type=loads_arg, default=[0.9, 1.3])
     p.add_argument("--seeds", type=seeds_arg, default=list(range(2000, 2012)))
     p.add_argument("--against", default="aryl,sjf,random,fifo")
     p.add_argument("--json", default=None)
     a = p.parse_args()
     against = [x.strip() for x in a.against.split(",") if x.strip()]
-    results = [evaluate(list(a.agent), a.scenario, float(x), list(a.seeds), against) for x in a.loads.split(",")]
-    for r in results:
+    results = []
+    for load in a.loads:
+        r = evaluate(list(a.agent), a.scenario, load, list(a.seeds), against)
+        results.append(r)
+        if a.json:  # after every load, so a killed run keeps what it finished
+            with open(a.json, "w") as fh:
+                json.dump(results, fh, indent=2)
         print(f"\n### load {r['load']} ({len(r['seeds'])} seeds {r['seeds'][0]}-{r['seeds'][-1]})\n")
         print("| policy | mean avg JCT (s) | jobs unfinished |")
         print("|---|---|---|")
@@ -101,10 +122,7 @@ def main() -> None:
         for label, vs in r["vs"].items():
             for name, v in vs.items():
                 print(f"| {label} | {name} | {v['ratio_of_means']:.3f} | [{v['boot_lo']:.3f}, {v['boot_hi']:.3f}] | "
-                      f"{v['geo_mean']:.3f} [{v['t_lo']:.3f}, {v['t_hi']:.3f}] |")
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(results, fh, indent=2)
+                      f"{v['geo_mean']:.3f} [{v['t_lo']:.3f}, {v['t_hi']:.3f}] |", flush=True)
 
 
 if __name__ == "__main__":
