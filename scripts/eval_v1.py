@@ -84,12 +84,12 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
 
 
 def loads_arg(text: str) -> list[float]:
-    """``0.9,1.3`` -> [0.9, 1.3]; an argparse error names a bad entry."""
+    """``0.9,1.3`` -> [0.9, 1.3]; anything else is an argparse error saying what is expected."""
     try:
         loads = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--loads {text!r}: comma-separated positive numbers, e.g. 0.9,1.3") from None
-    if not loads or any(not (x > 0) for x in loads):
+        loads = []
+    if not loads or not all(x > 0 for x in loads):
         raise argparse.ArgumentTypeError(f"--loads {text!r}: comma-separated positive numbers, e.g. 0.9,1.3")
     return loads
 

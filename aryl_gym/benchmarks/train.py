@@ -40,6 +40,7 @@ EVAL_SEEDS = (1000, 1001, 1002, 1003, 1004)
 
 
 VARIANTS = ("sb3", "fast", "fast-8", "fast-8-bg", "v1", "v1-teacher")
+DEFAULT_VARIANTS = ("sb3", "fast-8-bg", "v1", "v1-teacher")  # what ``aryl-gym bench`` runs
 
 
 def _config(variant: str) -> Any:
@@ -108,14 +109,14 @@ def train_steps_per_second(variant: str, steps: int = STEPS) -> dict[str, Any]:
     }
 
 
-def bench_train(variants: tuple[str, ...] = ("sb3", "fast-8-bg", "v1", "v1-teacher")) -> list[dict[str, Any]]:
+def bench_train(variants: tuple[str, ...] = DEFAULT_VARIANTS) -> list[dict[str, Any]]:
     return [train_steps_per_second(v) for v in variants]
 
 
 if __name__ == "__main__":  # pragma: no cover
     import sys
 
-    rows = bench_train(tuple(sys.argv[1:]) or ("sb3", "fast-8-bg", "v1", "v1-teacher"))
+    rows = bench_train(tuple(sys.argv[1:]) or DEFAULT_VARIANTS)
     keys = list(rows[0])
     print("| " + " | ".join(keys) + " |")
     print("|" + "---|" * len(keys))
