@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         mods.append(importlib.import_module(f"aryl_gym.commands.{info.name}"))
     for mod in sorted(mods, key=lambda m: m.NAME):
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        # argparse %-formats help strings (not descriptions): a literal % must be doubled
+        p = sub.add_parser(mod.NAME, help=mod.HELP.replace("%", "%%"), description=mod.HELP)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser

@@ -510,3 +510,18 @@ def test_utilization_series_is_checked(util: Any) -> None:
     empty series in ZeroDivisionError at the first round."""
     with pytest.raises(ValueError, match="utilization"):
         Simulator(small_config(), [job(0, w=1, ta=True)], util)
+
+
+def test_help_of_every_command_prints(capsys):
+    """``aryl-gym --help`` and each ``aryl-gym COMMAND --help`` print and exit 0 (argparse
+    %-formats help strings, so a literal % in a command's HELP must not break them)."""
+    from aryl_gym.cli import build_parser
+
+    parser = build_parser()
+    names = [a for a in parser._subparsers._group_actions[0].choices]  # type: ignore[union-attr]
+    assert "reproduce" in names and "train" in names
+    for argv in [["--help"], *[[n, "--help"] for n in names]]:
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 0, argv
+        assert "usage: aryl-gym" in capsys.readouterr().out

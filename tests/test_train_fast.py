@@ -3,6 +3,8 @@ policy, the vector env's masks, and paired groups that really share traces."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -112,31 +114,49 @@ def test_paired_groups_share_traces():
         PairedSeeds(3, 2)
 
 
-@pytest.mark.parametrize("load", [0.4, 1.4])
-def test_sequential_mask_quick_reject_equals_dry_runs(load):
-    """Skipping the dry runs of grants that need more GPUs than are free gives exactly the masks
-    that dry-running every candidate gives (testbed, random masked actions, two loads)."""
+@pytest.mark.parametrize(
+    "load,kwargs,placement",
+    [
+        (0.4, {}, None),
+        (1.4, {}, None),
+        (1.1, {"allow_preempt": True, "window": 32}, None),
+        (1.4, {"allow_preempt": True}, {"group_flexible": False}),
+        (1.4, {"allow_preempt": True}, {"hetero": True}),
+    ],
+)
+def test_sequential_mask_shortcuts_equal_dry_runs(load, kwargs, placement):
+    """The mask's shortcuts (skipping grants that need more GPUs than are free; answering
+    candidates from one dry run of the tentative decision) give exactly the masks that
+    dry-running every candidate gives (testbed, random masked actions, loads, preemption,
+    placement options)."""
     from aryl_gym.config import load_scenario
+    from aryl_gym.envs.allocation import ARYL_PLACEMENT
 
     cfg = load_scenario("testbed").replace(workload={"load": load})
-    env = gym.make("aryl_gym/Aryl-v1", scenario=cfg, action_mode="sequential").unwrapped
+    if placement:
+        kwargs = {**kwargs, "placement": dataclasses.replace(ARYL_PLACEMENT, **placement)}
+    env = gym.make("aryl_gym/Aryl-v1", scenario=cfg, action_mode="sequential", **kwargs).unwrapped
     codec = env.codec
     rng = np.random.default_rng(3)
     env.reset(seed=0, options={"episode_seed": 21})
-    compared = 0
+    refused = shortcut_releases = 0
     for _ in range(2500):
         codec._mask = None
-        codec.quick_reject = True
+        codec.quick_reject = codec.incremental = True
         fast = codec.mask(env).copy()
         codec._mask = None
-        codec.quick_reject = False
+        codec.quick_reject = codec.incremental = False
         slow = codec.mask(env).copy()
         np.testing.assert_array_equal(fast, slow)
-        compared += int(slow[: env.k].sum() < len(env.window))
-        _, _, te, tr, _ = env.step(int(rng.choice(np.flatnonzero(slow))))
+        refused += int(slow[: env.k].sum() < len(env.window))
+        shortcut_releases += int(slow[env.k : -1].any())
+        # mostly sub-steps (rounds of several grants and releases), sometimes a commit
+        allowed = np.flatnonzero(slow[:-1])
+        a = int(rng.choice(allowed)) if len(allowed) and rng.random() < 0.8 else codec.commit
+        _, _, te, tr, _ = env.step(a)
         if te or tr:
             break
-    assert compared > 0  # some grants were refused
+    assert refused > 0 and shortcut_releases > 0  # both kinds of candidates were compared
 
 
 def test_paired_seed_schedule_with_repeats():

@@ -46,8 +46,17 @@ from gymnasium import spaces
 
 from aryl_gym.sim.engine import Simulator
 from aryl_gym.sim.jobs import JobState
-from aryl_gym.sim.placement import plan
-from aryl_gym.sim.view import INFER, TRAIN, Decision, PlacementOptions
+from aryl_gym.sim.placement import (
+    Scratch,
+    grow_job,
+    grows_fully,
+    growth_order,
+    plan,
+    pool_order,
+    release_job,
+)
+from aryl_gym.sim.state import PlacementState
+from aryl_gym.sim.view import INFER, TRAIN, Decision, PlacementOptions, PlacementReport
 
 
 class ArylEnv(Protocol):
@@ -102,6 +111,9 @@ def discrete_action(action: object, n: int) -> int:
         return -1
     x = int(x)
     return x if 0 <= x < n else -1
+
+
+_QUEUED = int(JobState.QUEUED)
 _RUNNING = int(JobState.RUNNING)
 
 
@@ -256,6 +268,80 @@ class TargetsCodec(ActionCodec):
         return Decision(targets=targets, order=order), invalid
 
 
+class _Incremental:
+    """Exact answers to :meth:`SequentialCodec.mask`'s candidates without a dry run of the whole
+    tentative decision ``D`` plus each candidate.
+
+    The engine applies a decision as all releases (:func:`~aryl_gym.sim.placement.release_job`,
+    each touching only its own job's workers, so their order does not matter), then each growing
+    job in best-fit-decreasing order (:func:`~aryl_gym.sim.placement.growth_order`,
+    :func:`~aryl_gym.sim.placement.grow_job`), each growth reading only the free space of the
+    pools it tries. ``D`` is placed in full (every action that built it was checked), so:
+
+    * a grant to a job ``D`` does not change, sorted after every job ``D`` grows: ``D``, then
+      that one growth on the state ``D`` leaves (:func:`~aryl_gym.sim.placement.grows_fully`);
+    * a release of a job with workers in no pool that ``D``'s growth reads: ``D``'s growth
+      happens as before (when ``D`` grows nothing, always), so the decision is placed in full;
+    * any other release: ``D``'s releases (one dry run, shared), this one, then ``D``'s growth.
+
+    Other grants (``None``) take the full dry run. ``SequentialCodec.incremental = False``
+    dry-runs every candidate; tests check both give the same masks.
+    """
+
+    def __init__(self, codec: SequentialCodec, env: ArylEnv):
+        sim = self.sim = _sim(env)
+        opts = self.opts = env.placement
+        base = codec._decision(env)
+        self.targets = base.targets
+        self.prio = {j: p for p, j in enumerate(base.order or ())}
+        self.grow = growth_order(sim, base.targets, self.prio)
+        g = self.g = sim.g_list
+        self.last = max((-g[j], self.prio[j], j) for j in self.grow) if self.grow else None
+        self.ok = True
+        self.after: PlacementState = sim
+        if base.targets:
+            dry = plan(sim, base, opts)
+            self.ok, self.after = dry.fully_placed, dry.after
+        self.read: set[int] = set()  # pools whose free space D's growth reads
+        for j in self.grow:
+            if sim.state.item(j) == _RUNNING:
+                tried = [sim.pool.item(j)]
+            else:  # a queued job tries pools in order until one places it (D is placed in full)
+                tried = pool_order(sim, j, None, opts)
+                got = self.after.pool.item(j)
+                tried = tried[: tried.index(got) + 1] if got in tried else [TRAIN, INFER]
+            self.read.update(tried)
+            if opts.hetero and sim.hetero_list[j]:
+                self.read.add(INFER)  # flexible workers may spill onto loaned servers
+        self._released: PlacementState | None = None  # D's releases applied, made when needed
+
+    def _pools(self, j: int) -> set[int]:
+        if self.opts.hetero and self.sim.hetero_list[j]:
+            return {TRAIN, INFER}
+        return {self.sim.pool.item(j)}
+
+    def release(self, j: int, c: int) -> bool | None:
+        if not self.ok:
+            return None
+        if not self.read & self._pools(j):
+            return True
+        if self._released is None:
+            rel = {i: t for i, t in self.targets.items() if i not in self.grow}
+            self._released = plan(self.sim, Decision(targets=rel), self.opts).after
+        sc = Scratch(self._released, self.opts)
+        rep = PlacementReport()
+        release_job(sc, j, c, rep)
+        t = self.targets
+        return all(grow_job(sc, i, t[i], self.opts, None, False, False, rep) for i in self.grow)
+
+    def grant(self, j: int, unchanged: bool, c: int) -> bool | None:
+        if not unchanged:
+            return None
+        if self.last is not None and (-self.g[j], self.prio.get(j, len(self.prio)), j) < self.last:
+            return None
+        return self.ok and grows_fully(self.after, j, c, self.opts)
+
+
 class SequentialCodec(ActionCodec):
     mode = "sequential"
 
@@ -272,6 +358,7 @@ class SequentialCodec(ActionCodec):
         self._mask: np.ndarray | None = None
         self._cand = np.full(self.n, -1, dtype=np.int64)  # candidate target per action
         self.quick_reject = True  # skip dry runs of grants that exceed the free GPUs
+        self.incremental = True  # answer candidates from one dry run of the tentative decision
 
     def begin_round(self, env: ArylEnv) -> None:
         w = env.window
@@ -307,35 +394,41 @@ class SequentialCodec(ActionCodec):
         # be placed, so its dry run is skipped (same mask, fewer dry runs; quick_reject=False
         # checks every candidate by dry run)
         free_left = self._free_after(env) if self.quick_reject else float("inf")
+        inc = _Incremental(self, env) if self.incremental and len(w) else None
+        state, workers, elastic = sim.state, sim.workers, sim.elastic
         for i in range(len(w)):
             j = int(w[i])
             t = int(self.tent[i])
-            cur = int(sim.workers[j])
-            st = sim.state[j]
+            cur = int(workers[j])
+            st = state[j]
             # grant
             if t >= cur:
                 c = -1
-                if st == JobState.QUEUED and t == 0:
+                if st == _QUEUED and t == 0:
                     c = int(sim.w_min[j])
-                elif t > 0 and sim.elastic[j] and t < int(sim.w_max[j]):
+                elif t > 0 and elastic[j] and t < int(sim.w_max[j]):
                     c = t + 1
-                if (
-                    c > 0
-                    and (c - t) * int(sim.g[j]) <= free_left
-                    and plan(sim, self._decision(env, i, c), env.placement).fully_placed
-                ):
-                    m[i] = True
-                    cand[i] = c
+                if c > 0 and (c - t) * int(sim.g[j]) <= free_left:
+                    ok = inc.grant(j, t == cur, c) if inc is not None else None
+                    if ok is None:
+                        ok = plan(sim, self._decision(env, i, c), env.placement).fully_placed
+                    if ok:
+                        m[i] = True
+                        cand[i] = c
             # release
-            if self.release and st == JobState.RUNNING and 0 < t <= cur:
+            if self.release and st == _RUNNING and 0 < t <= cur:
                 c = -1
-                if sim.elastic[j] and t > int(sim.w_min[j]):
+                if elastic[j] and t > int(sim.w_min[j]):
                     c = t - 1
                 elif self.allow_preempt:
                     c = 0
-                if c >= 0 and plan(sim, self._decision(env, i, c), env.placement).fully_placed:
-                    m[k + i] = True
-                    cand[k + i] = c
+                if c >= 0:
+                    ok = inc.release(j, c) if inc is not None else None
+                    if ok is None:
+                        ok = plan(sim, self._decision(env, i, c), env.placement).fully_placed
+                    if ok:
+                        m[k + i] = True
+                        cand[k + i] = c
         m[self.commit] = True
         self._mask = m
         return m

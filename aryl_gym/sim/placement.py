@@ -631,69 +631,114 @@ def apply_decision(
             rep.invalid[jj if jj >= 0 else -1 - len(rep.invalid)] = why
         if jj >= 0:
             targets[jj] = ti
-    state, workers = st.state, st.workers
     # 1. releases
     for j in sorted(targets):
-        t = targets[j]
-        if state.item(j) != _RUNNING:
-            continue
-        cur = workers.item(j)
-        if t == 0:
-            st.preempt(j)
-            rep.preempted.append(j)
-        elif t < cur:
-            _scale_in(st, j, cur - t)
-            st.charge_scale(j, out=False)
-            rep.scaled_in.append(j)
+        release_job(st, j, targets[j], rep)
     # 2. growth, best-fit decreasing
-    grow = []
-    for j, t in targets.items():
-        s = state.item(j)
-        if (s == _RUNNING and t > workers.item(j)) or (s == _QUEUED and t > 0):
-            grow.append(j)
     if decision.pools:
         for j, p in decision.pools.items():
             if p != TRAIN and p != INFER:
                 rep.invalid[-1 - len(rep.invalid)] = (
                     f"pool {p!r} for job {j!r} is not TRAIN ({TRAIN}) or INFER ({INFER}); ignored"
                 )
-    far = len(prio)
-    g_list = st.g_list
-    grow.sort(key=lambda j: (-g_list[j], prio.get(j, far), j))
-    for j in grow:
-        t = targets[j]
-        wmin = st.w_min_list[j]
-        if state.item(j) == _RUNNING:
-            cur = workers.item(j)
-            plan = _plan(st, j, st.pool.item(j), 0, t - cur, opts)
-            if whole and sum(k for _, k, _ in plan) < t - cur:
-                plan = []
-            got = _commit(st, j, plan)
-            if got:
-                st.charge_scale(j, out=True)
-                rep.scaled_out.append(j)
-            if cur + got < t:
-                rep.unplaced[j] = (t, cur + got)
-            continue
-        best: list[tuple[int, int, bool]] = []
-        best_n = 0
-        best_pool = -1
-        for p in pool_order(st, j, decision.pools.get(j), opts, fixed_pools):
-            plan = _plan(st, j, p, wmin, t - wmin, opts)
-            n = sum(k for _, k, _ in plan)
-            if n > best_n:
-                best, best_n, best_pool = plan, n, p
-            if n == t:
-                break
-        if best_n >= wmin and not (whole and best_n < t):
-            _commit(st, j, best)
-            st.mark_started(j, best_pool)
-            rep.started.append(j)
-        elif whole:
-            best_n = 0
-        if best_n < t:
-            rep.unplaced[j] = (t, best_n if best_n >= wmin else 0)
+    for j in growth_order(st, targets, prio):
+        grow_job(st, j, targets[j], opts, decision.pools.get(j), fixed_pools, whole, rep)
     return rep
+
+
+def release_job(st: PlacementState, j: int, t: int, rep: PlacementReport) -> None:
+    """The release step of :func:`apply_decision` for one job with a valid target ``t``: a
+    running job is preempted (``t`` 0) or scaled in (``t`` below its workers); else nothing.
+    Releases touch only their own job's workers, so their order does not matter."""
+    if st.state.item(j) != _RUNNING:
+        return
+    cur = st.workers.item(j)
+    if t == 0:
+        st.preempt(j)
+        rep.preempted.append(j)
+    elif t < cur:
+        _scale_in(st, j, cur - t)
+        st.charge_scale(j, out=False)
+        rep.scaled_in.append(j)
+
+
+def growth_order(st: PlacementState, targets: Mapping[int, int], prio: Mapping[int, int]) -> list[int]:
+    """The jobs of (valid) ``targets`` that grow on ``st``, in the order :func:`apply_decision`
+    places them: best-fit decreasing by GPUs per worker, then the decision's priority ``prio``
+    (job -> rank; unranked jobs after the ranked ones), then id."""
+    state, workers, g_list = st.state, st.workers, st.g_list
+    grow = []
+    for j, t in targets.items():
+        s = state.item(j)
+        if (s == _RUNNING and t > workers.item(j)) or (s == _QUEUED and t > 0):
+            grow.append(j)
+    far = len(prio)
+    grow.sort(key=lambda j: (-g_list[j], prio.get(j, far), j))
+    return grow
+
+
+def grow_job(
+    st: PlacementState,
+    j: int,
+    t: int,
+    opts: PlacementOptions,
+    pref: int | None,
+    fixed_pools: bool,
+    whole: bool,
+    rep: PlacementReport,
+) -> bool:
+    """The growth step of :func:`apply_decision` for one job: place queued or running job ``j``
+    up to its (valid) target ``t`` on ``st``; a shortfall goes into ``rep.unplaced``. Returns
+    whether ``t`` was reached. :func:`apply_decision` calls it for each growing job in its order;
+    the env's exact masks call it for a grant that the engine would place last."""
+    wmin = st.w_min_list[j]
+    state, workers = st.state, st.workers
+    if state.item(j) == _RUNNING:
+        cur = workers.item(j)
+        plan = _plan(st, j, st.pool.item(j), 0, t - cur, opts)
+        if whole and sum(k for _, k, _ in plan) < t - cur:
+            plan = []
+        got = _commit(st, j, plan)
+        if got:
+            st.charge_scale(j, out=True)
+            rep.scaled_out.append(j)
+        if cur + got < t:
+            rep.unplaced[j] = (t, cur + got)
+            return False
+        return True
+    best: list[tuple[int, int, bool]] = []
+    best_n = 0
+    best_pool = -1
+    for p in pool_order(st, j, pref, opts, fixed_pools):
+        plan = _plan(st, j, p, wmin, t - wmin, opts)
+        n = sum(k for _, k, _ in plan)
+        if n > best_n:
+            best, best_n, best_pool = plan, n, p
+        if n == t:
+            break
+    if best_n >= wmin and not (whole and best_n < t):
+        _commit(st, j, best)
+        st.mark_started(j, best_pool)
+        rep.started.append(j)
+    elif whole:
+        best_n = 0
+    if best_n < t:
+        rep.unplaced[j] = (t, best_n if best_n >= wmin else 0)
+        return False
+    return True
+
+
+def grows_fully(st: PlacementState, j: int, t: int, opts: PlacementOptions) -> bool:
+    """What :func:`grow_job` (no preferred pool, not ``fixed_pools``, not ``whole``) returns for
+    queued or running job ``j`` and valid target ``t``, without changing ``st``."""
+    if st.state.item(j) == _RUNNING:
+        need = t - st.workers.item(j)
+        return sum(k for _, k, _ in _plan(st, j, st.pool.item(j), 0, need, opts)) == need
+    wmin = st.w_min_list[j]
+    return any(
+        sum(k for _, k, _ in _plan(st, j, p, wmin, t - wmin, opts)) == t
+        for p in pool_order(st, j, None, opts)
+    )
 
 
 # ----------------------------------------------------------------------------------------------
