@@ -164,6 +164,8 @@ def test_teacher_weight_decays_and_saved_models_are_plain_maskable_ppo(tmp_path)
     coefs = [float(r["teacher/coef"]) for r in rows if r.get("teacher/coef") not in (None, "")]
     assert coefs and coefs == sorted(coefs, reverse=True) and coefs[0] < 2.0
     assert any(r.get("teacher/nll") not in (None, "") for r in rows)
+    # once the weight reached 0 for good, the env stopped labelling (each label costs a decision)
+    assert coefs[-1] == 0.0 and any(r.get("teacher/labelling") not in (None, "") for r in rows)
     # half of every distillation batch came from the run's own BC demonstrations
     assert (res.run_dir / "demos.npz").is_file()
     assert any(float(r.get("teacher/demo_rows") or 0) == 256 for r in rows)

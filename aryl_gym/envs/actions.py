@@ -282,7 +282,7 @@ class _Incremental:
       that one growth on the state ``D`` leaves (:func:`~aryl_gym.sim.placement.grows_fully`);
     * a release of a job with workers in no pool that ``D``'s growth reads: ``D``'s growth
       happens as before (when ``D`` grows nothing, always), so the decision is placed in full;
-    * any other release: ``D``'s releases (one dry run, shared), this one, then ``D``'s growth.
+    * any other release: ``D``'s releases, this one, then ``D``'s growth (on a copy).
 
     Other grants (``None``) take the full dry run. ``SequentialCodec.incremental = False``
     dry-runs every candidate; tests check both give the same masks.
@@ -297,11 +297,15 @@ class _Incremental:
         self.grow = growth_order(sim, base.targets, self.prio)
         g = self.g = sim.g_list
         self.last = max((-g[j], self.prio[j], j) for j in self.grow) if self.grow else None
-        self.ok = True
-        self.after: PlacementState = sim
-        if base.targets:
-            dry = plan(sim, base, opts)
-            self.ok, self.after = dry.fully_placed, dry.after
+        # D's releases (one dry run), then D's growth replayed on a copy
+        rel = {j: t for j, t in base.targets.items() if j not in self.grow}
+        dry = plan(sim, Decision(targets=rel), opts) if rel else None
+        self.ok = dry is None or dry.fully_placed
+        self._released: PlacementState = dry.after if dry is not None else sim
+        self.after: PlacementState = self._released
+        if self.grow:
+            self.after = Scratch(self._released, opts)
+            self.ok = self.ok and self._replay_growth(self.after)
         self.read: set[int] = set()  # pools whose free space D's growth reads
         for j in self.grow:
             if sim.state.item(j) == _RUNNING:
@@ -313,7 +317,6 @@ class _Incremental:
             self.read.update(tried)
             if opts.hetero and sim.hetero_list[j]:
                 self.read.add(INFER)  # flexible workers may spill onto loaned servers
-        self._released: PlacementState | None = None  # D's releases applied, made when needed
 
     def _pools(self, j: int) -> set[int]:
         if self.opts.hetero and self.sim.hetero_list[j]:
@@ -325,14 +328,14 @@ class _Incremental:
             return None
         if not self.read & self._pools(j):
             return True
-        if self._released is None:
-            rel = {i: t for i, t in self.targets.items() if i not in self.grow}
-            self._released = plan(self.sim, Decision(targets=rel), self.opts).after
         sc = Scratch(self._released, self.opts)
-        rep = PlacementReport()
-        release_job(sc, j, c, rep)
-        t = self.targets
-        return all(grow_job(sc, i, t[i], self.opts, None, False, False, rep) for i in self.grow)
+        release_job(sc, j, c, PlacementReport())
+        return self._replay_growth(sc)
+
+    def _replay_growth(self, st: PlacementState) -> bool:
+        """``D``'s growth on ``st`` (changed) as the engine does it; whether all of it is placed."""
+        t, rep = self.targets, PlacementReport()
+        return all(grow_job(st, j, t[j], self.opts, None, False, False, rep) for j in self.grow)
 
     def grant(self, j: int, unchanged: bool, c: int) -> bool | None:
         if not unchanged:

@@ -144,6 +144,8 @@ class TeacherMaskablePPO(MaskablePPO):
         coef = self.teacher_coef()
         self.logger.record("teacher/coef", coef)
         labels = self._teacher_labels
+        if coef <= 0 and int(self.teacher_kwargs.get("decay_steps", 0)) > 0:
+            self._stop_labelling()  # the weight stays 0 from here on: labels would go unused
         if coef <= 0 or labels is None:
             return
         buf = self.rollout_buffer
@@ -178,6 +180,15 @@ class TeacherMaskablePPO(MaskablePPO):
         finally:
             for p in frozen:
                 p.requires_grad_(False)
+
+    def _stop_labelling(self) -> None:
+        """Switch off the vector env's labellers (each label costs a reference decision)."""
+        venv = self.env
+        while venv is not None and not hasattr(venv, "labelers"):
+            venv = getattr(venv, "venv", None)  # through VecEnv wrappers
+        if venv is not None and venv.labelers is not None:
+            venv.labelers = None
+            self.logger.record("teacher/labelling", 0)
 
     def _demos(self) -> tuple[Any, np.ndarray, np.ndarray] | None:
         """The demonstrations mixed into distillation batches (``demos`` path, loaded once)."""
