@@ -282,9 +282,10 @@ class _Incremental:
       that one growth on the state ``D`` leaves (:func:`~aryl_gym.sim.placement.grows_fully`);
     * a release of a job with workers in no pool that ``D``'s growth reads: ``D``'s growth
       happens as before (when ``D`` grows nothing, always), so the decision is placed in full;
-    * any other release: ``D``'s releases, this one, then ``D``'s growth (on a copy).
+    * a release of another job ``D`` does not change: ``D``'s releases, this one, then ``D``'s
+      growth (on a copy).
 
-    Other grants (``None``) take the full dry run. ``SequentialCodec.incremental = False``
+    Other candidates (``None``) take the full dry run. ``SequentialCodec.incremental = False``
     dry-runs every candidate; tests check both give the same masks.
     """
 
@@ -328,6 +329,8 @@ class _Incremental:
             return None
         if not self.read & self._pools(j):
             return True
+        if j in self.targets:  # released further this round: the engine scales in once, from cur
+            return None
         sc = Scratch(self._released, self.opts)
         release_job(sc, j, c, PlacementReport())
         return self._replay_growth(sc)
