@@ -151,6 +151,9 @@ class TrainConfig:
     checkpoint_freq: Steps = 50_000  # environment steps (summed over envs); 0 = off
     max_minutes: Annotated[float, Ge(0)] = 0.0  # stop training after this much wall time (0 = no limit)
     critic_warmup_steps: Steps = 0  # train only the value function for these first env steps
+    # discount by simulated time (aryl_gym.train.timegae): exp(-dt / horizon) per step instead
+    # of hyperparams.gamma, so sub-steps of a decision point are not discounted; None = gamma
+    time_horizon_hours: Annotated[float, Gt(0)] | None = None
     # start from this model's weights (.zip of the same algo and network, e.g. a run's
     # warm_start.zip); replaces the behaviour-cloning warm start
     init_from: str | None = None

@@ -135,12 +135,28 @@ def resolve_policy(name: str) -> Any:
 
 def model_class(cfg: TrainConfig) -> Any:
     """The algorithm class of ``cfg``: with a ``teacher`` it is
-    :class:`~aryl_gym.train.teacher.TeacherMaskablePPO` (MaskablePPO plus distillation)."""
+    :class:`~aryl_gym.train.teacher.TeacherMaskablePPO` (MaskablePPO plus distillation); with
+    ``time_horizon_hours`` its :mod:`~aryl_gym.train.timegae` variant (discounting by simulated
+    time)."""
+    if cfg.time_horizon_hours is not None:
+        from aryl_gym.train import timegae
+
+        return timegae.TimeTeacherMaskablePPO if cfg.teacher.policy else timegae.TimeMaskablePPO
     if cfg.teacher.policy:
         from aryl_gym.train.teacher import TeacherMaskablePPO
 
         return TeacherMaskablePPO
     return algo_class(cfg.algo)
+
+
+def model_kwargs(cfg: TrainConfig) -> dict[str, Any]:
+    """Constructor arguments of :func:`model_class` beyond the algorithm's hyperparameters."""
+    out: dict[str, Any] = {}
+    if cfg.teacher.policy:
+        out["teacher_kwargs"] = teacher_kwargs(cfg)
+    if cfg.time_horizon_hours is not None:
+        out["time_horizon_hours"] = cfg.time_horizon_hours
+    return out
 
 
 def teacher_kwargs(cfg: TrainConfig) -> dict[str, Any]:
@@ -153,10 +169,8 @@ def teacher_kwargs(cfg: TrainConfig) -> dict[str, Any]:
 def build_model(cfg: TrainConfig, venv: Any, verbose: int = 0) -> Any:
     cls = algo_class(cfg.algo)
     check_hyperparams(cls, cfg.hyperparams, f"algo config ({cfg.algo})")
-    hp = dict(cfg.hyperparams)
-    if cfg.teacher.policy:
-        cls = model_class(cfg)
-        hp["teacher_kwargs"] = teacher_kwargs(cfg)
+    hp = {**cfg.hyperparams, **model_kwargs(cfg)}
+    cls = model_class(cfg)
     return cls(
         resolve_policy(cfg.policy),
         venv,
