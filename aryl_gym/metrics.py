@@ -63,6 +63,7 @@ class FinishedEpisode(Protocol):
     n_jobs: int
     now: float
     stalled: bool
+    thrashing: bool
     state: np.ndarray
     submit: np.ndarray
     first_start: np.ndarray
@@ -132,6 +133,8 @@ class EpisodeResult:
     wall_s: float
     truncated: bool
     stalled: bool
+    #: ended by the thrash rule (:meth:`aryl_gym.sim.engine.Simulator.check_thrash`)
+    thrashing: bool = False
     max_hourly_queued_share: float = float("nan")
     #: jobs that ran on both GPU types at some point (heterogeneous training, paper 7.2)
     hetero_jobs: int = 0
@@ -287,6 +290,7 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
         wall_s=wall_s,
         truncated=not sim.done,
         stalled=sim.stalled,
+        thrashing=sim.thrashing,
         max_hourly_queued_share=max(qshare) if qshare else float("nan"),
         hetero_jobs=int(sim.ever_mixed.sum()),
         hetero_gpu_hours=acc.hetero_gs / 3600.0,

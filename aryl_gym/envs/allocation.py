@@ -517,6 +517,7 @@ class ArylEnv(gym.Env):
                 and self.steps >= self.max_steps
                 or sim.horizon_reached()
                 or sim.check_stall(self.stall_hours)
+                or sim.check_thrash(self.stall_hours)
             ):
                 truncated = True
         info = self._info(comp, invalid, report)

@@ -389,7 +389,7 @@ class ArylReclaimEnv(gym.Env):
     def _ended(self) -> bool:
         sim = self.sim
         assert sim is not None
-        return sim.done or sim.horizon_reached() or sim.stalled
+        return sim.done or sim.horizon_reached() or sim.stalled or sim.thrashing
 
     def _reclaims_needed(self) -> int:
         sim = self.sim
@@ -408,7 +408,7 @@ class ArylReclaimEnv(gym.Env):
                 self.need = self._reclaims_needed()
                 return
             sim.step(self.proxy)
-            sim.check_stall(self.stall_hours)
+            sim.check_stall(self.stall_hours) or sim.check_thrash(self.stall_hours)
 
     def action_masks(self) -> np.ndarray:
         if self.snaps is not None:
@@ -454,6 +454,7 @@ class ArylReclaimEnv(gym.Env):
             or (self.max_steps is not None and self.steps >= self.max_steps)
             or sim.horizon_reached()
             or sim.stalled
+            or sim.thrashing
         )
         info = self._info(comp, invalid)
         if terminated or truncated:

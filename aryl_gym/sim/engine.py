@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -63,6 +64,11 @@ _DONE = int(JobState.DONE)
 #: The stall rule's default (:meth:`Simulator.check_stall`): an episode ends, marked stalled,
 #: after this many simulated hours with nothing running, nothing left to arrive and jobs queued.
 STALL_HOURS = 6.0
+#: The thrash rule (:meth:`Simulator.check_thrash`): an episode ends, marked thrashing, once more
+#: than this share of the GPU time allocated over the last ``stall_hours`` went to relaunch and
+#: scaling overheads (a policy that preempts and restarts jobs faster than they pay their
+#: overheads, so the episode might never end).
+THRASH_SHARE = 0.5
 #: Up to this many running jobs, the common case of ``advance`` runs in plain Python (faster
 #: than a dozen small numpy calls); above it, vectorised. Both give bit-identical results.
 _PY_JOBS = 32
@@ -280,6 +286,11 @@ class Simulator:
         self.reclaims_total = 0
         self.stalled = False
         self._idle_since: float | None = None
+        # the thrash rule: GPU-seconds allocated and spent in overheads, and marks of both
+        self.alloc_gs = 0.0
+        self.overhead_gs = 0.0
+        self.thrashing = False
+        self._thrash_marks: deque[tuple[float, float, float]] = deque()
         self._round_t0 = 0.0
         self._round_loans: tuple[list[int], list[int]] = ([], [])
         self._round_open = False  # between open_round() and close_round()
@@ -338,6 +349,32 @@ class Simulator:
             self._idle_since = None
         return False
 
+
+    def check_thrash(self, hours: float = STALL_HOURS) -> bool:
+        """The thrash rule, called after each round: once more than :data:`THRASH_SHARE` of
+        the GPU time allocated over the last ``hours`` of simulated time (at least ``hours``,
+        at most an eighth more) went to relaunch and scaling overheads, :attr:`thrashing` is set
+        and True returned (the episode should end: the policy restarts jobs faster than they
+        can pay their overheads, so it might never end). Sane policies spend a few per cent
+        of their GPU time in overheads; the rule only bounds episodes (``math.inf``: never)."""
+        if self.thrashing:
+            return True
+        if not hours < math.inf:
+            return False
+        span = hours * 3600.0
+        marks = self._thrash_marks
+        now = self.now
+        if not marks or now - marks[-1][0] >= span / 8.0:
+            marks.append((now, self.overhead_gs, self.alloc_gs))
+        while len(marks) >= 2 and now - marks[1][0] >= span:
+            marks.popleft()
+        t0, w0, a0 = marks[0]
+        if now - t0 >= span:
+            alloc = self.alloc_gs - a0
+            if alloc > 0.0 and self.overhead_gs - w0 > THRASH_SHARE * alloc:
+                self.thrashing = True
+                return True
+        return False
     def reclaims_due(self) -> int:
         """Servers the loan phase of the round at :attr:`now` will take back (0 when loaning
         is off for the current policy)."""
@@ -643,6 +680,8 @@ class Simulator:
         has_ov = any(ovl)
         lim = dt + _EPS
         eff = dt
+        waste = 0.0
+        gpul = (self.workers[R] * self.g[R]).tolist() if has_ov else None
         for i in range(len(reml)):
             rate = ratel[i]
             if has_ov:
@@ -651,6 +690,7 @@ class Simulator:
                 if not eff > 0.0:  # np.maximum(dt - ov, 0.0)
                     eff = 0.0
                 lim = eff + _EPS
+                waste += (dt - eff) * gpul[i]  # type: ignore[index]
                 ov -= dt
                 ovl[i] = ov if ov > 0.0 else 0.0  # np.maximum(ov - dt, 0.0)
             r = reml[i]
@@ -664,7 +704,9 @@ class Simulator:
         self.pred_remaining[R] = predl
         if has_ov:
             self.overhead_left[R] = ovl
+            self.overhead_gs += waste
         self.running_time[R] += dt
+        self.alloc_gs += (self.busy_train_gpus + self.busy_loan_gpus) * dt
         self.acc.add_busy(t0, dt, self.busy_train_gpus * dt, self.busy_loan_gpus * dt)
         if self.has_hetero:
             self.acc.add_hetero(R, dt)
@@ -688,6 +730,8 @@ class Simulator:
             eff = np.maximum(dt - ov, 0.0) if has_ov else dt
             fin = need <= eff + _EPS
             prog = rate * eff
+            if has_ov:
+                self.overhead_gs += float(((dt - eff) * (self.workers[R] * self.g[R])).sum())
             if not fin.any():
                 # Common case: nobody finishes; every allocated GPU is busy the whole interval.
                 self.remaining[R] = rem - prog
@@ -695,11 +739,13 @@ class Simulator:
                 if has_ov:
                     self.overhead_left[R] = np.maximum(ov - dt, 0.0)
                 self.running_time[R] += dt
+                self.alloc_gs += (self.busy_train_gpus + self.busy_loan_gpus) * dt
                 self.acc.add_busy(t0, dt, self.busy_train_gpus * dt, self.busy_loan_gpus * dt)
                 if self.has_hetero:
                     self.acc.add_hetero(R, dt)
             else:
                 alloc_time = np.where(fin, np.minimum(ov + need, dt), dt)
+                self.alloc_gs += float((alloc_time * (self.workers[R] * self.g[R])).sum())
                 self.remaining[R] = np.where(fin, 0.0, rem - prog)
                 self.pred_remaining[R] = np.maximum(
                     np.where(fin, 0.0, self.pred_remaining[R] - prog), 0.0
@@ -777,12 +823,14 @@ class Simulator:
             ov = self.overhead_left[R]
             eff = np.maximum(dt - ov, 0.0)
             prog = self.rate[R] * eff
+            self.overhead_gs += float(((dt - eff) * (self.workers[R] * self.g[R])).sum())
             self.remaining[R] = np.maximum(self.remaining[R] - prog, 0.0)
             self.pred_remaining[R] = np.maximum(self.pred_remaining[R] - prog, 0.0)
             self.overhead_left[R] = np.maximum(ov - dt, 0.0)
             self.running_time[R] += dt
             if self.has_hetero:
                 self.acc.add_hetero(R, dt)
+        self.alloc_gs += (self.busy_train_gpus + self.busy_loan_gpus) * dt
         self.acc.add_busy(t0, dt, self.busy_train_gpus * dt, self.busy_loan_gpus * dt)
         self.now = t0 + dt
         self.round_index += k
@@ -906,7 +954,8 @@ class Simulator:
         """Run a whole episode and return its :class:`~aryl_gym.metrics.EpisodeResult`.
 
         ``progress`` shows a bar (a terminal) or a line every few seconds (a log); the episode
-        ends early, marked stalled, by the stall rule (:meth:`check_stall`, ``stall_hours``);
+        ends early, marked stalled, by the stall rule (:meth:`check_stall`, ``stall_hours``),
+        or marked thrashing, by the thrash rule (:meth:`check_thrash`, the same span);
         ``on_round(sim)`` is called after every round (e.g. :func:`aryl_gym.sim.invariants.check`).
         """
         # metrics sits above the simulator (it reads a finished one); imported here because
@@ -928,7 +977,7 @@ class Simulator:
             if bar is not None and self.done_count != last_done:
                 bar.update(self.done_count - last_done)
                 last_done = self.done_count
-            if self.check_stall(stall_hours):
+            if self.check_stall(stall_hours) or self.check_thrash(stall_hours):
                 break
         if bar is not None:
             bar.close()

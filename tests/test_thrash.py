@@ -1,0 +1,127 @@
+"""The thrash rule (Simulator.check_thrash): a policy that restarts jobs faster than they pay
+their relaunch overheads ends its episode, marked thrashing, instead of running forever."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from aryl_gym.config import load_scenario
+from aryl_gym.sim.engine import THRASH_SHARE
+from aryl_gym.sim.view import TRAIN, Decision
+from tests.helpers import ScriptedPolicy, job, make_sim, small_config
+
+
+def _flip(view) -> Decision:
+    """Preempt every running job; start every queued one (those preempted a round ago)."""
+    targets = {j: 0 for j in view.running()}
+    for j in view.queued():
+        targets[j] = int(view.jobs[j].w_min)
+    return Decision(targets=targets, pools={j: TRAIN for j in targets if targets[j]})
+
+
+def _keep(view) -> Decision:
+    """Start queued jobs; never preempt."""
+    return Decision(targets={j: int(view.jobs[j].w_min) for j in view.queued()},
+                    pools={j: TRAIN for j in view.queued()})
+
+
+def _sim(horizon: float | None = None):
+    cfg = small_config(default_relaunch_overhead_s=120.0, first_start_overhead_s=0.0,
+                       horizon_hours=horizon)
+    # two one-GPU jobs of 5 hours on 8 training GPUs: both always fit
+    return make_sim(cfg, [job(0, work=5 * 3600.0), job(1, submit=60.0, work=5 * 3600.0)])
+
+
+def test_thrashing_policy_ends_early_and_is_marked():
+    sim = _sim()
+    res = sim.run(ScriptedPolicy(_flip, uses_loaning=False), stall_hours=1.0)
+    assert res.thrashing and sim.thrashing
+    assert res.truncated and res.jobs_unfinished == 2
+    # the rule looks back one hour (at most an eighth more): it fires soon after the first hour
+    assert 1.0 <= sim.now / 3600.0 <= 1.0 + 1.0 / 8.0 + 2 * 60.0 / 3600.0
+    assert sim.overhead_gs > THRASH_SHARE * sim.alloc_gs
+
+
+def test_rule_off_runs_to_the_horizon():
+    sim = _sim(horizon=3.0)
+    res = sim.run(ScriptedPolicy(_flip, uses_loaning=False), stall_hours=math.inf)
+    assert not res.thrashing
+    assert sim.now == pytest.approx(3 * 3600.0)
+
+
+def test_sane_policy_is_untouched():
+    sim = _sim()
+    res = sim.run(ScriptedPolicy(_keep, uses_loaning=False), stall_hours=1.0)
+    assert not res.thrashing and not res.truncated and res.jobs_unfinished == 0
+    assert sim.overhead_gs == 0.0  # no first-start overhead, never preempted
+
+
+def test_allocated_gpu_time_matches_the_accounting():
+    """alloc_gs is every allocated GPU-second (the accounting's busy training and loaned GPU
+    time), overhead_gs at most that."""
+    from aryl_gym.agents import make_policy
+    from aryl_gym.scenario import make_episode
+
+    cfg = load_scenario("testbed").replace(workload={"load": 1.2})
+    for name in ("aryl-preempt", "pollux"):
+        sim = make_episode(cfg, 3).simulator()
+        res = sim.run(make_policy(name))
+        assert not res.thrashing
+        busy = sim.acc.train_busy_gs + sim.acc.loan_used_gs
+        assert sim.alloc_gs == pytest.approx(busy, rel=1e-9)
+        assert 0.0 < sim.overhead_gs < 0.05 * sim.alloc_gs
+
+
+def test_window_by_hand():
+    """40% waste never fires; after a switch to 100% waste the share over the last two hours
+    (plus at most a quarter hour) passes one half after 20-23 minutes."""
+    sim = _sim()
+    t = 0.0
+    fired_at = None
+    while t < 14 * 3600.0:
+        t += 60.0
+        sim.now = t
+        sim.alloc_gs += 100.0 * 60.0
+        sim.overhead_gs += (40.0 if t <= 10 * 3600.0 else 100.0) * 60.0
+        if sim.check_thrash(2.0):
+            fired_at = t
+            break
+    assert fired_at is not None
+    minutes = (fired_at - 10 * 3600.0) / 60.0
+    # window L in [120, 135] minutes, x minutes at full waste: x + 0.4 (L - x) > 0.5 L <=> x > L / 6
+    assert 20.0 < minutes <= 23.0
+    assert sim.check_thrash(2.0)  # stays set
+
+
+def test_env_truncates_a_thrashing_agent():
+    """Through the env: an agent that preempts every running job at every decision point and
+    regrants it at the next is truncated by the rule, with the flag in the episode result."""
+    env = gym.make("aryl_gym/Aryl-v1", scenario=load_scenario("testbed").replace(
+        workload={"load": 1.0}), action_mode="sequential", allow_preempt=True, window=32,
+        stall_hours=1.0)
+    obs, _ = env.reset(seed=5, options={"episode_seed": 5})
+    u = env.unwrapped
+    k = u.k
+    steps = 0
+    while True:
+        m = env.unwrapped.action_masks()
+        rel = np.flatnonzero(m[k:2 * k])
+        grants = np.flatnonzero(m[:k])
+        # after the first hour: release whatever can be released, else grant, else commit
+        if u.sim.now > 3600.0 and len(rel):
+            a = k + int(rel[0])
+        elif len(grants):
+            a = int(grants[0])
+        else:
+            a = 2 * k
+        obs, r, term, trunc, info = env.step(a)
+        steps += 1
+        if term or trunc:
+            break
+        assert steps < 200_000
+    res = info["episode_result"]
+    assert trunc and res.thrashing and res.jobs_unfinished > 0
