@@ -64,6 +64,7 @@ def test_allocated_gpu_time_matches_the_accounting():
     """alloc_gs is every allocated GPU-second (the accounting's busy training and loaned GPU
     time), overhead_gs at most that."""
     from aryl_gym.agents import make_policy
+
     from aryl_gym.scenario import make_episode
 
     cfg = load_scenario("testbed").replace(workload={"load": 1.2})
