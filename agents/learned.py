@@ -228,7 +228,19 @@ class LearnedAgent:
 
         kwargs = {**self.env_kwargs, **overrides}
         kwargs["scenario"] = scenario or self.scenario or kwargs.get("scenario", "testbed")
-        return gym.make(self.env_id, **kwargs)
+        env = gym.make(self.env_id, **kwargs)
+        want = getattr(self.model, "observation_space", None)
+        if want is not None and not _same_space(env.observation_space, want):
+            env.close()
+            raise ConfigError(
+                f"agent {self.name!r}: its model expects observations {_describe(want)}, but the env "
+                f"built from {'its training config' if self.config else 'default settings (no training config found beside the model)'} "
+                f"({self.env_id}, {({k: v for k, v in kwargs.items() if k != 'scenario'})}) gives "
+                f"{_describe(env.observation_space)}. Load the model from its run folder (or keep its "
+                "config.yaml beside it), or pass the training env's settings, e.g. "
+                "make_env(window=32, observation='v1', allow_preempt=True, action_mode='sequential')"
+            )
+        return env
 
     def predict(
         self,
@@ -292,6 +304,22 @@ class LearnedAgent:
 
     def __repr__(self) -> str:
         return f"LearnedAgent(name={self.name!r}, algo={type(self.model).__name__}, scenario={self.scenario!r})"
+
+
+def _same_space(a: Any, b: Any) -> bool:
+    """Observation spaces match in keys, shapes and dtypes (bounds may differ in float detail)."""
+    sa, sb = getattr(a, "spaces", None), getattr(b, "spaces", None)
+    if sa is not None or sb is not None:
+        return sa is not None and sb is not None and set(sa) == set(sb) and all(
+            _same_space(sa[k], sb[k]) for k in sa)
+    return getattr(a, "shape", None) == getattr(b, "shape", None) and getattr(a, "dtype", None) == getattr(b, "dtype", None)
+
+
+def _describe(space: Any) -> str:
+    spaces = getattr(space, "spaces", None)
+    if spaces is not None:
+        return "{" + ", ".join(f"{k}: {tuple(v.shape)}" for k, v in spaces.items()) + "}"
+    return str(tuple(getattr(space, "shape", ()) or ()))
 
 
 def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:

@@ -525,3 +525,26 @@ def test_help_of_every_command_prints(capsys):
             main(argv)
         assert exc.value.code == 0, argv
         assert "usage: aryl-gym" in capsys.readouterr().out
+
+
+def test_bare_model_zip_without_its_config_names_the_mismatch(tmp_path):
+    """A model .zip copied away from its run folder has no training config: the env built from
+    defaults does not fit it, and make_env says so (instead of a shape error inside SB3 at the
+    first prediction); the training env's settings passed explicitly work."""
+    import shutil
+    from pathlib import Path
+
+    from aryl_gym.agents.learned import load_agent
+    from aryl_gym.config import ConfigError
+    from aryl_gym.rollout import run_agent
+
+    src = Path(__file__).resolve().parents[1] / "agents" / "pretrained" / "ppo-v1.zip"
+    dst = tmp_path / "lonely.zip"
+    shutil.copy(src, dst)
+    agent = load_agent(dst)
+    with pytest.raises(ConfigError, match=r"jobs: \(32, 17\).*no training config found"):
+        agent.make_env(scenario="tiny")
+    env = agent.make_env(scenario="tiny", window=32, observation="v1", allow_preempt=True,
+                         action_mode="sequential", window_order="pred_time")
+    res, _, _ = run_agent(agent, env, 0)
+    assert res.jobs_completed > 0

@@ -184,3 +184,50 @@ def test_teacher_config_rules():
         load_train_config("maskable_ppo_set", "tiny", {"teacher": {"policy": "aryl", "coef": -1}})
     with pytest.raises(ConfigError, match="algo: maskable_ppo"):
         load_train_config("ppo", "tiny", {"teacher": {"policy": "aryl"}})
+
+
+def test_dagger_phase_labels_argmax_states_and_scores_every_round(tmp_path):
+    """The DAgger phase after RL: each round's file holds the student's greedy states with the
+    demonstrator's labels (allowed by their masks), the aggregate grows by every round, every
+    round is a row of eval.csv and summary.json, and the final model still loads."""
+    import csv
+    import json
+
+    from sb3_contrib import MaskablePPO
+
+    from aryl_gym.train.runner import train
+
+    seen: list[str] = []
+    res = train(_teacher_cfg(teacher={"policy": None}, total_timesteps=1024,
+                             bc={"policy": "aryl", "episodes": 1, "epochs": 1},
+                             eval={"freq": 1024, "seeds": [1000], "references": ["aryl"]},
+                             dagger={"rounds": 2, "episodes": 1, "epochs": 1, "policy": "aryl-preempt"}),
+                out=tmp_path / "runs", verbose=0, progress=seen.append)
+    d = res.run_dir / "dagger"
+    r0, r1 = np.load(d / "round0.npz"), np.load(d / "round1.npz")
+    demos = np.load(res.run_dir / "demos.npz")
+    agg = np.load(d / "aggregate.npz")
+    assert len(agg["actions"]) == len(demos["actions"]) + len(r0["actions"]) + len(r1["actions"])
+    assert "rewards" not in agg.files  # the demonstrator's returns are not mixed in
+    for r in (r0, r1):
+        labels, masks = r["actions"], r["masks"]
+        assert len(labels) > 10 and masks[np.arange(len(labels)), labels].all()
+    summary = json.loads((res.run_dir / "summary.json").read_text())
+    assert [row["round"] for row in summary["dagger"]] == [1.0, 2.0]
+    assert all(0.0 <= row["agreement"] <= 1.0 for row in summary["dagger"])
+    steps = [float(r["timesteps"]) for r in csv.DictReader(open(res.run_dir / "eval.csv"))]
+    assert steps[-2:] == [row["timesteps"] for row in summary["dagger"]] and steps == sorted(steps)
+    assert any("dagger round 2/2" in m for m in seen)
+    MaskablePPO.load(res.model_path, device="cpu")
+
+
+def test_dagger_config_rules():
+    with pytest.raises(ConfigError, match="dagger needs a reference policy"):
+        load_train_config("maskable_ppo_set", "tiny", {"dagger": {"rounds": 1}, "bc": {"policy": None}})
+    with pytest.raises(ConfigError, match="dagger.policy: unknown policy"):
+        load_train_config("maskable_ppo_set", "tiny", {"dagger": {"rounds": 1, "policy": "nope"}})
+    with pytest.raises(ConfigError, match="action_mode: sequential"):
+        load_train_config("maskable_ppo_set", "tiny", {
+            "dagger": {"rounds": 1, "policy": "aryl"}, "env_kwargs": {"action_mode": "targets"}})
+    with pytest.raises(ConfigError, match="rounds"):
+        load_train_config("maskable_ppo_set", "tiny", {"dagger": {"rounds": -1}})

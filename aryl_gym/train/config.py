@@ -121,6 +121,24 @@ class TeacherConfig:
 
 
 @dataclass(frozen=True)
+class DaggerConfig:
+    """DAgger on the deployed (argmax) policy after the RL phase (:mod:`aryl_gym.train.dagger`):
+    ``rounds`` rounds, each playing the current student greedily on ``episodes`` fresh training
+    episodes (seeds ``seed``.., worlds included), labelling its states with ``policy``'s action
+    (default: ``teacher.policy``, else ``bc.policy``), and ``epochs`` passes of cross-entropy on
+    the aggregate of the behaviour-cloning demonstrations and every round's states. Starts from
+    the best model of the RL phase. 0 rounds = off."""
+
+    rounds: Steps = 0
+    episodes: PosSteps = 64
+    seed: Annotated[int, Ge(0)] = 20_000
+    policy: str | None = None
+    epochs: PosSteps = 3
+    batch_size: PosSteps = 512
+    learning_rate: Annotated[float, Gt(0)] = 1.0e-4
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything a training run needs, resolved for one scenario."""
 
@@ -163,6 +181,7 @@ class TrainConfig:
     eval: EvalConfig = EvalConfig()
     bc: BCConfig = BCConfig()
     teacher: TeacherConfig = TeacherConfig()
+    dagger: DaggerConfig = DaggerConfig()
 
     @property
     def masked(self) -> bool:
@@ -287,8 +306,22 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
             )
         if cfg.teacher.policy == "sjf-grant":
             raise ConfigError(f"{source}: teacher.policy must be a reference policy name (e.g. aryl-preempt)")
+    if cfg.dagger.rounds > 0:
+        if cfg.algo != "maskable_ppo":
+            raise ConfigError(f"{source}: dagger needs algo: maskable_ppo (this config has {cfg.algo!r})")
+        mode = cfg.env_kwargs.get("action_mode", "targets")
+        if mode != "sequential":
+            raise ConfigError(
+                f"{source}: dagger needs env_kwargs.action_mode: sequential (this config has {mode!r})"
+            )
+        teacher = cfg.dagger.policy or cfg.teacher.policy or cfg.bc.policy
+        if not teacher or teacher in ("sjf-grant", "random"):
+            raise ConfigError(
+                f"{source}: dagger needs a reference policy to label states: set dagger.policy "
+                f"(e.g. aryl-preempt), or teacher.policy / bc.policy (found {teacher!r})"
+            )
     names = [("bc.policy", cfg.bc.policy), ("reward_reference", cfg.reward_reference)]
-    names += [("teacher.policy", cfg.teacher.policy)]
+    names += [("teacher.policy", cfg.teacher.policy), ("dagger.policy", cfg.dagger.policy)]
     names += [("eval.references", r) for r in cfg.eval.references]
     for key, name in names:
         if name and name not in ("sjf-grant", "random"):

@@ -273,6 +273,38 @@ def _vecnormalize_for(ckpt: Path) -> Path | None:
 # ---------------------------------------------------------------------------------------------
 # the run
 # ---------------------------------------------------------------------------------------------
+def _dagger_phase(model: Any, cfg: TrainConfig, run_dir: Path, demos: str | None, eval_cb: Any,
+                  data_root: str | None, say: Callable[[str], None]) -> list[dict[str, float]]:
+    """DAgger on the argmax student (:mod:`aryl_gym.train.dagger`), from the best model so far;
+    every round is scored by the run's evaluation (a row of ``eval.csv`` at the step count of
+    the states collected so far) and may become ``best_model.zip``."""
+    from aryl_gym.train.callbacks import ArylEvalCallback
+    from aryl_gym.train.dagger import run_dagger
+
+    best = run_dir / "best_model.zip"
+    if best.is_file():
+        model.set_parameters(str(best), exact_match=True, device="cpu")
+        say(f"dagger: from {best.name}")
+    if demos is None:  # init_from skips behaviour cloning: the configured or recorded demos
+        if cfg.bc.demos:
+            demos = cfg.bc.demos
+        elif (run_dir / "demos.npz").is_file():
+            demos = str(run_dir / "demos.npz")
+    evaluate = None
+    if eval_cb is not None:
+        if getattr(eval_cb, "model", None) is None:
+            eval_cb.init_callback(model)
+
+        def evaluate(m: Any, steps: int) -> dict[str, float]:
+            eval_cb.num_timesteps = steps
+            return ArylEvalCallback.evaluate(eval_cb)  # synchronous, this model
+
+    tic = time.perf_counter()
+    rows = run_dagger(model, cfg, run_dir, demos, evaluate, data_root, say)
+    say(f"dagger: {len(rows)} rounds in {time.perf_counter() - tic:.0f} s")
+    return rows
+
+
 def train(
     cfg: TrainConfig,
     out: str | Path = "runs",
@@ -419,6 +451,10 @@ def train(
         eval_cb.finish()
     model_path = run_dir / "model.zip"
     model.save(model_path)
+    dagger_rows: list[dict[str, float]] = []
+    if cfg.dagger.rounds > 0 and cfg.masked:
+        dagger_rows = _dagger_phase(model, cfg, run_dir, demos, eval_cb, data_root, say)
+        model.save(model_path)  # the final model is the last round's
     if isinstance(venv, VecNormalize):
         venv.save(str(run_dir / "vecnormalize.pkl"))
     steps = int(model.num_timesteps) - start_steps
@@ -430,6 +466,7 @@ def train(
         "steps_per_s": sps,
         "eval": eval_cb.history if eval_cb is not None else [],
         "references": eval_cb.references if eval_cb is not None else {},
+        "dagger": dagger_rows,
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
     if eval_cb is not None and eval_cb.history:

@@ -1,0 +1,159 @@
+"""DAgger on the deployed policy: the student's *argmax* states, labelled by the demonstrator.
+
+The shipped agents act by the masked argmax of their policy, while PPO and the kickstarting
+teacher (:mod:`aryl_gym.train.teacher`) see the states of the *sampled* policy. The two visit
+different states: an argmax policy can fall into a cycle the sampled one leaves at once (a
+preemption at one decision point, the regrant at the next, round after round; the simulator ends
+such an episode by its thrash rule, docs/simulator.md). DAgger (Ross et al., AISTATS '11) on
+the deterministic student closes that gap: each round plays the current student greedily in the
+training env (worlds included) on fresh episode seeds, labels every visited state with the
+demonstrator's action there (:class:`~aryl_gym.train.teacher.TeacherLabeler`), adds them to
+the aggregate (which starts from the behaviour-cloning demonstrations) and takes ``epochs``
+passes of masked cross-entropy on the whole aggregate (:func:`aryl_gym.train.bc.pretrain`, no
+value regression). After each round the student is evaluated like a checkpoint of the RL phase
+(the run's evaluation seeds); a round that is better and leaves no job unfinished becomes
+``best_model.zip``.
+
+Configured by the ``dagger:`` section of a training config (:class:`~aryl_gym.train.config.
+DaggerConfig`); it runs after the RL phase, from the best model so far.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: demonstration keys that belong to one recording only (returns would mix the demonstrator's
+#: rewards with the student's): dropped from the aggregate
+_PER_RUN_KEYS = ("rewards", "dones", "terminated", "truncated")
+
+
+def collect_student_states(
+    model: Any, env: Any, teacher: str, seeds: Sequence[int], out: str | Path
+) -> dict[str, float]:
+    """Play ``model``'s masked argmax on ``env`` for the episode ``seeds``; write every visited
+    state with the ``teacher``'s label there to ``out`` (the layout of :func:`aryl_gym.train.bc.
+    load_demos`: ``obs/KEY``, ``actions`` = the labels, ``masks``). Returns the steps, the share
+    of steps where the student's action was the label, the episodes ended by the thrash rule and
+    the mean avg JCT."""
+    import torch as th
+
+    from aryl_gym.rollout import env_action_masks, result_from_info
+    from aryl_gym.train.teacher import TeacherLabeler
+
+    labeler = TeacherLabeler(teacher, env)
+    pol = model.policy
+    obs_buf: dict[str, list[np.ndarray]] = {}
+    labels: list[int] = []
+    masks: list[np.ndarray] = []
+    agree = 0
+    thrash = 0
+    jcts: list[float] = []
+    pol.set_training_mode(False)
+    for s in seeds:
+        obs, _ = env.reset(seed=int(s), options={"episode_seed": int(s)})
+        while True:
+            m = np.asarray(env_action_masks(env), dtype=bool)
+            y = labeler.label()
+            with th.no_grad():
+                ot, _ = pol.obs_to_tensor({k: np.asarray(v)[None] for k, v in obs.items()})
+                logits = pol.action_net(pol.mlp_extractor.forward_actor(
+                    pol.extract_features(ot, pol.pi_features_extractor)))[0].numpy()
+            a = int(np.argmax(np.where(m, logits, -np.inf)))
+            for k, v in obs.items():
+                obs_buf.setdefault(k, []).append(np.asarray(v))
+            labels.append(y)
+            masks.append(m)
+            agree += int(a == y)
+            obs, _r, term, trunc, info = env.step(a)
+            if term or trunc:
+                res = result_from_info(info)
+                if res is not None:
+                    thrash += int(res.thrashing)
+                    jcts.append(res.avg_jct)
+                break
+    arrays = {f"obs/{k}": np.stack(v) for k, v in obs_buf.items()}
+    arrays["actions"] = np.asarray(labels, dtype=np.int64)
+    arrays["masks"] = np.stack(masks)
+    np.savez(out, **arrays)  # type: ignore[arg-type]
+    n = len(labels)
+    return {"steps": float(n), "agreement": agree / max(n, 1), "thrashing": float(thrash),
+            "avg_jct": float(np.mean(jcts)) if jcts else float("nan")}
+
+
+def aggregate(paths: Sequence[str | Path], out: str | Path) -> int:
+    """Concatenate demonstration files (same keys) into ``out``; returns the number of rows."""
+    data = [np.load(p, allow_pickle=False) for p in paths]
+    keys = [k for k in data[0].files if k not in _PER_RUN_KEYS]
+    for p, d in zip(paths, data):
+        missing = [k for k in keys if k not in d.files]
+        if missing:
+            raise ValueError(f"{p}: keys {missing} missing (all aggregated files need the same observation keys)")
+    arrays = {k: np.concatenate([d[k] for d in data]) for k in keys}
+    np.savez(out, **arrays)  # type: ignore[arg-type]
+    return int(len(arrays["actions"]))
+
+
+def run_dagger(
+    model: Any,
+    cfg: Any,
+    run_dir: Path,
+    demos: str | None,
+    evaluate: Callable[[Any, int], dict[str, float]] | None,
+    data_root: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> list[dict[str, float]]:
+    """``cfg.dagger.rounds`` rounds of DAgger on ``model`` (changed in place); each round's data
+    is written to ``run_dir/dagger/``. ``evaluate(model, timesteps)`` scores the student after
+    each round (the run's evaluation); returns one row of figures per round."""
+    from aryl_gym.train.bc import pretrain
+    from aryl_gym.train.envs import make_single_env
+
+    dc = cfg.dagger
+    teacher = dc.policy or cfg.teacher.policy or cfg.bc.policy
+    if not teacher:
+        raise ValueError("dagger needs a demonstrator: set dagger.policy (or teacher.policy / bc.policy)")
+    say = log or (lambda s: None)
+    folder = run_dir / "dagger"
+    folder.mkdir(parents=True, exist_ok=True)
+    env = make_single_env(cfg, data_root)
+    parts: list[str] = [demos] if demos else []
+    steps_total = int(model.num_timesteps)
+    rows: list[dict[str, float]] = []
+    try:
+        for r in range(int(dc.rounds)):
+            tic = time.perf_counter()
+            seeds = range(int(dc.seed) + r * int(dc.episodes), int(dc.seed) + (r + 1) * int(dc.episodes))
+            path = folder / f"round{r}.npz"
+            st = collect_student_states(model, env, teacher, seeds, path)
+            parts.append(str(path))
+            agg = folder / "aggregate.npz"
+            n = aggregate(parts, agg)
+            fit = pretrain(model, agg, epochs=int(dc.epochs), batch_size=int(dc.batch_size),
+                           learning_rate=float(dc.learning_rate))
+            steps_total += int(st["steps"])
+            row = {"round": float(r + 1), "timesteps": float(steps_total), "collected": st["steps"],
+                   "aggregate": float(n), "agreement": st["agreement"],
+                   "thrashing_episodes": st["thrashing"], "train_avg_jct": st["avg_jct"],
+                   "accuracy": fit["accuracy"], "wall_s": time.perf_counter() - tic}
+            for k in ("agreement", "thrashing_episodes", "accuracy", "collected"):
+                model.logger.record(f"dagger/{k}", row[k])
+            model.num_timesteps = steps_total
+            if evaluate is not None:
+                ev = evaluate(model, steps_total)
+                row["eval_avg_jct"] = ev.get("avg_jct", float("nan"))
+            else:
+                model.logger.dump(steps_total)
+            model.save(folder / f"model_round{r}.zip")
+            rows.append(row)
+            say(f"dagger round {r + 1}/{dc.rounds}: {int(st['steps']):,} student states (agreement "
+                f"{st['agreement']:.3f}, {int(st['thrashing'])} thrashing episodes), aggregate {n:,}, "
+                f"accuracy {fit['accuracy']:.3f}, eval avg JCT {row.get('eval_avg_jct', float('nan')):,.0f} s "
+                f"[{row['wall_s']:.0f} s]")
+    finally:
+        env.close()
+    return rows
