@@ -535,6 +535,7 @@ def test_bare_model_zip_without_its_config_names_the_mismatch(tmp_path):
     from pathlib import Path
 
     from aryl_gym.agents.learned import load_agent
+
     from aryl_gym.config import ConfigError
     from aryl_gym.rollout import run_agent
 
