@@ -63,6 +63,7 @@ class ClusterMetricsCallback(BaseCallback):
     def __init__(self, verbose: int = 0):
         super().__init__(verbose)
         self.episodes = 0
+        self.thrashing = 0
         self.last_results: list[EpisodeResult] = []
 
     def _on_step(self) -> bool:
@@ -85,6 +86,8 @@ class ClusterMetricsCallback(BaseCallback):
                 inv = float(res.invalid_decisions)
             self.logger.record_mean("cluster/invalid_actions", inv)
             self.logger.record_mean("cluster/jobs_completed_frac", res.jobs_completed / max(res.jobs_total, 1))
+            self.thrashing += int(res.thrashing)
+            self.logger.record("cluster/thrashing_episodes", self.thrashing)  # ended by the thrash rule, so far
             self.logger.record("cluster/episodes", self.episodes)
         return True
 
@@ -204,6 +207,8 @@ class ArylEvalCallback(BaseCallback):
         row["mean_reward"] = float(np.mean(returns))
         self.logger.record("eval/mean_reward", row["mean_reward"])
         self.logger.record("eval/episode_steps", steps / max(len(self.seeds), 1))
+        # episodes ended by the simulator's thrash rule (an argmax cycle of preempt and regrant)
+        self.logger.record("eval/thrashing_episodes", float(sum(bool(r.thrashing) for r in results)))
         for name, ref in self.references.items():
             key = name.replace("-", "_")
             for field in ("avg_jct", "p95_jct", "avg_queue_time"):
