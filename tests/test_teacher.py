@@ -231,3 +231,21 @@ def test_dagger_config_rules():
             "dagger": {"rounds": 1, "policy": "aryl"}, "env_kwargs": {"action_mode": "targets"}})
     with pytest.raises(ConfigError, match="rounds"):
         load_train_config("maskable_ppo_set", "tiny", {"dagger": {"rounds": -1}})
+
+
+def test_dagger_after_init_from_aggregates_the_configured_demos(tmp_path):
+    """init_from skips behaviour cloning; the DAgger aggregate then starts from bc.demos."""
+    from aryl_gym.train.bc import record_demos
+    from aryl_gym.train.runner import train
+
+    base = _teacher_cfg(teacher={"policy": None}, total_timesteps=0, eval={"freq": 0})
+    first = train(base, out=tmp_path / "a", verbose=0)
+    demos = tmp_path / "demos.npz"
+    record_demos(base, "aryl", 1, 100, demos)
+    cfg = _teacher_cfg(teacher={"policy": None}, total_timesteps=0, eval={"freq": 0},
+                       init_from=str(first.model_path), bc={"demos": str(demos)},
+                       dagger={"rounds": 1, "episodes": 1, "epochs": 1, "policy": "aryl"})
+    res = train(cfg, out=tmp_path / "b", verbose=0)
+    agg = np.load(res.run_dir / "dagger" / "aggregate.npz")
+    r0 = np.load(res.run_dir / "dagger" / "round0.npz")
+    assert len(agg["actions"]) == len(np.load(demos)["actions"]) + len(r0["actions"])
