@@ -44,3 +44,16 @@ def test_missing_or_empty_curve_is_a_clear_error(tmp_path):
         read_curve(tmp_path)
     with pytest.raises(SystemExit, match="error: .*numeric"):
         main([str(tmp_path)])
+
+
+def test_evaluations_with_unfinished_jobs_are_flagged(tmp_path):
+    from aryl_gym.train.curve import read_unfinished
+
+    (tmp_path / "eval.csv").write_text(
+        "timesteps,avg_jct,jobs_unfinished,aryl_avg_jct\n0,5000,0.0,6000\n50000,4000,12.5,6000\n100000,5100,,6000\n")
+    assert read_unfinished(tmp_path) == [False, True, False]
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "eval.csv").write_text(_CSV)  # written before the column existed
+    assert read_unfinished(tmp_path / "old") == [False, False, False]
+    pytest.importorskip("matplotlib")
+    assert plot_learning_curve(tmp_path).is_file()

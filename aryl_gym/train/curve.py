@@ -46,6 +46,24 @@ def read_curve(path: str | Path) -> tuple[list[float], list[float], dict[str, fl
     return steps, jct, refs
 
 
+def read_unfinished(path: str | Path) -> list[bool]:
+    """Per ``eval.csv`` row: did the evaluation leave jobs unfinished (an episode ended by the
+    stall or thrash rule)? Its avg JCT then covers only the finished jobs and flatters the
+    agent. Rows without a ``jobs_unfinished`` column count as finished."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "eval.csv"
+    out: list[bool] = []
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            v = row.get("jobs_unfinished")
+            try:
+                out.append(v not in ("", None) and float(v) > 0)
+            except ValueError:
+                out.append(False)
+    return out
+
+
 def plot_learning_curve(
     run: str | Path, out: str | Path | None = None, log: bool = False, title: str | None = None
 ) -> Path:
@@ -64,6 +82,10 @@ def plot_learning_curve(
     ax.plot(steps, jct, "o-", color="black", lw=1.8, ms=3.5, label="agent", zorder=3)
     if warm and steps[0] == 0:
         ax.plot([0], [jct[0]], "s", color="tab:orange", ms=8, label="warm start (step 0)", zorder=4)
+    bad = [i for i, b in enumerate(read_unfinished(csv_path)) if b and i < len(steps)]
+    if bad:
+        ax.plot([steps[i] for i in bad], [jct[i] for i in bad], "x", color="red", ms=9, mew=2,
+                label="jobs left unfinished (avg over finished jobs only)", zorder=5)
     colors = iter(["tab:blue", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:gray"])
     # a reference far above the agent (Baseline's 5x) would flatten the curve: unless log scale,
     # such lines are listed in the legend with their value and the axis zooms on the rest
