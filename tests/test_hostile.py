@@ -549,3 +549,44 @@ def test_bare_model_zip_without_its_config_names_the_mismatch(tmp_path):
                          action_mode="sequential", window_order="pred_time")
     res, _, _ = run_agent(agent, env, 0)
     assert res.jobs_completed > 0
+
+
+def test_evaluation_worker_exits_when_the_training_process_is_killed(tmp_path):
+    """A killed training run cannot shut its background-evaluation pool down; the worker notices
+    that its parent is gone and exits instead of holding its memory forever."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "trainer.py"
+    script.write_text(
+        "import multiprocessing as mp, os, sys, time\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "from aryl_gym.train.async_eval import _init_worker\n"
+        "if __name__ == '__main__':\n"
+        "    pool = ProcessPoolExecutor(1, mp_context=mp.get_context('spawn'), initializer=_init_worker,\n"
+        "                               initargs=(os.getpid(),))\n"
+        "    print(pool.submit(os.getpid).result(), flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(proc.stdout.readline())
+        os.kill(worker, 0)  # alive
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            try:
+                os.kill(worker, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            os.kill(worker, signal.SIGKILL)
+            raise AssertionError("the evaluation worker outlived its killed parent by 15 s")
+    finally:
+        if proc.poll() is None:
+            proc.kill()

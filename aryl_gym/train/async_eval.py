@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import multiprocessing as mp
+import os
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,10 +32,30 @@ if TYPE_CHECKING:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker() -> None:
+def _init_worker(parent: int | None = None) -> None:
+    import os
+
     import torch
 
     torch.set_num_threads(1)
+    _exit_with_parent(parent if parent is not None else os.getppid())
+
+
+def _exit_with_parent(parent: int, poll_s: float = 2.0) -> None:
+    """Exit this worker once the training process ``parent`` is gone (it was killed, so it could
+    not shut the pool down): a daemon thread polls the parent pid, and an orphaned worker would
+    otherwise sit on its memory forever."""
+    import os
+    import threading
+    import time
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _play(data: bytes, algo_cls: type[BaseAlgorithm], make_env: Any, seeds: list[int], deterministic: bool):
@@ -63,7 +84,8 @@ class AsyncArylEvalCallback(ArylEvalCallback):
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=_init_worker)
+            self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                             initargs=(os.getpid(),))
         return self._pool
 
     def evaluate(self) -> dict[str, float]:
