@@ -214,6 +214,8 @@ def test_dagger_phase_labels_argmax_states_and_scores_every_round(tmp_path):
         assert len(labels) > 10 and masks[np.arange(len(labels)), labels].all()
     summary = json.loads((res.run_dir / "summary.json").read_text())
     assert [row["round"] for row in summary["dagger"]] == [1.0, 2.0]
+    assert summary["trained_steps"] == 1024  # the RL phase's steps; DAgger's states come after
+    assert summary["num_timesteps"] == 1024 + sum(row["collected"] for row in summary["dagger"])
     assert all(0.0 <= row["agreement"] <= 1.0 for row in summary["dagger"])
     steps = [float(r["timesteps"]) for r in csv.DictReader(open(res.run_dir / "eval.csv"))]
     assert steps[-2:] == [row["timesteps"] for row in summary["dagger"]] and steps == sorted(steps)
@@ -231,6 +233,8 @@ def test_dagger_config_rules():
             "dagger": {"rounds": 1, "policy": "aryl"}, "env_kwargs": {"action_mode": "targets"}})
     with pytest.raises(ConfigError, match="rounds"):
         load_train_config("maskable_ppo_set", "tiny", {"dagger": {"rounds": -1}})
+    with pytest.raises(ConfigError, match="normalize_obs"):
+        load_train_config("maskable_ppo_set", "tiny", {"dagger": {"rounds": 1}, "normalize_obs": True})
 
 
 def test_dagger_after_init_from_aggregates_the_configured_demos(tmp_path):

@@ -314,6 +314,9 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
             raise ConfigError(
                 f"{source}: dagger needs env_kwargs.action_mode: sequential (this config has {mode!r})"
             )
+        if cfg.normalize_obs:
+            raise ConfigError(f"{source}: dagger plays the policy on raw observations; it cannot be "
+                              "combined with normalize_obs")
         teacher = cfg.dagger.policy or cfg.teacher.policy or cfg.bc.policy
         if not teacher or teacher in ("sjf-grant", "random"):
             raise ConfigError(

@@ -451,14 +451,14 @@ def train(
         eval_cb.finish()
     model_path = run_dir / "model.zip"
     model.save(model_path)
+    steps = int(model.num_timesteps) - start_steps  # the RL phase's (DAgger's states come after)
+    sps = steps / wall if wall > 0 else 0.0
     dagger_rows: list[dict[str, float]] = []
     if cfg.dagger.rounds > 0 and cfg.masked:
         dagger_rows = _dagger_phase(model, cfg, run_dir, demos, eval_cb, data_root, say)
         model.save(model_path)  # the final model is the last round's
     if isinstance(venv, VecNormalize):
         venv.save(str(run_dir / "vecnormalize.pkl"))
-    steps = int(model.num_timesteps) - start_steps
-    sps = steps / wall if wall > 0 else 0.0
     summary = {
         "num_timesteps": int(model.num_timesteps),
         "trained_steps": steps,
