@@ -86,7 +86,7 @@ def test_window_by_hand():
     while t < 14 * 3600.0:
         t += 60.0
         sim.now = t
-        sim.alloc_gs += 100.0 * 60.0
+        sim.acc.train_busy_gs += 100.0 * 60.0  # allocated GPU time (alloc_gs reads the accounting)
         sim.overhead_gs += (40.0 if t <= 10 * 3600.0 else 100.0) * 60.0
         if sim.check_thrash(2.0):
             fired_at = t

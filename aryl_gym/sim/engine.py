@@ -286,8 +286,7 @@ class Simulator:
         self.reclaims_total = 0
         self.stalled = False
         self._idle_since: float | None = None
-        # the thrash rule: GPU-seconds allocated and spent in overheads, and marks of both
-        self.alloc_gs = 0.0
+        # the thrash rule: GPU-seconds spent in overheads, and marks of it and of alloc_gs
         self.overhead_gs = 0.0
         self.thrashing = False
         self._thrash_marks: deque[tuple[float, float, float]] = deque()
@@ -349,6 +348,11 @@ class Simulator:
             self._idle_since = None
         return False
 
+
+    @property
+    def alloc_gs(self) -> float:
+        """GPU-seconds allocated to training so far (training pool plus loaned servers)."""
+        return self.acc.train_busy_gs + self.acc.loan_used_gs
 
     def check_thrash(self, hours: float = STALL_HOURS) -> bool:
         """The thrash rule, called after each round: once more than :data:`THRASH_SHARE` of
@@ -706,7 +710,6 @@ class Simulator:
             self.overhead_left[R] = ovl
             self.overhead_gs += waste
         self.running_time[R] += dt
-        self.alloc_gs += (self.busy_train_gpus + self.busy_loan_gpus) * dt
         self.acc.add_busy(t0, dt, self.busy_train_gpus * dt, self.busy_loan_gpus * dt)
         if self.has_hetero:
             self.acc.add_hetero(R, dt)
@@ -739,13 +742,11 @@ class Simulator:
                 if has_ov:
                     self.overhead_left[R] = np.maximum(ov - dt, 0.0)
                 self.running_time[R] += dt
-                self.alloc_gs += (self.busy_train_gpus + self.busy_loan_gpus) * dt
                 self.acc.add_busy(t0, dt, self.busy_train_gpus * dt, self.busy_loan_gpus * dt)
                 if self.has_hetero:
                     self.acc.add_hetero(R, dt)
             else:
                 alloc_time = np.where(fin, np.minimum(ov + need, dt), dt)
-                self.alloc_gs += float((alloc_time * (self.workers[R] * self.g[R])).sum())
                 self.remaining[R] = np.where(fin, 0.0, rem - prog)
                 self.pred_remaining[R] = np.maximum(
                     np.where(fin, 0.0, self.pred_remaining[R] - prog), 0.0
@@ -830,7 +831,6 @@ class Simulator:
             self.running_time[R] += dt
             if self.has_hetero:
                 self.acc.add_hetero(R, dt)
-        self.alloc_gs += (self.busy_train_gpus + self.busy_loan_gpus) * dt
         self.acc.add_busy(t0, dt, self.busy_train_gpus * dt, self.busy_loan_gpus * dt)
         self.now = t0 + dt
         self.round_index += k

@@ -33,29 +33,13 @@ _WORKER: dict[str, Any] = {}
 
 
 def _init_worker(parent: int | None = None) -> None:
-    import os
-
     import torch
 
+    from aryl_gym.parallel import die_with_parent
+
     torch.set_num_threads(1)
-    _exit_with_parent(parent if parent is not None else os.getppid())
-
-
-def _exit_with_parent(parent: int, poll_s: float = 2.0) -> None:
-    """Exit this worker once the training process ``parent`` is gone (it was killed, so it could
-    not shut the pool down): a daemon thread polls the parent pid, and an orphaned worker would
-    otherwise sit on its memory forever."""
-    import os
-    import threading
-    import time
-
-    def watch() -> None:
-        while True:
-            time.sleep(poll_s)
-            if os.getppid() != parent:
-                os._exit(0)
-
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+    # a killed training run cannot shut the pool down: the worker then exits by itself
+    die_with_parent(parent if parent is not None else os.getppid())
 
 
 def _play(data: bytes, algo_cls: type[BaseAlgorithm], make_env: Any, seeds: list[int], deterministic: bool):

@@ -297,23 +297,11 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
             f"{source}: n_envs ({cfg.n_envs}) must be a multiple of pair_group ({cfg.pair_group})"
         )
     if cfg.teacher.policy:
-        if cfg.algo != "maskable_ppo":
-            raise ConfigError(f"{source}: teacher needs algo: maskable_ppo (this config has {cfg.algo!r})")
-        mode = cfg.env_kwargs.get("action_mode", "targets")
-        if mode != "sequential":
-            raise ConfigError(
-                f"{source}: teacher needs env_kwargs.action_mode: sequential (this config has {mode!r})"
-            )
+        _needs_sequential_maskable(cfg, source, "teacher")
         if cfg.teacher.policy == "sjf-grant":
             raise ConfigError(f"{source}: teacher.policy must be a reference policy name (e.g. aryl-preempt)")
     if cfg.dagger.rounds > 0:
-        if cfg.algo != "maskable_ppo":
-            raise ConfigError(f"{source}: dagger needs algo: maskable_ppo (this config has {cfg.algo!r})")
-        mode = cfg.env_kwargs.get("action_mode", "targets")
-        if mode != "sequential":
-            raise ConfigError(
-                f"{source}: dagger needs env_kwargs.action_mode: sequential (this config has {mode!r})"
-            )
+        _needs_sequential_maskable(cfg, source, "dagger")
         if cfg.normalize_obs:
             raise ConfigError(f"{source}: dagger plays the policy on raw observations; it cannot be "
                               "combined with normalize_obs")
@@ -339,6 +327,17 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
 
         check_worlds(dict(cfg.worlds), f"{source}: worlds")
     return cfg
+
+
+def _needs_sequential_maskable(cfg: TrainConfig, source: str, what: str) -> None:
+    """``what`` (teacher, dagger) labels states with a reference policy's ``sequential`` actions."""
+    if cfg.algo != "maskable_ppo":
+        raise ConfigError(f"{source}: {what} needs algo: maskable_ppo (this config has {cfg.algo!r})")
+    mode = cfg.env_kwargs.get("action_mode", "targets")
+    if mode != "sequential":
+        raise ConfigError(
+            f"{source}: {what} needs env_kwargs.action_mode: sequential (this config has {mode!r})"
+        )
 
 
 def config_from_run_dict(d: Mapping[str, Any], source: str = "run config") -> TrainConfig:

@@ -40,30 +40,27 @@ def collect_student_states(
     load_demos`: ``obs/KEY``, ``actions`` = the labels, ``masks``). Returns the steps, the share
     of steps where the student's action was the label, the episodes ended by the thrash rule and
     the mean avg JCT."""
-    import torch as th
-
     from aryl_gym.rollout import env_action_masks, result_from_info
+    from aryl_gym.train.fast import fast_predictor
     from aryl_gym.train.teacher import TeacherLabeler
 
     labeler = TeacherLabeler(teacher, env)
-    pol = model.policy
+    student = fast_predictor(model)  # the deployed masked argmax
     obs_buf: dict[str, list[np.ndarray]] = {}
     labels: list[int] = []
     masks: list[np.ndarray] = []
     agree = 0
     thrash = 0
     jcts: list[float] = []
-    pol.set_training_mode(False)
+    model.policy.set_training_mode(False)
     for s in seeds:
         obs, _ = env.reset(seed=int(s), options={"episode_seed": int(s)})
         while True:
             m = np.asarray(env_action_masks(env), dtype=bool)
             y = labeler.label()
-            with th.no_grad():
-                ot, _ = pol.obs_to_tensor({k: np.asarray(v)[None] for k, v in obs.items()})
-                logits = pol.action_net(pol.mlp_extractor.forward_actor(
-                    pol.extract_features(ot, pol.pi_features_extractor)))[0].numpy()
-            a = int(np.argmax(np.where(m, logits, -np.inf)))
+            act, _ = student.predict({k: np.asarray(v)[None] for k, v in obs.items()},
+                                     deterministic=True, action_masks=m[None])
+            a = int(np.asarray(act).reshape(-1)[0])
             for k, v in obs.items():
                 obs_buf.setdefault(k, []).append(np.asarray(v))
             labels.append(y)
