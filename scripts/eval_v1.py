@@ -45,6 +45,7 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
     jct: dict[str, np.ndarray] = {}
     unfinished: dict[str, float] = {}
     thrashing: dict[str, list[int]] = {}  # seeds whose episode the thrash rule ended
+    done: dict[str, np.ndarray] = {}  # per seed: every job finished
     labels = []
     for path in agent_paths:
         label, _, path = path.rpartition("=") if "=" in path else ("", "", path)
@@ -57,9 +58,12 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
         print(f"load {load}: {label} played {len(seeds)} seeds in {time.perf_counter() - t0:.0f} s",
               file=sys.stderr, flush=True)
         jct[label] = np.array([r.avg_jct for r, _, _ in out])
+        done[label] = np.array([r.jobs_unfinished == 0 for r, _, _ in out])
         unfinished[label] = float(np.mean([r.jobs_unfinished for r, _, _ in out]))
         thrashing[label] = [s for s, (r, _, _) in zip(seeds, out) if r.thrashing]
     for name in against:
+        if name in jct:  # another agent of this run (LABEL=PATH): compared as it played
+            continue
         if name == "random":
             import gymnasium as gym
 
@@ -70,20 +74,30 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
         else:
             res = [run_reference(name, cfg, s) for s in seeds]
         jct[name] = np.array([r.avg_jct for r in res])
+        done[name] = np.array([r.jobs_unfinished == 0 for r in res])
         unfinished[name] = float(np.mean([r.jobs_unfinished for r in res]))
         thrashing[name] = [s for s, r in zip(seeds, res) if r.thrashing]
     rows: dict[str, dict[str, dict[str, float]]] = {}
     for label in labels:
         rows[label] = {}
         for name in against:
+            if name == label:
+                continue
             point, lo, hi = paired_bootstrap_ratio(jct[label], jct[name])
             st = paired_ratio_ci([a / b for a, b in zip(jct[label], jct[name])])
             rows[label][name] = {"ratio_of_means": point, "boot_lo": lo, "boot_hi": hi,
                                  "geo_mean": st.mean, "t_lo": st.lo, "t_hi": st.hi}
+            both = done[label] & done[name]  # the seeds where both finish every job
+            if both.any() and not both.all():
+                fp, flo, fhi = paired_bootstrap_ratio(jct[label][both], jct[name][both])
+                rows[label][name].update(finished_seeds=int(both.sum()), finished_ratio=fp,
+                                         finished_lo=flo, finished_hi=fhi)
     return {"load": load, "seeds": seeds, "agents": labels,
             "avg_jct": {k: v.tolist() for k, v in jct.items()},
             "mean_avg_jct": {k: float(v.mean()) for k, v in jct.items()},
-            "jobs_unfinished": unfinished, "thrashing_seeds": thrashing, "vs": rows}
+            "jobs_unfinished": unfinished, "thrashing_seeds": thrashing,
+            "failed_seeds": {k: [s for s, ok in zip(seeds, v) if not ok] for k, v in done.items()},
+            "vs": rows}
 
 
 def loads_arg(text: str) -> list[float]:
@@ -104,7 +118,8 @@ def main() -> None:
     p.add_argument("--scenario", default="testbed")
     p.add_argument("--loads", type=loads_arg, default=[0.9, 1.3])
     p.add_argument("--seeds", type=seeds_arg, default=list(range(2000, 2012)))
-    p.add_argument("--against", default="aryl,sjf,random,fifo")
+    p.add_argument("--against", default="aryl,sjf,random,fifo",
+                   help="references (policy names, random) and/or LABELs of --agent entries")
     p.add_argument("--json", default=None)
     a = p.parse_args()
     against = [x.strip() for x in a.against.split(",") if x.strip()]
@@ -116,20 +131,26 @@ def main() -> None:
             with open(a.json, "w") as fh:
                 json.dump(results, fh, indent=2)
         print(f"\n### load {r['load']} ({len(r['seeds'])} seeds {r['seeds'][0]}-{r['seeds'][-1]})\n")
-        print("| policy | mean avg JCT (s) | jobs unfinished (mean per seed) | seeds ended by the thrash rule |")
-        print("|---|---|---|---|")
+        print("| policy | mean avg JCT (s) | jobs unfinished (mean per seed) | episodes failed "
+              "| seeds ended by the thrash rule |")
+        print("|---|---|---|---|---|")
         for name, v in r["mean_avg_jct"].items():
             th = r["thrashing_seeds"][name]
-            print(f"| {name} | {v:,.0f} | {r['jobs_unfinished'][name]:.1f} | {', '.join(map(str, th)) or '-'} |")
+            nf = len(r["failed_seeds"][name])
+            print(f"| {name} | {v:,.0f} | {r['jobs_unfinished'][name]:.1f} | {nf}/{len(r['seeds'])} "
+                  f"| {', '.join(map(str, th)) or '-'} |")
         if any(r["jobs_unfinished"].values()):
             print("\n(an episode with unfinished jobs averages its finished jobs only: its avg JCT "
-                  "flatters the policy)")
-        print("\n| agent | vs | ratio of means | paired bootstrap 95% CI | geo-mean per-seed ratio [t 95% CI] |")
-        print("|---|---|---|---|---|")
+                  "flatters the policy; the last column of the next table leaves such seeds out)")
+        print("\n| agent | vs | ratio of means | paired bootstrap 95% CI | geo-mean per-seed ratio [t 95% CI] "
+              "| on the seeds both finish [95% CI] |")
+        print("|---|---|---|---|---|---|")
         for label, vs in r["vs"].items():
             for name, v in vs.items():
+                fin = (f"{v['finished_ratio']:.3f} [{v['finished_lo']:.3f}, {v['finished_hi']:.3f}] "
+                       f"({v['finished_seeds']} seeds)" if "finished_ratio" in v else "(all seeds)")
                 print(f"| {label} | {name} | {v['ratio_of_means']:.3f} | [{v['boot_lo']:.3f}, {v['boot_hi']:.3f}] | "
-                      f"{v['geo_mean']:.3f} [{v['t_lo']:.3f}, {v['t_hi']:.3f}] |", flush=True)
+                      f"{v['geo_mean']:.3f} [{v['t_lo']:.3f}, {v['t_hi']:.3f}] | {fin} |", flush=True)
 
 
 if __name__ == "__main__":

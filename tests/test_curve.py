@@ -57,3 +57,26 @@ def test_evaluations_with_unfinished_jobs_are_flagged(tmp_path):
     assert read_unfinished(tmp_path / "old") == [False, False, False]
     pytest.importorskip("matplotlib")
     assert plot_learning_curve(tmp_path).is_file()
+
+
+def test_eval_csv_rows_with_new_columns_keep_one_header(tmp_path):
+    """A later evaluation row with columns the file lacks (a resumed run with another reference,
+    a new phase) rewrites the file under one header: no value lands under another column."""
+    import csv
+    from types import SimpleNamespace
+
+    from aryl_gym.train.callbacks import ArylEvalCallback
+
+    cb = SimpleNamespace(run_dir=tmp_path)
+    ArylEvalCallback._write_row(cb, {"timesteps": 0.0, "avg_jct": 100.0, "aryl_avg_jct": 90.0})
+    ArylEvalCallback._write_row(cb, {"timesteps": 10.0, "avg_jct": 95.0, "aryl_avg_jct": 90.0})
+    ArylEvalCallback._write_row(cb, {"timesteps": 20.0, "jobs_unfinished": 0.0, "avg_jct": 80.0,
+                                     "sjf_avg_jct": 85.0, "aryl_avg_jct": 90.0})
+    ArylEvalCallback._write_row(cb, {"avg_jct": 70.0, "timesteps": 30.0, "aryl_avg_jct": 90.0})
+    rows = list(csv.DictReader(open(tmp_path / "eval.csv", newline="")))
+    assert [r["avg_jct"] for r in rows] == ["100.0", "95.0", "80.0", "70.0"]
+    assert [r["timesteps"] for r in rows] == ["0.0", "10.0", "20.0", "30.0"]
+    assert [r["sjf_avg_jct"] for r in rows] == ["", "", "85.0", ""]
+    steps, jct, refs = read_curve(tmp_path)
+    assert steps == [0.0, 10.0, 20.0, 30.0] and jct == [100.0, 95.0, 80.0, 70.0]
+    assert refs == {"aryl": 90.0, "sjf": 85.0}

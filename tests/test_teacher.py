@@ -253,3 +253,61 @@ def test_dagger_after_init_from_aggregates_the_configured_demos(tmp_path):
     agg = np.load(res.run_dir / "dagger" / "aggregate.npz")
     r0 = np.load(res.run_dir / "dagger" / "round0.npz")
     assert len(agg["actions"]) == len(np.load(demos)["actions"]) + len(r0["actions"])
+
+
+def test_dagger_worlds_merge_into_the_training_worlds_and_drop_reward_wrappers():
+    """dagger.worlds replaces the training worlds key by key (the rest stay), is checked like
+    them, and the rollout env draws its worlds from the merged ranges without reward wrappers."""
+    from aryl_gym.train.config import dagger_worlds
+    from aryl_gym.train.dagger import _rollout_config
+    from aryl_gym.train.envs import make_single_env
+    from aryl_gym.train.paired import TraceMeanJCTReward
+
+    cfg = load_train_config("maskable_ppo_set", "testbed", {
+        "dagger": {"rounds": 1, "worlds": {"load": [1.1, 1.4], "train_servers": [3]}}})
+    assert dagger_worlds(cfg) == {"load": [1.1, 1.4], "train_servers": [3],
+                                  "elastic_fraction": list(cfg.worlds["elastic_fraction"])}
+    assert cfg.worlds["load"] == [0.8, 1.4]  # the RL phase's worlds are untouched
+    rc = _rollout_config(cfg)
+    assert rc.worlds == dagger_worlds(cfg) and rc.reward_reference is None and rc.pair_baseline == "none"
+    env = make_single_env(rc)
+    try:
+        e = env
+        while hasattr(e, "env"):  # no reward wrapper between the masker and the world sampler
+            assert not isinstance(e, TraceMeanJCTReward)
+            e = e.env
+        for s in range(20_000, 20_006):
+            _, info = env.reset(seed=s, options={"episode_seed": s})
+            assert 1.1 <= info["world"]["load"] <= 1.4 and info["world"]["train_servers"] == 3
+    finally:
+        env.close()
+    # no dagger.worlds (the config's default section): the rollouts use the training worlds
+    plain = load_train_config("maskable_ppo_set", "basic", {"dagger": {"rounds": 1, "policy": "aryl"}})
+    assert plain.dagger.worlds == {} and plain.worlds and dagger_worlds(plain) == dict(plain.worlds)
+    with pytest.raises(ConfigError, match=r"dagger.worlds .*unknown key 'lod'"):
+        load_train_config("maskable_ppo_set", "testbed", {"dagger": {"rounds": 1, "worlds": {"lod": [1, 2]}}})
+    with pytest.raises(ConfigError, match=r"dagger.worlds .*load"):
+        load_train_config("maskable_ppo_set", "testbed", {"dagger": {"rounds": 1, "worlds": {"load": [1.4, 1.1]}}})
+    with pytest.raises(ConfigError, match="keep"):
+        load_train_config("maskable_ppo_set", "testbed", {"dagger": {"rounds": 1, "keep": "first"}})
+
+
+def test_dagger_keep_last_makes_the_last_round_the_best_model(tmp_path):
+    """keep: last: the last round becomes best_model.zip when its evaluation finishes every job,
+    whatever its avg JCT (the rounds target failures the evaluation seeds rarely show)."""
+    import torch as th
+    from sb3_contrib import MaskablePPO
+
+    from aryl_gym.train.runner import train
+
+    seen: list[str] = []
+    res = train(_teacher_cfg(teacher={"policy": None}, total_timesteps=1024,
+                             bc={"policy": "aryl", "episodes": 1, "epochs": 1},
+                             eval={"freq": 1024, "seeds": [1000], "references": ["aryl"]},
+                             dagger={"rounds": 1, "episodes": 1, "epochs": 1, "policy": "aryl-preempt",
+                                     "keep": "last"}),
+                out=tmp_path / "runs", verbose=0, progress=seen.append)
+    best = MaskablePPO.load(res.run_dir / "best_model.zip", device="cpu").policy.state_dict()
+    last = MaskablePPO.load(res.run_dir / "dagger" / "model_round0.zip", device="cpu").policy.state_dict()
+    assert best.keys() == last.keys() and all(th.equal(best[k], last[k]) for k in best)
+    assert any("the last round is best_model.zip" in m for m in seen)

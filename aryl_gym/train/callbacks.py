@@ -247,9 +247,26 @@ class ArylEvalCallback(BaseCallback):
         if self.run_dir is None:
             return
         path = self.run_dir / "eval.csv"
-        new = not path.exists()
+        fields = list(row)
+        if path.exists() and path.stat().st_size > 0:
+            with open(path, newline="") as fh:
+                reader = csv.DictReader(fh)
+                header = list(reader.fieldnames or [])
+                rows = list(reader)
+            if header and set(fields) != set(header):
+                # a resumed run (or a new phase) with other columns: one header for all rows,
+                # earlier rows get empty cells for the new columns
+                merged = header + [f for f in fields if f not in header]
+                with open(path, "w", newline="") as fh:
+                    w = csv.DictWriter(fh, fieldnames=merged, restval="")
+                    w.writeheader()
+                    w.writerows(rows)
+                    w.writerow(row)
+                return
+            fields = header or fields
+        new = not path.exists() or path.stat().st_size == 0
         with open(path, "a", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(row))
+            w = csv.DictWriter(fh, fieldnames=fields, restval="")
             if new:
                 w.writeheader()
             w.writerow(row)

@@ -127,7 +127,12 @@ class DaggerConfig:
     episodes (seeds ``seed``.., worlds included), labelling its states with ``policy``'s action
     (default: ``teacher.policy``, else ``bc.policy``), and ``epochs`` passes of cross-entropy on
     the aggregate of the behaviour-cloning demonstrations and every round's states. Starts from
-    the best model of the RL phase. 0 rounds = off."""
+    the best model of the RL phase. 0 rounds = off. ``worlds`` changes the training worlds for
+    the rollouts, key by key (e.g. ``{load: [1.1, 1.4]}`` to collect the states of the loads
+    where an argmax policy falls into cycles); empty = the run's ``worlds``. ``keep``: ``best``
+    lets a round become ``best_model.zip`` only when its evaluation beats every earlier one;
+    ``last`` makes the last round ``best_model.zip`` whenever its evaluation leaves no job
+    unfinished (the rounds aim at failures that a few evaluation seeds rarely show)."""
 
     rounds: Steps = 0
     episodes: PosSteps = 64
@@ -136,6 +141,8 @@ class DaggerConfig:
     epochs: PosSteps = 3
     batch_size: PosSteps = 512
     learning_rate: Annotated[float, Gt(0)] = 1.0e-4
+    worlds: Mapping[str, Any] = field(default_factory=dict)
+    keep: Literal["best", "last"] = "best"
 
 
 @dataclass(frozen=True)
@@ -193,6 +200,7 @@ class TrainConfig:
         d["policy_kwargs"] = copy.deepcopy(dict(self.policy_kwargs))
         d["hyperparams"] = dict(self.hyperparams)
         d["worlds"] = copy.deepcopy(dict(self.worlds))
+        d["dagger"]["worlds"] = copy.deepcopy(dict(self.dagger.worlds))
         d["scenario_overrides"] = copy.deepcopy(dict(self.scenario_overrides))
         d["eval"]["seeds"] = list(self.eval.seeds)
         d["eval"]["references"] = list(self.eval.references)
@@ -326,7 +334,16 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
         from aryl_gym.train.worlds import check_worlds
 
         check_worlds(dict(cfg.worlds), f"{source}: worlds")
+    if cfg.dagger.worlds:
+        from aryl_gym.train.worlds import check_worlds
+
+        check_worlds(dagger_worlds(cfg), f"{source}: dagger.worlds (merged with worlds)")
     return cfg
+
+
+def dagger_worlds(cfg: TrainConfig) -> dict[str, Any]:
+    """The worlds DAgger's rollouts draw from: ``worlds`` with ``dagger.worlds`` key by key."""
+    return {**copy.deepcopy(dict(cfg.worlds)), **copy.deepcopy(dict(cfg.dagger.worlds))}
 
 
 def _needs_sequential_maskable(cfg: TrainConfig, source: str, what: str) -> None:

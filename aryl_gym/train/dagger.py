@@ -95,6 +95,16 @@ def aggregate(paths: Sequence[str | Path], out: str | Path) -> int:
     return int(len(arrays["actions"]))
 
 
+def _rollout_config(cfg: Any) -> Any:
+    """The config DAgger's rollout env is made from: the training env with ``dagger.worlds``
+    merged into ``worlds`` and no reward wrappers (the rollouts keep states and labels only, so
+    the reference runs of ``reward_reference`` / ``pair_baseline`` would be wasted)."""
+    from aryl_gym.train.config import dagger_worlds
+
+    return cfg.replace(worlds=dagger_worlds(cfg), reward_reference=None, pair_baseline="none",
+                       pair_group=0)
+
+
 def run_dagger(
     model: Any,
     cfg: Any,
@@ -117,7 +127,7 @@ def run_dagger(
     say = log or (lambda s: None)
     folder = run_dir / "dagger"
     folder.mkdir(parents=True, exist_ok=True)
-    env = make_single_env(cfg, data_root)
+    env = make_single_env(_rollout_config(cfg), data_root)
     parts: list[str] = [demos] if demos else []
     steps_total = int(model.num_timesteps)
     rows: list[dict[str, float]] = []
@@ -143,6 +153,7 @@ def run_dagger(
             if evaluate is not None:
                 ev = evaluate(model, steps_total)
                 row["eval_avg_jct"] = ev.get("avg_jct", float("nan"))
+                row["eval_jobs_unfinished"] = ev.get("jobs_unfinished", float("nan"))
             else:
                 model.logger.dump(steps_total)
             model.save(folder / f"model_round{r}.zip")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 import platform
 import subprocess
@@ -302,6 +303,14 @@ def _dagger_phase(model: Any, cfg: TrainConfig, run_dir: Path, demos: str | None
     tic = time.perf_counter()
     rows = run_dagger(model, cfg, run_dir, demos, evaluate, data_root, say)
     say(f"dagger: {len(rows)} rounds in {time.perf_counter() - tic:.0f} s")
+    if cfg.dagger.keep == "last" and rows and cfg.eval.save_best:
+        unfinished = rows[-1].get("eval_jobs_unfinished", float("nan"))
+        if unfinished == 0:  # evaluated, every job finished (NaN: not evaluated)
+            model.save(best)
+            say(f"dagger: the last round is {best.name} (keep: last)")
+        elif not math.isnan(unfinished):
+            say(f"dagger: the last round is not {best.name}: its evaluation left "
+                f"{unfinished:g} jobs unfinished (model.zip holds it)")
     return rows
 
 
