@@ -136,6 +136,11 @@ class EpisodeResult:
     #: ended by the thrash rule (:meth:`aryl_gym.sim.engine.Simulator.check_thrash`)
     thrashing: bool = False
     max_hourly_queued_share: float = float("nan")
+    #: mean over the jobs submitted by the episode's end of (finish, or the end for a job still
+    #: queued or running) - submit: a lower bound on the avg JCT an unfinished episode would have
+    #: reached (``avg_jct`` averages its finished jobs only, which flatters a policy that leaves
+    #: the hard jobs unfinished); equal to ``avg_jct`` when every job finished
+    avg_jct_censored: float = float("nan")
     #: jobs that ran on both GPU types at some point (heterogeneous training, paper 7.2)
     hetero_jobs: int = 0
     #: GPU-hours held by jobs while they ran on both GPU types
@@ -182,6 +187,14 @@ def _pct(a: np.ndarray, q: float) -> float:
 
 def _mean(a: np.ndarray) -> float:
     return float(a.mean()) if len(a) else float("nan")
+
+
+def _censored_mean_jct(sim: FinishedEpisode) -> float:
+    """Mean of (finish, else the episode's end) - submit over the jobs submitted by the end."""
+    end = float(sim.now)
+    seen = sim.submit <= end
+    fin = np.where(sim.state == JobState.DONE, sim.finish, end)
+    return _mean((fin - sim.submit)[seen])
 
 
 def lower_bounds(sim: FinishedEpisode) -> np.ndarray:
@@ -292,6 +305,7 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
         stalled=sim.stalled,
         thrashing=sim.thrashing,
         max_hourly_queued_share=max(qshare) if qshare else float("nan"),
+        avg_jct_censored=_mean(jct) if done.all() else _censored_mean_jct(sim),
         hetero_jobs=int(sim.ever_mixed.sum()),
         hetero_gpu_hours=acc.hetero_gs / 3600.0,
         combined_usage_hourly=hourly,

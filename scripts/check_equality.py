@@ -48,6 +48,9 @@ def _result_digest(res: Any) -> tuple[str, dict[str, Any]]:
     for k, v in ADDED.items():
         if d.get(k) == v:
             d.pop(k)
+    # avg_jct_censored (added later) says nothing new while it equals avg_jct (every job finished)
+    if "avg_jct_censored" in d and d["avg_jct_censored"] == d.get("avg_jct"):
+        d.pop("avg_jct_censored")
     blob = json.dumps(d, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest(), {k: d.get(k) for k in SUMMARY}
 

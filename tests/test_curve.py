@@ -80,3 +80,19 @@ def test_eval_csv_rows_with_new_columns_keep_one_header(tmp_path):
     steps, jct, refs = read_curve(tmp_path)
     assert steps == [0.0, 10.0, 20.0, 30.0] and jct == [100.0, 95.0, 80.0, 70.0]
     assert refs == {"aryl": 90.0, "sjf": 85.0}
+
+
+def test_dagger_rounds_are_read_from_the_summary_and_drawn(tmp_path):
+    import json
+
+    from aryl_gym.train.curve import read_dagger_steps
+
+    (tmp_path / "eval.csv").write_text(
+        "timesteps,avg_jct,jobs_unfinished,aryl_avg_jct\n0,100,0,90\n10,80,0,90\n20,60,3,90\n35,85,0,90\n")
+    assert read_dagger_steps(tmp_path) == set()  # no summary yet
+    (tmp_path / "summary.json").write_text("not json")
+    assert read_dagger_steps(tmp_path / "eval.csv") == set()
+    (tmp_path / "summary.json").write_text(json.dumps({"dagger": [{"round": 1.0, "timesteps": 35.0}]}))
+    assert read_dagger_steps(tmp_path) == {35.0}
+    png = plot_learning_curve(tmp_path)
+    assert png.stat().st_size > 1000

@@ -126,3 +126,23 @@ def test_env_truncates_a_thrashing_agent():
         assert steps < 200_000
     res = info["episode_result"]
     assert trunc and res.thrashing and res.jobs_unfinished > 0
+
+
+def test_censored_avg_jct_counts_unfinished_jobs_up_to_the_end():
+    """avg_jct covers finished jobs only; avg_jct_censored counts every submitted job, an
+    unfinished one up to the episode's end (by hand: jobs submitted at 0 and 60 s, neither
+    finishes, the episode ends at now), and equals avg_jct when every job finished."""
+    sim = _sim()
+    res = sim.run(ScriptedPolicy(_flip, uses_loaning=False), stall_hours=1.0)
+    assert res.jobs_completed == 0 and math.isnan(res.avg_jct)
+    assert res.avg_jct_censored == pytest.approx(((sim.now - 0.0) + (sim.now - 60.0)) / 2)
+    # a 3-hour horizon: the 1-hour job finishes, the 5-hour one is cut at 3 h
+    cfg = small_config(first_start_overhead_s=0.0, horizon_hours=3.0)
+    sim = make_sim(cfg, [job(0, work=3600.0), job(1, submit=60.0, work=5 * 3600.0)])
+    res = sim.run(ScriptedPolicy(_keep, uses_loaning=False), stall_hours=math.inf)
+    assert res.jobs_completed == 1 and res.truncated
+    assert res.avg_jct == pytest.approx(3600.0)
+    assert res.avg_jct_censored == pytest.approx((3600.0 + (3 * 3600.0 - 60.0)) / 2)
+    sim = _sim()
+    res = sim.run(ScriptedPolicy(_keep, uses_loaning=False), stall_hours=1.0)
+    assert res.jobs_unfinished == 0 and res.avg_jct_censored == res.avg_jct

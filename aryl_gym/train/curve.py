@@ -64,6 +64,21 @@ def read_unfinished(path: str | Path) -> list[bool]:
     return out
 
 
+def read_dagger_steps(path: str | Path) -> set[float]:
+    """The step counts of the DAgger rounds' evaluations (``summary.json`` beside the
+    ``eval.csv``, key ``dagger``); empty when the run had no DAgger phase or no summary yet."""
+    import json
+
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    try:
+        summary = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        return set()
+    rows = summary.get("dagger") or [] if isinstance(summary, dict) else []
+    return {float(r["timesteps"]) for r in rows if isinstance(r, dict) and "timesteps" in r}
+
+
 def plot_learning_curve(
     run: str | Path, out: str | Path | None = None, log: bool = False, title: str | None = None
 ) -> Path:
@@ -79,10 +94,24 @@ def plot_learning_curve(
     steps, jct, refs = read_curve(csv_path)
     warm = (csv_path.parent / "warm_start.zip").exists()
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    ax.plot(steps, jct, "o-", color="black", lw=1.8, ms=3.5, label="agent", zorder=3)
+    unfinished = read_unfinished(csv_path)
+    dagger = read_dagger_steps(csv_path)
+    rl = [i for i, x in enumerate(steps) if x not in dagger]
+    ax.plot([steps[i] for i in rl], [jct[i] for i in rl], "o-", color="black", lw=1.8, ms=3.5,
+            label="agent", zorder=3)
+    dg = [i for i, x in enumerate(steps) if x in dagger]
+    if dg:
+        # the DAgger phase starts from the best RL evaluation that finished every job
+        ok = [i for i in rl if not (i < len(unfinished) and unfinished[i])]
+        start = min(ok, key=lambda i: jct[i]) if ok else None
+        xs = ([steps[start]] if start is not None else []) + [steps[i] for i in dg]
+        ys = ([jct[start]] if start is not None else []) + [jct[i] for i in dg]
+        ax.plot(xs, ys, ":", color="tab:olive", lw=1.5, zorder=3)
+        ax.plot([steps[i] for i in dg], [jct[i] for i in dg], "D", color="tab:olive", ms=6,
+                label="DAgger round (from the best RL model)", zorder=4)
     if warm and steps[0] == 0:
         ax.plot([0], [jct[0]], "s", color="tab:orange", ms=8, label="warm start (step 0)", zorder=4)
-    bad = [i for i, b in enumerate(read_unfinished(csv_path)) if b and i < len(steps)]
+    bad = [i for i, b in enumerate(unfinished) if b and i < len(steps)]
     if bad:
         ax.plot([steps[i] for i in bad], [jct[i] for i in bad], "x", color="red", ms=9, mew=2,
                 label="jobs left unfinished (avg over finished jobs only)", zorder=5)
