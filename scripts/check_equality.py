@@ -16,7 +16,8 @@ observation, reward, flag and the final ``EpisodeResult``.
 
 ``--quick`` drops ``basic`` and the slow Pollux policies on ``testbed`` (about a minute).
 The digest covers every field of ``EpisodeResult`` except the timings (``wall_s``, ``decision_ms_mean``, ``decision_ms_max``) and fields added later
-while they hold their old implied value (``thrashing`` False).
+while they hold their old implied value (``thrashing`` False, ``avg_jct_censored`` equal to
+``avg_jct``).
 Exit code 0 when all digests match, 1 when any differs, 2 on bad input.
 """
 
