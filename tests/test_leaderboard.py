@@ -351,13 +351,18 @@ def test_validate_catches_a_tampered_row(e2e: dict[str, Any], tmp_path: Path) ->
     rep = validate_csv(src, sample=0)
     assert rep.ok and all(c.status == "ok" for c in rep.checks)
     rows, _ = read_rows(src)
-    lines = src.read_text().splitlines(keepends=True)
+    import csv
+    import io
+
+    table = list(csv.reader(io.StringIO(src.read_text(), newline="")))
     i = next(k for k, r in enumerate(rows) if r["policy"] == "sjf" and r["seed"] == 1)
-    old = repr(rows[i]["avg_jct"])
-    assert lines[i + 1].count(old) == 1
-    lines[i + 1] = lines[i + 1].replace(old, repr(rows[i]["avg_jct"] * 0.9))
+    col = table[0].index("avg_jct")  # the avg_jct cell only (avg_jct_censored holds the same value)
+    assert float(table[i + 1][col]) == rows[i]["avg_jct"]
+    table[i + 1][col] = repr(rows[i]["avg_jct"] * 0.9)
     bad = tmp_path / "tampered.csv"
-    bad.write_text("".join(lines))
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(table)
+    bad.write_text(buf.getvalue())
     rep = validate_csv(bad, sample=0)
     assert not rep.ok
     wrong = [c for c in rep.checks if c.status != "ok"]
