@@ -400,3 +400,35 @@ def test_main_command_says_where_outputs_are(tmp_path: Path, capsys: pytest.Capt
     assert cli_main(["main", "--suite", str(suite_file), "--out", str(out), "--no-progress", "--workers", "1"]) == 0
     assert "0 run now, 2 resumed" in capsys.readouterr().out
     shutil.rmtree(out)
+
+
+def test_agent_rows_are_keyed_by_the_bytes_of_its_files(tmp_path: Path) -> None:
+    """New weights under the same name or path are another configuration: a resumed
+    leaderboard cannot reuse the old weights' rows as the new ones'."""
+    import os
+
+    from aryl_gym.config import load_scenario
+    from aryl_gym.leaderboard.provenance import agent_files_digest, config_hash
+    from aryl_gym.leaderboard.suites import Entrant
+
+    src = Path(__file__).resolve().parents[1] / "agents" / "pretrained" / "ppo-v1.zip"
+    if not src.exists():
+        pytest.skip("ppo-v1 is not shipped")
+    model = tmp_path / "mine.zip"
+    shutil.copy(src, model)
+    cfg = load_scenario("tiny")
+    e = Entrant("mine", "agent", str(model))
+    first = config_hash(cfg, e, "aryl_gym/Aryl-v1", {})
+    assert config_hash(cfg, e, "aryl_gym/Aryl-v1", {}) == first  # stable
+    assert set(agent_files_digest(str(model))) == {"model"}
+    with open(model, "ab") as fh:  # other bytes, same path
+        fh.write(b"\0")
+    os.utime(model, ns=(1, 1))
+    assert config_hash(cfg, e, "aryl_gym/Aryl-v1", {}) != first
+    (tmp_path / "mine.yaml").write_text("algo: maskable_ppo\n")
+    assert set(agent_files_digest(str(model))) == {"model", "config"}
+    # no files to read: a module:factory agent, an unknown name
+    assert agent_files_digest("tests.helpers:make_agent") == {}
+    assert agent_files_digest("no-such-agent") == {}
+    assert config_hash(cfg, Entrant("aryl", "policy"), "aryl_gym/Aryl-v1", {}) == config_hash(
+        cfg, Entrant("aryl", "policy"), "aryl_gym/Aryl-v1", {})

@@ -60,11 +60,53 @@ def scenario_fingerprint(cfg: ScenarioConfig) -> dict[str, Any]:
     return d
 
 
+_FILE_SHA: dict[tuple[str, int, int], str] = {}
+
+
+def _file_sha(path: Path) -> str:
+    """SHA-256 of a file's bytes (cached by path, mtime and size)."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    if key not in _FILE_SHA:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        _FILE_SHA[key] = h.hexdigest()
+    return _FILE_SHA[key]
+
+
+def agent_files_digest(source: str) -> dict[str, str]:
+    """SHA-256 of the files a saved agent is loaded from (model, config, normalisation), by
+    role; empty for a ``module:factory`` agent or a source that does not resolve (loading it
+    fails later with its own error). A row made with other weights under the same name is then
+    another configuration, never reused as this one."""
+    from aryl_gym.leaderboard.episodes import source_kind
+
+    if source_kind(source) == "import":
+        return {}
+    try:
+        from aryl_gym.agents.learned import find_zoo_experiment, resolve_agent_path, resolve_zoo_folder
+
+        zoo = find_zoo_experiment(source) if Path(source).is_dir() else None
+        if zoo is not None:  # an rl-baselines3-zoo folder: its model and normalisation
+            model, _, vn = resolve_zoo_folder(zoo)
+            files: tuple[Path | None, ...] = (model, None, vn)
+        else:
+            files = resolve_agent_path(source)
+    except Exception:  # unknown name, missing file: reported when the agent is loaded
+        return {}
+    return {role: _file_sha(p) for role, p in zip(("model", "config", "vecnormalize"), files)
+            if p is not None and p.is_file()}
+
+
 def config_hash(cfg: ScenarioConfig, entrant: Entrant, env_id: str, env_kwargs: Mapping[str, Any]) -> str:
-    """16 hex digits of SHA-256 over the resolved scenario (and, for agents, the env set-up)."""
+    """16 hex digits of SHA-256 over the resolved scenario (and, for agents, the env set-up and
+    the bytes of the agent's model, config and normalisation files)."""
     payload: dict[str, Any] = {"scenario": scenario_fingerprint(cfg)}
     if entrant.kind == "agent":
-        payload.update(env_id=env_id, env_kwargs=dict(env_kwargs), source=entrant.source)
+        payload.update(env_id=env_id, env_kwargs=dict(env_kwargs), source=entrant.source,
+                       files=agent_files_digest(entrant.source))
     text = json.dumps(payload, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
