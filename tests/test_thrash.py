@@ -146,3 +146,28 @@ def test_censored_avg_jct_counts_unfinished_jobs_up_to_the_end():
     sim = _sim()
     res = sim.run(ScriptedPolicy(_keep, uses_loaning=False), stall_hours=1.0)
     assert res.jobs_unfinished == 0 and res.avg_jct_censored == res.avg_jct
+
+
+def test_evaluate_warns_about_unfinished_episodes(monkeypatch, capsys):
+    """aryl-gym evaluate never reports an unfinished episode's avg JCT silently: a warning names
+    the seeds and why they ended, and the table counts them."""
+    import dataclasses
+
+    import aryl_gym.train.evaluation as ev
+    from aryl_gym.cli import main as cli_main
+
+    real = ev.run_reference
+
+    def fake(name, scen, seed, data_root=None):
+        res = real(name, scen, seed, data_root)
+        if name == "sjf" and seed == 1:  # as if the thrash rule had ended it
+            res = dataclasses.replace(res, jobs_unfinished=3, thrashing=True, truncated=True)
+        return res
+
+    monkeypatch.setattr(ev, "run_reference", fake)
+    assert cli_main(["evaluate", "--agent", "sjf", "--scenario", "tiny", "--seeds", "0-1",
+                     "--against", "fifo", "--table", "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "WARNING sjf left jobs unfinished on 1 of 2 seed(s): 1 (thrashing, 3 jobs)" in err
+    assert "fifo left" not in err
+    assert "unfinished eps" in out and "1/2" in out and "0/2" in out

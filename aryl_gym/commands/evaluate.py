@@ -104,6 +104,14 @@ def run(args: argparse.Namespace) -> int:
         if ref not in by_policy:
             by_policy[ref] = [run_reference(ref, scen, s, args.data_root) for s in args.seeds]
             done(ref)
+    for name, res in by_policy.items():
+        failed = [(s, r) for s, r in zip(args.seeds, res) if r.jobs_unfinished > 0]
+        if failed:  # never silent: such an avg_jct covers the finished jobs only
+            why = ", ".join(f"{s} ({'thrashing' if r.thrashing else 'stalled' if r.stalled else 'truncated'}, "
+                            f"{r.jobs_unfinished} jobs)" for s, r in failed)
+            print(f"evaluate: WARNING {name} left jobs unfinished on {len(failed)} of {len(res)} seed(s): "
+                  f"{why}; its avg_jct covers the finished jobs only (avg_jct_censored counts the "
+                  "others up to the episode's end)", file=sys.stderr, flush=True)
     from aryl_gym.commands.compare import METRICS, summarize
 
     order = ([args.baseline] if args.baseline in by_policy else []) + [
@@ -123,9 +131,11 @@ def run(args: argparse.Namespace) -> int:
         body = []
         for name in order:
             m = mean_metrics(by_policy[name], keys)
-            body.append([name, *[m[k] for k in keys], (rat.get(name) or {}).get("avg_jct")])
+            failed = sum(r.jobs_unfinished > 0 for r in by_policy[name])
+            body.append([name, *[m[k] for k in keys], (rat.get(name) or {}).get("avg_jct"),
+                         f"{failed}/{len(by_policy[name])}"])
         print(f"scenario {scen}  seeds {','.join(map(str, args.seeds))}")
-        print(table(body, ["policy", *keys, f"jct/{args.baseline}"]))
+        print(table(body, ["policy", *keys, f"jct/{args.baseline}", "unfinished eps"]))
         return 0
     json.dump({"scenario": str(scen), "seeds": list(args.seeds), "rows": rows, "ratios": rat}, sys.stdout)
     print()
