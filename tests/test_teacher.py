@@ -311,3 +311,5 @@ def test_dagger_keep_last_makes_the_last_round_the_best_model(tmp_path):
     last = MaskablePPO.load(res.run_dir / "dagger" / "model_round0.zip", device="cpu").policy.state_dict()
     assert best.keys() == last.keys() and all(th.equal(best[k], last[k]) for k in best)
     assert any("the last round is best_model.zip" in m for m in seen)
+    rl = MaskablePPO.load(res.run_dir / "best_model_rl.zip", device="cpu").policy.state_dict()
+    assert any(not th.equal(rl[k], last[k]) for k in rl)  # the RL phase's best is kept apart

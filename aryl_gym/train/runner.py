@@ -10,6 +10,8 @@ The run folder ``{out}/{scenario}__{algo}__{seed}__{time}`` (CleanRL naming) hol
     eval.csv           the evaluation curve (agent and references on the held-out seeds)
     checkpoints/       rl_model_{N}_steps.zip (+ vecnormalize pickles)
     model.zip          the final model; best_model.zip the best by eval avg JCT
+    dagger/            with a DAgger phase: each round's states, the aggregate, each round's
+                       model; best_model_rl.zip the RL phase's best
     vecnormalize.pkl   observation statistics (only with normalize_obs)
 
 Resuming (``resume=CKPT``) loads the checkpoint, keeps its ``num_timesteps`` and trains with
@@ -24,6 +26,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -285,7 +288,9 @@ def _dagger_phase(model: Any, cfg: TrainConfig, run_dir: Path, demos: str | None
     best = run_dir / "best_model.zip"
     if best.is_file():
         model.set_parameters(str(best), exact_match=True, device="cpu")
-        say(f"dagger: from {best.name}")
+        # the RL phase's best stays on disk whatever the rounds make best_model.zip
+        shutil.copyfile(best, run_dir / "best_model_rl.zip")
+        say(f"dagger: from {best.name} (kept as best_model_rl.zip)")
     if demos is None:  # init_from skips behaviour cloning: the configured or recorded demos
         if cfg.bc.demos:
             demos = cfg.bc.demos
