@@ -92,6 +92,8 @@ def test_dagger_rounds_are_read_from_the_summary_and_drawn(tmp_path):
     assert read_dagger_steps(tmp_path) == set()  # no summary yet
     (tmp_path / "summary.json").write_text("not json")
     assert read_dagger_steps(tmp_path / "eval.csv") == set()
+    (tmp_path / "summary.json").write_text("[1, 2]")  # valid JSON, not a summary
+    assert read_dagger_steps(tmp_path) == set()
     (tmp_path / "summary.json").write_text(json.dumps({"dagger": [{"round": 1.0, "timesteps": 35.0}]}))
     assert read_dagger_steps(tmp_path) == {35.0}
     png = plot_learning_curve(tmp_path)

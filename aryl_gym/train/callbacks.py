@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -257,11 +258,13 @@ class ArylEvalCallback(BaseCallback):
                 # a resumed run (or a new phase) with other columns: one header for all rows,
                 # earlier rows get empty cells for the new columns
                 merged = header + [f for f in fields if f not in header]
-                with open(path, "w", newline="") as fh:
-                    w = csv.DictWriter(fh, fieldnames=merged, restval="")
+                tmp = path.with_name(path.name + ".tmp")
+                with open(tmp, "w", newline="") as fh:  # written aside, then renamed: a crash
+                    w = csv.DictWriter(fh, fieldnames=merged, restval="")  # never loses rows
                     w.writeheader()
                     w.writerows(rows)
                     w.writerow(row)
+                os.replace(tmp, path)
                 return
             fields = header or fields
         new = not path.exists() or path.stat().st_size == 0

@@ -75,7 +75,7 @@ def read_dagger_steps(path: str | Path) -> set[float]:
         summary = json.loads((folder / "summary.json").read_text())
     except (OSError, ValueError):
         return set()
-    rows = summary.get("dagger") or [] if isinstance(summary, dict) else []
+    rows = (summary.get("dagger") or []) if isinstance(summary, dict) else []
     return {float(r["timesteps"]) for r in rows if isinstance(r, dict) and "timesteps" in r}
 
 
