@@ -313,3 +313,20 @@ def test_dagger_keep_last_makes_the_last_round_the_best_model(tmp_path):
     assert any("the last round is best_model.zip" in m for m in seen)
     rl = MaskablePPO.load(res.run_dir / "best_model_rl.zip", device="cpu").policy.state_dict()
     assert any(not th.equal(rl[k], last[k]) for k in rl)  # the RL phase's best is kept apart
+
+
+def test_zero_steps_from_init_from_still_evaluates_and_runs_dagger(tmp_path):
+    """total_timesteps 0 with init_from (only the DAgger phase): the evaluation callback is set
+    up although learn() never runs; the start and the round are rows of eval.csv."""
+    import csv
+
+    from aryl_gym.train.runner import train
+
+    base = _teacher_cfg(teacher={"policy": None}, total_timesteps=0, eval={"freq": 0})
+    first = train(base, out=tmp_path / "a", verbose=0)
+    cfg = _teacher_cfg(teacher={"policy": None}, total_timesteps=0, init_from=str(first.model_path),
+                       eval={"freq": 1024, "seeds": [1000], "references": ["aryl"], "background": True},
+                       dagger={"rounds": 1, "episodes": 1, "epochs": 1, "policy": "aryl"})
+    res = train(cfg, out=tmp_path / "b", verbose=0)
+    rows = list(csv.DictReader(open(res.run_dir / "eval.csv")))
+    assert len(rows) == 2 and float(rows[0]["timesteps"]) == 0.0 and float(rows[1]["timesteps"]) > 0

@@ -459,6 +459,8 @@ def train(
         )
     wall = time.perf_counter() - tic
     if eval_cb is not None:
+        if getattr(eval_cb, "model", None) is None:  # learn() never ran (no steps left to train)
+            eval_cb.init_callback(model)
         eval_cb.finish(shutdown=False)  # evaluations still running in the background
         if not eval_cb.history or eval_cb.history[-1]["timesteps"] < model.num_timesteps:
             eval_cb.evaluate()  # a last point at the final step count
