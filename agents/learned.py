@@ -50,7 +50,7 @@ def resolve_agent_path(name_or_path: str | Path) -> tuple[Path, Path | None, Pat
         if not p.exists():
             raise ConfigError(f"agent model {p}: file not found")
         cfg = _opt(p.with_suffix(".yaml")) or _opt(p.parent / "config.yaml")
-        if cfg is None and p.parent.name == "checkpoints":
+        if cfg is None and p.parent.name in ("checkpoints", "dagger"):  # inside a run folder
             cfg = _opt(p.parent.parent / "config.yaml")
         vn = _opt(p.parent / f"{p.stem}_vecnormalize.pkl") or _opt(p.parent / "vecnormalize.pkl")
         return p, cfg, vn

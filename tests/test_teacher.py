@@ -313,6 +313,11 @@ def test_dagger_keep_last_makes_the_last_round_the_best_model(tmp_path):
     assert any("the last round is best_model.zip" in m for m in seen)
     rl = MaskablePPO.load(res.run_dir / "best_model_rl.zip", device="cpu").policy.state_dict()
     assert any(not th.equal(rl[k], last[k]) for k in rl)  # the RL phase's best is kept apart
+    # a round's model loads with its run's config (the env it expects), like a checkpoint
+    from aryl_gym.agents.learned import load_agent
+
+    env = load_agent(res.run_dir / "dagger" / "model_round0.zip").make_env()
+    env.close()
 
 
 def test_zero_steps_from_init_from_still_evaluates_and_runs_dagger(tmp_path):
