@@ -218,15 +218,20 @@ class LearnedAgent:
 
     @property
     def env_kwargs(self) -> dict[str, Any]:
-        return dict(self.config.get("env_kwargs", {}) or {})
+        """The env settings the agent acts with: its training ``env_kwargs`` and, on top, its
+        ``deploy_env_kwargs`` (e.g. ``flap_damping``; pass ``flap_damping=False`` to
+        :meth:`make_env` to play without them)."""
+        return {**(self.config.get("env_kwargs", {}) or {}), **(self.config.get("deploy_env_kwargs", {}) or {})}
 
-    def make_env(self, scenario: str | None = None, **overrides: Any) -> Any:
-        """An env like the one the agent was trained on (``scenario`` may differ)."""
+    def make_env(self, scenario: str | None = None, deployed: bool = True, **overrides: Any) -> Any:
+        """An env like the one the agent was trained on (``scenario`` may differ), with its
+        ``deploy_env_kwargs`` on top unless ``deployed=False``, and ``overrides`` last."""
         import gymnasium as gym
 
         import aryl_gym  # noqa: F401  (registers the envs)
 
-        kwargs = {**self.env_kwargs, **overrides}
+        base = self.env_kwargs if deployed else dict(self.config.get("env_kwargs", {}) or {})
+        kwargs = {**base, **overrides}
         kwargs["scenario"] = scenario or self.scenario or kwargs.get("scenario", "testbed")
         env = gym.make(self.env_id, **kwargs)
         want = getattr(self.model, "observation_space", None)

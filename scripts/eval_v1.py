@@ -34,7 +34,8 @@ def paired_bootstrap_ratio(x: np.ndarray, y: np.ndarray, reps: int = 10_000, see
     return float(x.mean() / y.mean()), float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))
 
 
-def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int], against: list[str]) -> dict:
+def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int], against: list[str],
+             undeployed: tuple[str, ...] = ()) -> dict:
     from aryl_gym.agents.learned import load_agent
 
     from aryl_gym.config import load_scenario
@@ -45,6 +46,7 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
     jct: dict[str, np.ndarray] = {}
     unfinished: dict[str, float] = {}
     thrashing: dict[str, list[int]] = {}  # seeds whose episode the thrash rule ended
+    shielded: dict[str, list[int]] = {}  # seeds where the flap damping shield engaged
     done: dict[str, np.ndarray] = {}  # per seed: every job finished
     cens: dict[str, np.ndarray] = {}  # per seed: avg JCT, unfinished jobs counted to the end
     labels = []
@@ -53,9 +55,12 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
         label = label or path
         labels.append(label)
         agent = load_agent(path)
-        envs = [agent.make_env(scenario=cfg) for _ in seeds]  # type: ignore[arg-type]
+        # an agent in ``undeployed`` acts without its deploy_env_kwargs (e.g. no flap damping)
+        envs = [agent.make_env(scenario=cfg, deployed=label not in undeployed) for _ in seeds]  # type: ignore[arg-type]
         t0 = time.perf_counter()
         out = run_agent_batch(agent, envs, seeds, deterministic=True)
+        stats = [getattr(e.unwrapped, "damping_stats", None) for e in envs]
+        shielded[label] = [s for s, d in zip(seeds, stats) if d and d["engaged"]]
         print(f"load {load}: {label} played {len(seeds)} seeds in {time.perf_counter() - t0:.0f} s",
               file=sys.stderr, flush=True)
         jct[label] = np.array([r.avg_jct for r, _, _ in out])
@@ -101,7 +106,7 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
             "avg_jct": {k: v.tolist() for k, v in jct.items()},
             "avg_jct_censored": {k: v.tolist() for k, v in cens.items()},
             "mean_avg_jct": {k: float(v.mean()) for k, v in jct.items()},
-            "jobs_unfinished": unfinished, "thrashing_seeds": thrashing,
+            "jobs_unfinished": unfinished, "thrashing_seeds": thrashing, "damped_seeds": shielded,
             "failed_seeds": {k: [s for s, ok in zip(seeds, v) if not ok] for k, v in done.items()},
             "vs": rows}
 
@@ -126,25 +131,34 @@ def main() -> None:
     p.add_argument("--seeds", type=seeds_arg, default=list(range(2000, 2012)))
     p.add_argument("--against", default="aryl,sjf,random,fifo",
                    help="references (policy names, random) and/or LABELs of --agent entries")
+    p.add_argument("--undeployed", action="append", default=[], metavar="LABEL",
+                   help="this agent acts without its deploy_env_kwargs (e.g. without flap damping); repeatable")
     p.add_argument("--json", default=None)
     a = p.parse_args()
+    labels = [x.rpartition("=")[0] or x for x in a.agent]
+    for u in a.undeployed:
+        if u not in labels:
+            p.error(f"--undeployed {u!r} names no --agent entry (labels: {', '.join(labels)})")
     against = [x.strip() for x in a.against.split(",") if x.strip()]
     results = []
     for load in a.loads:
-        r = evaluate(list(a.agent), a.scenario, load, list(a.seeds), against)
+        r = evaluate(list(a.agent), a.scenario, load, list(a.seeds), against, tuple(a.undeployed))
         results.append(r)
         if a.json:  # after every load, so a killed run keeps what it finished
             with open(a.json, "w") as fh:
                 json.dump(results, fh, indent=2)
         print(f"\n### load {r['load']} ({len(r['seeds'])} seeds {r['seeds'][0]}-{r['seeds'][-1]})\n")
         print("| policy | mean avg JCT (s) | jobs unfinished (mean per seed) | episodes failed "
-              "| seeds ended by the thrash rule |")
-        print("|---|---|---|---|---|")
+              "| seeds ended by the thrash rule | flap damping engaged on |")
+        print("|---|---|---|---|---|---|")
         for name, v in r["mean_avg_jct"].items():
             th = r["thrashing_seeds"][name]
             nf = len(r["failed_seeds"][name])
+            dm = r["damped_seeds"].get(name)
+            dm_txt = ("-" if dm is None else "none" if not dm
+                      else ", ".join(map(str, dm)) if len(dm) <= 6 else f"{len(dm)} seeds")
             print(f"| {name} | {v:,.0f} | {r['jobs_unfinished'][name]:.1f} | {nf}/{len(r['seeds'])} "
-                  f"| {', '.join(map(str, th)) or '-'} |")
+                  f"| {', '.join(map(str, th)) or '-'} | {dm_txt} |")
         if any(r["jobs_unfinished"].values()):
             print("\n(an episode with unfinished jobs averages its finished jobs only: its avg JCT "
                   "flatters the policy; the last two columns of the next table leave such seeds out, "

@@ -68,6 +68,7 @@ class ArylEnv(Protocol):
     fits: tuple[list[int], list[int]]  # (training, loaned): workers of g GPUs that fit, by g
     _wsnap: tuple[list[int], list[int], list[int], list[int]]  # window ids, states, workers, pools
     placement: PlacementOptions
+    damped: set[int] | frozenset[int]  # jobs whose releases flap damping refuses (usually empty)
 
 
 def _sim(env: ArylEnv) -> Simulator:
@@ -191,6 +192,7 @@ class TargetsCodec(ActionCodec):
             lo_l, wmax_l, el_l, ta_l, g_l = self._lo, self._wmax, self._elastic, self._ta, self._g
             ones = self._ones
             col0_running = 1 if self.allow_preempt else 0
+            damped = env.damped  # flap damping: no level below the current count
             for i in range(n):
                 j = wl[i]
                 gj = g_l[j]
@@ -206,10 +208,13 @@ class TargetsCodec(ActionCodec):
                     if hi < 0:
                         hi = 0
                     lo = lo_l[j]
+                    sup = j in damped
+                    if sup and lo < wk:
+                        lo = wk if wk < W else W
                     if hi >= lo:
                         buf[base + lo : base + hi + 1] = ones[: hi - lo + 1]
                     buf[base + (wk if wk < W else W)] = 1  # keep the current count
-                    buf[base] = col0_running
+                    buf[base] = 0 if sup else col0_running
                 else:
                     if loaned and ta_l[j]:
                         f2 = fi[gj]
@@ -402,6 +407,7 @@ class SequentialCodec(ActionCodec):
         free_left = self._free_after(env) if self.quick_reject else float("inf")
         inc = _Incremental(self, env) if self.incremental and len(w) else None
         state, workers, elastic = sim.state, sim.workers, sim.elastic
+        damped = env.damped
         for i in range(len(w)):
             j = int(w[i])
             t = int(self.tent[i])
@@ -421,8 +427,8 @@ class SequentialCodec(ActionCodec):
                     if ok:
                         m[i] = True
                         cand[i] = c
-            # release
-            if self.release and st == _RUNNING and 0 < t <= cur:
+            # release (never of a job that flap damping suppresses)
+            if self.release and st == _RUNNING and 0 < t <= cur and j not in damped:
                 c = -1
                 if elastic[j] and t > int(sim.w_min[j]):
                     c = t - 1

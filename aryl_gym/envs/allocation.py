@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from gymnasium import spaces
 from aryl_gym.agents.base import BasePolicy
 from aryl_gym.config import ScenarioConfig, load_scenario
 from aryl_gym.envs.actions import MODES, make_codec
+from aryl_gym.envs.damping import FlapDamping, parse_flap_damping
 from aryl_gym.envs.observation import (
     F_CLUSTER,
     F_JOB,
@@ -32,7 +33,7 @@ from aryl_gym.envs.observation import (
 from aryl_gym.envs.reward import RewardTracker, parse_weights
 from aryl_gym.scenario import _seed_streams, make_episode
 from aryl_gym.sim.engine import STALL_HOURS, Simulator, check_stall_hours
-from aryl_gym.sim.jobs import JobSpec
+from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.view import ClusterView, Decision, PlacementOptions
 
 ReclaimFn = Callable[[ClusterView, int], "Sequence[int] | None"]
@@ -99,6 +100,8 @@ class EnvPolicy(BasePolicy):
         return self.reclaim_fn(view, n) if self.reclaim_fn is not None else None
 
 
+
+_RUNNING_STATE = int(JobState.RUNNING)
 
 #: the keys ``ArylEnv.reset(options=...)`` accepts
 RESET_OPTIONS: tuple[str, ...] = (
@@ -287,6 +290,7 @@ class ArylEnv(gym.Env):
         render_mode: str | None = None,
         window_order: str = "submit",
         observation: str = "v0",
+        flap_damping: bool | Mapping[str, float] | None = None,
     ):
         if action_mode not in MODES:
             raise ValueError(f"unknown action_mode {action_mode!r}; choose one of {', '.join(MODES)}")
@@ -327,6 +331,7 @@ class ArylEnv(gym.Env):
                 f"unknown window_order {window_order!r}; choose one of {', '.join(WINDOW_ORDERS)}"
             )
         stall_hours = check_stall_hours(stall_hours)
+        self.flap_damping = parse_flap_damping(flap_damping)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
         self.config = scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario)
@@ -378,6 +383,9 @@ class ArylEnv(gym.Env):
         self.sim: Simulator | None = None
         self._wpad = np.full(self.k, -1, dtype=np.int64)
         self.window = self._wpad[:0]
+        self._damping: FlapDamping | None = None
+        #: jobs whose releases the masks refuse at this decision point (``flap_damping``)
+        self.damped: set[int] | frozenset[int] = frozenset()
         self._q_out: list[int] | np.ndarray = self.window
         self._r_out: list[int] | np.ndarray = self.window
         self.episode_count = 0
@@ -436,6 +444,8 @@ class ArylEnv(gym.Env):
         if self._obs_v1 is not None:
             self._obs_v1.begin(sim)
         self._base_rates = base_rates(sim) if self.window_order == "pred_time" else None
+        self._damping = FlapDamping(self.flap_damping, len(sim.jobs), self.stall_hours) if self.flap_damping is not None else None
+        self.damped = frozenset()
         if hasattr(self.codec, "begin_episode"):
             self.codec.begin_episode(self)
         self.episode_count += 1
@@ -482,6 +492,10 @@ class ArylEnv(gym.Env):
             self._wsnap = (w, w, w, w)
         self.decision_point += 1
         self.substep = 0
+        if self._damping is not None:
+            self.damped = d = self._damping.active(sim.now, sim.overhead_gs, sim.alloc_gs)
+            if d and any(j in d for j, st in zip(w, self._wsnap[1]) if st == _RUNNING_STATE):
+                self._damping.refused += 1
         self.codec.begin_round(self)
 
     def _commit(self, decision: Decision):
@@ -489,7 +503,18 @@ class ArylEnv(gym.Env):
         assert sim is not None
         # The agent thinks outside the env: env results carry 0 decision times and 0 wall time
         # (deterministic info; measure speed with aryl_gym.bench_env).
+        damp = self._damping
+        if damp is not None:
+            now = sim.now
+            before = {int(j): int(sim.workers[j]) for j in decision.targets}
         report = sim.close_round(self.policy, decision, 0.0).report
+        if damp is not None:  # the agent's changes of this round, as placed (reclaims are not the agent's)
+            for j, w in before.items():
+                if j in report.invalid:
+                    continue
+                t = report.unplaced[j][1] if j in report.unplaced else int(decision.targets[j])
+                if t != w:
+                    damp.change(j, 1 if t > w else -1, now)
         self._advance_to_decision()
         return report
 
@@ -527,7 +552,21 @@ class ArylEnv(gym.Env):
             res = self.episode_result()
             info["episode_result"] = res
             info["episode_metrics"] = res.to_dict()
+            if self._damping is not None:
+                info["damping"] = self.damping_stats
         return self._obs(), float(reward), bool(terminated), bool(truncated), info
+
+    @property
+    def damping_stats(self) -> dict[str, int] | None:
+        """This episode's flap damping so far, None when off: ``flaps`` (reversals of a job's
+        workers by the agent), ``suppressions`` (times a job became suppressed), ``engaged``
+        (1 once the shield engaged) and ``refused`` (decision points at which the shield
+        refused the releases of at least one running window job)."""
+        d = self._damping
+        if d is None:
+            return None
+        return {"flaps": d.flaps, "suppressions": d.suppressions, "engaged": int(d.engaged),
+                "refused": d.refused}
 
     def episode_result(self):
         """The :class:`~aryl_gym.metrics.EpisodeResult` of the episode so far."""

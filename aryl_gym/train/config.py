@@ -153,6 +153,10 @@ class TrainConfig:
     scenario: str
     env_id: str = DEFAULT_ENV_ID
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    # env settings added where the trained agent acts as deployed: the run's evaluations and
+    # LearnedAgent.make_env (evaluate, leaderboard); never the training, demo or DAgger envs.
+    # E.g. {flap_damping: true} (aryl_gym.envs.damping)
+    deploy_env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     n_envs: PosSteps = 2
     vec_env: Literal["dummy", "subproc", "aryl"] = "dummy"  # aryl: aryl_gym.train.fast.ArylVecEnv
     total_timesteps: Steps = 100_000
@@ -197,6 +201,7 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["env_kwargs"] = dict(self.env_kwargs)
+        d["deploy_env_kwargs"] = copy.deepcopy(dict(self.deploy_env_kwargs))
         d["policy_kwargs"] = copy.deepcopy(dict(self.policy_kwargs))
         d["hyperparams"] = dict(self.hyperparams)
         d["worlds"] = copy.deepcopy(dict(self.worlds))
