@@ -399,6 +399,19 @@ def test_main_command_says_where_outputs_are(tmp_path: Path, capsys: pytest.Capt
     # a second main run resumes everything
     assert cli_main(["main", "--suite", str(suite_file), "--out", str(out), "--no-progress", "--workers", "1"]) == 0
     assert "0 run now, 2 resumed" in capsys.readouterr().out
+    # rows made with another configuration (e.g. new weights after an update): `leaderboard
+    # --resume` refuses them; the main job recomputes and keeps the old file aside
+    csv = out / "results.csv"
+    text = csv.read_text()
+    rows = read_rows(csv)[0]
+    old_hash = rows[0]["config_hash"]
+    csv.write_text(text.replace(old_hash, "0" * len(old_hash)))
+    (out / "results.csv.digests").unlink(missing_ok=True)
+    assert cli_main(["main", "--suite", str(suite_file), "--out", str(out), "--no-progress", "--workers", "1"]) == 0
+    cap = capsys.readouterr()
+    assert "made with another configuration" in cap.err and "recomputing every episode" in cap.err
+    assert "2 run now, 0 resumed" in cap.out
+    assert list(out.glob("results.csv.bak-*")) and read_rows(csv)[0][0]["config_hash"] == old_hash
     shutil.rmtree(out)
 
 

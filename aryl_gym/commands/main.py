@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from aryl_gym.commands._common import add_json_arg
 from aryl_gym.commands.leaderboard import (
@@ -46,17 +47,29 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
         file=sys.stderr if args.json else sys.stdout,
     )
-    res = run_leaderboard(
-        suite,
-        out,
-        workers=args.workers or default_workers(),
-        resume=not args.fresh,
-        overwrite=args.fresh,
-        data_root=args.data_root,
-        progress=not args.no_progress,
-        plots=not args.no_plots,
-        tensorboard=not args.no_tensorboard,
-    )
+    from aryl_gym.leaderboard.runner import StaleResultsError
+
+    def go(fresh: bool) -> Any:
+        return run_leaderboard(
+            suite,
+            out,
+            workers=args.workers or default_workers(),
+            resume=not fresh,
+            overwrite=fresh,
+            data_root=args.data_root,
+            progress=not args.no_progress,
+            plots=not args.no_plots,
+            tensorboard=not args.no_tensorboard,
+        )
+
+    try:
+        res = go(args.fresh)
+    except StaleResultsError as exc:
+        # the main job after an update (new weights or settings): recompute, keeping the old
+        # results aside (the leaderboard command itself refuses and lets the user choose)
+        print(f"aryl-gym main: {exc}.\naryl-gym main: recomputing every episode; the previous "
+              "results are moved aside.", flush=True, file=sys.stderr)
+        res = go(True)
     if args.json:
         print(json.dumps(outputs_json(res), default=str))
         return 1 if res.summary.failed else 0

@@ -80,6 +80,11 @@ from aryl_gym.parallel import die_with_parent, local_map  # noqa: F401  (die_wit
 # ----------------------------------------------------------------------------------------------
 
 
+class StaleResultsError(ConfigError):
+    """A resumed results file holds rows made with another configuration of the same entrant
+    (other weights, env settings or suite settings): they cannot be reused."""
+
+
 @dataclass
 class RunSummary:
     """The outcome of :func:`run_suite`."""
@@ -234,7 +239,7 @@ def _run_suite_locked(
                 if t is None:
                     continue  # a row of another suite or an entrant no longer listed: kept, unused
                 if r["config_hash"] != t.config_hash:
-                    raise ConfigError(
+                    raise StaleResultsError(
                         f"{csv_path}: the row for {k} was made with another configuration (hash "
                         f"{r['config_hash']}, now {t.config_hash}); its numbers would not be "
                         "comparable. Use a fresh --out (or --overwrite)"
