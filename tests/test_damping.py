@@ -254,3 +254,18 @@ def test_shipped_ppo_v1_acts_with_damping_unless_undeployed():
     assert agent.make_env().unwrapped.flap_damping == DampingParams()
     assert agent.make_env(deployed=False).unwrapped.flap_damping is None
     assert agent.make_env(flap_damping=False).unwrapped.flap_damping is None
+
+
+def test_shipped_ppo_v1_config_is_the_recipe():
+    """agents/pretrained/ppo-v1.yaml is the resolved recipe (maskable_ppo_set, testbed), so the
+    one training command and the shipped config agree (deploy_env_kwargs included)."""
+    import yaml
+
+    from aryl_gym.agents.learned import PRETRAINED_DIR
+    from aryl_gym.train.config import load_train_config
+
+    path = PRETRAINED_DIR / "ppo-v1.yaml"
+    if not path.exists():
+        pytest.skip("ppo-v1 is not shipped")
+    shipped = yaml.safe_load(path.read_text())
+    assert shipped == load_train_config("maskable_ppo_set", "testbed").to_dict()
