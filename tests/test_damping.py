@@ -223,9 +223,10 @@ def test_off_by_default_and_inert_for_an_agent_that_never_releases():
     assert plain == damped
 
 
-def test_deploy_env_kwargs_reach_evaluation_envs_only():
-    """A training config's deploy_env_kwargs are in its evaluation envs, never in its training
-    envs (nor the DAgger rollouts, which use the training env), and are checked by the env."""
+def test_deploy_env_kwargs_stay_out_of_the_runs_own_envs():
+    """A training config's deploy_env_kwargs are saved with it but never reach the run's own
+    envs (training, DAgger rollouts, the evaluations that select the best model): the run
+    judges the raw policy. A value that is not a mapping is a config error."""
     from aryl_gym.errors import ConfigError
     from aryl_gym.train.config import load_train_config
     from aryl_gym.train.dagger import _rollout_config
@@ -233,7 +234,7 @@ def test_deploy_env_kwargs_reach_evaluation_envs_only():
 
     cfg = load_train_config("maskable_ppo_set", "testbed", {"deploy_env_kwargs": {"flap_damping": True}})
     assert cfg.to_dict()["deploy_env_kwargs"] == {"flap_damping": True}
-    for c, evaluation, want in ((cfg, True, True), (cfg, False, False), (_rollout_config(cfg), False, False)):
+    for c, evaluation, want in ((cfg, True, False), (cfg, False, False), (_rollout_config(cfg), False, False)):
         env = make_single_env(c, evaluation=evaluation)
         try:
             # a training env is a WorldSampler: the attribute is its current inner env's

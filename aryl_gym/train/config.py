@@ -153,8 +153,9 @@ class TrainConfig:
     scenario: str
     env_id: str = DEFAULT_ENV_ID
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    # env settings added where the trained agent acts as deployed: the run's evaluations and
-    # LearnedAgent.make_env (evaluate, leaderboard); never the training, demo or DAgger envs.
+    # env settings added where the trained agent is deployed (LearnedAgent.make_env: evaluate,
+    # leaderboard, eval_v1), saved in the run's config.yaml; never in the run's own envs
+    # (training, demos, teacher, DAgger, evaluations and model selection judge the raw policy).
     # E.g. {flap_damping: true} (aryl_gym.envs.damping)
     deploy_env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     n_envs: PosSteps = 2

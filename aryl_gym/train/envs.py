@@ -31,15 +31,16 @@ def make_single_env(cfg: TrainConfig, data_root: str | None = None, evaluation: 
     ``import aryl_gym``. Training envs (``evaluation=False``) draw their worlds per episode
     (``cfg.worlds``, :class:`aryl_gym.train.worlds.WorldSampler`) and get the reward wrappers
     (``pair_baseline``, ``reward_reference``); evaluation envs play the scenario as it is with
-    the env's own reward and the agent's ``deploy_env_kwargs``. Wrapped in ``ActionMasker`` if masks are needed and the env has no
+    the env's own reward. Neither gets the config's ``deploy_env_kwargs``: a run evaluates and
+    selects its models as they act on their own (a model that finishes only thanks to a shield
+    such as flap damping is not preferred); they apply where the trained agent is deployed
+    (:meth:`aryl_gym.agents.learned.LearnedAgent.make_env`). Wrapped in ``ActionMasker`` if masks are needed and the env has no
     ``action_masks()`` of its own but an ``action_mask`` observation key."""
     import gymnasium as gym
 
     import aryl_gym  # noqa: F401  (registers the envs)
 
-    kwargs = dict(cfg.env_kwargs)
-    if evaluation:  # the agent as deployed (e.g. flap damping)
-        kwargs.update(cfg.deploy_env_kwargs)
+    kwargs = dict(cfg.env_kwargs)  # never cfg.deploy_env_kwargs: the run judges the raw policy
     kwargs.setdefault("scenario", train_scenario(cfg))
     if data_root is not None:
         kwargs.setdefault("data_root", data_root)
