@@ -270,3 +270,28 @@ def test_shipped_ppo_v1_config_is_the_recipe():
         pytest.skip("ppo-v1 is not shipped")
     shipped = yaml.safe_load(path.read_text())
     assert shipped == load_train_config("maskable_ppo_set", "testbed").to_dict()
+
+
+def test_overhead_share_script_window_by_hand():
+    """scripts/overhead_share.py's sliding maximum: marks every 10 minutes, 100 GPU-s of
+    allocation per minute; overhead 0 for an hour, then 100% for 30 minutes, then 0 again. The
+    worst 1-hour window holds the 30 minutes of waste: share 0.5."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "overhead_share", Path(__file__).resolve().parents[1] / "scripts" / "overhead_share.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    marks, over, alloc = [(0.0, 0.0, 0.0)], 0.0, 0.0
+    for k in range(1, 19):  # 3 hours
+        t = k * 600.0
+        alloc += 100.0 * 10
+        if 3600.0 < t <= 5400.0:
+            over += 100.0 * 10
+        marks.append((t, over, alloc))
+    m = np.array(marks)
+    assert mod.window_max_share(m, 3600.0) == pytest.approx(0.5)
+    assert mod.window_max_share(m, 1800.0) == pytest.approx(1.0)
+    assert mod.window_max_share(m[:6], 3600.0) == 0.0  # never a full window of waste before 1 h
