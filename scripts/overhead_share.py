@@ -50,6 +50,7 @@ def main() -> None:
         p.error(f"--load must be > 0, got {a.load}")
 
     from aryl_gym.agents.learned import load_agent
+
     from aryl_gym.config import load_scenario
 
     agent = load_agent(a.agent)

@@ -261,8 +261,8 @@ def test_shipped_ppo_v1_config_is_the_recipe():
     """agents/pretrained/ppo-v1.yaml is the resolved recipe (maskable_ppo_set, testbed), so the
     one training command and the shipped config agree (deploy_env_kwargs included)."""
     import yaml
-
     from aryl_gym.agents.learned import PRETRAINED_DIR
+
     from aryl_gym.train.config import load_train_config
 
     path = PRETRAINED_DIR / "ppo-v1.yaml"
