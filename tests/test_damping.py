@@ -295,3 +295,16 @@ def test_overhead_share_script_window_by_hand():
     assert mod.window_max_share(m, 3600.0) == pytest.approx(0.5)
     assert mod.window_max_share(m, 1800.0) == pytest.approx(1.0)
     assert mod.window_max_share(m[:6], 3600.0) == 0.0  # never a full window of waste before 1 h
+
+
+def test_evaluate_says_the_agent_acted_with_its_shield(capsys):
+    from aryl_gym.agents.learned import PRETRAINED_DIR
+    from aryl_gym.cli import main as cli_main
+
+    if not (PRETRAINED_DIR / "ppo-v1.zip").exists():
+        pytest.skip("ppo-v1 is not shipped")
+    assert cli_main(["evaluate", "--agent", "ppo-v1", "--scenario", "tiny", "--seeds", "0",
+                     "--against", "fifo", "--table", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "ppo-v1 acted with its deploy_env_kwargs {'flap_damping': True}" in err
+    assert "shield engaged on 0 of 1 seed(s)" in err

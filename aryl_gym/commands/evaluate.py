@@ -95,6 +95,15 @@ def run(args: argparse.Namespace) -> int:
         kw = {"data_root": args.data_root} if args.data_root else {}
         envs = [agent.make_env(scen, **kw) for _ in args.seeds]
         out = run_agent_batch(agent, envs, args.seeds, deterministic=not args.stochastic)
+        deploy = dict(agent.config.get("deploy_env_kwargs") or {})
+        if deploy:  # never silent: the agent acted with settings its training envs did not have
+            stats = [getattr(e.unwrapped, "damping_stats", None) for e in envs]
+            engaged = [s for s, d in zip(args.seeds, stats) if d and d.get("engaged")]
+            shield = (f"; the flap damping shield engaged on {len(engaged)} of {len(envs)} seed(s)"
+                      f"{': ' + ', '.join(map(str, engaged)) if engaged else ''}"
+                      if any(d is not None for d in stats) else "")
+            print(f"evaluate: {agent.name} acted with its deploy_env_kwargs {deploy}{shield}",
+                  file=sys.stderr, flush=True)
         for e in envs:
             e.close()
         by_policy[agent.name] = [r for r, _, _ in out]
