@@ -445,3 +445,19 @@ def test_agent_rows_are_keyed_by_the_bytes_of_its_files(tmp_path: Path) -> None:
     assert agent_files_digest("no-such-agent") == {}
     assert config_hash(cfg, Entrant("aryl", "policy"), "aryl_gym/Aryl-v1", {}) == config_hash(
         cfg, Entrant("aryl", "policy"), "aryl_gym/Aryl-v1", {})
+
+
+def test_protocol_names_agents_that_acted_with_a_shield(e2e: dict[str, Any], tmp_path: Path) -> None:
+    """A learned agent whose env had flap damping (here through the suite's env_kwargs; a
+    shipped agent through its deploy_env_kwargs) is named in the protocol; without it, nothing."""
+    if not _env_registered():
+        pytest.skip("the env is not registered")
+    assert "flap damping" not in (e2e["out"] / "leaderboard.md").read_text()
+    suite_file = _write_suite(tmp_path / "s.yaml", seeds=[0], policies=["fifo"],
+                              env_kwargs={"action_mode": "sequential", "flap_damping": True})
+    out = tmp_path / "out"
+    assert cli_main(["leaderboard", "--suite", str(suite_file), "--out", str(out), "--workers", "1",
+                     "--no-progress"]) == 0
+    text = (out / "leaderboard.md").read_text()
+    assert "greedy with flap damping" in text
+    assert json.loads((out / "leaderboard.json").read_text())["protocol"]["flap_damping"] == ["greedy"]

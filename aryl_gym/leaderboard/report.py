@@ -295,6 +295,16 @@ def aggregate(
     ]
     from aryl_gym import __version__
 
+    # learned agents that acted with a shield (their env kwargs, as recorded per row)
+    shielded: set[str] = set()
+    for r in rows:
+        if r.get("kind") == "agent" and r.get("env_kwargs"):
+            try:
+                kw = json.loads(str(r["env_kwargs"]))
+            except ValueError:
+                continue
+            if isinstance(kw, dict) and kw.get("flap_damping"):
+                shielded.add(str(r["policy"]))
     protocol = {
         "suite": suite.name,
         "description": suite.description,
@@ -309,6 +319,7 @@ def aggregate(
         "env_id": suite.env_id,
         "env_version": env_version(suite.env_id),
         "env_kwargs": dict(suite.env_kwargs),
+        "flap_damping": sorted(shielded),
         "statistics": "mean and sample standard deviation (ddof=1) over seeds",
         "ratio_to_baseline": "mean of the entrant / mean of the baseline, over the seeds both have",
         "intervals": (
@@ -462,7 +473,12 @@ def protocol_header(agg: Mapping[str, Any]) -> str:
         "episodes."),
         ("- **Reference policies** run natively on the simulator; **learned agents** act through "
         f"`{p['env_id']}` from `reset(seed=s, options={{'episode_seed': s}})` (the same episode, "
-        "checked), deterministically, with action masks. Both yield the same metrics (SPEC 5)."),
+        "checked), deterministically, with action masks"
+        + (f"; {', '.join(p['flap_damping'])} with "
+           "flap damping (its deploy_env_kwargs: a shield that, once an episode's overheads signal "
+           "thrashing, refuses releases of the jobs the agent keeps flipping; docs/env.md)"
+           if p.get("flap_damping") else "")
+        + ". Both yield the same metrics (SPEC 5)."),
         (f"- **Numbers**: {p['statistics']}. JCT and queuing times over completed jobs, in "
         "seconds; makespan in hours; utilisation and usage as fractions of GPU time."),
     ]
