@@ -299,6 +299,7 @@ def test_overhead_share_script_window_by_hand():
 
 def test_evaluate_says_the_agent_acted_with_its_shield(capsys):
     from aryl_gym.agents.learned import PRETRAINED_DIR
+
     from aryl_gym.cli import main as cli_main
 
     if not (PRETRAINED_DIR / "ppo-v1.zip").exists():
