@@ -164,6 +164,13 @@ def test_unknown_keys_are_errors(tmp_path):
 
     with pytest.raises(ConfigError, match="learning_rat"):
         check_hyperparams(PPO, cfg.hyperparams)
+    # YAML 1.1 reads 1e-4 (no dot) as text: a clear error before SB3's assertion
+    p.write_text("algo: ppo\ndefault:\n  hyperparams: {learning_rate: 1e-4, device: cpu}\n")
+    cfg = load_train_config(p, "tiny")
+    assert cfg.hyperparams["learning_rate"] == "1e-4"
+    with pytest.raises(ConfigError, match=r"learning_rate: '1e-4' is text, not a number.*learning_rate: 1.0e-04"):
+        check_hyperparams(PPO, cfg.hyperparams)
+    check_hyperparams(PPO, {"learning_rate": 1.0e-4, "device": "cpu"})  # a real string is fine
 
 
 def test_config_round_trips_through_run_dict():

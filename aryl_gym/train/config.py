@@ -371,6 +371,12 @@ def config_from_run_dict(d: Mapping[str, Any], source: str = "run config") -> Tr
     return build_config(algo, scenario, d, source)
 
 
+def _yaml_float(x: float) -> str:
+    """``x`` as YAML reads a float: ``1.0e-04`` rather than ``1e-04``."""
+    m, _, e = f"{x:e}".partition("e")
+    return f"{float(m)!r}e{e}"
+
+
 def check_hyperparams(algo_cls: type, hyperparams: Mapping[str, Any], source: str = "config") -> None:
     """Every hyperparameter must be an argument of the algorithm's constructor."""
     import inspect
@@ -378,9 +384,19 @@ def check_hyperparams(algo_cls: type, hyperparams: Mapping[str, Any], source: st
     params = set(inspect.signature(algo_cls).parameters)
     reserved = {"self", "policy", "env", "seed", "tensorboard_log", "policy_kwargs", "_init_setup_model"}
     allowed = params - reserved
-    for k in hyperparams:
+    for k, v in hyperparams.items():
         if k not in allowed:
             raise ConfigError(
                 f"{source}: hyperparameter {k!r} is not an argument of {algo_cls.__name__}. "
                 f"Allowed: {', '.join(sorted(allowed))}"
+            )
+        if isinstance(v, str):  # YAML 1.1 reads 1e-4 (no dot) as text, not a number
+            try:
+                num = float(v)
+            except ValueError:
+                continue  # a genuine string (e.g. a device or a schedule name)
+            raise ConfigError(
+                f"{source}: hyperparameter {k}: {v!r} is text, not a number (YAML reads a number "
+                f"in exponent form without a dot as a string); write {num!r} as e.g. "
+                f"{k}: {_yaml_float(num)}"
             )
