@@ -11,6 +11,10 @@ JCT(reference) with a paired bootstrap 95% interval (seeds resampled with replac
 draw for both; 10,000 replications, percentile interval), beside the geometric mean of the
 per-seed ratios with its t interval (``aryl_gym.reproduce.paired_ratio_ci``, as in
 ``scripts/paired_compare.py``).
+
+An agent acts as deployed: with its ``deploy_env_kwargs`` (``ppo-v1``: flap damping, docs/env.md;
+the table says on which seeds the shield engaged). ``--undeployed LABEL`` plays that entry
+without them, e.g. ``--agent ppo-v1 --agent raw=ppo-v1 --undeployed raw --against aryl,raw``.
 """
 
 from __future__ import annotations
