@@ -94,3 +94,31 @@ def examples(ci: int) -> int:
     from tests.conftest import CI_EXAMPLES
 
     return max(1, ci * settings().max_examples // CI_EXAMPLES)
+
+
+def play_thrasher(env, max_steps: int, check=None):  # type: ignore[no-untyped-def]
+    """Play the thrashing agent of tests/test_thrash.py on a reset ``sequential`` env with
+    preemption: after the first simulated hour it releases whatever it can, else grants, else
+    commits. ``check(u, mask)`` runs before every step (``u`` the unwrapped env). Returns the
+    final info and whether the episode was truncated; more than ``max_steps`` steps is a test
+    failure."""
+    u = env.unwrapped
+    k = u.k
+    steps = 0
+    while True:
+        m = u.action_masks()
+        if check is not None:
+            check(u, m)
+        rel = np.flatnonzero(m[k:2 * k])
+        grants = np.flatnonzero(m[:k])
+        if u.sim.now > 3600.0 and len(rel):
+            a = k + int(rel[0])
+        elif len(grants):
+            a = int(grants[0])
+        else:
+            a = 2 * k
+        _, _, term, trunc, info = env.step(a)
+        steps += 1
+        if term or trunc:
+            return info, bool(trunc)
+        assert steps < max_steps

@@ -13,6 +13,7 @@ import pytest
 
 from aryl_gym.config import load_scenario
 from aryl_gym.envs.damping import DampingParams, FlapDamping, parse_flap_damping
+from tests.helpers import play_thrasher
 
 
 def test_penalty_by_hand():
@@ -107,37 +108,25 @@ def test_parse_accepts_the_documented_forms():
 
 
 def _thrasher(damping):
-    """test_thrash.py's thrashing agent: after the first hour it releases whatever it can, else
-    grants, else commits. Returns (final info, env)."""
+    """test_thrash.py's thrashing agent (tests.helpers.play_thrasher) with ``damping``; checks
+    at every decision point that a suppressed running window job cannot be released. Returns
+    (final info, unwrapped env, decision points where such a release was refused)."""
     env = gym.make("aryl_gym/Aryl-v1", scenario=load_scenario("testbed").replace(
         workload={"load": 1.0}), action_mode="sequential", allow_preempt=True, window=32,
         stall_hours=1.0, flap_damping=damping)
     env.reset(seed=5, options={"episode_seed": 5})
-    u = env.unwrapped
-    k = u.k
-    steps = 0
     refused = 0  # decision points where a running window job could not be released
-    while True:
-        m = u.action_masks()
-        rel = np.flatnonzero(m[k:2 * k])
-        grants = np.flatnonzero(m[:k])
+
+    def check(u, m):
+        nonlocal refused
         if u.substep == 0 and u.damped:
-            w = u.window
-            for i, j in enumerate(w):
+            for i, j in enumerate(u.window):
                 if int(j) in u.damped and u.sim.state[j] == 2:
-                    assert not m[k + i]  # a suppressed running job cannot be released
+                    assert not m[u.k + i]  # a suppressed running job cannot be released
                     refused += 1
-        if u.sim.now > 3600.0 and len(rel):
-            a = k + int(rel[0])
-        elif len(grants):
-            a = int(grants[0])
-        else:
-            a = 2 * k
-        _, _, term, trunc, info = env.step(a)
-        steps += 1
-        if term or trunc:
-            return info, u, refused
-        assert steps < 400_000
+
+    info, _ = play_thrasher(env, 400_000, check)
+    return info, env.unwrapped, refused
 
 
 def test_damping_stops_the_thrashing_agent():

@@ -6,13 +6,12 @@ from __future__ import annotations
 import math
 
 import gymnasium as gym
-import numpy as np
 import pytest
 
 from aryl_gym.config import load_scenario
 from aryl_gym.sim.engine import THRASH_SHARE
 from aryl_gym.sim.view import TRAIN, Decision
-from tests.helpers import ScriptedPolicy, job, make_sim, small_config
+from tests.helpers import ScriptedPolicy, job, make_sim, play_thrasher, small_config
 
 
 def _flip(view) -> Decision:
@@ -104,26 +103,8 @@ def test_env_truncates_a_thrashing_agent():
     env = gym.make("aryl_gym/Aryl-v1", scenario=load_scenario("testbed").replace(
         workload={"load": 1.0}), action_mode="sequential", allow_preempt=True, window=32,
         stall_hours=1.0)
-    obs, _ = env.reset(seed=5, options={"episode_seed": 5})
-    u = env.unwrapped
-    k = u.k
-    steps = 0
-    while True:
-        m = env.unwrapped.action_masks()
-        rel = np.flatnonzero(m[k:2 * k])
-        grants = np.flatnonzero(m[:k])
-        # after the first hour: release whatever can be released, else grant, else commit
-        if u.sim.now > 3600.0 and len(rel):
-            a = k + int(rel[0])
-        elif len(grants):
-            a = int(grants[0])
-        else:
-            a = 2 * k
-        obs, r, term, trunc, info = env.step(a)
-        steps += 1
-        if term or trunc:
-            break
-        assert steps < 200_000
+    env.reset(seed=5, options={"episode_seed": 5})
+    info, trunc = play_thrasher(env, 200_000)
     res = info["episode_result"]
     assert trunc and res.thrashing and res.jobs_unfinished > 0
 
