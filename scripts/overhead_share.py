@@ -18,20 +18,20 @@ import sys
 import numpy as np
 
 from aryl_gym.commands._common import seeds_arg
+from aryl_gym.sim.overhead import OverheadWindow
 
 
 def window_max_share(marks: np.ndarray, window_s: float) -> float:
     """Highest overhead share over windows of at least ``window_s`` (at most one decision point
-    more) between the marks ``(time, overhead_gs, alloc_gs)`` taken at decision points."""
+    more) between the marks ``(time, overhead_gs, alloc_gs)`` taken at decision points: the
+    trailing window of the thrash rule and the shield (:class:`aryl_gym.sim.overhead.
+    OverheadWindow`), read at every mark."""
+    win = OverheadWindow(window_s)
     best = 0.0
-    j = 0
-    for i in range(len(marks)):
-        while j + 1 < i and marks[i, 0] - marks[j + 1, 0] >= window_s:
-            j += 1
-        if marks[i, 0] - marks[j, 0] >= window_s:
-            alloc = marks[i, 2] - marks[j, 2]
-            if alloc > 0:
-                best = max(best, (marks[i, 1] - marks[j, 1]) / alloc)
+    for t, w, a in marks:
+        d = win.push(float(t), float(w), float(a))
+        if d is not None and d[1] > 0:
+            best = max(best, d[0] / d[1])
     return best
 
 

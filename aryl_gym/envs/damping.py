@@ -43,7 +43,6 @@ docs/training.md).
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -51,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from aryl_gym.sim.engine import STALL_HOURS, THRASH_SHARE
+from aryl_gym.sim.overhead import OverheadWindow
 
 __all__ = ["FlapDamping", "DampingParams", "parse_flap_damping"]
 
@@ -119,7 +119,7 @@ class FlapDamping:
         self.window_s = params.engage_window_s if params.engage_window_s is not None else span_h * 3600.0 / 2.0
         self.engaged = params.engage_share <= 0.0
         self.engaged_at: float | None = 0.0 if self.engaged else None
-        self._marks: deque[tuple[float, float, float]] = deque()  # (now, overhead_gs, alloc_gs)
+        self._window = OverheadWindow(self.window_s)  # marks at every decision point
         self.penalty = np.zeros(n_jobs, dtype=np.float64)
         self.stamp = np.zeros(n_jobs, dtype=np.float64)  # simulated time of the last update
         self.last_dir = np.zeros(n_jobs, dtype=np.int8)  # +1 grant, -1 release, 0 never changed
@@ -157,18 +157,13 @@ class FlapDamping:
         engages the shield once the share over the last window exceeds ``engage_share``."""
         if self.engaged:
             return
-        marks = self._marks
-        if not marks or now > marks[-1][0]:
-            marks.append((now, overhead_gs, alloc_gs))
-        while len(marks) >= 2 and now - marks[1][0] >= self.window_s:
-            marks.popleft()
-        t0, w0, a0 = marks[0]
-        if now - t0 >= self.window_s:
-            alloc = alloc_gs - a0
-            if alloc > 0.0 and overhead_gs - w0 > self.params.engage_share * alloc:
+        d = self._window.push(now, overhead_gs, alloc_gs)
+        if d is not None:
+            overhead, alloc = d
+            if alloc > 0.0 and overhead > self.params.engage_share * alloc:
                 self.engaged = True
                 self.engaged_at = now
-                marks.clear()
+                self._window.clear()
 
     def refresh(self, now: float) -> set[int]:
         """Lift the suppressions whose penalty has decayed below ``reuse``; the suppressed set."""

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -41,6 +40,7 @@ import numpy as np
 from aryl_gym.config import ConfigError, ScenarioConfig
 from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.loaning import LoanController
+from aryl_gym.sim.overhead import OverheadWindow
 from aryl_gym.sim.placement import apply_decision, rebalance, release_all
 from aryl_gym.sim.view import (
     INFER,
@@ -289,7 +289,7 @@ class Simulator:
         # the thrash rule: GPU-seconds spent in overheads, and marks of it and of alloc_gs
         self.overhead_gs = 0.0
         self.thrashing = False
-        self._thrash_marks: deque[tuple[float, float, float]] = deque()
+        self._thrash_window: OverheadWindow | None = None  # made on the first check_thrash
         self._round_t0 = 0.0
         self._round_loans: tuple[list[int], list[int]] = ([], [])
         self._round_open = False  # between open_round() and close_round()
@@ -366,19 +366,17 @@ class Simulator:
         if not hours < math.inf:
             return False
         span = hours * 3600.0
-        marks = self._thrash_marks
-        now = self.now
-        if not marks or now - marks[-1][0] >= span / 8.0:
-            marks.append((now, self.overhead_gs, self.alloc_gs))
-        while len(marks) >= 2 and now - marks[1][0] >= span:
-            marks.popleft()
-        t0, w0, a0 = marks[0]
-        if now - t0 >= span:
-            alloc = self.alloc_gs - a0
-            if alloc > 0.0 and self.overhead_gs - w0 > THRASH_SHARE * alloc:
+        win = self._thrash_window
+        if win is None or win.span != span:
+            win = self._thrash_window = OverheadWindow(span, span / 8.0)
+        d = win.push(self.now, self.overhead_gs, self.alloc_gs)
+        if d is not None:
+            overhead, alloc = d
+            if alloc > 0.0 and overhead > THRASH_SHARE * alloc:
                 self.thrashing = True
                 return True
         return False
+
     def reclaims_due(self) -> int:
         """Servers the loan phase of the round at :attr:`now` will take back (0 when loaning
         is off for the current policy)."""
