@@ -1,0 +1,146 @@
+"""Rollout labels (aryl_gym.train.rollout_labels): a branch replays the main episode exactly,
+pruning drops only branches equal to the policy's own action, the label file and the fine-tune
+(and its no-relabelling control), bad settings and bad CLI input."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+from aryl_gym.agents.learned import PRETRAINED_DIR, load_agent
+
+from aryl_gym.train.rollout_labels import (
+    LabelSettings,
+    _Argmax,
+    _Branch,
+    _play_branches,
+    probe_episode,
+)
+
+pytestmark = pytest.mark.skipif(not (PRETRAINED_DIR / "ppo-v1.zip").exists(), reason="ppo-v1 is not shipped")
+
+SEED = 40001  # a training-world episode seed no recipe uses
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location(
+        "rollout_labels_script", Path(__file__).resolve().parents[1] / "scripts" / "rollout_labels.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def agent_env():
+    agent = load_agent("ppo-v1")
+    return agent, _script()._agent_env(agent)
+
+
+def test_a_branch_with_the_policys_own_action_replays_the_episode(agent_env):
+    """Deep-copied mid-episode, the env played on by the same argmax policy collects exactly the
+    rewards the main episode collects from there (the simulator is deterministic)."""
+    from aryl_gym.rollout import env_action_masks
+
+    agent, env = agent_env
+    act = _Argmax(agent.model)
+    obs, _ = env.reset(seed=SEED, options={"episode_seed": SEED})
+    rewards: list[float] = []
+    branch = None
+    while True:
+        m = np.asarray(env_action_masks(env), dtype=bool)
+        own = int(np.argmax(act.probs([obs], [m])[0]))
+        if len(rewards) == 300:
+            branch = _Branch(0, own, copy.deepcopy(env), int(env.unwrapped.decision_point))
+        obs, r, term, trunc, _ = env.step(own)
+        rewards.append(float(r))
+        if term or trunc:
+            break
+    assert branch is not None and len(rewards) > 600
+    _play_branches([branch], act, {}, LabelSettings(prune=False))
+    expected = 0.0
+    for r in rewards[300:]:
+        expected += r
+    assert branch.outcome == "finished"
+    assert branch.steps == len(rewards) - 300
+    assert branch.ret == expected
+
+
+def test_pruning_drops_only_branches_equal_to_the_own_action(agent_env):
+    agent, env = agent_env
+    runs = {}
+    for prune in (True, False):
+        s = LabelSettings(probe_share=0.02, prune=prune)
+        runs[prune] = probe_episode(agent.model, env, SEED, s, np.random.default_rng(3))
+    (pa, sa), (pb, sb) = runs[True], runs[False]
+    assert sa["probes"] == sb["probes"] > 0
+    assert sa["pruned"] > 0 and sb["pruned"] == 0
+    assert sa["branch_steps"] < sb["branch_steps"]
+    assert [p["label"] for p in pa] == [p["label"] for p in pb]
+    for p, q in zip(pa, pb):
+        assert p["gain"] == pytest.approx(q["gain"], abs=1e-9)
+        assert p["gain"] >= 0.0 and (p["gain"] > 0.0) == (p["label"] != p["own"])
+        # a branch the pruned run dropped as equal ends, played out, with the own action's return
+        for (a1, _, o1), (a2, r2, o2) in zip(p["branches"], q["branches"]):
+            assert a1 == a2
+            if o1 == "same":
+                assert o2 == ("thrashing" if sb["thrashing"] else "finished")
+                assert r2 == pytest.approx(q["own_return"], abs=1e-9)
+
+
+def test_label_file_and_finetune_with_its_control(agent_env, tmp_path):
+    from aryl_gym.train.bc import load_demos
+    from aryl_gym.train.rollout_labels import collect_rollout_labels, finetune_on_labels
+
+    agent, env = agent_env
+    out = tmp_path / "labels.npz"
+    tot = collect_rollout_labels(agent.model, env, [SEED], out, LabelSettings(probe_share=0.03), rng_seed=1)
+    obs, actions, masks = load_demos(out)
+    d = np.load(out)
+    assert len(actions) == int(tot["probes"]) > 0
+    assert int(np.sum(d["actions"] != d["own"])) == int(tot["switched"])
+    assert np.all(masks[np.arange(len(actions)), actions])  # every label is a valid action
+    assert np.all((d["gain"] > 0) == (d["actions"] != d["own"]))
+    assert np.all(d["p_top"] < 0.8)
+
+    ctrl = load_agent("ppo-v1")
+    fit = finetune_on_labels(ctrl.model, [out], out, tmp_path / "ctrl.npz", margin=float("inf"), repeat=2, epochs=1)
+    assert fit["relabelled"] == 0 and np.isnan(fit["relabelled_taken"])
+    train = np.load(tmp_path / "ctrl.npz")
+    assert len(train["actions"]) == 3 * len(actions)
+    assert np.array_equal(train["actions"][: len(actions)], d["own"])  # anchors: the model's own argmax
+
+    model = load_agent("ppo-v1").model
+    fit = finetune_on_labels(model, [out], out, tmp_path / "ft.npz", margin=0.0, repeat=2, epochs=1)
+    assert fit["relabelled"] == int(tot["switched"])
+    train = np.load(tmp_path / "ft.npz")
+    assert np.array_equal(train["actions"][len(actions): 2 * len(actions)], d["actions"])
+
+
+@pytest.mark.parametrize("kw", [{"threshold": 0.0}, {"threshold": 1.5}, {"min_prob": -0.1},
+                                {"alternatives": 0}, {"probe_share": 2.0}, {"batch": 0}])
+def test_bad_settings(kw):
+    with pytest.raises(ValueError, match=next(iter(kw))):
+        LabelSettings(**kw)
+
+
+def test_cli_names_bad_input(tmp_path, capsys):
+    mod = _script()
+    with pytest.raises(SystemExit):
+        mod.main(["finetune", "--labels", str(tmp_path / "nope.npz"), "--anchors", str(tmp_path / "nope.npz"),
+                  "--out", str(tmp_path / "m.zip")])
+    assert "no such file" in capsys.readouterr().err
+    f = tmp_path / "x.npz"
+    np.savez(f, a=np.zeros(2))
+    with pytest.raises(SystemExit):
+        mod.main(["finetune", "--labels", str(f), "--anchors", str(f), "--out", str(tmp_path / "m.pt")])
+    assert "give a .zip path" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        mod.main(["collect", "--seeds", "0-x", "--out", str(tmp_path / "l.npz")])
+    assert "seed" in capsys.readouterr().err.lower()
+    with pytest.raises(SystemExit):
+        mod.main(["collect", "--seeds", "1", "--alternatives", "0", "--out", str(tmp_path / "l.npz")])
+    assert "--alternatives must be > 0" in capsys.readouterr().err
