@@ -45,7 +45,24 @@ def _agent_env(agent) -> object:  # noqa: ANN001
         raise SystemExit(f"{agent.name}: no training config beside the model (config.yaml); "
                          "rollout labels play the agent's training worlds")
     cfg = config_from_run_dict(dict(agent.config), source=f"{agent.name} config")
-    return make_single_env(cfg.replace(reward_reference=None, pair_baseline="none", pair_group=0))
+    # agent.env_id: the current version of a retired env id
+    return make_single_env(cfg.replace(env_id=agent.env_id, reward_reference=None, pair_baseline="none",
+                                       pair_group=0))
+
+
+def _check_npz(ap: argparse.ArgumentParser, flag: str, path: Path, keys: tuple[str, ...]) -> None:
+    import numpy as np
+
+    if not path.is_file():
+        ap.error(f"{flag} {path}: no such file")
+    try:
+        files = set(np.load(path, allow_pickle=False).files)
+    except (OSError, ValueError) as exc:
+        ap.error(f"{flag} {path}: not a readable .npz ({exc})")
+    missing = [k for k in keys if k not in files]
+    if missing or not any(f.startswith("obs/") for f in files):
+        ap.error(f"{flag} {path}: arrays {missing or ['obs/KEY']} missing "
+                 f"({'write it with `rollout_labels.py collect`' if flag == '--labels' else 'a demonstrations layout: obs/KEY, actions, masks'})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +93,17 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
 
     import torch as th
+
+    from aryl_gym.errors import ConfigError
+
+    th.set_num_threads(1)
+    try:
+        return _run(ap, a)
+    except (ConfigError, ValueError) as exc:
+        ap.error(str(exc))
+
+
+def _run(ap: argparse.ArgumentParser, a: argparse.Namespace) -> int:
     from aryl_gym.agents.learned import load_agent, resolve_agent_path
 
     from aryl_gym.commands._common import seeds_arg
@@ -85,7 +113,6 @@ def main(argv: list[str] | None = None) -> int:
         finetune_on_labels,
     )
 
-    th.set_num_threads(1)
     agent = load_agent(a.agent)
     if a.cmd == "collect":
         try:
@@ -101,13 +128,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{int(tot.get('probes', 0))} probed states, {int(tot.get('switched', 0))} relabelled, "
               f"{int(tot.get('branch_steps', 0)):,} branch steps -> {a.out}")
         return 0
-    for p in [*a.labels, a.anchors]:
-        if not p.is_file():
-            ap.error(f"{p}: no such file")
+    for p in a.labels:
+        _check_npz(ap, "--labels", p, ("actions", "masks", "own", "gain"))
+    _check_npz(ap, "--anchors", a.anchors, ("actions", "masks"))
     if a.out.suffix != ".zip":
         ap.error(f"--out {a.out}: give a .zip path (the model; its config goes beside it as .yaml)")
     if math.isnan(a.margin):
         ap.error("--margin must be a number or inf")
+    import torch as th
+
     th.manual_seed(a.seed)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     fit = finetune_on_labels(agent.model, a.labels, a.anchors, a.out.with_suffix(".train.npz"), margin=a.margin,

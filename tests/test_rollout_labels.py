@@ -137,7 +137,16 @@ def test_cli_names_bad_input(tmp_path, capsys):
     np.savez(f, a=np.zeros(2))
     with pytest.raises(SystemExit):
         mod.main(["finetune", "--labels", str(f), "--anchors", str(f), "--out", str(tmp_path / "m.pt")])
+    assert "arrays" in capsys.readouterr().err  # x.npz is no labels file: named before the .zip check
+    lab = tmp_path / "lab.npz"
+    np.savez(lab, **{"obs/jobs": np.zeros((1, 2)), "actions": np.zeros(1), "masks": np.ones((1, 2)),
+                     "own": np.zeros(1), "gain": np.zeros(1)})
+    with pytest.raises(SystemExit):
+        mod.main(["finetune", "--labels", str(lab), "--anchors", str(lab), "--out", str(tmp_path / "m.pt")])
     assert "give a .zip path" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        mod.main(["finetune", "--labels", str(lab), "--anchors", str(f), "--out", str(tmp_path / "m.zip")])
+    assert "--anchors" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         mod.main(["collect", "--seeds", "0-x", "--out", str(tmp_path / "l.npz")])
     assert "seed" in capsys.readouterr().err.lower()

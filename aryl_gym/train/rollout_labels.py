@@ -33,6 +33,7 @@ docs/training.md ("Eighth attempt") has what they did to ``ppo-v1``.
 from __future__ import annotations
 
 import copy
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -244,7 +245,7 @@ def write_labels(rows: Sequence[dict[str, Any]], out: str | Path) -> None:
     arrays["own"] = np.asarray([r["own"] for r in rows], dtype=np.int64)
     arrays["gain"] = np.asarray([r["gain"] for r in rows], dtype=np.float64)
     arrays["p_top"] = np.asarray([r["p_top"] for r in rows], dtype=np.float64)
-    tmp = Path(str(out) + ".tmp.npz")
+    tmp = Path(f"{out}.{os.getpid()}.tmp.npz")  # two writers never share a temporary file
     np.savez(tmp, **arrays)  # type: ignore[arg-type]
     tmp.replace(out)
 
