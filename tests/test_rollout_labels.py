@@ -91,6 +91,20 @@ def test_pruning_drops_only_branches_equal_to_the_own_action(agent_env):
                 assert r2 == pytest.approx(q["own_return"], abs=1e-9)
 
 
+def test_playing_branches_early_changes_nothing(agent_env):
+    """With batch 1 the pending branches play after each decision point that leaves 4 or more
+    (bounded memory); with a batch larger than all of them, once at the episode's end. The same
+    records either way."""
+    agent, env = agent_env
+    out = {}
+    for batch in (1, 10_000):
+        s = LabelSettings(probe_share=0.02, batch=batch)
+        out[batch] = probe_episode(agent.model, env, SEED, s, np.random.default_rng(5))
+    (pa, sa), (pb, sb) = out[1], out[10_000]
+    assert sa == sb and sa["probes"] >= 8
+    assert [(p["label"], p["gain"], p["branches"]) for p in pa] == [(p["label"], p["gain"], p["branches"]) for p in pb]
+
+
 def test_label_file_and_finetune_with_its_control(agent_env, tmp_path):
     from aryl_gym.train.bc import load_demos
     from aryl_gym.train.rollout_labels import collect_rollout_labels, finetune_on_labels

@@ -16,7 +16,9 @@ Two things keep it affordable:
 * a branch first plays to the end of its decision point (``sequential`` mode: its sub-steps up to
   the commit); when the simulator's allocation there equals the main episode's (the alternative
   only reordered the same grants), the branch is dropped as equal to the policy's own action;
-* the remaining branches play in lockstep, with one batched forward pass of the policy per step.
+* the remaining branches play in lockstep, with one batched forward pass of the policy per step,
+  as soon as ``4 x batch`` of them are pending at a decision point's end (so the env copies
+  held at once stay bounded), and the rest at the episode's end.
 
 Caveat (hindsight): each branch sees the episode's *actual* future arrivals and reclaims, so a
 label is the best action for this trace, not in expectation over traces; a classifier trained
@@ -160,6 +162,7 @@ def probe_episode(model: Any, env: Any, seed: int, settings: LabelSettings, rng:
     rewards: list[float] = []
     probes: list[dict[str, Any]] = []
     branches: list[_Branch] = []
+    pending: list[_Branch] = []  # branches not played yet (each holds a copy of the env)
     main_alloc: dict[int, tuple[float, bytes]] = {}
     while True:
         m = np.asarray(env_action_masks(env), dtype=bool)
@@ -173,7 +176,7 @@ def probe_episode(model: Any, env: Any, seed: int, settings: LabelSettings, rng:
                 k = len(probes)
                 probes.append({"t": len(rewards), "obs": {key: np.asarray(v).copy() for key, v in obs.items()},
                                "mask": m.copy(), "own": own, "p_top": float(p[own])})
-                branches.extend(_Branch(k, a, copy.deepcopy(env), point) for a in alts)
+                pending.extend(_Branch(k, a, copy.deepcopy(env), point) for a in alts)
         obs, r, term, trunc, info = env.step(own)
         rewards.append(float(r))
         if term or trunc:
@@ -181,7 +184,15 @@ def probe_episode(model: Any, env: Any, seed: int, settings: LabelSettings, rng:
             break
         if env.unwrapped.decision_point != point:
             main_alloc[point] = _allocation(env)
-    _play_branches(branches, act, main_alloc, settings)
+            if len(pending) >= 4 * settings.batch:
+                # every pending branch started at this decision point or before: the main
+                # episode's allocation after each of them is known, so they can play now
+                # (bounds the env copies held at once)
+                _play_branches(pending, act, main_alloc, settings)
+                branches.extend(pending)
+                pending = []
+    _play_branches(pending, act, main_alloc, settings)
+    branches.extend(pending)
     thr_main = bool(res is not None and res.thrashing)
     suffix = np.cumsum(np.asarray(rewards)[::-1])[::-1]
     for pr in probes:
