@@ -43,6 +43,7 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
     from aryl_gym.agents.learned import load_agent
 
     from aryl_gym.config import load_scenario
+    from aryl_gym.envs.damping import engaged_seeds
     from aryl_gym.reproduce import paired_ratio_ci
     from aryl_gym.train.evaluation import RandomMaskedAgent, run_agent_batch, run_reference
 
@@ -63,8 +64,7 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
         envs = [agent.make_env(scenario=cfg, deployed=label not in undeployed) for _ in seeds]  # type: ignore[arg-type]
         t0 = time.perf_counter()
         out = run_agent_batch(agent, envs, seeds, deterministic=True)
-        stats = [getattr(e.unwrapped, "damping_stats", None) for e in envs]
-        shielded[label] = [s for s, d in zip(seeds, stats) if d and d["engaged"]]
+        shielded[label] = engaged_seeds(envs, seeds) or []
         print(f"load {load}: {label} played {len(seeds)} seeds in {time.perf_counter() - t0:.0f} s",
               file=sys.stderr, flush=True)
         jct[label] = np.array([r.avg_jct for r, _, _ in out])

@@ -218,12 +218,12 @@ def test_deploy_env_kwargs_stay_out_of_the_runs_own_envs():
     judges the raw policy. A value that is not a mapping is a config error."""
     from aryl_gym.errors import ConfigError
     from aryl_gym.train.config import load_train_config
-    from aryl_gym.train.dagger import _rollout_config
+    from aryl_gym.train.dagger import rollout_config
     from aryl_gym.train.envs import make_single_env
 
     cfg = load_train_config("maskable_ppo_set", "testbed", {"deploy_env_kwargs": {"flap_damping": True}})
     assert cfg.to_dict()["deploy_env_kwargs"] == {"flap_damping": True}
-    for c, evaluation, want in ((cfg, True, False), (cfg, False, False), (_rollout_config(cfg), False, False)):
+    for c, evaluation, want in ((cfg, True, False), (cfg, False, False), (rollout_config(cfg), False, False)):
         env = make_single_env(c, evaluation=evaluation)
         try:
             # a training env is a WorldSampler: the attribute is its current inner env's

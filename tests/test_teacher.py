@@ -259,7 +259,7 @@ def test_dagger_worlds_merge_into_the_training_worlds_and_drop_reward_wrappers()
     """dagger.worlds replaces the training worlds key by key (the rest stay), is checked like
     them, and the rollout env draws its worlds from the merged ranges without reward wrappers."""
     from aryl_gym.train.config import dagger_worlds
-    from aryl_gym.train.dagger import _rollout_config
+    from aryl_gym.train.dagger import rollout_config
     from aryl_gym.train.envs import make_single_env
     from aryl_gym.train.paired import TraceMeanJCTReward
 
@@ -268,7 +268,7 @@ def test_dagger_worlds_merge_into_the_training_worlds_and_drop_reward_wrappers()
     assert dagger_worlds(cfg) == {"load": [1.1, 1.4], "train_servers": [3],
                                   "elastic_fraction": list(cfg.worlds["elastic_fraction"])}
     assert cfg.worlds["load"] == [0.8, 1.4]  # the RL phase's worlds are untouched
-    rc = _rollout_config(cfg)
+    rc = rollout_config(cfg)
     assert rc.worlds == dagger_worlds(cfg) and rc.reward_reference is None and rc.pair_baseline == "none"
     env = make_single_env(rc)
     try:

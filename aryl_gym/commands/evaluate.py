@@ -97,11 +97,12 @@ def run(args: argparse.Namespace) -> int:
         out = run_agent_batch(agent, envs, args.seeds, deterministic=not args.stochastic)
         deploy = dict(agent.config.get("deploy_env_kwargs") or {})
         if deploy:  # never silent: the agent acted with settings its training envs did not have
-            stats = [getattr(e.unwrapped, "damping_stats", None) for e in envs]
-            engaged = [s for s, d in zip(args.seeds, stats) if d and d.get("engaged")]
+            from aryl_gym.envs.damping import engaged_seeds
+
+            engaged = engaged_seeds(envs, args.seeds)
             shield = (f"; the flap damping shield engaged on {len(engaged)} of {len(envs)} seed(s)"
                       f"{': ' + ', '.join(map(str, engaged)) if engaged else ''}"
-                      if any(d is not None for d in stats) else "")
+                      if engaged is not None else "")
             print(f"evaluate: {agent.name} acted with its deploy_env_kwargs {deploy}{shield}",
                   file=sys.stderr, flush=True)
         for e in envs:

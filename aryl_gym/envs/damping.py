@@ -43,7 +43,7 @@ docs/training.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -52,7 +52,7 @@ import numpy as np
 from aryl_gym.sim.engine import STALL_HOURS, THRASH_SHARE
 from aryl_gym.sim.overhead import OverheadWindow
 
-__all__ = ["FlapDamping", "DampingParams", "parse_flap_damping"]
+__all__ = ["FlapDamping", "DampingParams", "engaged_seeds", "parse_flap_damping"]
 
 
 @dataclass(frozen=True)
@@ -179,3 +179,12 @@ class FlapDamping:
         self.observe(now, overhead_gs, alloc_gs)
         sup = self.refresh(now)
         return sup if self.engaged else frozenset()
+
+
+def engaged_seeds(envs: Sequence[Any], seeds: Sequence[int]) -> list[int] | None:
+    """The ``seeds`` whose episode (played on the matching one of ``envs``) engaged the shield;
+    None when no env has flap damping on."""
+    stats = [getattr(e.unwrapped, "damping_stats", None) for e in envs]
+    if all(d is None for d in stats):
+        return None
+    return [int(s) for s, d in zip(seeds, stats) if d and d["engaged"]]

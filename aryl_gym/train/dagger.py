@@ -95,14 +95,15 @@ def aggregate(paths: Sequence[str | Path], out: str | Path) -> int:
     return int(len(arrays["actions"]))
 
 
-def _rollout_config(cfg: Any) -> Any:
-    """The config DAgger's rollout env is made from: the training env with ``dagger.worlds``
-    merged into ``worlds`` and no reward wrappers (the rollouts keep states and labels only, so
-    the reference runs of ``reward_reference`` / ``pair_baseline`` would be wasted)."""
+def rollout_config(cfg: Any, worlds: Any = None) -> Any:
+    """The config a state-collecting rollout env is made from (DAgger's, rollout labels'): the
+    training env with ``worlds`` (default: ``dagger.worlds`` merged into the training worlds)
+    and no reward wrappers (the rollouts keep states and labels only, so the reference runs of
+    ``reward_reference`` / ``pair_baseline`` would be wasted)."""
     from aryl_gym.train.config import dagger_worlds
 
-    return cfg.replace(worlds=dagger_worlds(cfg), reward_reference=None, pair_baseline="none",
-                       pair_group=0)
+    return cfg.replace(worlds=dagger_worlds(cfg) if worlds is None else worlds, reward_reference=None,
+                       pair_baseline="none", pair_group=0)
 
 
 def run_dagger(
@@ -127,7 +128,7 @@ def run_dagger(
     say = log or (lambda s: None)
     folder = run_dir / "dagger"
     folder.mkdir(parents=True, exist_ok=True)
-    env = make_single_env(_rollout_config(cfg), data_root)
+    env = make_single_env(rollout_config(cfg), data_root)
     parts: list[str] = [demos] if demos else []
     steps_total = int(model.num_timesteps)
     rows: list[dict[str, float]] = []
