@@ -84,3 +84,32 @@ def make_simulator(
     data_root: str | None = None,
 ) -> Simulator:
     return make_episode(scenario, seed, jobs, data_root).simulator()
+
+
+def fresh_future(
+    sim: Simulator, seed: int, data_root: str | None = None
+) -> tuple[list[JobSpec], np.ndarray | None]:
+    """A fresh future for ``sim`` from the episode of ``sim.config`` drawn for ``seed``.
+
+    Returns the jobs of that episode submitted after ``sim.now`` and its inference series
+    (None when the scenario's series is not drawn: ``constant`` and ``csv`` modes), ready for
+    :meth:`Simulator.replace_future`. This samples the arrival process afresh from ``now`` on,
+    not conditioned on the past: a batch of jobs in progress at ``now`` is cut, and the hourly
+    rate multiplier and the inference noise are drawn anew. Two calls with the same seed give
+    the same future.
+
+    Raises:
+        ValueError: the scenario replays a trace file (``workload.trace``): its future is fixed.
+    """
+    cfg = sim.config
+    if cfg.workload.trace:
+        raise ValueError(
+            f"{cfg.source}: the workload replays the trace {cfg.workload.trace!r}, which has one "
+            "future only; fresh futures need a generated workload (no workload.trace)"
+        )
+    r_jobs, r_util, _ = _seed_streams(seed)
+    jobs = [j for j in generate_jobs(cfg, r_jobs) if j.submit > sim.now + 1e-9]
+    if cfg.inference.mode != "diurnal":
+        return jobs, None
+    span = max([sim.now] + [j.submit for j in jobs[-1:]])
+    return jobs, utilization_for(cfg, span, r_util, data_root)

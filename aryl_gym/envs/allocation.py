@@ -31,7 +31,7 @@ from aryl_gym.envs.observation import (
     window_lists,
 )
 from aryl_gym.envs.reward import RewardTracker, parse_weights
-from aryl_gym.scenario import _seed_streams, make_episode
+from aryl_gym.scenario import Episode, _seed_streams, fresh_future, make_episode
 from aryl_gym.sim.engine import STALL_HOURS, Simulator, check_stall_hours
 from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.view import ClusterView, Decision, PlacementOptions
@@ -457,6 +457,50 @@ class ArylEnv(gym.Env):
         self._tracker = RewardTracker(sim, self.weights, self.reward_scale)
         self._advance_to_decision()
         return self._obs(), self._info({}, 0, None)
+
+    def replace_future(
+        self, future: Sequence[JobSpec], utilization: np.ndarray | None = None
+    ) -> int:
+        """Swap the jobs still to arrive (and the inference series after now) at this decision
+        point: :meth:`Simulator.replace_future` (returns the number of jobs kept), with the
+        env's per-job tables rebuilt. The
+        episode goes on as if it had been drawn with the spliced trace and series; call it on a
+        ``copy.deepcopy`` of the env to play one state on several futures."""
+        sim = self.sim
+        if sim is None:
+            raise RuntimeError("call reset() before replace_future()")
+        k = sim.replace_future(future, utilization)
+        self._rebind_jobs()
+        return k
+
+    def resample_future(self, seed: int) -> int:
+        """Replace the future by the one drawn for ``seed`` (:func:`aryl_gym.scenario.fresh_future`:
+        the jobs of that seed's episode submitted after now, and its inference series); returns
+        the number of new jobs. The same state and seed give the same future."""
+        sim = self.sim
+        if sim is None:
+            raise RuntimeError("call reset() before resample_future()")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+        jobs, util = fresh_future(sim, int(seed), self.data_root)
+        self.replace_future(jobs, util)
+        return len(jobs)
+
+    def _rebind_jobs(self) -> None:
+        """Rebuild what the env keeps per job after the trace's future changed."""
+        sim = self.sim
+        assert sim is not None
+        self.episode = Episode(sim.config, list(sim.jobs), sim.loan.util, sim.seed)
+        self._obs_builder.begin(sim)
+        if self._obs_v1 is not None:
+            self._obs_v1.begin(sim)
+        if self._base_rates is not None:
+            self._base_rates = base_rates(sim)
+        if self._damping is not None:
+            self._damping.grow(sim.n_jobs)
+        if hasattr(self.codec, "begin_episode"):
+            self.codec.begin_episode(self)
+        self._tracker.rebind()
 
     def _ended(self) -> bool:
         sim = self.sim

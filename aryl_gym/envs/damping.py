@@ -129,6 +129,16 @@ class FlapDamping:
         self.suppressions = 0  # times a job became suppressed
         self._decay = math.log(2.0) / params.half_life_s
 
+    def grow(self, n_jobs: int) -> None:
+        """The trace now has ``n_jobs`` jobs (a replaced future): new jobs start unpenalised;
+        the first jobs keep their state."""
+        keep = min(n_jobs, len(self.penalty))
+        for name in ("penalty", "stamp", "last_dir"):
+            old = getattr(self, name)
+            new = np.zeros(n_jobs, dtype=old.dtype)
+            new[:keep] = old[:keep]
+            setattr(self, name, new)
+
     def value(self, j: int, now: float) -> float:
         """Job ``j``'s penalty decayed to ``now``."""
         return float(self.penalty[j]) * math.exp(-self._decay * (now - float(self.stamp[j])))

@@ -208,6 +208,21 @@ class RewardTracker:
         # every component is computed and reported (unweighted) in info["reward_components"]
         self._components = [(k, _REGISTRY[k]) for k in weights]
 
+    def rebind(self) -> None:
+        """The simulator's future was replaced (:meth:`Simulator.replace_future`): rebuild the
+        per-job tables. Jobs still to arrive add nothing to the integrals so far, so the
+        running figures carry on."""
+        sim = self.sim
+        self._prefix_submit = np.concatenate([[0.0], np.cumsum(sim.submit)]).tolist()
+        self._submit = sim.submit.tolist()
+        from aryl_gym.metrics import lower_bounds
+
+        self._lb = lower_bounds(sim)
+        done = np.zeros(sim.n_jobs, dtype=bool)
+        keep = min(len(self._done_mask), sim.n_jobs)
+        done[:keep] = self._done_mask[:keep]
+        self._done_mask = done
+
     _NONE = np.zeros(0, dtype=np.int64)
 
     def _sync_done(self) -> np.ndarray:

@@ -119,6 +119,26 @@ class Simulator:
         seed: seeds ``policy_rng`` (offered to policies through the view).
     """
 
+    # dynamic per-job state (set by _fresh_job_state; N = n_jobs)
+    state: np.ndarray  # (N,) int8 JobState
+    workers: np.ndarray  # (N,) current workers
+    pool: np.ndarray  # (N,) int8 pool of the workers, -1 when not running
+    remaining: np.ndarray  # (N,) true remaining work, V100 worker-seconds
+    pred_remaining: np.ndarray  # (N,) predicted remaining work
+    rate: np.ndarray  # (N,) work per second now
+    overhead_left: np.ndarray  # (N,) seconds of overhead still to pay
+    first_start: np.ndarray  # (N,) nan until the first start
+    finish: np.ndarray  # (N,) nan until done
+    running_time: np.ndarray  # (N,) seconds spent with workers
+    preempt_count: np.ndarray
+    scale_out_count: np.ndarray
+    scale_in_count: np.ndarray
+    inf_workers: np.ndarray
+    mixed: np.ndarray
+    ever_mixed: np.ndarray
+    base: list[dict[int, int]]
+    flex: list[dict[int, int]]
+
     def __init__(
         self,
         config: ScenarioConfig,
@@ -139,7 +159,44 @@ class Simulator:
         self.seed = seed
         self.policy_rng = np.random.default_rng(seed)
 
-        # ---- static per-job arrays ---------------------------------------------------------
+        self._build_static()
+        self._build_servers()
+        self._reset_dynamic()
+        self._begun = False  # begin() has run: the view and the policy's options are set
+
+    # ------------------------------------------------------------------------------------------
+    # set-up
+    # ------------------------------------------------------------------------------------------
+    def _check_jobs(self) -> None:
+        c = self.config.cluster
+        if not self.jobs:
+            raise ConfigError(
+                "the trace is empty: no jobs to simulate; check the trace file, its filters "
+                "(virtual cluster, time window) or the scenario's workload section"
+            )
+        prev = -math.inf
+        for i, j in enumerate(self.jobs):
+            if j.id != i:
+                raise ConfigError(f"job at position {i} has id {j.id}; ids must be 0..n-1 in order")
+            j.validate()
+            if j.submit < prev:
+                raise ConfigError(f"job {i}: submit times must be non-decreasing (sort the trace)")
+            prev = j.submit
+            if j.g > c.train_gpus_per_server:
+                raise ConfigError(
+                    f"job {i}: a worker of {j.g} GPUs does not fit a training server of "
+                    f"{c.train_gpus_per_server} GPUs; drop the job or use bigger servers"
+                )
+            if j.g * j.w_min > c.train_gpus:
+                raise ConfigError(
+                    f"job {i}: needs {j.g * j.w_min} GPUs at minimum but the training pool has "
+                    f"{c.train_gpus}; drop the job (--skip-bad-rows) or enlarge the cluster"
+                )
+
+    def _build_static(self) -> None:
+        """The static per-job arrays, from ``self.jobs`` (checked by :meth:`_check_jobs`)."""
+        config = self.config
+        c = config.cluster
         n = len(self.jobs)
         self.n_jobs = n
         self.submit = np.array([j.submit for j in self.jobs], dtype=np.float64)
@@ -180,38 +237,6 @@ class Simulator:
         self.relaunch = np.array(
             [config.sim.relaunch_for(j.family) for j in self.jobs], dtype=np.float64
         )
-        self._build_servers()
-        self._reset_dynamic()
-        self._begun = False  # begin() has run: the view and the policy's options are set
-
-    # ------------------------------------------------------------------------------------------
-    # set-up
-    # ------------------------------------------------------------------------------------------
-    def _check_jobs(self) -> None:
-        c = self.config.cluster
-        if not self.jobs:
-            raise ConfigError(
-                "the trace is empty: no jobs to simulate; check the trace file, its filters "
-                "(virtual cluster, time window) or the scenario's workload section"
-            )
-        prev = -math.inf
-        for i, j in enumerate(self.jobs):
-            if j.id != i:
-                raise ConfigError(f"job at position {i} has id {j.id}; ids must be 0..n-1 in order")
-            j.validate()
-            if j.submit < prev:
-                raise ConfigError(f"job {i}: submit times must be non-decreasing (sort the trace)")
-            prev = j.submit
-            if j.g > c.train_gpus_per_server:
-                raise ConfigError(
-                    f"job {i}: a worker of {j.g} GPUs does not fit a training server of "
-                    f"{c.train_gpus_per_server} GPUs; drop the job or use bigger servers"
-                )
-            if j.g * j.w_min > c.train_gpus:
-                raise ConfigError(
-                    f"job {i}: needs {j.g * j.w_min} GPUs at minimum but the training pool has "
-                    f"{c.train_gpus}; drop the job (--skip-bad-rows) or enlarge the cluster"
-                )
 
     def _build_servers(self) -> None:
         c = self.config.cluster
@@ -231,29 +256,40 @@ class Simulator:
         self._train_mask = self.srv_pool == TRAIN
         self.train_ids: list[int] = list(range(self.n_train))  # training servers come first
 
+    def _fresh_job_state(self, start: int) -> dict[str, np.ndarray | list]:
+        """The dynamic per-job state of jobs ``start..n-1`` before they arrive, by attribute.
+
+        The one list of the per-job dynamic arrays: :meth:`_reset_dynamic` sets them all and
+        :meth:`replace_future` appends them for the new jobs.
+        """
+        n = self.n_jobs - start
+        return {
+            "state": np.full(n, _PENDING, dtype=np.int8),
+            "workers": np.zeros(n, dtype=np.int64),
+            "pool": np.full(n, -1, dtype=np.int8),
+            "remaining": self.work[start:].copy(),
+            "pred_remaining": self.pred_work[start:].copy(),
+            "rate": np.zeros(n, dtype=np.float64),
+            "overhead_left": np.zeros(n, dtype=np.float64),
+            "first_start": np.full(n, np.nan),
+            "finish": np.full(n, np.nan),
+            "running_time": np.zeros(n, dtype=np.float64),
+            "preempt_count": np.zeros(n, dtype=np.int64),
+            "scale_out_count": np.zeros(n, dtype=np.int64),
+            "scale_in_count": np.zeros(n, dtype=np.int64),
+            "inf_workers": np.zeros(n, dtype=np.int64),  # workers on inference servers
+            "mixed": np.zeros(n, dtype=bool),  # running on both GPU types now
+            "ever_mixed": np.zeros(n, dtype=bool),  # ran on both GPU types at some point
+            "base": [dict() for _ in range(n)],  # server -> base workers there
+            "flex": [dict() for _ in range(n)],  # server -> flexible workers there
+        }
+
     def _reset_dynamic(self) -> None:
-        n = self.n_jobs
         self.now = 0.0
         self.round_index = 0
-        self.state = np.full(n, _PENDING, dtype=np.int8)
-        self.workers = np.zeros(n, dtype=np.int64)
-        self.pool = np.full(n, -1, dtype=np.int8)
-        self.remaining = self.work.copy()
-        self.pred_remaining = self.pred_work.copy()
-        self.rate = np.zeros(n, dtype=np.float64)
-        self.overhead_left = np.zeros(n, dtype=np.float64)
-        self.first_start = np.full(n, np.nan)
-        self.finish = np.full(n, np.nan)
-        self.running_time = np.zeros(n, dtype=np.float64)
-        self.preempt_count = np.zeros(n, dtype=np.int64)
+        for name, value in self._fresh_job_state(0).items():
+            setattr(self, name, value)
         self.preemptions_total = 0  # == preempt_count.sum(), kept by _preempt
-        self.scale_out_count = np.zeros(n, dtype=np.int64)
-        self.scale_in_count = np.zeros(n, dtype=np.int64)
-        self.inf_workers = np.zeros(n, dtype=np.int64)  # workers on inference servers
-        self.mixed = np.zeros(n, dtype=bool)  # running on both GPU types now
-        self.ever_mixed = np.zeros(n, dtype=bool)  # ran on both GPU types at some point
-        self.base: list[dict[int, int]] = [dict() for _ in range(n)]
-        self.flex: list[dict[int, int]] = [dict() for _ in range(n)]
         self.srv_jobs: list[dict[int, int]] = [dict() for _ in range(self.n_servers)]
         # Running totals kept up to date by the worker primitives (GPUs).
         self.busy_train_gpus = 0
@@ -575,6 +611,79 @@ class Simulator:
         self.view = ClusterView(self)
         self._begun = True
         self._arrivals()
+
+    def replace_future(
+        self, future: Sequence[JobSpec], utilization: np.ndarray | None = None
+    ) -> int:
+        """Swap the jobs submitted after ``now`` (and the inference series after ``now``).
+
+        The simulator goes on as if it had been built with the trace ``jobs[:k] + future``
+        (``k`` = the jobs submitted by ``now``, returned; ``future`` renumbered ``k, k+1, ...``;
+        between rounds the last of those may not have arrived yet) and with ``utilization``
+        spliced in after the sample that holds ``now``: every job that has arrived keeps its
+        state, and nothing that happened so far depended on the jobs swapped out. This is what
+        lets a copy of a state be played on a fresh future (several futures per state give an
+        action's expected effect rather than its effect on one future).
+
+        Args:
+            future: the new jobs still to arrive, sorted by submit time, each submitted after
+                ``now`` (their ``id`` is reassigned); may be empty.
+            utilization: a whole inference series (one sample per ``sample_seconds`` from time
+                0) whose samples after the current one replace the present series'; None keeps
+                the present series.
+
+        Raises:
+            ValueError: a job submitted at or before ``now``, an unsorted or invalid job, or a
+                bad series; nothing is changed then.
+        """
+        import dataclasses
+
+        now = self.now
+        k = int(np.searchsorted(self.submit, now + _EPS, side="right"))
+        new: list[JobSpec] = []
+        for i, j in enumerate(future):
+            if not isinstance(j, JobSpec):
+                raise ValueError(f"future[{i}] must be a JobSpec, got {type(j).__name__}")
+            if not j.submit > now + _EPS:
+                raise ValueError(
+                    f"future[{i}] is submitted at {j.submit} s, not after now ({now} s); only "
+                    "jobs still to arrive can be replaced"
+                )
+            new.append(dataclasses.replace(j, id=k + i))
+        loan = self.loan
+        if utilization is not None:
+            ss = loan.sample_seconds
+            i0 = int(now // ss) + 1  # the samples up to the one holding now are kept
+            past = np.array([loan.utilization(i * ss) for i in range(i0)], dtype=np.float64)
+            fresh = np.asarray(utilization, dtype=np.float64)
+            if fresh.ndim != 1 or fresh.size <= i0:
+                raise ValueError(
+                    f"utilization must be a 1-D series longer than the {i0} samples up to now "
+                    f"({now} s); got shape {fresh.shape}"
+                )
+            loan = LoanController(
+                np.concatenate([past, fresh[i0:]]), loan.n_inf, loan.headroom, ss
+            )
+        old_jobs, old_n = self.jobs, self.n_jobs
+        old = {name: getattr(self, name) for name in self._fresh_job_state(old_n)}
+        self.jobs = old_jobs[:k] + new
+        try:
+            self._check_jobs()
+        except (ConfigError, ValueError) as exc:
+            self.jobs = old_jobs
+            raise ValueError(f"the new future is not a valid trace: {exc}") from None
+        self._build_static()
+        for name, tail in self._fresh_job_state(k).items():
+            head = old[name][:k]
+            if isinstance(tail, list):
+                setattr(self, name, head + tail)
+            else:
+                setattr(self, name, np.concatenate([head, tail]))
+        self.rate_mult = {j: m for j, m in self.rate_mult.items() if j < k}
+        self.loan = loan
+        if self._begun:
+            self.view = ClusterView(self)
+        return k
 
     def _arrivals(self) -> bool:
         i = self._next_arrival
