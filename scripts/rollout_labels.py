@@ -77,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--alternatives", type=_positive(int, "--alternatives"), default=2)
     c.add_argument("--probe-share", type=float, default=0.3, help="share of the unsure states probed")
     c.add_argument("--batch", type=_positive(int, "--batch"), default=64)
+    c.add_argument("--futures", type=int, default=0,
+                   help="fresh futures per compared action (0: hindsight, the episode's own future)")
+    c.add_argument("--horizon-h", type=_positive(float, "--horizon-h"), default=None,
+                   help="with --futures: stop the branches this many simulated hours after the probed state")
     c.add_argument("--rng-seed", type=int, default=0)
     f = sub.add_parser("finetune", help="train the agent towards rollout labels")
     f.add_argument("--agent", default="ppo-v1")
@@ -86,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--out", required=True, type=Path, help="the fine-tuned model (.zip)")
     f.add_argument("--margin", type=float, default=0.0,
                    help="relabel only where the label beat the agent's action by more (reward units); inf: control")
+    f.add_argument("--min-t", type=float, default=0.0,
+                   help="relabel only where gain / gain_se exceeds this (labels collected with --futures)")
     f.add_argument("--repeat", type=_positive(int, "--repeat"), default=20)
     f.add_argument("--epochs", type=_positive(int, "--epochs"), default=3)
     f.add_argument("--lr", type=_positive(float, "--lr"), default=1e-4)
@@ -118,7 +124,8 @@ def _run(ap: argparse.ArgumentParser, a: argparse.Namespace) -> int:
         try:
             seeds = seeds_arg(a.seeds)
             settings = LabelSettings(threshold=a.threshold, min_prob=a.min_prob, alternatives=a.alternatives,
-                                     probe_share=a.probe_share, batch=a.batch)
+                                     probe_share=a.probe_share, batch=a.batch, futures=a.futures,
+                                     horizon_h=a.horizon_h)
         except (ValueError, argparse.ArgumentTypeError) as exc:
             ap.error(str(exc))
         a.out.parent.mkdir(parents=True, exist_ok=True)
@@ -128,19 +135,22 @@ def _run(ap: argparse.ArgumentParser, a: argparse.Namespace) -> int:
         print(f"{int(tot.get('probes', 0))} probed states, {int(tot.get('switched', 0))} relabelled, "
               f"{int(tot.get('branch_steps', 0)):,} branch steps -> {a.out}")
         return 0
+    if math.isnan(a.margin):
+        ap.error("--margin must be a number or inf")
+    if not math.isfinite(a.min_t) or a.min_t < 0:
+        ap.error(f"--min-t must be a finite number >= 0, got {a.min_t}")
     for p in a.labels:
         _check_npz(ap, "--labels", p, ("actions", "masks", "own", "gain"))
     _check_npz(ap, "--anchors", a.anchors, ("actions", "masks"))
     if a.out.suffix != ".zip":
         ap.error(f"--out {a.out}: give a .zip path (the model; its config goes beside it as .yaml)")
-    if math.isnan(a.margin):
-        ap.error("--margin must be a number or inf")
+
     import torch as th
 
     th.manual_seed(a.seed)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     fit = finetune_on_labels(agent.model, a.labels, a.anchors, a.out.with_suffix(".train.npz"), margin=a.margin,
-                             repeat=a.repeat, epochs=a.epochs, learning_rate=a.lr,
+                             min_t=a.min_t, repeat=a.repeat, epochs=a.epochs, learning_rate=a.lr,
                              log=lambda s: print(s, file=sys.stderr, flush=True))
     agent.model.save(a.out)
     _, cfg, _ = resolve_agent_path(a.agent)

@@ -134,10 +134,55 @@ def test_label_file_and_finetune_with_its_control(agent_env, tmp_path):
     assert np.array_equal(train["actions"][len(actions): 2 * len(actions)], d["actions"])
 
 
+@pytest.mark.parametrize("horizon_h", [None, 2.0])
+def test_futures_pair_the_own_action_exactly(agent_env, horizon_h):
+    """Futures mode: a branch with the policy's *own* action forks, after its commit, onto the
+    probe's fresh futures exactly as the main episode's own fork does (the same seeds give the
+    same futures), so its value on each future equals the own action's to the last bit, and a
+    different future gives a different return."""
+    from aryl_gym.rollout import env_action_masks
+    from aryl_gym.train.rollout_labels import _Probe
+
+    agent, env = agent_env
+    act = _Argmax(agent.model)
+    obs, _ = env.reset(seed=SEED, options={"episode_seed": SEED})
+    rewards: list[float] = []
+    branch, fp, t, commit = None, None, 0, 0
+    while fp is None or fp.own_env is None:
+        m = np.asarray(env_action_masks(env), dtype=bool)
+        own = int(np.argmax(act.probs([obs], [m])[0]))
+        point = int(env.unwrapped.decision_point)
+        if branch is None and len(rewards) >= 300:
+            t = len(rewards)
+            branch = _Branch(0, own, copy.deepcopy(env), point)
+            cut = float(env.unwrapped.sim.now) + (horizon_h or np.inf) * 3600.0
+            fp = _Probe([11, 11, 12], cut)
+        obs, r, term, trunc, _ = env.step(own)
+        rewards.append(float(r))
+        assert not (term or trunc)
+        if branch is not None and env.unwrapped.decision_point != branch.point:
+            fp.own_env = copy.deepcopy(env)  # type: ignore[union-attr]
+            commit = len(rewards)
+    assert branch is not None and fp is not None
+    forks = _play_branches([branch], act, {}, LabelSettings(prune=False, futures=3), {0: fp})
+    assert branch.outcome == "forked" and fp.own_env is None
+    alt = sorted((b for b in forks if b.first is not None), key=lambda b: b.future)
+    mine = sorted((b for b in forks if b.first is None), key=lambda b: b.future)
+    assert [b.future for b in alt] == [b.future for b in mine] == [0, 1, 2]
+    head = sum(rewards[t:commit])
+    assert branch.ret == pytest.approx(head, abs=1e-9)
+    for a, b in zip(alt, mine):
+        assert a.ret == b.ret and a.steps == b.steps and a.outcome == b.outcome
+        assert a.outcome == ("horizon" if horizon_h else "finished")
+    assert mine[0].ret == mine[1].ret != mine[2].ret  # seeds 11, 11, 12
+
+
 @pytest.mark.parametrize("kw", [{"threshold": 0.0}, {"threshold": 1.5}, {"min_prob": -0.1},
-                                {"alternatives": 0}, {"probe_share": 2.0}, {"batch": 0}])
+                                {"alternatives": 0}, {"probe_share": 2.0}, {"batch": 0},
+                                {"futures": -1}, {"futures": 1.5}, {"horizon_h": 3.0},
+                                {"futures": 2, "horizon_h": 0.0}, {"futures": 2, "horizon_h": float("inf")}])
 def test_bad_settings(kw):
-    with pytest.raises(ValueError, match=next(iter(kw))):
+    with pytest.raises(ValueError, match=list(kw)[-1]):
         LabelSettings(**kw)
 
 
@@ -167,3 +212,41 @@ def test_cli_names_bad_input(tmp_path, capsys):
     with pytest.raises(SystemExit):
         mod.main(["collect", "--seeds", "1", "--alternatives", "0", "--out", str(tmp_path / "l.npz")])
     assert "--alternatives must be > 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        mod.main(["collect", "--seeds", "1", "--horizon-h", "2", "--out", str(tmp_path / "l.npz")])
+    assert "horizon_h needs futures" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        mod.main(["collect", "--seeds", "1", "--futures", "2", "--horizon-h", "-1", "--out", str(tmp_path / "l.npz")])
+    assert "--horizon-h must be > 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        mod.main(["finetune", "--labels", str(lab), "--anchors", str(lab), "--min-t", "-1",
+                  "--out", str(tmp_path / "m.zip")])
+    assert "--min-t must be a finite number >= 0" in capsys.readouterr().err
+
+
+def test_expected_labels_by_hand():
+    """Values = return to the commit + mean return over the fresh futures, paired by future; an
+    action with a thrashing fork loses; a probe whose alternatives all equal the own action keeps it."""
+    from aryl_gym.train.rollout_labels import _expected_labels
+
+    def br(probe, first, ret, outcome, future=-1):
+        b = _Branch(probe, first, None, 0, future=future)
+        b.ret, b.outcome = ret, outcome
+        return b
+
+    rewards = [-1.0] * 6
+    probes = [{"t": 0, "own": 3}, {"t": 4, "own": 2}]
+    branches = [
+        br(0, 5, -1.5, "forked"), br(0, 5, -9.0, "finished", 0), br(0, 5, -21.0, "horizon", 1),
+        br(0, 7, -1.0, "forked"), br(0, 7, -2.0, "thrashing", 0), br(0, 7, -3.0, "finished", 1),
+        br(0, None, -10.0, "finished", 0), br(0, None, -20.0, "horizon", 1),
+        br(1, 4, -1.0, "same"),
+    ]
+    _expected_labels(probes, branches, rewards, {0: 2, 1: 5}, futures=2)
+    # own: -2 + [-10, -20]; action 5: -1.5 + [-9, -21]: paired differences [1.5, -0.5]
+    assert probes[0]["label"] == 5
+    assert probes[0]["gain"] == pytest.approx(0.5)
+    assert probes[0]["gain_se"] == pytest.approx(np.std([1.5, -0.5], ddof=1) / np.sqrt(2))
+    assert (probes[1]["label"], probes[1]["gain"], probes[1]["gain_se"]) == (2, 0.0, 0.0)
+    # the thrashing action is never preferred, however high its mean
+    assert all(p["label"] != 7 for p in probes)

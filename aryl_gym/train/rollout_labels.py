@@ -25,6 +25,16 @@ label is the best action for this trace, not in expectation over traces; a class
 on many labels averages over them. ``gain`` records by how much the label beat the policy's own
 action (in reward units: job-hours with the default ``scale``).
 
+**Futures mode** (``futures = M >= 1``) labels an action's *expected* effect instead. A branch
+that does not equal the own action at its commit forks there into ``M`` copies, each given a
+fresh future (:meth:`aryl_gym.envs.allocation.ArylEnv.resample_future`: the jobs still to arrive
+and the inference series after now, drawn for one of the probe's ``M`` seeds); the main
+episode's env just after its own commit forks onto the same ``M`` futures (common random
+numbers). An action's value is its return up to its commit plus its mean return over the
+futures, and ``gain`` / ``gain_se`` are the label's mean paired advantage over the own action
+and its standard error. ``horizon_h`` stops the forks that many simulated hours after the probed
+state (a truncated rollout: less variance and cost, blind to effects after the horizon).
+
 :func:`collect_rollout_labels` writes the labels in the layout of :func:`aryl_gym.train.bc.
 load_demos` (``obs/KEY``, ``actions`` = labels, ``masks``) plus ``own`` (the policy's action),
 ``gain`` and ``p_top`` (the policy's top probability); :func:`finetune_on_labels` trains the
@@ -60,6 +70,10 @@ class LabelSettings:
     probe_share: float = 0.3
     batch: int = 64
     prune: bool = True  # drop branches whose allocation equals the main episode's after the commit
+    #: fresh futures per compared action (0: hindsight, the episode's own future); see the module
+    futures: int = 0
+    #: with futures: stop the branches this many simulated hours after the probed state (None: at the end)
+    horizon_h: float | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -72,12 +86,22 @@ class LabelSettings:
             raise ValueError(f"probe_share must be in [0, 1], got {self.probe_share!r}")
         if int(self.batch) < 1:
             raise ValueError(f"batch must be >= 1, got {self.batch!r}")
+        if isinstance(self.futures, bool) or not isinstance(self.futures, (int, np.integer)) or self.futures < 0:
+            raise ValueError(f"futures must be an integer >= 0, got {self.futures!r}")
+        if self.horizon_h is not None:
+            if not self.futures:
+                raise ValueError("horizon_h needs futures >= 1 (hindsight labels play to the episode's end)")
+            if not (isinstance(self.horizon_h, (int, float)) and not isinstance(self.horizon_h, bool)
+                    and 0.0 < float(self.horizon_h) < float("inf")):
+                raise ValueError(f"horizon_h must be a number of hours > 0, got {self.horizon_h!r}")
 
 
 class _Branch:
-    __slots__ = ("probe", "first", "action", "env", "obs", "ret", "point", "committed", "outcome", "steps")
+    __slots__ = ("probe", "first", "action", "env", "obs", "ret", "point", "committed", "outcome", "steps",
+                 "future", "cut")
 
-    def __init__(self, probe: int, action: int, env: Any, point: int):
+    def __init__(self, probe: int, action: int | None, env: Any, point: int, future: int = -1,
+                 cut: float = float("inf")):
         self.probe = probe
         self.first = action
         self.action: int | None = action
@@ -86,8 +110,24 @@ class _Branch:
         self.ret = 0.0
         self.point = point
         self.committed = False
-        self.outcome: str | None = None  # "same", "finished", "thrashing"
+        self.outcome: str | None = None  # "same", "forked", "unpaired", "finished", "thrashing", "horizon"
         self.steps = 0
+        self.future = future  # index of the fresh future it plays (-1: the episode's own)
+        self.cut = cut  # simulated time at which it stops ("horizon")
+
+
+class _Probe:
+    """What the futures mode keeps per probed state: the seeds of its fresh futures, the time its
+    forks stop, the main episode's env just after its own commit (until the own action's forks
+    are made from it) and whether they are."""
+
+    __slots__ = ("seeds", "own_env", "forked", "cut")
+
+    def __init__(self, seeds: list[int], cut: float):
+        self.seeds = seeds
+        self.own_env: Any = None
+        self.forked = False
+        self.cut = cut
 
 
 def _allocation(env: Any) -> tuple[float, bytes]:
@@ -114,11 +154,29 @@ class _Argmax:
         return np.where(np.stack(masks), p, 0.0)
 
 
+def _forks(b: _Branch, env: Any, fp: _Probe, action: int | None) -> list[_Branch]:
+    """Copies of ``env`` (just after a commit), one per fresh future of the probe, resampled."""
+    out = []
+    for m, seed in enumerate(fp.seeds):
+        e = copy.deepcopy(env)
+        e.unwrapped.resample_future(seed)
+        c = _Branch(b.probe, action, e, b.point, future=m, cut=fp.cut)
+        c.committed = True
+        c.action = None
+        c.obs = e.unwrapped._obs()
+        out.append(c)
+    return out
+
+
 def _play_branches(branches: list[_Branch], act: _Argmax, main_alloc: dict[int, tuple[float, bytes]],
-                   settings: LabelSettings) -> None:
+                   settings: LabelSettings, probes: dict[int, _Probe] | None = None) -> list[_Branch]:
+    """Play ``branches`` to their end in lockstep; returns the forks made on the way (futures
+    mode: each alternative that does not equal the policy's own action, and the own action,
+    played on each fresh future of its probe), played too."""
     from aryl_gym.rollout import env_action_masks, result_from_info
 
     active = list(branches)
+    made: list[_Branch] = []
     while active:
         need = [b for b in active if b.action is None]
         for i in range(0, len(need), settings.batch):
@@ -137,14 +195,40 @@ def _play_branches(branches: list[_Branch], act: _Argmax, main_alloc: dict[int, 
                 b.outcome = "thrashing" if (res is not None and res.thrashing) else "finished"
                 b.env = None
                 continue
+            if b.future >= 0 and b.env.unwrapped.sim.now >= b.cut:
+                b.outcome = "horizon"
+                b.env = None
+                continue
             if not b.committed and b.env.unwrapped.decision_point != b.point:
                 b.committed = True
                 if settings.prune and main_alloc.get(b.point) == _allocation(b.env):
                     b.outcome = "same"
                     b.env = None
                     continue
+                if probes is not None:  # futures mode: play this action (and the own one) on fresh futures
+                    fp = probes[b.probe]
+                    if fp.own_env is None and not fp.forked:  # the main episode ended at this commit
+                        b.outcome = "unpaired"
+                        b.env = None
+                        continue
+                    new = _forks(b, b.env, fp, b.first)
+                    if not fp.forked:  # the own action's forks: once per probe
+                        fp.forked = True
+                        new += _forks(b, fp.own_env, fp, None)
+                        fp.own_env = None
+                    b.outcome = "forked"
+                    b.env = None
+                    made.extend(new)
+                    still.extend(new)
+                    continue
             still.append(b)
         active = still
+    if probes is not None:
+        for b in branches:
+            done = probes.get(b.probe)
+            if done is not None:
+                done.own_env = None  # every alternative of the probe has been played
+    return made
 
 
 def probe_episode(model: Any, env: Any, seed: int, settings: LabelSettings, rng: np.random.Generator,
@@ -164,6 +248,13 @@ def probe_episode(model: Any, env: Any, seed: int, settings: LabelSettings, rng:
     branches: list[_Branch] = []
     pending: list[_Branch] = []  # branches not played yet (each holds a copy of the env)
     main_alloc: dict[int, tuple[float, bytes]] = {}
+    futures = int(settings.futures)
+    fprobes: dict[int, _Probe] | None = {} if futures else None
+    at_point: list[int] = []  # probes at the current decision point (futures mode)
+    commit_step: dict[int, int] = {}  # probe -> main episode's step count after its commit
+    horizon_s = float(settings.horizon_h) * 3600.0 if settings.horizon_h is not None else float("inf")
+    # pending branches play once this many wait (forks multiply them in futures mode)
+    play_at = max(1, (4 * int(settings.batch)) // (1 + futures))
     while True:
         m = np.asarray(env_action_masks(env), dtype=bool)
         p = act.probs([obs], [m])[0]
@@ -177,28 +268,52 @@ def probe_episode(model: Any, env: Any, seed: int, settings: LabelSettings, rng:
                 probes.append({"t": len(rewards), "obs": {key: np.asarray(v).copy() for key, v in obs.items()},
                                "mask": m.copy(), "own": own, "p_top": float(p[own])})
                 pending.extend(_Branch(k, a, copy.deepcopy(env), point) for a in alts)
+                if fprobes is not None:
+                    fprobes[k] = _Probe([int(x) for x in rng.integers(0, 2**31 - 1, size=futures)],
+                                        float(env.unwrapped.sim.now) + horizon_s)
+                    at_point.append(k)
         obs, r, term, trunc, info = env.step(own)
         rewards.append(float(r))
         if term or trunc:
             res = result_from_info(info)
+            for k in at_point:  # the episode ended at the probe's commit: no future to sample
+                commit_step[k] = len(rewards)
             break
         if env.unwrapped.decision_point != point:
             main_alloc[point] = _allocation(env)
-            if len(pending) >= 4 * settings.batch:
+            if fprobes is not None and at_point:
+                own_env = copy.deepcopy(env)  # the own action, just after its commit (shared)
+                for k in at_point:
+                    fprobes[k].own_env = own_env
+                    commit_step[k] = len(rewards)
+                at_point = []
+            if len(pending) >= play_at:
                 # every pending branch started at this decision point or before: the main
                 # episode's allocation after each of them is known, so they can play now
                 # (bounds the env copies held at once)
-                _play_branches(pending, act, main_alloc, settings)
-                branches.extend(pending)
+                branches.extend(pending + _play_branches(pending, act, main_alloc, settings, fprobes))
                 pending = []
-    _play_branches(pending, act, main_alloc, settings)
-    branches.extend(pending)
+    branches.extend(pending + _play_branches(pending, act, main_alloc, settings, fprobes))
     thr_main = bool(res is not None and res.thrashing)
     suffix = np.cumsum(np.asarray(rewards)[::-1])[::-1]
     for pr in probes:
         pr["branches"] = []
     for b in branches:
         probes[b.probe]["branches"].append((b.first, b.ret, b.outcome))
+    if fprobes is not None:
+        _expected_labels(probes, branches, rewards, commit_step, futures)
+    else:
+        _hindsight_labels(probes, suffix, thr_main)
+    stats = {"steps": float(len(rewards)), "avg_jct": float(res.avg_jct) if res is not None else float("nan"),
+             "thrashing": float(thr_main), "probes": float(len(probes)), "branches": float(len(branches)),
+             "pruned": float(sum(b.outcome == "same" for b in branches)),
+             "branch_steps": float(sum(b.steps for b in branches)),
+             "switched": float(sum(p["label"] != p["own"] for p in probes))}
+    return probes, stats
+
+
+def _hindsight_labels(probes: list[dict[str, Any]], suffix: np.ndarray, thr_main: bool) -> None:
+    """Each probe's label: the best of its branches on the episode's own future."""
     for pr in probes:
         pr["own_return"] = float(suffix[pr["t"]])
         best, best_ret, best_thr = pr["own"], pr["own_return"], thr_main
@@ -210,12 +325,42 @@ def probe_episode(model: Any, env: Any, seed: int, settings: LabelSettings, rng:
                 best, best_ret, best_thr = a, ret, thr
         pr["label"] = int(best)
         pr["gain"] = float(best_ret - suffix[pr["t"]]) if best != pr["own"] else 0.0
-    stats = {"steps": float(len(rewards)), "avg_jct": float(res.avg_jct) if res is not None else float("nan"),
-             "thrashing": float(thr_main), "probes": float(len(probes)), "branches": float(len(branches)),
-             "pruned": float(sum(b.outcome == "same" for b in branches)),
-             "branch_steps": float(sum(b.steps for b in branches)),
-             "switched": float(sum(p["label"] != p["own"] for p in probes))}
-    return probes, stats
+        pr["gain_se"] = 0.0
+
+
+def _expected_labels(probes: list[dict[str, Any]], branches: list[_Branch], rewards: list[float],
+                     commit_step: dict[int, int], futures: int) -> None:
+    """Futures mode: each compared action's value is its return up to its commit (on the
+    episode's own future) plus its mean return over the probe's fresh futures; the own action
+    and the alternatives play the same futures, so their differences are paired. An action one
+    of whose forks thrashed loses to one whose forks all finished. ``gain`` is the label's mean
+    paired advantage over the own action, ``gain_se`` its standard error."""
+    fork_ret: dict[tuple[int, int | None], np.ndarray] = {}
+    fork_thr: dict[tuple[int, int | None], bool] = {}
+    head: dict[tuple[int, int], float] = {}
+    for b in branches:
+        if b.outcome == "forked" and b.first is not None:
+            head[(b.probe, b.first)] = b.ret
+        elif b.future >= 0:
+            key = (b.probe, b.first)
+            fork_ret.setdefault(key, np.zeros(futures))[b.future] = b.ret
+            fork_thr[key] = fork_thr.get(key, False) or b.outcome == "thrashing"
+    for k, pr in enumerate(probes):
+        pr["label"], pr["gain"], pr["gain_se"] = pr["own"], 0.0, 0.0
+        own = fork_ret.get((k, None))
+        if own is None:  # every alternative equalled the own action (or the episode ended)
+            continue
+        own_q = float(sum(rewards[pr["t"] : commit_step[k]])) + own
+        own_thr = fork_thr[(k, None)]
+        best_thr, best_mean = own_thr, float(own_q.mean())
+        for a in sorted({a for (kk, a) in head if kk == k}):
+            q = head[(k, a)] + fork_ret[(k, a)]
+            thr = fork_thr[(k, a)]
+            d = q - own_q
+            if (best_thr and not thr) or (thr == best_thr and float(q.mean()) > best_mean + 1e-9):
+                best_thr, best_mean = thr, float(q.mean())
+                pr["label"], pr["gain"] = int(a), float(d.mean())
+                pr["gain_se"] = float(d.std(ddof=1) / np.sqrt(futures)) if futures > 1 else float("inf")
 
 
 def collect_rollout_labels(
@@ -255,6 +400,7 @@ def write_labels(rows: Sequence[dict[str, Any]], out: str | Path) -> None:
     arrays["masks"] = np.stack([r["mask"] for r in rows])
     arrays["own"] = np.asarray([r["own"] for r in rows], dtype=np.int64)
     arrays["gain"] = np.asarray([r["gain"] for r in rows], dtype=np.float64)
+    arrays["gain_se"] = np.asarray([r.get("gain_se", 0.0) for r in rows], dtype=np.float64)
     arrays["p_top"] = np.asarray([r["p_top"] for r in rows], dtype=np.float64)
     tmp = Path(f"{out}.{os.getpid()}.tmp.npz")  # two writers never share a temporary file
     np.savez(tmp, **arrays)  # type: ignore[arg-type]
@@ -277,6 +423,7 @@ def finetune_on_labels(
     anchors: str | Path,
     work: str | Path,
     margin: float = 0.0,
+    min_t: float = 0.0,
     repeat: int = 20,
     epochs: int = 3,
     learning_rate: float = 1e-4,
@@ -287,7 +434,8 @@ def finetune_on_labels(
     with the model's *own* argmax (so the policy stays where no label says otherwise), plus the
     probed states of ``labels`` repeated ``repeat`` times, labelled with the rollout label where it
     beat the model's action by more than ``margin`` (reward units) and with the model's own
-    action elsewhere. ``margin = inf`` is the control: the same training with no relabelling.
+    action elsewhere; labels collected on fresh futures also need ``gain > min_t * gain_se``.
+    ``margin = inf`` is the control: the same training with no relabelling.
     The training set is written to ``work`` (an .npz). Returns the fit's figures, the relabelled
     count and the share of relabelled states whose label the model takes afterwards."""
     from aryl_gym.train.bc import load_demos, pretrain
@@ -307,7 +455,9 @@ def finetune_on_labels(
     own = np.concatenate([d["own"] for d in parts])
     lab = np.concatenate([d["actions"] for d in parts])
     gain = np.concatenate([d["gain"] for d in parts])
-    switched = (lab != own) & (gain > margin)
+    # the label's standard error (futures mode; 0 for hindsight labels, which then always pass)
+    se = np.concatenate([d["gain_se"] if "gain_se" in d.files else np.zeros(len(d["gain"])) for d in parts])
+    switched = (lab != own) & (gain > margin) & (gain > min_t * se)
     target = np.where(switched, lab, own)
     anchor_act = own_actions(model, aobs, amask)
     idx = np.tile(np.arange(len(target)), int(repeat))
