@@ -85,13 +85,18 @@ def test_same_future_is_a_no_op():
     assert fired and np.array_equal(sim.finish, plain.finish, equal_nan=True)
 
 
-def test_empty_future_ends_with_the_jobs_arrived():
-    cfg = small_config()
-    sim = make_sim(cfg, [job(0, 0.0, work=600.0), job(1, 5000.0, work=600.0)])
+def _two_jobs_one_round() -> tuple[Simulator, Any]:
+    """Job 0 at 0 s and job 1 at 5000 s on a small cluster, FIFO, after the first round."""
+    sim = make_sim(small_config(), [job(0, 0.0, work=600.0), job(1, 5000.0, work=600.0)])
     pol = make_policy("fifo")
     pol.reset(0)
     sim.begin(pol)
     sim.step(pol)
+    return sim, pol
+
+
+def test_empty_future_ends_with_the_jobs_arrived():
+    sim, pol = _two_jobs_one_round()
     sim.replace_future([])
     assert sim.n_jobs == 1 and sim.arrivals_left == 0 and sim.next_arrival_time is None
     while not sim.done:
@@ -100,12 +105,7 @@ def test_empty_future_ends_with_the_jobs_arrived():
 
 
 def test_future_jobs_are_renumbered_and_keep_their_fields():
-    cfg = small_config()
-    sim = make_sim(cfg, [job(0, 0.0, work=600.0), job(1, 5000.0, work=600.0)])
-    pol = make_policy("fifo")
-    pol.reset(0)
-    sim.begin(pol)
-    sim.step(pol)
+    sim, pol = _two_jobs_one_round()
     new = [job(7, 3000.0, work=1200.0, g=2), job(3, 4000.0, work=60.0)]
     sim.replace_future(new)
     assert [j.id for j in sim.jobs] == [0, 1, 2]

@@ -29,6 +29,7 @@ Public API (docs/simulator.md): the queries ``queued_ids`` / ``running_ids`` / `
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -636,8 +637,6 @@ class Simulator:
             ValueError: a job submitted at or before ``now``, an unsorted or invalid job, or a
                 bad series; nothing is changed then.
         """
-        import dataclasses
-
         now = self.now
         k = int(np.searchsorted(self.submit, now + _EPS, side="right"))
         new: list[JobSpec] = []
@@ -654,7 +653,10 @@ class Simulator:
         if utilization is not None:
             ss = loan.sample_seconds
             i0 = int(now // ss) + 1  # the samples up to the one holding now are kept
-            past = np.array([loan.utilization(i * ss) for i in range(i0)], dtype=np.float64)
+            if i0 <= len(loan.util):
+                past = loan.util[:i0]
+            else:  # past the series' end the controller repeats its last day
+                past = np.array([loan.utilization(i * ss) for i in range(i0)], dtype=np.float64)
             fresh = np.asarray(utilization, dtype=np.float64)
             if fresh.ndim != 1 or fresh.size <= i0:
                 raise ValueError(
@@ -664,8 +666,8 @@ class Simulator:
             loan = LoanController(
                 np.concatenate([past, fresh[i0:]]), loan.n_inf, loan.headroom, ss
             )
-        old_jobs, old_n = self.jobs, self.n_jobs
-        old = {name: getattr(self, name) for name in self._fresh_job_state(old_n)}
+        old_jobs = self.jobs
+        old = {name: getattr(self, name) for name in self._fresh_job_state(self.n_jobs)}  # (its names)
         self.jobs = old_jobs[:k] + new
         try:
             self._check_jobs()
