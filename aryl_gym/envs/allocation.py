@@ -158,6 +158,35 @@ def check_flag(name: str, value: object) -> bool:
     raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
+EARLY_ENDS = ("truncate", "charge")
+
+
+def check_early_end(early_end: object, end_fallback: object) -> tuple[str, str]:
+    """``early_end`` (``"truncate"`` or ``"charge"``) and ``end_fallback`` (a reference policy
+    name that can finish an episode: not ``random``, not a learned agent)."""
+    if early_end not in EARLY_ENDS:
+        raise ValueError(f"early_end must be one of {', '.join(EARLY_ENDS)}, got {early_end!r} "
+                         "(charge: an episode ended by the stall or thrash rule pays for its unfinished jobs)")
+    from aryl_gym.agents import make_policy
+
+    if not isinstance(end_fallback, str) or end_fallback == "random":
+        raise ValueError(f"end_fallback must be a reference policy name such as 'aryl', got {end_fallback!r}")
+    try:
+        make_policy(end_fallback)
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"end_fallback {end_fallback!r}: {exc}") from None
+    return str(early_end), end_fallback
+
+
+def accrued_job_time(sim: Simulator, t: float) -> float:
+    """``A(t)``: the sum over jobs submitted by ``t`` of ``min(finish, t) - submit`` (seconds;
+    an unfinished job counts up to ``t``)."""
+    sub = sim.submit
+    m = sub <= t
+    fin = np.where(np.isnan(sim.finish), t, np.minimum(sim.finish, t))
+    return float((fin[m] - sub[m]).sum())
+
+
 def check_max_steps(value: object) -> int | None:
     """``max_steps``: None or an integer >= 1."""
     if value is None:
@@ -291,6 +320,8 @@ class ArylEnv(gym.Env):
         window_order: str = "submit",
         observation: str = "v0",
         flap_damping: bool | Mapping[str, float] | None = None,
+        early_end: str = "truncate",
+        end_fallback: str = "aryl",
     ):
         if action_mode not in MODES:
             raise ValueError(f"unknown action_mode {action_mode!r}; choose one of {', '.join(MODES)}")
@@ -331,6 +362,7 @@ class ArylEnv(gym.Env):
                 f"unknown window_order {window_order!r}; choose one of {', '.join(WINDOW_ORDERS)}"
             )
         stall_hours = check_stall_hours(stall_hours)
+        self.early_end, self.end_fallback = check_early_end(early_end, end_fallback)
         self.flap_damping = parse_flap_damping(flap_damping)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
@@ -580,16 +612,27 @@ class ArylEnv(gym.Env):
         reward, comp = self._tracker.step(invalid, sim.n_queued)
         terminated = sim.done
         truncated = False
+        rule = None
         if not terminated:
-            if (
-                self.max_steps is not None
-                and self.steps >= self.max_steps
-                or sim.horizon_reached()
-                or sim.check_stall(self.stall_hours)
-                or sim.check_thrash(self.stall_hours)
-            ):
+            if self.max_steps is not None and self.steps >= self.max_steps or sim.horizon_reached():
+                truncated = True
+            elif sim.check_stall(self.stall_hours):
+                rule = "stall"
+            elif sim.check_thrash(self.stall_hours):
+                rule = "thrash"
+        charge = None
+        if rule is not None:
+            if self.early_end == "charge":
+                # the episode's account is closed: the fallback finishes the jobs, the jct
+                # component pays for them now, and nothing is left to bootstrap
+                charge = self._end_charge(rule)
+                reward += self._tracker.charge(charge["job_seconds"], comp)
+                terminated = True
+            else:
                 truncated = True
         info = self._info(comp, invalid, report)
+        if charge is not None:
+            info["end_charge"] = charge
         info["elapsed"] = sim.now - t0  # simulated seconds this step covered (0 for a sub-step)
         if terminated or truncated:
             self._finished = True
@@ -599,6 +642,36 @@ class ArylEnv(gym.Env):
             if self._damping is not None:
                 info["damping"] = self.damping_stats
         return self._obs(), float(reward), bool(terminated), bool(truncated), info
+
+    def _end_charge(self, rule: str) -> dict[str, Any]:
+        """What the rest of the episode costs when ``end_fallback`` takes over now: a copy of
+        the simulator is played to the end by that reference policy natively (every job still
+        in the system and every job still to arrive), and the job time it accrues after now is
+        returned (``job_seconds``) with the rule that ended the episode and the fallback's
+        name. The env's own simulator is left as it is (the episode result stays the agent's)."""
+        import copy
+
+        from aryl_gym.agents import make_policy
+
+        sim = self.sim
+        assert sim is not None
+        a0 = accrued_job_time(sim, sim.now)
+        twin = copy.deepcopy(sim)
+        pol = make_policy(self.end_fallback)
+        pol.reset(twin.seed)
+        # the fallback decides at once (an event-driven policy would wait for the next event)
+        if not twin._round_open and not twin.done and not twin.horizon_reached():
+            twin.open_round(pol)
+        if twin._round_open:
+            twin.close_round(pol, pol.decide(twin.view))
+        stalled = False
+        while not twin.done and not twin.horizon_reached():
+            twin.step(pol)
+            if twin.check_stall(self.stall_hours):  # the thrash rule would see the agent's overheads
+                stalled = True
+                break
+        return {"rule": rule, "fallback": self.end_fallback, "job_seconds": accrued_job_time(twin, twin.now) - a0,
+                "fallback_finished": bool(twin.done), "fallback_stalled": stalled, "end_time": float(twin.now)}
 
     @property
     def damping_stats(self) -> dict[str, int] | None:

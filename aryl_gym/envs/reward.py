@@ -271,3 +271,14 @@ class RewardTracker:
             r += wk * comp[k]
         self.total += r
         return r, comp
+
+    def charge(self, job_seconds: float, comp: dict[str, float]) -> float:
+        """Add the job time of the rest of an episode (``job_seconds``, accrued after the last
+        step by a fallback that finishes it) to the last step's ``jct`` component in ``comp``;
+        returns the weighted change of that step's reward. The return then sums to ``-(total
+        JCT of the completed schedule) / scale`` under the ``jct`` reward."""
+        d = -float(job_seconds) / self.scale
+        comp["jct"] = comp.get("jct", 0.0) + d
+        r = self.w.get("jct", 0.0) * d
+        self.total += r
+        return r
