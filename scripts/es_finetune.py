@@ -70,9 +70,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--out {a.out}: give a .zip path (the model; its config goes beside it as .yaml)")
 
     import numpy as np
-
     from aryl_gym.agents.learned import load_agent, resolve_agent_path
-    from aryl_gym.train.es import ESSettings, RolloutEnvFactory, es_finetune, head_vector, set_head_vector
+
+    from aryl_gym.train.es import (
+        ESSettings,
+        RolloutEnvFactory,
+        es_finetune,
+        head_vector,
+        set_head_vector,
+    )
 
     try:
         agent = load_agent(a.agent)

@@ -30,7 +30,7 @@ from aryl_gym.envs.observation import (
     fit_lists,
     window_lists,
 )
-from aryl_gym.envs.reward import RewardTracker, parse_weights
+from aryl_gym.envs.reward import RewardTracker, accrued, parse_weights
 from aryl_gym.scenario import Episode, _seed_streams, fresh_future, make_episode
 from aryl_gym.sim.engine import STALL_HOURS, Simulator, check_stall_hours
 from aryl_gym.sim.jobs import JobSpec, JobState
@@ -179,12 +179,9 @@ def check_early_end(early_end: object, end_fallback: object) -> tuple[str, str]:
 
 
 def accrued_job_time(sim: Simulator, t: float) -> float:
-    """``A(t)``: the sum over jobs submitted by ``t`` of ``min(finish, t) - submit`` (seconds;
-    an unfinished job counts up to ``t``)."""
-    sub = sim.submit
-    m = sub <= t
-    fin = np.where(np.isnan(sim.finish), t, np.minimum(sim.finish, t))
-    return float((fin[m] - sub[m]).sum())
+    """``A(t)`` of ``sim``: the sum over jobs submitted by ``t`` of ``min(finish, t) - submit``
+    (seconds; an unfinished job counts up to ``t``)."""
+    return accrued(sim.submit, sim.finish, t)
 
 
 def check_max_steps(value: object) -> int | None:
@@ -262,7 +259,10 @@ class ArylEnv(gym.Env):
 
     ## Episode End
     Terminated when every job of the trace is done. Truncated at ``max_steps`` env steps, at the
-    scenario's horizon, or after ``stall_hours`` with nothing running and jobs queued. The final
+    scenario's horizon, or by the stall and thrash rules (``stall_hours``). With
+    ``early_end="charge"`` an end by those two rules is terminated instead, and the last
+    ``jct`` reward pays for what the reference policy ``end_fallback`` ("aryl") needs to finish
+    every job from there (``info["end_charge"]``; docs/env.md). The final
     ``info`` holds ``episode_result`` (:class:`~aryl_gym.metrics.EpisodeResult`) and
     ``episode_metrics`` (its ``to_dict()``).
 
@@ -279,7 +279,8 @@ class ArylEnv(gym.Env):
     :data:`~aryl_gym.sim.engine.STALL_HOURS`; the stall rule is
     :meth:`~aryl_gym.sim.engine.Simulator.check_stall`), ``render_mode``,
     ``window_order`` (``"submit"`` or ``"pred_time"``: queued jobs shortest predicted time
-    at base demand first).
+    at base demand first), ``observation`` (``"v0"`` or ``"v1"``), ``flap_damping``,
+    ``early_end`` (``"truncate"`` or ``"charge"``), ``end_fallback`` (``"aryl"``).
     ``reset(options=...)`` accepts ``jobs``, ``trace``, ``trace_format``, ``trace_map``,
     ``trace_options`` and
     ``episode_seed``.

@@ -66,6 +66,13 @@ class RewardStep:
     sim: Simulator
 
 
+def accrued(submit: np.ndarray, finish: np.ndarray, t: float) -> float:
+    """``A(t)``: job-seconds accrued by time ``t`` (unfinished jobs count until ``t``, jobs not
+    yet submitted nothing)."""
+    end = np.where(np.isnan(finish), t, np.minimum(finish, t))
+    return float(np.clip(end - submit, 0.0, None).sum())
+
+
 _EMPTY = np.zeros(0)
 _EMPTY.flags.writeable = False
 

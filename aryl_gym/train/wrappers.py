@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import gymnasium as gym
 import numpy as np
 
+from aryl_gym.envs.reward import accrued
+
 if TYPE_CHECKING:
     from aryl_gym.scenario import Episode
     from aryl_gym.sim.engine import Simulator
@@ -37,12 +39,6 @@ class SimEnv(Protocol):
 def sim_env(env: gym.Env[Any, Any]) -> SimEnv:
     """``env.unwrapped``, typed as the aryl env the wrappers read."""
     return cast(SimEnv, env.unwrapped)
-
-
-def accrued(submit: np.ndarray, finish: np.ndarray, t: float) -> float:
-    """``A(t)``: job-seconds accrued by time ``t`` (unfinished jobs count until ``t``)."""
-    end = np.where(np.isnan(finish), t, np.minimum(finish, t))
-    return float(np.clip(end - submit, 0.0, None).sum())
 
 
 class ReferenceJCTReward(gym.Wrapper):
@@ -76,7 +72,8 @@ class ReferenceJCTReward(gym.Wrapper):
         t1 = float(u.sim.now)
         a1 = accrued(self._submit, self._finish, t1)
         if terminated:
-            # the agent finished every job: the reference's remaining job time counts now
+            # the agent's schedule is complete (every job finished, or the rest charged by the
+            # env's early_end="charge"): the reference's remaining job time counts now
             a1 = accrued(self._submit, self._finish, np.inf) if not np.isnan(self._finish).any() else a1
         bonus = (a1 - self._a) / float(u.reward_scale)
         self._t, self._a = t1, a1
