@@ -130,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     save(thetas[-1])
     r = np.array([x.ratio_to_start for x in rows])
     half = r[len(r) // 2 :]
+    half = half[np.isfinite(half)]
     print(f"{len(rows)} iterations; theta / start on the fresh episodes of the last half: "
           f"{float(np.exp(np.log(half).mean())):.4f} (geometric mean) -> {a.out}")
     return 0

@@ -33,18 +33,21 @@ def _stalling_episode(early_end: str, **kw):
             return env, rewards, te, tr, info
 
 
-def test_stall_is_charged_the_fallbacks_completion_by_hand():
+@pytest.mark.parametrize("fallback", ["fifo", "aryl"])
+def test_stall_is_charged_the_fallbacks_completion_by_hand(fallback):
     """Reward scale 1 s: the return is minus the job's whole time in the system. The stall rule
-    ends the episode at T; Aryl, taking over, starts the job in that round, so it finishes
-    J0 later, J0 being its JCT when Aryl runs the trace from the start (started on arrival)."""
-    env, rewards, te, tr, info = _stalling_episode("charge")
+    ends the episode at T; the fallback (FIFO by default), taking over, starts the job in that
+    round, so it finishes J0 later, J0 being its JCT when the fallback runs the trace from the
+    start (started on arrival)."""
+    kw = {} if fallback == "fifo" else {"end_fallback": fallback}
+    env, rewards, te, tr, info = _stalling_episode("charge", **kw)
     t_end = env.sim.now
     native = make_sim(small_config(), [job(0, 0.0, work=600.0)])
-    res = native.run(make_policy("aryl"))
+    res = native.run(make_policy(fallback))
     j0 = res.jcts[0]
     assert te and not tr
     ch = info["end_charge"]
-    assert ch["rule"] == "stall" and ch["fallback"] == "aryl" and ch["fallback_finished"]
+    assert ch["rule"] == "stall" and ch["fallback"] == fallback and ch["fallback_finished"]
     assert ch["job_seconds"] == pytest.approx(j0, abs=1e-6)  # accrued after T: the job's J0
     assert sum(rewards) == pytest.approx(-(t_end + j0), abs=1e-6)
     assert info["reward_components"]["jct"] == pytest.approx(rewards[-1])
@@ -98,8 +101,9 @@ def test_charge_is_deterministic_and_follows_the_fallback():
     _, r1, *_ , i1 = _random_episode("charge")
     _, r2, *_ , i2 = _random_episode("charge")
     assert r1 == r2 and i1["end_charge"] == i2["end_charge"]
-    _, r3, *_ , i3 = _random_episode("charge", end_fallback="fifo")
-    assert i3["end_charge"]["fallback"] == "fifo"
+    assert i1["end_charge"]["fallback"] == "fifo"  # the default
+    _, r3, *_ , i3 = _random_episode("charge", end_fallback="aryl")
+    assert i3["end_charge"]["fallback"] == "aryl"
     assert i3["end_charge"]["job_seconds"] != i1["end_charge"]["job_seconds"]
 
 
@@ -143,6 +147,7 @@ def test_trace_mean_reward_credits_the_pool_on_a_charged_end():
     ({"early_end": "stop"}, "early_end must be one of truncate, charge"),
     ({"early_end": None}, "early_end must be one of"),
     ({"early_end": "charge", "end_fallback": "random"}, "end_fallback must be a reference policy"),
+    ({"early_end": "charge", "end_fallback": "ppo-v1"}, "end_fallback 'ppo-v1'"),
     ({"early_end": "charge", "end_fallback": 3}, "end_fallback must be a reference policy"),
     ({"early_end": "charge", "end_fallback": "no-such-policy"}, "end_fallback 'no-such-policy'"),
 ])

@@ -163,14 +163,16 @@ EARLY_ENDS = ("truncate", "charge")
 
 def check_early_end(early_end: object, end_fallback: object) -> tuple[str, str]:
     """``early_end`` (``"truncate"`` or ``"charge"``) and ``end_fallback`` (a reference policy
-    name that can finish an episode: not ``random``, not a learned agent)."""
+    name that can finish an episode: not ``random``, not a learned agent). The default fallback
+    is ``fifo`` (the Baseline): the weakest reference, so that handing the rest of an episode
+    to it is never a bargain for an agent that schedules better than it."""
     if early_end not in EARLY_ENDS:
         raise ValueError(f"early_end must be one of {', '.join(EARLY_ENDS)}, got {early_end!r} "
                          "(charge: an episode ended by the stall or thrash rule pays for its unfinished jobs)")
     from aryl_gym.agents import make_policy
 
     if not isinstance(end_fallback, str) or end_fallback == "random":
-        raise ValueError(f"end_fallback must be a reference policy name such as 'aryl', got {end_fallback!r}")
+        raise ValueError(f"end_fallback must be a reference policy name such as 'fifo', got {end_fallback!r}")
     try:
         make_policy(end_fallback)
     except (KeyError, ValueError) as exc:
@@ -261,7 +263,7 @@ class ArylEnv(gym.Env):
     Terminated when every job of the trace is done. Truncated at ``max_steps`` env steps, at the
     scenario's horizon, or by the stall and thrash rules (``stall_hours``). With
     ``early_end="charge"`` an end by those two rules is terminated instead, and the last
-    ``jct`` reward pays for what the reference policy ``end_fallback`` ("aryl") needs to finish
+    ``jct`` reward pays for what the reference policy ``end_fallback`` ("fifo") needs to finish
     every job from there (``info["end_charge"]``; docs/env.md). The final
     ``info`` holds ``episode_result`` (:class:`~aryl_gym.metrics.EpisodeResult`) and
     ``episode_metrics`` (its ``to_dict()``).
@@ -280,7 +282,7 @@ class ArylEnv(gym.Env):
     :meth:`~aryl_gym.sim.engine.Simulator.check_stall`), ``render_mode``,
     ``window_order`` (``"submit"`` or ``"pred_time"``: queued jobs shortest predicted time
     at base demand first), ``observation`` (``"v0"`` or ``"v1"``), ``flap_damping``,
-    ``early_end`` (``"truncate"`` or ``"charge"``), ``end_fallback`` (``"aryl"``).
+    ``early_end`` (``"truncate"`` or ``"charge"``), ``end_fallback`` (``"fifo"``).
     ``reset(options=...)`` accepts ``jobs``, ``trace``, ``trace_format``, ``trace_map``,
     ``trace_options`` and
     ``episode_seed``.
@@ -322,7 +324,7 @@ class ArylEnv(gym.Env):
         observation: str = "v0",
         flap_damping: bool | Mapping[str, float] | None = None,
         early_end: str = "truncate",
-        end_fallback: str = "aryl",
+        end_fallback: str = "fifo",
     ):
         if action_mode not in MODES:
             raise ValueError(f"unknown action_mode {action_mode!r}; choose one of {', '.join(MODES)}")

@@ -66,7 +66,8 @@ class ESRow:
 
     iteration: int
     seeds: list[int]
-    ratio_to_start: float  # geometric mean over traces of avg JCT(theta) / avg JCT(theta_0)
+    ratio_to_start: float  # geometric mean of avg JCT(theta) / avg JCT(theta_0) over the traces
+    # neither thrashed on (NaN if none)
     best_ratio: float  # the best candidate's, same measure
     differing: float  # share of candidate episodes whose avg JCT differs from theta's
     thrashing: int  # candidate episodes ended by the thrash rule
@@ -360,8 +361,9 @@ def es_finetune(
             grad = ((u[: s.pairs] - u[s.pairs :])[:, None] * eps).sum(axis=0) / (2 * s.pairs * s.sigma)
             step = adam.step(grad)
             theta = theta + step
+            ok = ~thr[-2] & ~thr[-1]  # a thrashed episode's avg JCT covers its finished jobs only
             with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = float(np.exp(np.mean(np.log(jct[-2] / jct[-1]))))
+                ratio = float(np.exp(np.mean(np.log(jct[-2, ok] / jct[-1, ok])))) if ok.any() else float("nan")
                 best = float(np.exp(-f[: 2 * s.pairs].max() + f[-1])) if np.isfinite(f[-1]) else float("nan")
             row = ESRow(iteration=it, seeds=seeds, ratio_to_start=ratio, best_ratio=best,
                         differing=float(np.mean(jct[: 2 * s.pairs] != jct[-2][None])),
