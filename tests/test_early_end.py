@@ -154,3 +154,21 @@ def test_trace_mean_reward_credits_the_pool_on_a_charged_end():
 def test_bad_early_end_options(kw, text):
     with pytest.raises(ValueError, match=text):
         ArylEnv(scenario="tiny", **kw)
+
+
+def test_the_from_scratch_config_trains_with_charged_ends(tmp_path):
+    """``maskable_ppo_scratch``: its envs charge early ends (training and evaluation alike),
+    and a short run on ``tiny`` trains and saves."""
+    from aryl_gym.train.config import load_train_config
+    from aryl_gym.train.envs import make_single_env
+    from aryl_gym.train.runner import train
+
+    cfg = load_train_config("maskable_ppo_scratch", "testbed")
+    assert cfg.env_kwargs["early_end"] == "charge" and not cfg.env_kwargs["allow_preempt"]
+    assert cfg.bc.policy is None and cfg.teacher.policy is None and cfg.dagger.rounds == 0
+    for evaluation in (False, True):
+        assert make_single_env(cfg, evaluation=evaluation).unwrapped.early_end == "charge"
+    tiny = load_train_config("maskable_ppo_scratch", "tiny", {"total_timesteps": 1024, "eval": {"freq": 0},
+                                                            "checkpoint_freq": 0})
+    res = train(tiny, out=tmp_path / "runs", verbose=0)
+    assert (res.run_dir / "model.zip").exists()
