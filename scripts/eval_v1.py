@@ -15,6 +15,9 @@ per-seed ratios with its t interval (``aryl_gym.reproduce.paired_ratio_ci``, as 
 An agent acts as deployed: with its ``deploy_env_kwargs`` (``ppo-v1``: flap damping, docs/env.md;
 the table says on which seeds the shield engaged). ``--undeployed LABEL`` plays that entry
 without them, e.g. ``--agent ppo-v1 --agent raw=ppo-v1 --undeployed raw --against aryl,raw``.
+``--sampled LABEL`` makes that entry sample its actions from its masked policy instead of
+taking the argmax (what PPO trains; torch's generator is seeded with 0 before the entry plays,
+so a rerun gives the same episodes).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def paired_bootstrap_ratio(x: np.ndarray, y: np.ndarray, reps: int = 10_000, see
 
 
 def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int], against: list[str],
-             undeployed: tuple[str, ...] = ()) -> dict:
+             undeployed: tuple[str, ...] = (), sampled: tuple[str, ...] = ()) -> dict:
     from aryl_gym.agents.learned import load_agent
 
     from aryl_gym.config import load_scenario
@@ -63,7 +66,11 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
         # an agent in ``undeployed`` acts without its deploy_env_kwargs (e.g. no flap damping)
         envs = [agent.make_env(scenario=cfg, deployed=label not in undeployed) for _ in seeds]  # type: ignore[arg-type]
         t0 = time.perf_counter()
-        out = run_agent_batch(agent, envs, seeds, deterministic=True)
+        if label in sampled:
+            import torch as th
+
+            th.manual_seed(0)
+        out = run_agent_batch(agent, envs, seeds, deterministic=label not in sampled)
         shielded[label] = engaged_seeds(envs, seeds) or []
         print(f"load {load}: {label} played {len(seeds)} seeds in {time.perf_counter() - t0:.0f} s",
               file=sys.stderr, flush=True)
@@ -137,16 +144,20 @@ def main() -> None:
                    help="references (policy names, random) and/or LABELs of --agent entries")
     p.add_argument("--undeployed", action="append", default=[], metavar="LABEL",
                    help="this agent acts without its deploy_env_kwargs (e.g. without flap damping); repeatable")
+    p.add_argument("--sampled", action="append", default=[], metavar="LABEL",
+                   help="this agent samples its actions (seeded) instead of acting by argmax; repeatable")
     p.add_argument("--json", default=None)
     a = p.parse_args()
     labels = [x.rpartition("=")[0] or x for x in a.agent]
-    for u in a.undeployed:
-        if u not in labels:
-            p.error(f"--undeployed {u!r} names no --agent entry (labels: {', '.join(labels)})")
+    for flag, names in (("--undeployed", a.undeployed), ("--sampled", a.sampled)):
+        for u in names:
+            if u not in labels:
+                p.error(f"{flag} {u!r} names no --agent entry (labels: {', '.join(labels)})")
     against = [x.strip() for x in a.against.split(",") if x.strip()]
     results = []
     for load in a.loads:
-        r = evaluate(list(a.agent), a.scenario, load, list(a.seeds), against, tuple(a.undeployed))
+        r = evaluate(list(a.agent), a.scenario, load, list(a.seeds), against, tuple(a.undeployed),
+                     tuple(a.sampled))
         results.append(r)
         if a.json:  # after every load, so a killed run keeps what it finished
             with open(a.json, "w") as fh:
