@@ -9,7 +9,8 @@
 Writes ``OUT`` (the model with the tuned head), its config beside it (``.yaml``, so
 ``eval_v1.py`` and ``aryl-gym evaluate`` play it as the agent it came from), ``OUT``'s
 ``.csv`` (one row per iteration: the learning curve on that iteration's fresh episodes) and
-``.thetas.npy`` (the head after every iteration; ``--from-iteration`` rebuilds any of them).
+``.thetas.npy`` (the head after every iteration; ``--from-iteration K --thetas FILE`` writes
+``OUT`` as the agent with the head after iteration K).
 docs/training.md, "Tenth attempt".
 """
 
@@ -63,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="episode seed of iteration 0's first trace (iteration i: first + i * traces ...)")
     ap.add_argument("--workers", type=_int_at_least(1, "--workers"), default=1)
     ap.add_argument("--from-iteration", type=_int_at_least(1, "--from-iteration"), default=None,
-                    help="no training: write OUT with the head after this iteration of an earlier run's "
-                         "OUT.thetas.npy")
+                    help="no training: write OUT as --agent with the head after this iteration of an "
+                         "earlier run (its --thetas file)")
+    ap.add_argument("--thetas", type=Path, default=None,
+                    help="with --from-iteration: the earlier run's .thetas.npy (default: OUT's)")
     a = ap.parse_args(argv)
     if a.out.suffix != ".zip":
         ap.error(f"--out {a.out}: give a .zip path (the model; its config goes beside it as .yaml)")
@@ -97,15 +100,23 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copyfile(cfg_path, a.out.with_suffix(".yaml"))
 
     if a.from_iteration is not None:
-        if not thetas_path.is_file():
-            ap.error(f"--from-iteration: {thetas_path} not found (run without it first)")
-        thetas = np.load(thetas_path)
-        if a.from_iteration > len(thetas):
-            ap.error(f"--from-iteration {a.from_iteration}: {thetas_path} holds {len(thetas)} iterations")
-        out = a.out
-        save(thetas[a.from_iteration - 1])
-        print(f"head after iteration {a.from_iteration} -> {out}")
+        src = a.thetas or thetas_path
+        if not src.is_file():
+            ap.error(f"--from-iteration: {src} not found (run without it first, or give --thetas)")
+        try:
+            saved = np.load(src)
+        except (OSError, ValueError) as exc:
+            ap.error(f"--thetas {src}: not a head history of --agent {a.agent} ({exc})")
+        if a.from_iteration > len(saved):
+            ap.error(f"--from-iteration {a.from_iteration}: {src} holds {len(saved)} iterations")
+        try:
+            save(saved[a.from_iteration - 1])
+        except ValueError as exc:
+            ap.error(f"--thetas {src}: not a head history of --agent {a.agent} ({exc})")
+        print(f"head after iteration {a.from_iteration} -> {a.out}")
         return 0
+    if a.thetas is not None:
+        ap.error("--thetas goes with --from-iteration")
 
     settings = ESSettings(iterations=a.iterations, pairs=a.pairs, traces=a.traces, sigma=a.sigma,
                           learning_rate=a.lr, seed=a.seed, first_episode_seed=a.first_seed)

@@ -186,3 +186,20 @@ def test_cli_from_iteration_needs_an_earlier_run(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _script().main(["--out", str(tmp_path / "m.zip"), "--from-iteration", "3"])
     assert "not found (run without it first)" in capsys.readouterr().err
+
+
+def test_cli_from_iteration_writes_that_head(tmp_path, capsys):
+    """A head history of two iterations: OUT gets the second head, and a wrong shape is refused."""
+    agent = load_agent("ppo-v1")
+    v = head_vector(agent.model.policy)
+    hist = tmp_path / "run.thetas.npy"
+    np.save(hist, np.stack([v + 0.5, v - 0.25]))
+    out = tmp_path / "m.zip"
+    assert _script().main(["--out", str(out), "--from-iteration", "2", "--thetas", str(hist)]) == 0
+    got = load_agent(str(out))
+    assert np.allclose(head_vector(got.model.policy), v - 0.25, atol=1e-6)
+    assert out.with_suffix(".yaml").exists()  # the agent's config beside it
+    np.save(tmp_path / "bad.npy", np.zeros((1, 5)))
+    with pytest.raises(SystemExit):
+        _script().main(["--out", str(out), "--from-iteration", "1", "--thetas", str(tmp_path / "bad.npy")])
+    assert "195 parameters" in capsys.readouterr().err

@@ -31,7 +31,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -383,7 +383,3 @@ def es_finetune(
         if pool is not None:
             pool.shutdown()
     return rows
-
-
-def rows_as_dicts(rows: Sequence[ESRow]) -> list[dict[str, Any]]:
-    return [asdict(r) for r in rows]
