@@ -185,7 +185,7 @@ def test_cli_errors(argv, text, capsys, tmp_path, monkeypatch):
 def test_cli_from_iteration_needs_an_earlier_run(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _script().main(["--out", str(tmp_path / "m.zip"), "--from-iteration", "3"])
-    assert "not found (run without it first)" in capsys.readouterr().err
+    assert "not found (run without it first, or give --thetas)" in capsys.readouterr().err
 
 
 def test_cli_from_iteration_writes_that_head(tmp_path, capsys):
