@@ -38,16 +38,12 @@ def _positive(kind: type, name: str):  # noqa: ANN202
 
 
 def _agent_env(agent) -> object:  # noqa: ANN001
-    from aryl_gym.train.config import config_from_run_dict
-    from aryl_gym.train.dagger import rollout_config
-    from aryl_gym.train.envs import make_single_env
+    from aryl_gym.train.dagger import RolloutEnvFactory
 
-    if not agent.config:
-        raise SystemExit(f"{agent.name}: no training config beside the model (config.yaml); "
-                         "rollout labels play the agent's training worlds")
-    cfg = config_from_run_dict(dict(agent.config), source=f"{agent.name} config")
-    # agent.env_id: the current version of a retired env id; the training worlds, no reward wrappers
-    return make_single_env(rollout_config(cfg.replace(env_id=agent.env_id), worlds=cfg.worlds))
+    try:  # the training worlds, no reward wrappers
+        return RolloutEnvFactory.for_agent(agent)()
+    except ValueError as exc:
+        raise SystemExit(f"{exc}; rollout labels play the agent's training worlds") from None
 
 
 def _check_npz(ap: argparse.ArgumentParser, flag: str, path: Path, keys: tuple[str, ...]) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
 import numpy as np
 from aryl_gym.agents.base import BasePolicy
 from hypothesis import settings
@@ -10,6 +14,16 @@ from aryl_gym.config import ScenarioConfig, scenario_from_dict
 from aryl_gym.sim.engine import Simulator
 from aryl_gym.sim.jobs import JobSpec
 from aryl_gym.sim.view import ClusterView, Decision, PlacementOptions
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/NAME.py`` loaded as a module (the scripts folder is not a package)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_script", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def small_config(

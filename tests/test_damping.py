@@ -265,14 +265,9 @@ def test_overhead_share_script_window_by_hand():
     """scripts/overhead_share.py's sliding maximum: marks every 10 minutes, 100 GPU-s of
     allocation per minute; overhead 0 for an hour, then 100% for 30 minutes, then 0 again. The
     worst 1-hour window holds the 30 minutes of waste: share 0.5."""
-    import importlib.util
-    from pathlib import Path
+    from .helpers import load_script
 
-    spec = importlib.util.spec_from_file_location(
-        "overhead_share", Path(__file__).resolve().parents[1] / "scripts" / "overhead_share.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("overhead_share")
     marks, over, alloc = [(0.0, 0.0, 0.0)], 0.0, 0.0
     for k in range(1, 19):  # 3 hours
         t = k * 600.0

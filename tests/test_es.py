@@ -5,7 +5,6 @@ worker processes), ranks and fitness by hand, bad settings and bad CLI input."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,8 @@ from aryl_gym.train.es import (
     play,
     set_head_vector,
 )
+
+from .helpers import load_script
 
 pytestmark = pytest.mark.skipif(not (PRETRAINED_DIR / "ppo-v1.zip").exists(), reason="ppo-v1 is not shipped")
 
@@ -160,12 +161,7 @@ def test_settings_and_worker_errors(agent_factory):
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "es_script", Path(__file__).resolve().parents[1] / "scripts" / "es_finetune.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("es_finetune")
 
 
 @pytest.mark.parametrize("argv, text", [

@@ -5,8 +5,6 @@ pruning drops only branches equal to the policy's own action, the label file and
 from __future__ import annotations
 
 import copy
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,18 +18,15 @@ from aryl_gym.train.rollout_labels import (
     probe_episode,
 )
 
+from .helpers import load_script
+
 pytestmark = pytest.mark.skipif(not (PRETRAINED_DIR / "ppo-v1.zip").exists(), reason="ppo-v1 is not shipped")
 
 SEED = 40001  # a training-world episode seed no recipe uses
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "rollout_labels_script", Path(__file__).resolve().parents[1] / "scripts" / "rollout_labels.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("rollout_labels")
 
 
 @pytest.fixture(scope="module")

@@ -7,19 +7,16 @@ Every import counts: module level, inside functions and under ``TYPE_CHECKING``.
 from __future__ import annotations
 
 import ast
-import importlib.util
 from pathlib import Path
+
+from .helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ("aryl_gym.sim", "aryl_gym.envs", "aryl_gym.metrics", "aryl_gym.agents")
 
 
 def _load_import_graph():  # scripts/import_graph.py holds the graph builder and Tarjan's algorithm
-    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts" / "import_graph.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("import_graph")
 
 
 _IG = _load_import_graph()

@@ -662,11 +662,9 @@ class ArylEnv(gym.Env):
         twin = copy.deepcopy(sim)
         pol = make_policy(self.end_fallback)
         pol.reset(twin.seed)
-        # the fallback decides at once (an event-driven policy would wait for the next event)
-        if not twin._round_open and not twin.done and not twin.horizon_reached():
-            twin.open_round(pol)
-        if twin._round_open:
-            twin.close_round(pol, pol.decide(twin.view))
+        # the env stands at a decision point (its round is open): the fallback takes that
+        # decision at once (an event-driven policy would otherwise wait for the next event)
+        twin.close_round(pol, pol.decide(twin.view))
         stalled = False
         while not twin.done and not twin.horizon_reached():
             twin.step(pol)

@@ -106,6 +106,37 @@ def rollout_config(cfg: Any, worlds: Any = None) -> Any:
                        pair_baseline="none", pair_group=0)
 
 
+class RolloutEnvFactory:
+    """Picklable maker of a learned agent's rollout env: its training config's worlds, no
+    reward wrappers (:func:`rollout_config`), the raw policy's env (no ``deploy_env_kwargs``).
+    Rollout labels and evolution strategies play the agent in it."""
+
+    def __init__(self, config: dict[str, Any], env_id: str, source: str = "agent config"):
+        self.config = dict(config)
+        self.env_id = str(env_id)
+        self.source = source
+        self._cfg: Any = None
+
+    @classmethod
+    def for_agent(cls, agent: Any) -> RolloutEnvFactory:
+        if not agent.config:
+            raise ValueError(f"{agent.name}: no training config beside the model (config.yaml); "
+                             "its training worlds are unknown")
+        return cls(dict(agent.config), agent.env_id, f"{agent.name} config")
+
+    def __call__(self) -> Any:
+        from aryl_gym.train.config import config_from_run_dict
+        from aryl_gym.train.envs import make_single_env
+
+        if self._cfg is None:
+            cfg = config_from_run_dict(self.config, source=self.source)
+            self._cfg = cfg.replace(env_id=self.env_id)
+        return make_single_env(rollout_config(self._cfg, worlds=self._cfg.worlds))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config, "env_id": self.env_id, "source": self.source, "_cfg": None}
+
+
 def run_dagger(
     model: Any,
     cfg: Any,

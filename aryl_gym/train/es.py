@@ -36,6 +36,11 @@ from typing import Any
 
 import numpy as np
 
+from aryl_gym.train.dagger import RolloutEnvFactory
+
+__all__ = ["ESRow", "ESSettings", "HeadBatch", "RolloutEnvFactory", "centred_ranks", "es_finetune", "fitness",
+           "head_vector", "play", "set_head_vector"]
+
 
 @dataclass(frozen=True)
 class ESSettings:
@@ -192,38 +197,6 @@ def play(model: Any, envs: Sequence[Any], seeds: Sequence[int], heads: np.ndarra
     return jct, thr
 
 
-class RolloutEnvFactory:
-    """Picklable maker of a learned agent's rollout env: its training config's worlds, no
-    reward wrappers (:func:`aryl_gym.train.dagger.rollout_config`), the raw policy's env (no
-    ``deploy_env_kwargs``)."""
-
-    def __init__(self, config: dict[str, Any], env_id: str, source: str = "agent config"):
-        self.config = dict(config)
-        self.env_id = str(env_id)
-        self.source = source
-        self._cfg: Any = None
-
-    @classmethod
-    def for_agent(cls, agent: Any) -> RolloutEnvFactory:
-        if not agent.config:
-            raise ValueError(f"{agent.name}: no training config beside the model (config.yaml); "
-                             "its training worlds are unknown")
-        return cls(dict(agent.config), agent.env_id, f"{agent.name} config")
-
-    def __call__(self) -> Any:
-        from aryl_gym.train.config import config_from_run_dict
-        from aryl_gym.train.dagger import rollout_config
-        from aryl_gym.train.envs import make_single_env
-
-        if self._cfg is None:
-            cfg = config_from_run_dict(self.config, source=self.source)
-            self._cfg = cfg.replace(env_id=self.env_id)
-        return make_single_env(rollout_config(self._cfg, worlds=self._cfg.worlds))
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config, "env_id": self.env_id, "source": self.source, "_cfg": None}
-
-
 def centred_ranks(x: np.ndarray) -> np.ndarray:
     """Ranks of ``x`` scaled to [-0.5, 0.5] (ties share their mean rank); higher is better."""
     x = np.asarray(x, dtype=np.float64)
@@ -265,31 +238,9 @@ class _Adam:
         return self.lr * mh / (np.sqrt(vh) + self.eps)
 
 
-# ----- worker processes: each holds a model copy and a pool of envs -----------------------------
+class _Player:
+    """A model, its batcher and a pool of envs (grown on demand, reused across iterations)."""
 
-_W: dict[str, Any] = {}
-
-
-def _worker_init(model_path: str, env_factory: Callable[[], Any]) -> None:
-    import torch as th
-
-    from aryl_gym.agents.learned import load_agent
-
-    th.set_num_threads(1)
-    _W["model"] = load_agent(model_path).model
-    _W["factory"] = env_factory
-    _W["envs"] = []
-    _W["batch"] = HeadBatch(_W["model"])
-
-
-def _worker_play(seeds: list[int], heads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    envs = _W["envs"]
-    while len(envs) < len(seeds):
-        envs.append(_W["factory"]())
-    return play(_W["model"], envs[: len(seeds)], seeds, heads, _W["batch"])
-
-
-class _LocalPlayer:
     def __init__(self, model: Any, env_factory: Callable[[], Any]):
         self.model, self.factory = model, env_factory
         self.envs: list[Any] = []
@@ -299,6 +250,22 @@ class _LocalPlayer:
         while len(self.envs) < len(seeds):
             self.envs.append(self.factory())
         return play(self.model, self.envs[: len(seeds)], seeds, heads, self.batch)
+
+
+_WORKER: list[_Player] = []  # the worker process's own player (set by _worker_init)
+
+
+def _worker_init(model_path: str, env_factory: Callable[[], Any]) -> None:
+    import torch as th
+
+    from aryl_gym.agents.learned import load_agent
+
+    th.set_num_threads(1)
+    _WORKER[:] = [_Player(load_agent(model_path).model, env_factory)]
+
+
+def _worker_play(seeds: list[int], heads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return _WORKER[0](seeds, heads)
 
 
 def es_finetune(
@@ -335,7 +302,7 @@ def es_finetune(
     rows: list[ESRow] = []
     pool = (ProcessPoolExecutor(workers, initializer=_worker_init, initargs=(str(model_path), env_factory))
             if workers > 1 else None)
-    local = _LocalPlayer(model, env_factory) if pool is None else None
+    local = _Player(model, env_factory) if pool is None else None
     try:
         for it in range(s.iterations):
             tic = time.perf_counter()
