@@ -390,6 +390,11 @@ def check_hyperparams(algo_cls: type, hyperparams: Mapping[str, Any], source: st
                 f"{source}: hyperparameter {k!r} is not an argument of {algo_cls.__name__}. "
                 f"Allowed: {', '.join(sorted(allowed))}"
             )
+        if isinstance(v, str) and v.startswith("lin_"):  # a schedule: checked here, built later
+            from aryl_gym.train.schedules import parse_schedule
+
+            parse_schedule(k, v, source)
+            continue
         if isinstance(v, str):  # YAML 1.1 reads 1e-4 (no dot) as text, not a number
             try:
                 num = float(v)

@@ -39,6 +39,7 @@ import yaml
 from aryl_gym.config import ConfigError
 from aryl_gym.train.config import TrainConfig, algo_class, check_hyperparams, scenario_key
 from aryl_gym.train.envs import EnvFactory, train_scenario
+from aryl_gym.train.schedules import resolve_schedules
 
 
 @dataclass
@@ -173,7 +174,7 @@ def teacher_kwargs(cfg: TrainConfig) -> dict[str, Any]:
 def build_model(cfg: TrainConfig, venv: Any, verbose: int = 0) -> Any:
     cls = algo_class(cfg.algo)
     check_hyperparams(cls, cfg.hyperparams, f"algo config ({cfg.algo})")
-    hp = {**cfg.hyperparams, **model_kwargs(cfg)}
+    hp = {**resolve_schedules(cfg.hyperparams, f"algo config ({cfg.algo})"), **model_kwargs(cfg)}
     cls = model_class(cfg)
     return cls(
         resolve_policy(cfg.policy),

@@ -1,0 +1,73 @@
+"""Hyperparameter schedules written as text in an algorithm config, as rl-baselines3-zoo does.
+
+``learning_rate: lin_3.0e-4`` (or ``clip_range: lin_0.2``) decays the value linearly from the
+number given at the start of training to 0 at ``total_timesteps``: SB3 calls the schedule with
+``progress_remaining`` (1 at the start, 0 at the end). Only the hyperparameters SB3 takes as
+schedules accept it (:data:`SCHEDULED`); anything else written as text is a ConfigError naming
+the fix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["SCHEDULED", "LinearSchedule", "parse_schedule", "resolve_schedules"]
+
+#: Hyperparameters that SB3's on-policy algorithms accept as a schedule (a callable of
+#: ``progress_remaining``).
+SCHEDULED: tuple[str, ...] = ("learning_rate", "clip_range", "clip_range_vf")
+
+
+class LinearSchedule:
+    """``start * progress_remaining``: ``start`` at the first update, 0 at the end of training.
+    A class rather than a closure so that a saved model's schedule reads well and pickles."""
+
+    __slots__ = ("start",)
+
+    def __init__(self, start: float):
+        self.start = float(start)
+
+    def __call__(self, progress_remaining: float) -> float:
+        return self.start * float(progress_remaining)
+
+    def __repr__(self) -> str:
+        return f"LinearSchedule({self.start!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LinearSchedule) and other.start == self.start
+
+    def __hash__(self) -> int:
+        return hash(("LinearSchedule", self.start))
+
+
+def parse_schedule(key: str, value: Any, source: str = "config") -> Any:
+    """``value`` of hyperparameter ``key``: a ``lin_<number>`` text becomes a
+    :class:`LinearSchedule`; any other value is returned unchanged. A malformed schedule, or a
+    schedule for a hyperparameter outside :data:`SCHEDULED`, is a ConfigError."""
+    from aryl_gym.config import ConfigError
+
+    if not isinstance(value, str) or not value.startswith("lin_"):
+        return value
+    if key not in SCHEDULED:
+        raise ConfigError(
+            f"{source}: hyperparameter {key}: {value!r}: only {', '.join(SCHEDULED)} take a "
+            f"schedule; write a number"
+        )
+    text = value[len("lin_"):]
+    try:
+        start = float(text)
+    except ValueError:
+        start = math.nan
+    if not (math.isfinite(start) and start > 0):
+        raise ConfigError(
+            f"{source}: hyperparameter {key}: {value!r} is not a linear schedule; write lin_ and "
+            f"the starting value, a number > 0, e.g. {key}: lin_3.0e-4"
+        )
+    return LinearSchedule(start)
+
+
+def resolve_schedules(hyperparams: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
+    """``hyperparams`` with every ``lin_<number>`` text turned into a :class:`LinearSchedule`."""
+    return {k: parse_schedule(k, v, source) for k, v in hyperparams.items()}
