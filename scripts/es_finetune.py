@@ -1,9 +1,9 @@
 """Evolution strategies on a learned agent's action head (aryl_gym.train.es).
 
     # 40 iterations: 8 antithetic pairs on 4 fresh training-world episodes each, 2 processes
-    python scripts/es_finetune.py --agent ppo-v1 --iterations 40 --workers 2 --out /tmp/ppo-es.zip
+    python scripts/es_finetune.py --agent ppo-v1-kickstart --iterations 40 --workers 2 --out /tmp/ppo-es.zip
     # then, paired on fresh seeds (the raw policies, or drop --undeployed for the shield)
-    python scripts/eval_v1.py --agent es=/tmp/ppo-es.zip --undeployed es --agent raw=ppo-v1 \\
+    python scripts/eval_v1.py --agent es=/tmp/ppo-es.zip --undeployed es --agent raw=ppo-v1-kickstart \\
         --undeployed raw --loads 0.9,1.3 --seeds 6700-6759 --against raw
 
 Writes ``OUT`` (the model with the tuned head), its config beside it (``.yaml``, so
@@ -51,7 +51,7 @@ def _positive_float(name: str):  # noqa: ANN202
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--agent", default="ppo-v1", help="a shipped name or a model path (a set-policy agent)")
+    ap.add_argument("--agent", default="ppo-v1-kickstart", help="a shipped name or a model path (a set-policy agent)")
     ap.add_argument("--out", required=True, type=Path, help="the tuned model (.zip)")
     ap.add_argument("--iterations", type=_int_at_least(1, "--iterations"), default=40)
     ap.add_argument("--pairs", type=_int_at_least(1, "--pairs"), default=8, help="antithetic pairs per iteration")

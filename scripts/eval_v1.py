@@ -12,9 +12,9 @@ draw for both; 10,000 replications, percentile interval), beside the geometric m
 per-seed ratios with its t interval (``aryl_gym.reproduce.paired_ratio_ci``, as in
 ``scripts/paired_compare.py``).
 
-An agent acts as deployed: with its ``deploy_env_kwargs`` (``ppo-v1``: flap damping, docs/env.md;
+An agent acts as deployed: with its ``deploy_env_kwargs`` (``ppo-v1-kickstart``: flap damping, docs/env.md;
 the table says on which seeds the shield engaged). ``--undeployed LABEL`` plays that entry
-without them, e.g. ``--agent ppo-v1 --agent raw=ppo-v1 --undeployed raw --against aryl,raw``.
+without them, e.g. ``--agent ppo-v1-kickstart --agent raw=ppo-v1-kickstart --undeployed raw --against aryl,raw``.
 ``--sampled LABEL`` makes that entry sample its actions from its masked policy instead of
 taking the argmax (what PPO trains; torch's generator is seeded with 0 before the entry plays,
 so a rerun gives the same episodes).

@@ -1,6 +1,6 @@
 """How much of its GPU time a learned agent spends in relaunch and scaling overheads, per episode.
 
-    python scripts/overhead_share.py --agent ppo-v1 --load 1.2 --seeds 7000-7029 [--deployed]
+    python scripts/overhead_share.py --agent ppo-v1-kickstart --load 1.2 --seeds 7000-7029 [--deployed]
 
 For each seed the agent plays one episode through its env (without its ``deploy_env_kwargs``
 unless ``--deployed``: the raw policy) and the table gives the episode's share of allocated GPU
@@ -37,7 +37,7 @@ def window_max_share(marks: np.ndarray, window_s: float) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--agent", default="ppo-v1", help="a shipped name or a model path")
+    p.add_argument("--agent", default="ppo-v1-kickstart", help="a shipped name or a model path")
     p.add_argument("--scenario", default="testbed")
     p.add_argument("--load", type=float, default=None, help="workload.load (default: the scenario's)")
     p.add_argument("--seeds", type=seeds_arg, default=list(range(7000, 7010)))

@@ -2,9 +2,9 @@
 """Rollout labels for a learned agent, and a fine-tune towards them (aryl_gym.train.rollout_labels).
 
     # label the argmax policy's unsure states by simulation (training worlds, fresh seeds)
-    python scripts/rollout_labels.py collect --agent ppo-v1 --seeds 40001-40060 --out /tmp/labels.npz
+    python scripts/rollout_labels.py collect --agent ppo-v1-kickstart --seeds 40001-40060 --out /tmp/labels.npz
     # train towards the labels, with self-distilled anchor states (e.g. a run's DAgger aggregate)
-    python scripts/rollout_labels.py finetune --agent ppo-v1 --labels /tmp/labels.npz \\
+    python scripts/rollout_labels.py finetune --agent ppo-v1-kickstart --labels /tmp/labels.npz \\
         --anchors RUN/dagger/aggregate.npz --out /tmp/ppo-rl.zip
     # the control: the same training with no relabelling
     python scripts/rollout_labels.py finetune ... --margin inf --out /tmp/ppo-ctrl.zip
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("collect", help="label the agent's unsure states by simulation")
-    c.add_argument("--agent", default="ppo-v1", help="a shipped name or a model path")
+    c.add_argument("--agent", default="ppo-v1-kickstart", help="a shipped name or a model path")
     c.add_argument("--seeds", required=True, help="episode seeds, e.g. 40001-40060 (fresh ones)")
     c.add_argument("--out", required=True, type=Path)
     c.add_argument("--threshold", type=float, default=0.8, help="probe states whose top probability is below this")
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --futures: stop the branches this many simulated hours after the probed state")
     c.add_argument("--rng-seed", type=int, default=0)
     f = sub.add_parser("finetune", help="train the agent towards rollout labels")
-    f.add_argument("--agent", default="ppo-v1")
+    f.add_argument("--agent", default="ppo-v1-kickstart")
     f.add_argument("--labels", nargs="+", required=True, type=Path)
     f.add_argument("--anchors", required=True, type=Path,
                    help="states (.npz, the demonstrations layout) relabelled with the agent's own argmax")

@@ -29,3 +29,12 @@ def test_fast_variants_keep_the_rollout_size_and_unknown_names_fail():
     assert set(VARIANTS) >= {"sb3", "fast-8-bg", "v1", "v1-teacher"}
     with pytest.raises(ValueError, match="choose from"):
         _config("fast-16")
+
+
+def test_v1_scratch_variant_is_the_shipped_ppo_v1_recipe():
+    shipped = load_train_config("maskable_ppo_scratch", "testbed", {})
+    cfg = _config("v1-scratch")
+    assert cfg.env_kwargs == shipped.env_kwargs and cfg.env_kwargs["flap_damping"] == {"engage_share": 0.0}
+    assert cfg.hyperparams == shipped.hyperparams and cfg.n_envs == shipped.n_envs == 8
+    assert cfg.pair_baseline == shipped.pair_baseline and cfg.worlds == shipped.worlds
+    assert cfg.total_timesteps != shipped.total_timesteps and cfg.checkpoint_freq == 0

@@ -147,16 +147,16 @@ def test_damping_stops_the_thrashing_agent():
 
 
 def test_shipped_agent_cycle_is_broken():
-    """ppo-v1 at load 1.2 on seed 6009 cycles (it preempts two jobs at one decision point and
+    """ppo-v1-kickstart at load 1.2 on seed 6009 cycles (it preempts two jobs at one decision point and
     restarts them at the next) until the thrash rule ends the episode; deployed with its flap
     damping, it finishes every job."""
     from aryl_gym.agents.learned import PRETRAINED_DIR, load_agent
 
     from aryl_gym.rollout import run_agent
 
-    if not (PRETRAINED_DIR / "ppo-v1.zip").exists():
-        pytest.skip("ppo-v1 is not shipped")
-    agent = load_agent("ppo-v1")
+    if not (PRETRAINED_DIR / "ppo-v1-kickstart.zip").exists():
+        pytest.skip("ppo-v1-kickstart is not shipped")
+    agent = load_agent("ppo-v1-kickstart")
     cfg = load_scenario("testbed").replace(workload={"load": 1.2})
     raw, _, _ = run_agent(agent, agent.make_env(scenario=cfg, deployed=False), 6009)
     assert raw.thrashing and raw.jobs_unfinished > 0
@@ -237,28 +237,40 @@ def test_deploy_env_kwargs_stay_out_of_the_runs_own_envs():
 def test_shipped_ppo_v1_acts_with_damping_unless_undeployed():
     from aryl_gym.agents.learned import PRETRAINED_DIR, load_agent
 
-    if not (PRETRAINED_DIR / "ppo-v1.zip").exists():
-        pytest.skip("ppo-v1 is not shipped")
-    agent = load_agent("ppo-v1")
+    if not (PRETRAINED_DIR / "ppo-v1-kickstart.zip").exists():
+        pytest.skip("ppo-v1-kickstart is not shipped")
+    agent = load_agent("ppo-v1-kickstart")
     assert agent.config["deploy_env_kwargs"] == {"flap_damping": True}
     assert agent.make_env().unwrapped.flap_damping == DampingParams()
     assert agent.make_env(deployed=False).unwrapped.flap_damping is None
     assert agent.make_env(flap_damping=False).unwrapped.flap_damping is None
 
 
-def test_shipped_ppo_v1_config_is_the_recipe():
-    """agents/pretrained/ppo-v1.yaml is the resolved recipe (maskable_ppo_set, testbed), so the
-    one training command and the shipped config agree (deploy_env_kwargs included)."""
+@pytest.mark.parametrize("name, recipe", [("ppo-v1", "maskable_ppo_scratch"),
+                                          ("ppo-v1-kickstart", "maskable_ppo_set")])
+def test_shipped_v1_configs_are_their_recipes(name, recipe):
+    """agents/pretrained/NAME.yaml is its resolved recipe (RECIPE, testbed, seed 0), so the one
+    training command and the shipped config agree (env_kwargs and deploy_env_kwargs included:
+    ppo-v1 trains and acts with the shield engaged from the start, ppo-v1-kickstart is deployed
+    with it)."""
     import yaml
     from aryl_gym.agents.learned import PRETRAINED_DIR
 
     from aryl_gym.train.config import load_train_config
 
-    path = PRETRAINED_DIR / "ppo-v1.yaml"
+    path = PRETRAINED_DIR / f"{name}.yaml"
     if not path.exists():
-        pytest.skip("ppo-v1 is not shipped")
+        pytest.skip(f"{name} is not shipped")
     shipped = yaml.safe_load(path.read_text())
-    assert shipped == load_train_config("maskable_ppo_set", "testbed").to_dict()
+    assert shipped == load_train_config(recipe, "testbed").to_dict()
+    env = load_agent_env(name)
+    assert env.flap_damping is not None
+
+
+def load_agent_env(name: str):
+    from aryl_gym.agents.learned import load_agent
+
+    return load_agent(name).make_env(scenario="tiny").unwrapped
 
 
 def test_overhead_share_script_window_by_hand():
@@ -286,10 +298,10 @@ def test_evaluate_says_the_agent_acted_with_its_shield(capsys):
 
     from aryl_gym.cli import main as cli_main
 
-    if not (PRETRAINED_DIR / "ppo-v1.zip").exists():
-        pytest.skip("ppo-v1 is not shipped")
-    assert cli_main(["evaluate", "--agent", "ppo-v1", "--scenario", "tiny", "--seeds", "0",
+    if not (PRETRAINED_DIR / "ppo-v1-kickstart.zip").exists():
+        pytest.skip("ppo-v1-kickstart is not shipped")
+    assert cli_main(["evaluate", "--agent", "ppo-v1-kickstart", "--scenario", "tiny", "--seeds", "0",
                      "--against", "fifo", "--table", "--no-progress"]) == 0
     err = capsys.readouterr().err
-    assert "ppo-v1 acted with its deploy_env_kwargs {'flap_damping': True}" in err
+    assert "ppo-v1-kickstart acted with its deploy_env_kwargs {'flap_damping': True}" in err
     assert "shield engaged on 0 of 1 seed(s)" in err

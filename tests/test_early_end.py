@@ -157,17 +157,20 @@ def test_bad_early_end_options(kw, text):
 
 
 def test_the_from_scratch_config_trains_with_charged_ends(tmp_path):
-    """``maskable_ppo_scratch``: its envs charge early ends (training and evaluation alike),
-    and a short run on ``tiny`` trains and saves."""
+    """``maskable_ppo_scratch``: its envs charge early ends and carry the flap damping shield,
+    engaged from the start (training and evaluation alike), and a short run on ``tiny`` trains
+    and saves."""
     from aryl_gym.train.config import load_train_config
     from aryl_gym.train.envs import make_single_env
     from aryl_gym.train.runner import train
 
     cfg = load_train_config("maskable_ppo_scratch", "testbed")
-    assert cfg.env_kwargs["early_end"] == "charge" and not cfg.env_kwargs["allow_preempt"]
+    assert cfg.env_kwargs["early_end"] == "charge" and cfg.env_kwargs["allow_preempt"]
+    assert cfg.env_kwargs["flap_damping"] == {"engage_share": 0.0}
     assert cfg.bc.policy is None and cfg.teacher.policy is None and cfg.dagger.rounds == 0
     for evaluation in (False, True):
-        assert make_single_env(cfg, evaluation=evaluation).unwrapped.early_end == "charge"
+        env = make_single_env(cfg, evaluation=evaluation).unwrapped
+        assert env.early_end == "charge" and env.flap_damping.engage_share == 0.0
     tiny = load_train_config("maskable_ppo_scratch", "tiny", {"total_timesteps": 1024, "eval": {"freq": 0},
                                                             "checkpoint_freq": 0})
     res = train(tiny, out=tmp_path / "runs", verbose=0)

@@ -26,16 +26,16 @@ from aryl_gym.train.es import (
 
 from .helpers import load_script
 
-pytestmark = pytest.mark.skipif(not (PRETRAINED_DIR / "ppo-v1.zip").exists(), reason="ppo-v1 is not shipped")
+pytestmark = pytest.mark.skipif(not (PRETRAINED_DIR / "ppo-v1-kickstart.zip").exists(), reason="ppo-v1-kickstart is not shipped")
 
 SEED = 40002  # a training-world episode seed no recipe uses
 
 
 @pytest.fixture(scope="module")
 def agent_factory():
-    """ppo-v1 and its rollout env on the ``tiny`` scenario (short episodes; the set policy
+    """ppo-v1-kickstart and its rollout env on the ``tiny`` scenario (short episodes; the set policy
     serves any cluster); ``for_agent`` gives the training worlds themselves."""
-    agent = load_agent("ppo-v1")
+    agent = load_agent("ppo-v1-kickstart")
     assert RolloutEnvFactory.for_agent(agent).config["scenario"] == "testbed"
     return agent, RolloutEnvFactory({**agent.config, "scenario": "tiny", "worlds": {}}, agent.env_id)
 
@@ -186,7 +186,7 @@ def test_cli_from_iteration_needs_an_earlier_run(tmp_path, capsys):
 
 def test_cli_from_iteration_writes_that_head(tmp_path, capsys):
     """A head history of two iterations: OUT gets the second head, and a wrong shape is refused."""
-    agent = load_agent("ppo-v1")
+    agent = load_agent("ppo-v1-kickstart")
     v = head_vector(agent.model.policy)
     hist = tmp_path / "run.thetas.npy"
     np.save(hist, np.stack([v + 0.5, v - 0.25]))

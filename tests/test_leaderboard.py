@@ -327,7 +327,7 @@ STANDARD_SEEDS = 48  # docs/leaderboard.md, "How many seeds"
 
 
 def test_shipped_suites_load() -> None:
-    every = {"fifo", "sjf", "aryl", "afs", "pollux", "gandiva", "ppo-testbed-v0", "ppo-v1"}
+    every = {"fifo", "sjf", "aryl", "afs", "pollux", "gandiva", "ppo-testbed-v0", "ppo-v1", "ppo-v1-kickstart"}
     for name, n_seeds, must in (
         ("quick", 16, every - {"pollux"}),  # the main job keeps the learned agent (README)
         ("standard", STANDARD_SEEDS, every),

@@ -20,7 +20,7 @@ from aryl_gym.train.rollout_labels import (
 
 from .helpers import load_script
 
-pytestmark = pytest.mark.skipif(not (PRETRAINED_DIR / "ppo-v1.zip").exists(), reason="ppo-v1 is not shipped")
+pytestmark = pytest.mark.skipif(not (PRETRAINED_DIR / "ppo-v1-kickstart.zip").exists(), reason="ppo-v1-kickstart is not shipped")
 
 SEED = 40001  # a training-world episode seed no recipe uses
 
@@ -31,7 +31,7 @@ def _script():
 
 @pytest.fixture(scope="module")
 def agent_env():
-    agent = load_agent("ppo-v1")
+    agent = load_agent("ppo-v1-kickstart")
     return agent, _script()._agent_env(agent)
 
 
@@ -115,14 +115,14 @@ def test_label_file_and_finetune_with_its_control(agent_env, tmp_path):
     assert np.all((d["gain"] > 0) == (d["actions"] != d["own"]))
     assert np.all(d["p_top"] < 0.8)
 
-    ctrl = load_agent("ppo-v1")
+    ctrl = load_agent("ppo-v1-kickstart")
     fit = finetune_on_labels(ctrl.model, [out], out, tmp_path / "ctrl.npz", margin=float("inf"), repeat=2, epochs=1)
     assert fit["relabelled"] == 0 and np.isnan(fit["relabelled_taken"])
     train = np.load(tmp_path / "ctrl.npz")
     assert len(train["actions"]) == 3 * len(actions)
     assert np.array_equal(train["actions"][: len(actions)], d["own"])  # anchors: the model's own argmax
 
-    model = load_agent("ppo-v1").model
+    model = load_agent("ppo-v1-kickstart").model
     fit = finetune_on_labels(model, [out], out, tmp_path / "ft.npz", margin=0.0, repeat=2, epochs=1)
     assert fit["relabelled"] == int(tot["switched"])
     train = np.load(tmp_path / "ft.npz")

@@ -90,12 +90,13 @@ def test_trains_saves_and_loads(tmp_path):
         th.testing.assert_close(again.policy.state_dict()[k], v)
 
 
-def test_shipped_ppo_v1_loads_by_name_and_acts_with_masks():
+@pytest.mark.parametrize("name", ["ppo-v1", "ppo-v1-kickstart"])
+def test_shipped_v1_agents_load_by_name_and_act_with_masks(name):
     from aryl_gym.agents.learned import PRETRAINED_DIR, load_agent
 
-    if not (PRETRAINED_DIR / "ppo-v1.zip").exists():
-        pytest.skip("ppo-v1 is not shipped (see docs/training.md, 'Learned agents for World v1')")
-    agent = load_agent("ppo-v1")
+    if not (PRETRAINED_DIR / f"{name}.zip").exists():
+        pytest.skip(f"{name} is not shipped (see docs/training.md, 'Learned agents for World v1')")
+    agent = load_agent(name)
     assert isinstance(agent.model.policy, MaskableSetPolicy)
     env = agent.make_env()
     obs, _ = env.reset(seed=0, options={"episode_seed": 2000})

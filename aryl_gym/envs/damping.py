@@ -27,7 +27,7 @@ The damping defaults are the common router defaults of route flap damping (penal
 flap, suppress limit 2,000, reuse limit 750, half-life 15 minutes, maximum suppression 60
 minutes), in units of one flap: a job preempted, restarted and preempted again within a few
 minutes is suppressed for about half an hour. The engagement defaults are the thrash rule's.
-None is tuned to a policy here. Measured with ``ppo-v1`` (docs/training.md, "Seventh attempt"):
+None is tuned to a policy here. Measured with ``ppo-v1-kickstart`` (docs/training.md, "Seventh attempt"):
 its healthy episodes reverse jobs hundreds of times and spend at most 6-17% of any hour's GPU
 time in overheads, its cycling ones 91-100%; damping engaged from the start suppresses jobs in
 every episode and costs about 1% of avg JCT, while engaged by the thrash signal it acted in 10

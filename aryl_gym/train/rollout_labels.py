@@ -39,7 +39,7 @@ state (a truncated rollout: less variance and cost, blind to effects after the h
 load_demos` (``obs/KEY``, ``actions`` = labels, ``masks``) plus ``own`` (the policy's action),
 ``gain`` and ``p_top`` (the policy's top probability); :func:`finetune_on_labels` trains the
 policy towards them with self-distilled anchor states. ``scripts/rollout_labels.py`` runs both;
-docs/training.md ("Eighth attempt") has what they did to ``ppo-v1``.
+docs/training.md ("Eighth attempt") has what they did to ``ppo-v1-kickstart``.
 """
 
 from __future__ import annotations
