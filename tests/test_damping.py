@@ -254,7 +254,7 @@ def test_shipped_v1_configs_are_their_recipes(name, recipe):
     ppo-v1 trains and acts with the shield engaged from the start, ppo-v1-kickstart is deployed
     with it)."""
     import yaml
-    from aryl_gym.agents.learned import PRETRAINED_DIR
+    from aryl_gym.agents.learned import PRETRAINED_DIR, load_agent
 
     from aryl_gym.train.config import load_train_config
 
@@ -263,14 +263,7 @@ def test_shipped_v1_configs_are_their_recipes(name, recipe):
         pytest.skip(f"{name} is not shipped")
     shipped = yaml.safe_load(path.read_text())
     assert shipped == load_train_config(recipe, "testbed").to_dict()
-    env = load_agent_env(name)
-    assert env.flap_damping is not None
-
-
-def load_agent_env(name: str):
-    from aryl_gym.agents.learned import load_agent
-
-    return load_agent(name).make_env(scenario="tiny").unwrapped
+    assert load_agent(name).make_env(scenario="tiny").unwrapped.flap_damping is not None
 
 
 def test_overhead_share_script_window_by_hand():

@@ -34,6 +34,7 @@ from annotated_types import Ge, Gt, Lt
 from pydantic import BeforeValidator
 
 from aryl_gym.config import ConfigError, configs_dir, load_yaml
+from aryl_gym.train.schedules import parse_schedule
 
 if TYPE_CHECKING:
     from stable_baselines3.common.base_class import BaseAlgorithm
@@ -391,8 +392,6 @@ def check_hyperparams(algo_cls: type, hyperparams: Mapping[str, Any], source: st
                 f"Allowed: {', '.join(sorted(allowed))}"
             )
         if isinstance(v, str) and v.startswith("lin_"):  # a schedule: checked here, built later
-            from aryl_gym.train.schedules import parse_schedule
-
             parse_schedule(k, v, source)
             continue
         if isinstance(v, str):  # YAML 1.1 reads 1e-4 (no dot) as text, not a number

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from aryl_gym.config import ConfigError
 
 __all__ = ["SCHEDULED", "LinearSchedule", "parse_schedule", "resolve_schedules"]
 
@@ -20,34 +23,21 @@ __all__ = ["SCHEDULED", "LinearSchedule", "parse_schedule", "resolve_schedules"]
 SCHEDULED: tuple[str, ...] = ("learning_rate", "clip_range", "clip_range_vf")
 
 
+@dataclass(frozen=True)
 class LinearSchedule:
     """``start * progress_remaining``: ``start`` at the first update, 0 at the end of training.
     A class rather than a closure so that a saved model's schedule reads well and pickles."""
 
-    __slots__ = ("start",)
-
-    def __init__(self, start: float):
-        self.start = float(start)
+    start: float
 
     def __call__(self, progress_remaining: float) -> float:
         return self.start * float(progress_remaining)
-
-    def __repr__(self) -> str:
-        return f"LinearSchedule({self.start!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, LinearSchedule) and other.start == self.start
-
-    def __hash__(self) -> int:
-        return hash(("LinearSchedule", self.start))
 
 
 def parse_schedule(key: str, value: Any, source: str = "config") -> Any:
     """``value`` of hyperparameter ``key``: a ``lin_<number>`` text becomes a
     :class:`LinearSchedule`; any other value is returned unchanged. A malformed schedule, or a
     schedule for a hyperparameter outside :data:`SCHEDULED`, is a ConfigError."""
-    from aryl_gym.config import ConfigError
-
     if not isinstance(value, str) or not value.startswith("lin_"):
         return value
     if key not in SCHEDULED:
