@@ -34,7 +34,8 @@ from aryl_gym.envs.reward import RewardTracker, accrued, parse_weights
 from aryl_gym.scenario import Episode, _seed_streams, fresh_future, make_episode
 from aryl_gym.sim.engine import STALL_HOURS, Simulator, check_stall_hours
 from aryl_gym.sim.jobs import JobSpec, JobState
-from aryl_gym.sim.view import ClusterView, Decision, PlacementOptions
+from aryl_gym.sim.placement import grow_job, plan
+from aryl_gym.sim.view import TRAIN, ClusterView, Decision, PlacementOptions, PlacementReport
 
 ReclaimFn = Callable[[ClusterView, int], "Sequence[int] | None"]
 
@@ -282,7 +283,9 @@ class ArylEnv(gym.Env):
     :meth:`~aryl_gym.sim.engine.Simulator.check_stall`), ``render_mode``,
     ``window_order`` (``"submit"`` or ``"pred_time"``: queued jobs shortest predicted time
     at base demand first), ``observation`` (``"v0"`` or ``"v1"``), ``flap_damping``,
-    ``early_end`` (``"truncate"`` or ``"charge"``), ``end_fallback`` (``"fifo"``).
+    ``early_end`` (``"truncate"`` or ``"charge"``), ``end_fallback`` (``"fifo"``),
+    ``backfill`` (False: at a commit, queued jobs outside the window start at ``w_req`` in the
+    window's order where they fit after the agent's targets, which are never cut; docs/env.md).
     ``reset(options=...)`` accepts ``jobs``, ``trace``, ``trace_format``, ``trace_map``,
     ``trace_options`` and
     ``episode_seed``.
@@ -325,6 +328,7 @@ class ArylEnv(gym.Env):
         flap_damping: bool | Mapping[str, float] | None = None,
         early_end: str = "truncate",
         end_fallback: str = "fifo",
+        backfill: bool = False,
     ):
         if action_mode not in MODES:
             raise ValueError(f"unknown action_mode {action_mode!r}; choose one of {', '.join(MODES)}")
@@ -355,6 +359,7 @@ class ArylEnv(gym.Env):
                 "w_max for bigger jobs"
             )
         allow_preempt = check_flag("allow_preempt", allow_preempt)
+        self.backfill = check_flag("backfill", backfill)
         release = check_flag("release", release)
         uses_loaning = check_flag("uses_loaning", uses_loaning)
         fixed_jobs = check_jobs(jobs)
@@ -424,6 +429,7 @@ class ArylEnv(gym.Env):
         self._q_out: list[int] | np.ndarray = self.window
         self._r_out: list[int] | np.ndarray = self.window
         self.episode_count = 0
+        self.backfilled = 0
         self.decision_point = 0  # decision points reached in this episode
         self.substep = 0  # sub-steps inside the current decision point (sequential)
 
@@ -487,6 +493,7 @@ class ArylEnv(gym.Env):
         self.steps = 0
         self.decision_point = 0
         self.invalid_total = 0
+        self.backfilled = 0  # jobs started by backfill=True this episode
         self._finished = False
         self._wall0 = time.perf_counter()
         self._tracker = RewardTracker(sim, self.weights, self.reward_scale)
@@ -586,6 +593,8 @@ class ArylEnv(gym.Env):
         if damp is not None:
             now = sim.now
             before = {int(j): int(sim.workers[j]) for j in decision.targets}
+        if self.backfill and len(self._q_out):
+            decision = self._backfilled(decision)
         report = sim.close_round(self.policy, decision, 0.0).report
         if damp is not None:  # the agent's changes of this round, as placed (reclaims are not the agent's)
             for j, w in before.items():
@@ -596,6 +605,49 @@ class ArylEnv(gym.Env):
                     damp.change(j, 1 if t > w else -1, now)
         self._advance_to_decision()
         return report
+
+    def _backfilled(self, decision: Decision) -> Decision:
+        """``decision`` with queued jobs from outside the window started in what it leaves free
+        (``backfill=True``): in the window's order, each at its requested size ``w_req`` when
+        the placement engine can place it in full after the agent's targets and the jobs
+        already added (one pool, the engine's pool order), and only while the whole decision
+        still places every target in full. The agent's own targets are never cut."""
+        sim = self.sim
+        assert sim is not None
+        opts = self.placement
+        p = plan(sim, decision, opts)
+        if not p.fully_placed:  # the agent's decision is short already: leave it as it is
+            return decision
+        st = p.after
+        free = int(st.srv_free[st.usable_mask(TRAIN)].sum()) + int(st.srv_free[st.srv_loaned].sum())
+        extra: dict[int, int] = {}
+        pools: dict[int, int] = {}
+        g_list = st.g_list
+        for j in self._q_out:
+            j = int(j)
+            g = g_list[j]
+            w = int(sim.jobs[j].w_req)
+            if w * g > free:
+                continue
+            if not any(st.fits(pool, g) >= w for pool in st.allowed_pools(j)):
+                continue
+            if grow_job(st, j, w, opts, None, False, True, PlacementReport()):
+                extra[j] = w
+                pools[j] = int(st.pool[j])
+                free -= w * g
+                if free <= 0:
+                    break
+        while extra:
+            # the engine places every growth of a decision by worker size first, so a larger
+            # backfilled job could take room the agent's targets got above: verify, shed the last
+            merged = Decision(targets={**decision.targets, **extra}, pools={**decision.pools, **pools},
+                              order=list(decision.order or []) + list(extra), speedup=decision.speedup)
+            if plan(sim, merged, opts).fully_placed:
+                self.backfilled += len(extra)
+                return merged
+            last = next(reversed(extra))
+            del extra[last], pools[last]
+        return decision
 
     def step(self, action):
         if self.sim is None:
@@ -644,6 +696,8 @@ class ArylEnv(gym.Env):
             info["episode_metrics"] = res.to_dict()
             if self._damping is not None:
                 info["damping"] = self.damping_stats
+            if self.backfill:
+                info["backfilled"] = self.backfilled
         return self._obs(), float(reward), bool(terminated), bool(truncated), info
 
     def _end_charge(self, rule: str) -> dict[str, Any]:
