@@ -13,7 +13,7 @@ from tests.helpers import job, small_config
 LONG = 36_000.0  # long enough that nothing finishes before the next decision point
 
 
-def _hand_env(backfill: bool):
+def _hand_env(backfill: bool, **kw):
     """One training server of 4 V100 (no loaning), window K = 1 in submit order: job 0 is the
     window, jobs 1, 2, 3 are queued outside it."""
     jobs = [
@@ -24,7 +24,7 @@ def _hand_env(backfill: bool):
     ]
     cfg = small_config(train_servers=1, train_gpus=4, inf_servers=1, inf_gpus=4)
     return gym.make("aryl_gym/Aryl-v1", scenario=cfg, jobs=jobs, window=1, action_mode="sequential",
-                    uses_loaning=False, backfill=backfill)
+                    uses_loaning=False, backfill=backfill, **kw)
 
 
 @pytest.mark.parametrize("backfill", [False, True])
@@ -73,6 +73,18 @@ def _random_episode(backfill: bool, seed: int, max_steps: int = 20_000):
         pytest.fail("the episode did not end")
     env.close()
     return unplaced, info, trail
+
+
+def test_flap_damping_counts_backfilled_starts_as_grants():
+    """A backfilled start is on the agent's behalf: the agent's next release of that job is a
+    reversal (else an agent preempting what backfill restarts would cycle unseen)."""
+    env = _hand_env(True, flap_damping=True, allow_preempt=True)
+    u = env.unwrapped
+    env.reset(seed=0)
+    env.step(0)
+    env.step(2 * u.k)
+    assert u._damping.last_dir[:4].tolist() == [1, 1, 0, 1]
+    env.close()
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -589,12 +589,12 @@ class ArylEnv(gym.Env):
         assert sim is not None
         # The agent thinks outside the env: env results carry 0 decision times and 0 wall time
         # (deterministic info; measure speed with aryl_gym.bench_env).
-        damp = self._damping
-        if damp is not None:
-            now = sim.now
-            before = {int(j): int(sim.workers[j]) for j in decision.targets}
         if self.backfill and len(self._q_out):
             decision = self._backfilled(decision)
+        damp = self._damping
+        if damp is not None:  # backfilled starts count as the agent's grants (docs/env.md)
+            now = sim.now
+            before = {int(j): int(sim.workers[j]) for j in decision.targets}
         report = sim.close_round(self.policy, decision, 0.0).report
         if damp is not None:  # the agent's changes of this round, as placed (reclaims are not the agent's)
             for j, w in before.items():
