@@ -10,8 +10,8 @@ a penalty per job:
   workers in the direction opposite to the agent's previous change of that job (a release --
   scale-in or preemption -- after a grant -- start or scale-out --, or a grant after a
   release). Only the agent's own changes count, as placed (a reclaim of loaned servers is not
-  the agent's); a job scaled in over several rounds, or started once and preempted once, is
-  not flapping;
+  the agent's; a start by the env's ``backfill`` is, made on its behalf); a job scaled in over
+  several rounds, or started once and preempted once, is not flapping;
 * the penalty decays exponentially with simulated time, halving every ``half_life_s``;
 * once the penalty exceeds ``suppress``, the job is *suppressed* until the decayed penalty falls
   below ``reuse``; the penalty is capped so that no suppression outlasts ``max_suppress_s``;
