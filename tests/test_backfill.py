@@ -75,6 +75,34 @@ def _random_episode(backfill: bool, seed: int, max_steps: int = 20_000):
     return unplaced, info, trail
 
 
+def test_a_backfill_that_would_cut_the_agent_is_shed(monkeypatch):
+    """The engine places a round's growth largest worker first, so jobs that fit one by one after
+    the agent's targets may not fit all together: the merged decision is dry-run and the last
+    added job shed until it places in full. Here the dry run is made to refuse any merged
+    decision holding job 3: job 3 is shed, job 1 still starts, the agent's job 0 is untouched."""
+    import aryl_gym.envs.allocation as allocation
+
+    real = allocation.plan
+
+    class Short:
+        fully_placed = False
+
+    def plan(sim, decision, opts, *a, **kw):
+        if 3 in decision.targets:
+            return Short()
+        return real(sim, decision, opts, *a, **kw)
+
+    env = _hand_env(True)
+    u = env.unwrapped
+    env.reset(seed=0)
+    monkeypatch.setattr(allocation, "plan", plan)
+    env.step(0)
+    _, _, _, _, info = env.step(2 * u.k)
+    assert info["unplaced"] == 0
+    assert u.sim.workers[:4].tolist() == [2, 1, 0, 0] and u.backfilled == 1
+    env.close()
+
+
 def test_flap_damping_counts_backfilled_starts_as_grants():
     """A backfilled start is on the agent's behalf: the agent's next release of that job is a
     reversal (else an agent preempting what backfill restarts would cycle unseen)."""
