@@ -1,0 +1,124 @@
+"""How likely a smaller evaluation is to show what a large one shows: the odds that a random
+n-seed subset of held-out results meets a bar.
+
+    python scripts/subset_odds.py set1.json set2.json --agent ppo-v1 --vs aryl --load 1.3 --n 10,20,40
+
+Reads the JSON files of ``scripts/eval_v1.py --json`` (per-seed avg JCT per entry and load), pools
+the seeds of every file at ``--load`` (an entry's label may differ between files: ``--agent``
+takes ``LABEL`` or ``FILE_INDEX:LABEL`` overrides, e.g. ``--agent ppo-v1 --agent 0:best``), and for
+each n draws ``--draws`` subsets of n distinct seeds. For each subset it computes the ratio of
+mean avg JCTs (agent / reference) and its paired bootstrap 95% interval, as eval_v1.py does,
+and counts how often the point is at most ``--point`` (0.97) and how often the interval's upper
+end is below ``--upper`` (1.0). A bar met on the pooled seeds but with odds well below 1 at the
+n a reader would use says how much a single small evaluation can mislead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def pooled(paths: list[str], labels: dict[int | None, str], vs: str, load: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per-seed avg JCT of the agent and of ``vs`` at ``load`` over every file (seeds in file
+    order). A file without that load contributes nothing; a file with it but without the
+    agent's label or ``vs`` is a ValueError naming the labels it has."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for i, path in enumerate(paths):
+        try:
+            runs = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}: not a readable eval_v1.py --json file ({exc})") from None
+        if not isinstance(runs, list):
+            raise ValueError(f"{path}: expected a list of loads (eval_v1.py --json), got {type(runs).__name__}")
+        label = labels.get(i, labels.get(None))
+        for r in runs:
+            if not isinstance(r, dict) or "avg_jct" not in r or "load" not in r:
+                raise ValueError(f"{path}: an entry without load/avg_jct; is it an eval_v1.py --json file?")
+            if abs(float(r["load"]) - load) > 1e-9:
+                continue
+            have = sorted(r["avg_jct"])
+            for name in (label, vs):
+                if name not in r["avg_jct"]:
+                    raise ValueError(f"{path} (load {load}): no entry {name!r}; it has {', '.join(have)} "
+                                     f"(use --agent {i}:LABEL for this file)")
+            x, y = r["avg_jct"][label], r["avg_jct"][vs]
+            if len(x) != len(y):
+                raise ValueError(f"{path}: {label!r} and {vs!r} have different seed counts")
+            xs.extend(map(float, x))
+            ys.extend(map(float, y))
+    return np.array(xs), np.array(ys)
+
+
+def subset_odds(x: np.ndarray, y: np.ndarray, n: int, draws: int = 2000, reps: int = 2000,
+                point: float = 0.97, upper: float = 1.0, seed: int = 0) -> tuple[float, float]:
+    """(share of n-seed subsets whose ratio of means is <= ``point``, share whose paired
+    bootstrap 95% upper end is < ``upper``). Subsets are drawn without replacement."""
+    if not 1 <= n <= len(x):
+        raise ValueError(f"n={n} must be between 1 and the {len(x)} pooled seeds")
+    rng = np.random.default_rng(seed)
+    ok_point = ok_upper = 0
+    for _ in range(draws):
+        i = rng.choice(len(x), n, replace=False)
+        xs, ys = x[i], y[i]
+        idx = rng.integers(0, n, size=(reps, n))
+        hi = np.percentile(xs[idx].mean(axis=1) / ys[idx].mean(axis=1), 97.5)
+        ok_point += xs.mean() / ys.mean() <= point
+        ok_upper += hi < upper
+    return ok_point / draws, ok_upper / draws
+
+
+def _labels(items: list[str]) -> dict[int | None, str]:
+    out: dict[int | None, str] = {}
+    for it in items:
+        head, sep, tail = it.partition(":")
+        if sep and head.isdigit():
+            out[int(head)] = tail
+        else:
+            out[None] = it
+    if None not in out:
+        raise argparse.ArgumentTypeError("--agent: give one plain LABEL (the default for every file)")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("files", nargs="+", help="JSON files of scripts/eval_v1.py --json")
+    p.add_argument("--agent", action="append", required=True, help="LABEL, or FILE_INDEX:LABEL for one file")
+    p.add_argument("--vs", default="aryl")
+    p.add_argument("--load", type=float, required=True)
+    p.add_argument("--n", default="10,20,40", help="subset sizes, comma-separated")
+    p.add_argument("--draws", type=int, default=2000)
+    p.add_argument("--point", type=float, default=0.97)
+    p.add_argument("--upper", type=float, default=1.0)
+    a = p.parse_args(argv)
+    try:
+        labels = _labels(a.agent)
+        sizes = [int(s) for s in a.n.split(",") if s.strip()]
+    except (argparse.ArgumentTypeError, ValueError) as exc:
+        p.error(str(exc))
+    if a.draws < 1:
+        p.error("--draws must be >= 1")
+    try:
+        x, y = pooled(a.files, labels, a.vs, a.load)
+        if not len(x):
+            raise ValueError(f"no file has load {a.load}")
+        print(f"{len(x)} pooled seeds at load {a.load}: {labels[None]} / {a.vs} = {x.mean() / y.mean():.3f} "
+              f"({int((x > y).sum())} seeds above 1, the largest {float((x / y).max()):.3f})")
+        print(f"| n | P(ratio <= {a.point}) | P(95% upper end < {a.upper}) |\n|---|---|---|")
+        for n in sizes:
+            pp, pu = subset_odds(x, y, n, a.draws, point=a.point, upper=a.upper)
+            print(f"| {n} | {pp:.3f} | {pu:.3f} |")
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
