@@ -30,15 +30,7 @@ import time
 import numpy as np
 
 from aryl_gym.commands._common import seeds_arg
-
-
-def paired_bootstrap_ratio(x: np.ndarray, y: np.ndarray, reps: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
-    """``mean(x) / mean(y)`` and its paired bootstrap 95% percentile interval."""
-    rng = np.random.default_rng(seed)
-    n = len(x)
-    idx = rng.integers(0, n, size=(reps, n))
-    r = x[idx].mean(axis=1) / y[idx].mean(axis=1)
-    return float(x.mean() / y.mean()), float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))
+from aryl_gym.reproduce import paired_bootstrap_ratio
 
 
 def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int], against: list[str],

@@ -356,3 +356,17 @@ def test_hetero_study_on_tiny(tmp_path, capsys):
     assert main(["reproduce", "--study", "hetero", "--policies", "aryl",
                  "--out", str(tmp_path)]) == 2
     assert "does not apply to --study hetero" in capsys.readouterr().err
+
+
+def test_paired_bootstrap_ratio_by_hand():
+    """A constant per-seed ratio has a zero-width interval; the point is the ratio of means
+    (not the mean of ratios); the resampling pairs the seeds."""
+    import numpy as np
+
+    from aryl_gym.reproduce import paired_bootstrap_ratio
+
+    y = np.array([100.0, 1000.0, 10.0])
+    assert paired_bootstrap_ratio(0.9 * y, y, reps=500) == pytest.approx((0.9, 0.9, 0.9))
+    point, lo, hi = paired_bootstrap_ratio(np.array([1.0, 3.0]), np.array([1.0, 1.0]), reps=4000)
+    assert point == pytest.approx(2.0)
+    assert lo == pytest.approx(1.0) and hi == pytest.approx(3.0)  # both seeds drawn twice: 1 and 3
