@@ -220,6 +220,10 @@ class SimConfig:
     first_start_overhead_s: NonNeg = 0.0
     hetero_penalty: Annotated[float, Gt(0), Le(1)] = 0.8
     hetero_rate: Literal["slowest", "sum"] = "slowest"
+    #: World v2: no job runs on more GPUs than this (upstream Pollux's replica cap, and below
+    #: the batch limit of every profiled application; aryl_gym.sim.goodput); never below a
+    #: job's own ``w_max``
+    ceiling_gpus: PosCount = 64
 
     def relaunch_for(self, family: str) -> float:
         return float(self.relaunch_overhead_s.get(family, self.default_relaunch_overhead_s))

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from aryl_gym.config import ConfigError, ScenarioConfig
+from aryl_gym.sim.goodput import JobCurve, app_for
 from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.loaning import LoanController
 from aryl_gym.sim.overhead import OverheadWindow
@@ -159,6 +160,8 @@ class Simulator:
         )
         self.seed = seed
         self.policy_rng = np.random.default_rng(seed)
+        #: the worker ranges the placement engine enforces (:meth:`set_elasticity`)
+        self.elasticity = "limited"
 
         self._build_static()
         self._build_servers()
@@ -238,6 +241,70 @@ class Simulator:
         self.relaunch = np.array(
             [config.sim.relaunch_for(j.family) for j in self.jobs], dtype=np.float64
         )
+        # World v2: the hard parallelism ceiling (aryl_gym.sim.goodput) and the true goodput
+        # curves beyond the limited range, built when a job first needs one
+        self.w_ceil = np.maximum(self.w_max, int(config.sim.ceiling_gpus) // self.g)
+        self._curves: dict[int, JobCurve] = {}
+        self.set_elasticity(self.elasticity)
+
+    #: the worker ranges a policy may ask for (:meth:`set_elasticity`)
+    ELASTICITY = ("limited", "elastic", "all")
+
+    def set_elasticity(self, mode: str) -> None:
+        """Set the worker ranges the placement engine enforces (``lim_lo``, ``lim_hi``,
+        ``resizable``), from a policy's ``elasticity``:
+
+        * ``"limited"`` (default; Aryl, Baseline and every v1 policy): each job's own range,
+          ``[w_min, w_max]``, and only elastic jobs change size while running (paper: "limited
+          elasticity");
+        * ``"elastic"``: elastic jobs may grow past ``w_max`` up to the ceiling ``w_ceil`` (AFS's
+          "unbounded elasticity"); inelastic jobs keep their request;
+        * ``"all"``: every job may run on 1 to ``w_ceil`` workers and change size while running
+          (Pollux: every job is written for an elastic framework, AdaptDL).
+
+        Outside ``[1, w_max]`` at the reference batch a job runs the true goodput curve
+        (:mod:`aryl_gym.sim.goodput`).
+        """
+        if mode not in self.ELASTICITY:
+            raise ValueError(
+                f"elasticity must be one of {', '.join(self.ELASTICITY)}, got {mode!r}"
+            )
+        self.elasticity = mode
+        if mode == "limited":  # the specs themselves (same objects: nothing to keep in step)
+            self.lim_lo_list, self.lim_hi_list = self.w_min_list, self.w_max_list
+            self.resizable_list, self.resizable = self.elastic_list, self.elastic
+            return
+        if mode == "elastic":
+            lo = self.w_min
+            hi = np.where(self.elastic, self.w_ceil, self.w_max)
+            res = self.elastic
+        else:
+            lo = np.ones(self.n_jobs, dtype=np.int64)
+            hi = self.w_ceil
+            res = np.ones(self.n_jobs, dtype=bool)
+        self.lim_lo_list = lo.tolist()
+        self.lim_hi_list = hi.tolist()
+        self.resizable = res
+        self.resizable_list = res.tolist()
+
+    def job_curve(self, j: int) -> JobCurve:
+        """Job ``j``'s true goodput curve outside the paper's regime (built once)."""
+        c = self._curves.get(j)
+        if c is None:
+            spec = self.jobs[j]
+            ref = None
+            if spec.app is not None and spec.batch_size:
+                ref = float(spec.batch_size)
+            c = self._curves[j] = JobCurve(
+                app_for(spec.family, spec.app), spec.g, spec.w_req, spec.w_max, ref
+            )
+        return c
+
+    def progress(self, j: int) -> float:
+        """Share of job ``j``'s true work done, in [0, 1]."""
+        w = self.work.item(j)
+        p = 1.0 - self.remaining.item(j) / w
+        return 0.0 if p < 0.0 else (1.0 if p > 1.0 else p)
 
     def _build_servers(self) -> None:
         c = self.config.cluster
@@ -276,6 +343,8 @@ class Simulator:
             "finish": np.full(n, np.nan),
             "running_time": np.zeros(n, dtype=np.float64),
             "preempt_count": np.zeros(n, dtype=np.int64),
+            "requeue_time": np.zeros(n, dtype=np.float64),  # queued after a preemption (s)
+            "preempted_at": np.full(n, np.nan),  # when the job was last preempted
             "scale_out_count": np.zeros(n, dtype=np.int64),
             "scale_in_count": np.zeros(n, dtype=np.int64),
             "inf_workers": np.zeros(n, dtype=np.int64),  # workers on inference servers
@@ -310,6 +379,13 @@ class Simulator:
         self.loanable_now = 0
         # job id -> rate-multiplier table by worker count (Decision.speedup); absent = 1.0
         self.rate_mult: dict[int, np.ndarray] = {}
+        # job id -> local batch factor (Decision.batch; absent = the reference batch)
+        self.batch_lam: dict[int, float] = {}
+        # running jobs whose rate follows their progress (beyond w_max or a tuned batch): their
+        # rate is re-evaluated at the start of every round, and no round is fast-forwarded
+        self._prog_jobs: set[int] = set()
+        # jobs that ever ran on the curve beyond w_max or tuned (the lower bound does not hold)
+        self.curve_jobs: set[int] = set()
         self._last_loanable = -1
         self._event = True
         self._changed_last = False
@@ -445,7 +521,23 @@ class Simulator:
         ``scaling`` is the job's own curve (``JobSpec.scaling``, None = linear); ``m`` the
         policy's rate-multiplier table from ``Decision.speedup`` (None = 1).
         """
+        if w > self.w_max_list[j] or (self.batch_lam and j in self.batch_lam):
+            return self._true_rate(j, w, pool)
         return self._curve(j, w, float(w) * float(self.speeds[j, pool]))
+
+    def _true_rate(self, j: int, w: int, pool: int) -> float:
+        """The rate outside the paper's regime: beyond ``w_max`` (``rate(w_max)`` times the
+        goodput curve's ratio) and/or at a tuned local batch, at the job's progress now."""
+        c = self.job_curve(j)
+        p = self.progress(j)
+        wl = min(w, self.w_max_list[j])
+        r = self._curve(j, wl, float(wl) * float(self.speeds[j, pool]))
+        if w > wl:
+            r *= c.beyond(w, p)
+        lam = self.batch_lam.get(j)
+        if lam is not None:
+            r *= c.tuned(w, lam, p)
+        return r
 
     def _curve(self, j: int, w: int, r: float) -> float:
         """``r`` times job ``j``'s scaling curve and policy rate table at ``w`` workers."""
@@ -497,6 +589,29 @@ class Simulator:
                 report.invalid[jj] = "speedup table must be non-empty, finite and > 0; ignored"
                 continue
             self.rate_mult[jj] = arr
+            if self.state[jj] == _RUNNING:
+                self._update_rate(jj)
+
+    def _set_batch(self, batch: dict, report: PlacementReport) -> None:
+        """Store ``Decision.batch`` local-batch factors (validated; 1 = the reference batch).
+        Bad entries are reported and ignored."""
+        for j, lam in batch.items():
+            try:
+                jj = int(j)
+                x = float(lam)
+            except (TypeError, ValueError):
+                report.invalid[-1 - len(report.invalid)] = f"batch for {j!r} is not a number"
+                continue
+            if not 0 <= jj < self.n_jobs:
+                report.invalid[-1 - len(report.invalid)] = f"batch: job {jj} not in the trace"
+                continue
+            if not (math.isfinite(x) and x > 0):
+                report.invalid[jj] = f"batch factor {lam!r} must be finite and > 0; ignored"
+                continue
+            if x == 1.0:
+                self.batch_lam.pop(jj, None)
+            else:
+                self.batch_lam[jj] = x
             if self.state[jj] == _RUNNING:
                 self._update_rate(jj)
 
@@ -562,7 +677,25 @@ class Simulator:
             self.ever_mixed[j] = True
             return
         self.mixed[j] = False
-        self.rate[j] = self.rate_for(j, self.workers.item(j), p) if p >= 0 else 0.0
+        if p < 0:
+            self.rate[j] = 0.0
+            self._prog_jobs.discard(j)
+            return
+        w = self.workers.item(j)
+        self.rate[j] = self.rate_for(j, w, p)
+        if w > self.w_max_list[j] or (self.batch_lam and j in self.batch_lam):
+            self._prog_jobs.add(j)
+            self.curve_jobs.add(j)
+        elif self._prog_jobs:
+            self._prog_jobs.discard(j)
+
+    def refresh_progress_rates(self) -> None:
+        """Re-evaluate the rates that follow progress (start of a round; see ``_prog_jobs``)."""
+        for j in sorted(self._prog_jobs):
+            if self.state.item(j) == _RUNNING:
+                self._update_rate(j)
+            else:
+                self._prog_jobs.discard(j)
 
     def mark_started(self, j: int, pool: int) -> None:
         """Book-keeping for a queued job whose workers were just placed."""
@@ -576,6 +709,10 @@ class Simulator:
             self.overhead_left[j] = self.config.sim.first_start_overhead_s
         else:
             self.overhead_left[j] = self.relaunch[j]
+            t = self.preempted_at.item(j)
+            if t == t:  # not nan: back from a preemption
+                self.requeue_time[j] += self.now - t
+                self.preempted_at[j] = np.nan
         self._update_rate(j)
 
     def preempt(self, j: int) -> None:
@@ -591,6 +728,8 @@ class Simulator:
         self.overhead_left[j] = 0.0
         self.preempt_count[j] += 1
         self.preemptions_total += 1
+        self.preempted_at[j] = self.now
+        self._prog_jobs.discard(j)
 
     def charge_scale(self, j: int, out: bool) -> None:
         if out:
@@ -609,6 +748,15 @@ class Simulator:
         self.policy_rng = np.random.default_rng(self.seed)
         self.uses_loaning = bool(policy.uses_loaning)
         self.placement_options: PlacementOptions = policy.placement
+        self.set_elasticity(str(getattr(policy, "elasticity", "limited")))
+        # a policy may decide on its own clock (Pollux: every 60 s at every scale)
+        own = getattr(policy, "decision_interval_s", None)
+        self.interval = float(own) if own else float(self.config.sim.interval)
+        if not (self.interval > 0 and math.isfinite(self.interval)):
+            raise ValueError(
+                f"policy {getattr(policy, 'name', policy)!r}: decision_interval_s must be a "
+                f"number of seconds > 0, got {own!r}"
+            )
         self.view = ClusterView(self)
         self._begun = True
         self._arrivals()
@@ -682,6 +830,8 @@ class Simulator:
             else:
                 setattr(self, name, np.concatenate([head, tail]))
         self.rate_mult = {j: m for j, m in self.rate_mult.items() if j < k}
+        self.batch_lam = {j: x for j, x in self.batch_lam.items() if j < k}
+        self._curves = {j: c for j, c in self._curves.items() if j < k}
         self.loan = loan
         if self._begun:
             self.view = ClusterView(self)
@@ -749,7 +899,7 @@ class Simulator:
                 if self.state[j] != _RUNNING:
                     continue
                 remaining = int(self.workers[j]) - k
-                if self.elastic[j] and remaining >= self.w_min[j]:
+                if self.resizable_list[j] and remaining >= self.lim_lo_list[j]:
                     fk = min(k, self.flex[j].get(s, 0))
                     if fk:
                         self.remove_workers(j, s, fk, True)
@@ -774,6 +924,9 @@ class Simulator:
         speedup = getattr(decision, "speedup", None)
         if speedup:
             self._set_speedup(speedup, report)
+        batch = getattr(decision, "batch", None)
+        if batch:
+            self._set_batch(batch, report)
         self.invalid_total += len(report.invalid)
         self.unplaced_total += len(report.unplaced)
         self._changed_last = report.changed
@@ -959,6 +1112,8 @@ class Simulator:
         """Arrivals and the loan phase of the round at ``self.now``."""
         if self._arrivals():
             self._event = True
+        if self._prog_jobs:
+            self.refresh_progress_rates()
         reclaim = getattr(policy, "reclaim", None)
         return self.loan_phase(reclaim)
 
@@ -976,7 +1131,7 @@ class Simulator:
         # No fast-forward while idle with a queue (a stall in the making): the stall rule must
         # see every round, and with no horizon the skip would be ~10**12 rounds (a hang).
         if not self.done and self.config.sim.fast_forward and policy.event_driven:
-            if not self._event and not self.idle_with_queue:
+            if not self._event and not self.idle_with_queue and not self._prog_jobs:
                 limit = self._rounds_left()
                 k = self.skippable_rounds(limit)
                 if k > 0:

@@ -131,7 +131,7 @@ def rebalance(st: PlacementState, j: int) -> None:
     """Keep ``min(workers, w_min)`` workers of job ``j`` labelled base: relabel flexible ones
     (lowest server id first) when base workers went away."""
     base, flex = st.base[j], st.flex[j]
-    need = min(int(st.workers[j]), st.w_min_list[j]) - sum(base.values())
+    need = min(int(st.workers[j]), st.lim_lo_list[j]) - sum(base.values())
     if need <= 0:
         return
     g = st.g_list[j]
@@ -210,6 +210,9 @@ class Scratch:
         self.w_min_list = sim.w_min_list
         self.w_max_list = sim.w_max_list
         self.elastic_list = sim.elastic_list
+        self.lim_lo_list = sim.lim_lo_list
+        self.lim_hi_list = sim.lim_hi_list
+        self.resizable_list = sim.resizable_list
         self.hetero_list = sim.hetero_list
         self.elastic = sim.elastic
         self.srv_cap = sim.srv_cap
@@ -320,7 +323,7 @@ class Scratch:
         _check_pool(pool)
         st = _check_job(self, j)
         cur = int(self.workers[j])
-        room = self.w_max_list[j] - cur
+        room = self.lim_hi_list[j] - cur
         if k > room:
             if whole or room <= 0:
                 return 0
@@ -333,7 +336,7 @@ class Scratch:
                 )
         elif pool not in self.allowed_pools(j):
             return 0
-        n_base = max(min(self.w_min_list[j] - cur, k), 0) if cur == 0 else 0
+        n_base = max(min(self.lim_lo_list[j] - cur, k), 0) if cur == 0 else 0
         got = _plan(self, j, pool, n_base, k - n_base, self.opts)
         n = sum(x for _, x, _ in got)
         if n == 0 or (whole and n < k):
@@ -573,12 +576,12 @@ def _validate_target(st: PlacementState, j: object, t: object) -> tuple[int, int
         if not math.isfinite(tf) or tf < 0 or tf != int(tf):
             return -1, 0, f"target {t!r} for job {jj} must be a whole number >= 0"
         ti = int(tf)
-    wmin, wmax = st.w_min_list[jj], st.w_max_list[jj]
+    wmin, wmax = st.lim_lo_list[jj], st.lim_hi_list[jj]
     if ti > wmax:
         return jj, wmax, f"target {ti} above w_max={wmax}; clamped"
     if 0 < ti < wmin:
         return jj, wmin, f"target {ti} below w_min={wmin}; clamped"
-    if s == _RUNNING and not st.elastic_list[jj] and ti not in (0, int(st.workers[jj])):
+    if s == _RUNNING and not st.resizable_list[jj] and ti not in (0, int(st.workers[jj])):
         return -1, 0, f"job {jj} is inelastic; target must be 0 or {int(st.workers[jj])}"
     return jj, ti, ""
 
@@ -691,7 +694,7 @@ def grow_job(
     up to its (valid) target ``t`` on ``st``; a shortfall goes into ``rep.unplaced``. Returns
     whether ``t`` was reached. :func:`apply_decision` calls it for each growing job in its order;
     the env's exact masks call it for a grant that the engine would place last."""
-    wmin = st.w_min_list[j]
+    wmin = st.lim_lo_list[j]
     state, workers = st.state, st.workers
     if state.item(j) == _RUNNING:
         cur = workers.item(j)
@@ -734,7 +737,7 @@ def grows_fully(st: PlacementState, j: int, t: int, opts: PlacementOptions) -> b
     if st.state.item(j) == _RUNNING:
         need = t - st.workers.item(j)
         return sum(k for _, k, _ in _plan(st, j, st.pool.item(j), 0, need, opts)) == need
-    wmin = st.w_min_list[j]
+    wmin = st.lim_lo_list[j]
     return any(
         sum(k for _, k, _ in _plan(st, j, p, wmin, t - wmin, opts)) == t
         for p in pool_order(st, j, None, opts)

@@ -40,6 +40,9 @@ class PlacementState(Protocol):
     w_min_list: list[int]
     w_max_list: list[int]
     elastic_list: list[bool]
+    lim_lo_list: list[int]  # the range the engine enforces (Simulator.set_elasticity)
+    lim_hi_list: list[int]
+    resizable_list: list[bool]
     hetero_list: list[bool]
     elastic: np.ndarray
     srv_cap: np.ndarray

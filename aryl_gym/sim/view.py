@@ -77,6 +77,12 @@ class Decision:
     pools: dict[int, int] = field(default_factory=dict)
     order: list[int] | None = None
     speedup: dict[int, Sequence[float] | np.ndarray] = field(default_factory=dict)
+    #: optional job id -> local batch factor (World v2): the job trains at ``factor`` times its
+    #: reference local batch from this round on (1 = the reference); the simulator runs the
+    #: true goodput of that batch at the job's progress (aryl_gym.sim.goodput). Batch-size
+    #: tuning (Pollux, Aryl+TunedJobs) chooses it; the simulator, not the policy, decides
+    #: what it is worth.
+    batch: dict[int, float] | None = None
 
 
 @dataclass

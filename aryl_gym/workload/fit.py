@@ -301,3 +301,96 @@ PHILLY_ARRIVAL_STATS: dict[str, float] = {
     "gap_lt_10s": 0.5328,
     "p99_hour_over_mean": 12.20,
 }
+
+
+# ----------------------------------------------------------------------------------------------
+# World v2: the goodput curves beyond the limited range (aryl_gym.sim.goodput)
+# ----------------------------------------------------------------------------------------------
+
+#: progress fractions at which the gradient noise scale is recorded
+PGNS_KNOTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+#: PGNS cap (samples): near convergence ``grad_sqr`` vanishes and the estimate explodes
+#: (deepspeech2: 10^187); above 10^8 the efficiency of every batch the profiles allow (at most
+#: 32,768) is within 3e-4 of 1, so the cap changes nothing but keeps numbers finite
+PGNS_CAP = 1e8
+#: yolov3's largest atomic local batch (upstream applications.py); the others take the largest
+#: profiled local batch
+_MAX_LOCAL = {"yolov3": 8.0}
+#: epochs per application (upstream applications.py): the PGNS is read over these
+_MAX_EPOCHS = {"bert": 2, "cifar10": 100, "ncf": 10, "imagenet": 90, "deepspeech2": 80, "yolov3": 50}
+
+
+def _perf_rows(folder: Path) -> np.ndarray:
+    """(nodes, replicas, local batch, step time) rows of placements.csv and scalability.csv."""
+    rows: list[tuple[float, float, float, float]] = []
+    with open(folder / "placements.csv", newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            pl = r["placement"].strip()
+            rows.append((float(len(pl)), float(sum(int(c) for c in pl)), float(r["local_bsz"]),
+                         float(r["step_time"])))
+    with open(folder / "scalability.csv", newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            rows.append((float(r["num_nodes"]), float(r["num_replicas"]), float(r["local_bsz"]),
+                         float(r["step_time"])))
+    return np.array(rows)
+
+
+def _predict_step(x: np.ndarray, nodes: np.ndarray, reps: np.ndarray, bsz: np.ndarray) -> np.ndarray:
+    a_c, b_c, a_n, b_n, a_r, b_r = np.exp(x[:6])
+    gamma = 1.0 + np.exp(x[6])
+    t_c = a_c + b_c * bsz
+    retro = np.maximum(reps - 2.0, 1e-8)
+    t_n = np.where(nodes > 1, a_n + b_n * retro, np.where(reps > 1, a_r + b_r * retro, 1e-8))
+    return (t_c**gamma + t_n**gamma) ** (1.0 / gamma)
+
+
+def fit_app_curve(folder: str | Path) -> dict[str, Any]:
+    """Fit Pollux's throughput model and PGNS trajectory to one application's profile.
+
+    Throughput: the seven parameters ``(alpha_c, beta_c, alpha_n, beta_n, alpha_r, beta_r,
+    gamma)`` of the step-time model in :mod:`aryl_gym.sim.goodput`, least squares on the log
+    step time of every measured (nodes, replicas, local batch) row (Pollux fits the same model
+    to the same kind of measurements), from a fixed start so the fit is deterministic.
+    Efficiency: the PGNS ``B0 x grad_var / grad_sqr`` of each epoch of the initial batch
+    ``B0``'s validation file, read at the ``PGNS_KNOTS`` progress fractions (progress = the
+    file's scale-invariant ``progress`` column over its value at the last epoch), interpolated
+    in log space. The per-epoch estimates are noisy (one deepspeech2 epoch is 10^4 times its
+    neighbours), so log PGNS is first fitted by least-squares isotonic regression over the
+    epochs (non-decreasing: noise scales grow as training progresses, Pollux section 3.1).
+    """
+    from scipy.optimize import isotonic_regression, least_squares
+
+    folder = Path(folder)
+    app = folder.name
+    d = _perf_rows(folder)
+    nodes, reps, bsz, step = d.T
+    x0 = np.log(np.array([0.01, float(np.median(step / np.maximum(bsz, 1))), 0.05, 0.005,
+                          0.02, 0.002, 0.5]))
+    res = least_squares(lambda x: np.log(_predict_step(x, nodes, reps, bsz)) - np.log(step), x0,
+                        method="lm", xtol=1e-12, ftol=1e-12, max_nfev=20000)
+    a_c, b_c, a_n, b_n, a_r, b_r = (float(v) for v in np.exp(res.x[:6]))
+    gamma = float(1.0 + np.exp(res.x[6]))
+    vals = sorted(int(p.stem.split("-")[-1]) for p in folder.glob("validation-*.csv"))
+    b0 = vals[0]
+    with open(folder / f"validation-{b0}.csv", newline="", encoding="utf-8") as fh:
+        epochs = list(csv.DictReader(fh))[: _MAX_EPOCHS.get(app, 10**9)]
+    prog = np.array([float(r["progress"]) for r in epochs])
+    pg = np.array([b0 * float(r["grad_var"]) / max(float(r["grad_sqr"]), 1e-300) for r in epochs])
+    frac = prog / prog[-1]
+    mono = isotonic_regression(np.log(pg)).x
+    knots = np.minimum(np.exp(np.interp(PGNS_KNOTS, frac, mono)), PGNS_CAP)
+    local = bsz
+    rmse = float(np.sqrt(np.mean(res.fun**2)))
+    return {
+        "params": (a_c, b_c, a_n, b_n, a_r, b_r, gamma),
+        "batches": (float(b0), float(local.min()), float(_MAX_LOCAL.get(app, local.max())),
+                    float(vals[-1])),
+        "knots": tuple((float(p), float(v)) for p, v in zip(PGNS_KNOTS, knots)),
+        "rmsle": rmse,
+        "rows": int(len(step)),
+    }
+
+
+def fit_app_curves(profiles_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """:func:`fit_app_curve` for each of the six Pollux applications."""
+    return {app: fit_app_curve(Path(profiles_dir) / app) for app in POLLUX_APPS}

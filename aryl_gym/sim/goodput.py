@@ -1,0 +1,267 @@
+"""The true goodput of a job beyond its limited range (World v2, SPEC "World v2" 4-5).
+
+Inside ``[1, w_max]`` at its reference batch a job runs the paper's model: ``T(w) = W / w``
+(linear; or the job's own ``JobSpec.scaling`` curve for Pollux-workload jobs). This module says
+what happens **outside** that regime, which only policies that assume more elasticity than Aryl
+reach (AFS's "unbounded elasticity", Pollux's replica range and batch-size tuning):
+
+* **more workers than** ``w_max`` at the reference local batch: the global batch grows with the
+  workers, so the job pays twice: per-GPU throughput falls (all-reduce over more replicas and
+  servers) and statistical efficiency falls (a larger batch makes less progress per sample);
+* **a tuned batch** (Pollux, Aryl+TunedJobs): another local batch at the same workers;
+* a **hard parallelism ceiling** ``w_ceil`` (no configuration runs on more GPUs).
+
+The model is Pollux's (Qiao et al., OSDI '21, section 3), with every constant fitted to the
+application profiles measured by the Pollux artifact (``traces/pollux-philly/traces/<app>/``,
+:func:`aryl_gym.workload.fit.fit_app_curves`; the constants below are its output, and a test
+checks they agree):
+
+* step time on ``n`` replicas (GPUs) at local batch ``u``:
+  ``t = (t_c^gamma + t_n^gamma)^(1/gamma)`` with compute ``t_c = alpha_c + beta_c u`` and
+  network ``t_n = alpha_n + beta_n (n - 2)`` across servers, ``alpha_r + beta_r (n - 2)`` inside
+  one server, 0 on one GPU; a local batch above the largest that fits memory is split into
+  accumulation steps that skip the all-reduce;
+* statistical efficiency of a global batch ``B`` at training progress ``p``:
+  ``E(B, p) = (phi(p) + B0) / (phi(p) + B)``, with ``phi`` the gradient noise scale (PGNS, in
+  samples), which grows as training progresses (interpolated in log space over the measured
+  epochs of the initial batch's validation file);
+* goodput = throughput x efficiency.
+
+How it meets the simulator's work units (V100 worker-seconds at the reference configuration):
+the job's reference local batch ``u_ref`` is its application's initial batch spread over the
+workers it requests (``B0 / (w_req g)``, within the memory range), kept fixed when it scales
+(paper: elastic jobs scale "without updating the local batch size"). With ``G(n, u, p)`` the
+goodput:
+
+* ``w <= w_max`` at ``u_ref``: the paper's linear rate (unchanged);
+* ``w > w_max``: ``rate(w_max) x G(w g, u_ref, p) / G(w_max g, u_ref, p)``;
+* a tuned local batch ``lam x u_ref``: times ``G(w g, lam u_ref, p) / G(w g, u_ref, p)``.
+
+Families map to the nearest profiled application by architecture [ours; the paper's Figure 3
+families have no public profile]: resnet50 and vgg16 to imagenet (ResNet-50), bert and
+transformer to bert, gnmt16 and lstm to deepspeech2 (recurrent sequence models), cnn to cifar10,
+rl to ncf and gan to yolov3. A server holds ``SERVER_GPUS`` GPUs: a job on more replicas than
+that pays the cross-server network term (packed placement assumed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+#: GPUs of one server for the network term: more replicas than this cross servers.
+SERVER_GPUS = 8
+#: Upstream Pollux's replica cap, and below the batch limit (largest batch / smallest local
+#: batch) of every profiled application: the default hard parallelism ceiling in GPUs.
+CEILING_GPUS = 64
+
+
+@dataclass(frozen=True)
+class AppCurve:
+    """One application's fitted throughput and efficiency model (see the module docstring).
+
+    Times in seconds, batches in samples; ``pgns`` holds ``(progress fraction, PGNS)`` knots.
+    """
+
+    name: str
+    alpha_c: float
+    beta_c: float
+    alpha_n: float
+    beta_n: float
+    alpha_r: float
+    beta_r: float
+    gamma: float
+    init_batch: float
+    min_local: float
+    max_local: float
+    max_batch: float
+    pgns: tuple[tuple[float, float], ...]
+
+    def phi(self, p: float) -> float:
+        """Gradient noise scale (samples) at progress ``p`` in [0, 1]."""
+        knots = self.pgns
+        if p <= knots[0][0]:
+            return knots[0][1]
+        for (p0, v0), (p1, v1) in zip(knots, knots[1:]):
+            if p <= p1:
+                f = (p - p0) / (p1 - p0) if p1 > p0 else 1.0
+                return math.exp(math.log(v0) + f * (math.log(v1) - math.log(v0)))
+        return knots[-1][1]
+
+    def step_time(self, n: float, u: float) -> tuple[float, float]:
+        """(seconds per optimizer step, of which all-reduce) on ``n`` replicas at atomic local
+        batch ``u`` (no accumulation)."""
+        t_c = self.alpha_c + self.beta_c * u
+        if n <= 1:
+            t_n = 1e-8
+        elif n > SERVER_GPUS:
+            t_n = self.alpha_n + self.beta_n * max(n - 2.0, 1e-8)
+        else:
+            t_n = self.alpha_r + self.beta_r * max(n - 2.0, 1e-8)
+        g = self.gamma
+        return (t_c**g + t_n**g) ** (1.0 / g), t_n
+
+    def throughput(self, n: float, u: float) -> float:
+        """Samples per second on ``n`` replicas at local batch ``u`` (accumulation steps above
+        ``max_local``: they compute without the all-reduce)."""
+        accum = max(math.ceil(u / self.max_local - 1e-9) - 1, 0)
+        atomic = u / (accum + 1)
+        step, _ = self.step_time(n, atomic)
+        compute = self.alpha_c + self.beta_c * atomic
+        return n * u / (step + compute * accum)
+
+    def efficiency(self, batch: float, p: float) -> float:
+        """Statistical efficiency of global batch ``batch`` relative to the initial batch."""
+        phi = self.phi(p)
+        return (phi + self.init_batch) / (phi + batch)
+
+    def goodput(self, n: float, u: float, p: float) -> float:
+        return self.throughput(n, u) * self.efficiency(n * u, p)
+
+
+# --------------------------------------------------------------------------------------------
+# Fitted constants (aryl_gym.workload.fit.fit_app_curves on the Pollux artifact's profiles)
+# --------------------------------------------------------------------------------------------
+APP_CURVES: dict[str, AppCurve] = {}  # filled below from _FITTED
+
+#: family -> application profile [ours: nearest profiled architecture; module docstring]
+FAMILY_APPS: dict[str, str] = {
+    "resnet50": "imagenet",
+    "vgg16": "imagenet",
+    "bert": "bert",
+    "gnmt16": "deepspeech2",
+    "cnn": "cifar10",
+    "lstm": "deepspeech2",
+    "transformer": "bert",
+    "rl": "ncf",
+    "gan": "yolov3",
+}
+DEFAULT_APP = "imagenet"
+
+
+def app_for(family: str, app: str | None = None) -> AppCurve:
+    """The curve of a job: its own application (Pollux workloads) or its family's."""
+    if app is not None and app in APP_CURVES:
+        return APP_CURVES[app]
+    return APP_CURVES[FAMILY_APPS.get(family, DEFAULT_APP)]
+
+
+class JobCurve:
+    """One job's goodput outside the paper's regime, in units of its reference rate.
+
+    ``w_req``, ``w_max``, ``g``: the job's request, limited maximum and GPUs per worker;
+    ``ref_batch``: its global batch at ``w_req`` (None: the application's initial batch).
+    """
+
+    __slots__ = ("curve", "g", "w_max", "u_ref")
+
+    def __init__(self, curve: AppCurve, g: int, w_req: int, w_max: int,
+                 ref_batch: float | None = None):
+        self.curve = curve
+        self.g = g
+        self.w_max = w_max
+        b0 = curve.init_batch if ref_batch is None else float(ref_batch)
+        self.u_ref = min(max(b0 / (w_req * g), curve.min_local), curve.max_local)
+
+    def beyond(self, w: int, p: float) -> float:
+        """``G(w g, u_ref, p) / G(w_max g, u_ref, p)`` for ``w > w_max`` (< ``w / w_max``)."""
+        c, g, u = self.curve, self.g, self.u_ref
+        return c.goodput(w * g, u, p) / c.goodput(self.w_max * g, u, p)
+
+    def tuned(self, w: int, lam: float, p: float) -> float:
+        """``G(w g, lam u_ref, p) / G(w g, u_ref, p)``: the effect of a tuned local batch."""
+        c, n, u = self.curve, w * self.g, self.u_ref
+        return c.goodput(n, lam * u, p) / c.goodput(n, u, p)
+
+    def lam_range(self, w: int) -> tuple[float, float]:
+        """Local batch factors a tuner may choose at ``w`` workers: the local batch within
+        ``[min_local, max_local x 16]`` (accumulation) and the global batch within
+        ``[init_batch, max_batch]`` (Pollux: never below the initial batch)."""
+        c, n = self.curve, w * self.g
+        lo = max(c.min_local, c.init_batch / n) / self.u_ref
+        hi = min(c.max_local * 16.0, c.max_batch / n) / self.u_ref
+        return lo, max(hi, lo)
+
+
+def ceiling_workers(g: int, w_max: int, ceiling_gpus: int = CEILING_GPUS) -> int:
+    """The hard parallelism ceiling in workers: ``ceiling_gpus // g``, never below ``w_max``."""
+    return max(int(w_max), int(ceiling_gpus) // int(g))
+
+
+def _install(fitted: dict[str, tuple]) -> None:
+    APP_CURVES.clear()
+    for name, (params, batches, knots) in fitted.items():
+        APP_CURVES[name] = AppCurve(
+            name, *params, *batches, tuple((float(p), float(v)) for p, v in knots)
+        )
+
+
+def curve_table(curve: JobCurve, w_hi: int, p: float) -> np.ndarray:
+    """``beyond(w, p)`` for ``w = 0..w_hi`` (1 up to ``w_max``), for tables and plots."""
+    out = np.ones(w_hi + 1)
+    for w in range(curve.w_max + 1, w_hi + 1):
+        out[w] = curve.beyond(w, p)
+    return out
+
+
+# (params: alpha_c, beta_c, alpha_n, beta_n, alpha_r, beta_r, gamma; batches: initial, smallest
+# and largest local, largest global; PGNS knots) -- `aryl-gym fit-world` prints them afresh
+_FITTED: dict[str, tuple] = {
+    "bert": (
+        (0.225228, 0.0580147, 1.40285, 0.00948394, 0.221521, 9.04907e-20, 2.10104),
+        (12, 4, 12, 384),
+        (
+            (0, 422.966), (0.05, 422.966), (0.1, 422.966), (0.2, 422.966),
+            (0.3, 422.966), (0.4, 422.966), (0.5, 422.966), (0.6, 514.305),
+            (0.7, 625.368), (0.8, 760.415), (0.9, 924.626), (1, 1124.3),
+        ),
+    ),
+    "cifar10": (
+        (0.0102476, 0.000779986, 0.130629, 0.00264837, 0.0408066, 0.00474806, 2.84497),
+        (128, 32, 1024, 4096),
+        (
+            (0, 72.4826), (0.05, 250.023), (0.1, 829.386), (0.2, 2103.81),
+            (0.3, 2787.59), (0.4, 3696.27), (0.5, 4836.76), (0.6, 6443.91),
+            (0.7, 9430.1), (0.8, 17071.6), (0.9, 25448.5), (1, 38658),
+        ),
+    ),
+    "deepspeech2": (
+        (0.017864, 0.0330833, 0.890438, 0.00918291, 0.473207, 0.0848325, 3.12538),
+        (20, 10, 80, 640),
+        (
+            (0, 9.37421), (0.05, 28.963), (0.1, 247.82), (0.2, 1264.33),
+            (0.3, 4229.8), (0.4, 15996), (0.5, 26387.6), (0.6, 56085.4),
+            (0.7, 7.90541e+07), (0.8, 1e+08), (0.9, 1e+08), (1, 1e+08),
+        ),
+    ),
+    "imagenet": (
+        (0.0570426, 0.004549, 0.309895, 0.00662207, 0.0851276, 0.0136348, 2.68224),
+        (200, 20, 200, 12800),
+        (
+            (0, 928.241), (0.05, 4418.38), (0.1, 5342.61), (0.2, 5892.99),
+            (0.3, 6045.38), (0.4, 11442.5), (0.5, 11442.5), (0.6, 11442.5),
+            (0.7, 14359.7), (0.8, 14359.7), (0.9, 14359.7), (1, 14426.6),
+        ),
+    ),
+    "ncf": (
+        (0.00691995, 8.3876e-07, 0.0143892, 0.000548479, 0.00286193, 0.00119611, 1),
+        (256, 32, 32768, 32768),
+        (
+            (0, 18565.3), (0.05, 18565.3), (0.1, 18565.3), (0.2, 1.5104e+06),
+            (0.3, 1.51047e+06), (0.4, 6.90164e+06), (0.5, 7.49008e+06), (0.6, 1.94977e+07),
+            (0.7, 1.94983e+07), (0.8, 4.33283e+07), (0.9, 4.33283e+07), (1, 5.91315e+07),
+        ),
+    ),
+    "yolov3": (
+        (0.205028, 0.0248345, 0.723081, 0.0106923, 0.120658, 3.98534e-15, 1.08523),
+        (8, 4, 8, 512),
+        (
+            (0, 0.649447), (0.05, 159.532), (0.1, 239.407), (0.2, 331.275),
+            (0.3, 417.398), (0.4, 494.591), (0.5, 494.591), (0.6, 655.88),
+            (0.7, 882.142), (0.8, 1647.11), (0.9, 2409.43), (1, 5851.71),
+        ),
+    ),
+}
+_install(_FITTED)
