@@ -27,6 +27,12 @@ rounds in between, where Aryl's decision would be the same):
    ``T(w_min) - T(w_min + k)`` seconds with ``T(w) = pred_remaining / rate(w, pool)``.
    The paper re-solves every round: a running job may scale in when it gets fewer extra workers
    than it has (no hysteresis; each change costs the scaling overhead).
+   **Two readings of "the JCT reduction it brings"** (World v2): the paper's item value does not
+   mention the pause a resize causes (``sim.scale_overhead_s``). ``aryl`` values items as above
+   (the literal formula); ``aryl-pause`` (``charge_resize=True``) subtracts the pause from every
+   choice that would resize a running job (keeping its current extra workers is the only choice
+   without one; a job starting now pays none), so a worker moves only when the gain exceeds the
+   pause. Both are reported (docs/reproduction.md).
 5. **Placement** by the shared engine with ``group_flexible`` (paper 5.3).
 
 **Placeability [ours].** Phase two's capacity is a GPU count, but a worker needs ``g`` GPUs on one
@@ -144,6 +150,7 @@ class ArylPolicy(BasePolicy):
         hetero: bool = False,
         preempt: float | None = None,
         preempt_scan: int = 8,
+        charge_resize: bool = False,
     ):
         if preempt is not None and not (np.isfinite(preempt) and preempt >= 1.0):
             raise ValueError(f"preempt={preempt!r}; use None (never preempt) or a factor >= 1")
@@ -161,6 +168,7 @@ class ArylPolicy(BasePolicy):
         self.reclaim_rule = reclaim
         self.preempt = preempt
         self.preempt_scan = int(preempt_scan)
+        self.charge_resize = bool(charge_resize)
         self.stats = ArylStats()
         self._jobs_ref: object = None
         self._pre: dict[int, int] = {}
@@ -414,10 +422,20 @@ class ArylPolicy(BasePolicy):
                 continue
             ws = []
             vs = []
+            pause = float(view.config.sim.scale_overhead_s) if self.charge_resize else 0.0
+            workers = np.asarray(view.workers)
             for j in members:
                 w_gpu, gain = self._items(view, j, p)
                 ws.append(w_gpu)
-                vs.append(float(pred[j]) * gain)
+                v = float(pred[j]) * gain
+                if pause > 0.0 and int(workers[j]) > 0:  # a running job: a change pauses it
+                    e_cur = int(workers[j]) - int(self.w_min[j])  # extra workers it has now
+                    if e_cur > 0:  # no item (scale in to w_min) pays too: keeping e_cur gains
+                        v = v.copy()
+                        v[min(e_cur, len(v)) - 1] += pause
+                    else:
+                        v = v - pause
+                vs.append(v)
             # heterogeneous training: hetero jobs based on V100 bid for T4 workers too
             mixed = []
             if p == INFER and self.hetero.any():
@@ -501,6 +519,11 @@ class ArylPolicy(BasePolicy):
 @register("aryl")
 def _aryl() -> BasePolicy:
     return ArylPolicy("aryl")
+
+
+@register("aryl-pause")
+def _aryl_pause() -> BasePolicy:
+    return ArylPolicy("aryl-pause", charge_resize=True)
 
 
 @register("aryl-noloan")

@@ -125,7 +125,9 @@ class InferenceConfig:
     peak_center_hour: NonNeg = 22.0
     trough_hour: NonNeg = 5.0
     day_noise: NonNeg = 0.04
-    sample_noise: NonNeg = 0.02
+    #: independent noise on each 5-minute sample (World v1: 0.02; World v2: 0, since no public
+    #: trace supports it: aryl_gym.worlds)
+    sample_noise: NonNeg = 0.0
     sample_seconds: NonNeg = 300.0
     headroom: Fraction = 0.10
     csv: str | None = None
@@ -163,6 +165,10 @@ class WorkloadConfig:
     load: Pos = 0.85
     diurnal_arrivals: NonNeg = 0.3
     elastic_fraction: Fraction = 0.03
+    #: World v2: the elastic families' share of GPU-time (paper: 36%) the generator keeps at any
+    #: ``elastic_fraction`` (a count share) by scaling elastic jobs' requested sizes
+    #: (``generator.elastic_size_scale``); None (World v1) draws the sizes unscaled
+    elastic_gpu_share: Annotated[float, Gt(0), Lt(1)] | None = None
     type_agnostic_fraction: Fraction = 0.21
     all_elastic: bool = False
     elastic_min_fraction: Fraction = 0.5

@@ -15,6 +15,8 @@ The set: every registered policy on ``tiny`` and ``testbed`` with seeds 0 and 1,
 observation, reward, flag and the final ``EpisodeResult``.
 
 ``--quick`` drops ``basic`` and the slow Pollux policies on ``testbed`` (about a minute).
+``--world v1`` plays the native episodes on World v1's scenarios (aryl_gym.world_versions), so a
+record made before World v2 still compares; the envs keep their ids' worlds.
 The digest covers every field of ``EpisodeResult`` except the timings (``wall_s``, ``decision_ms_mean``, ``decision_ms_max``) and fields added later
 while they hold their old implied value (``thrashing`` False, ``avg_jct_censored`` equal to
 ``avg_jct``).
@@ -40,11 +42,14 @@ TIMING = ("wall_s", "decision_ms_mean", "decision_ms_max")
 # fields added later, left out while they hold the value every earlier episode had, so records
 # made before they existed still compare
 ADDED = {"thrashing": False}
+#: World v2 figures computed from per-job arrays the old digests never held; left out of the
+#: digest (the episode's behaviour is covered by jcts, queue_times and the other figures)
+NEW_FIGURES = ("avg_queue_time_total", "p95_queue_time_total", "avg_run_time")
 
 
 def _result_digest(res: Any) -> tuple[str, dict[str, Any]]:
     d = res.to_dict(series=True)
-    for k in TIMING:
+    for k in TIMING + NEW_FIGURES:
         d.pop(k, None)
     for k, v in ADDED.items():
         if d.get(k) == v:
@@ -71,12 +76,16 @@ def _policy_cases(quick: bool) -> list[tuple[str, str, int]]:
     return cases
 
 
+WORLD = "v2"
+
+
 def _run_policy(scen: str, pol: str, seed: int) -> tuple[str, dict[str, Any]]:
     from aryl_gym.agents import make_policy
 
     from aryl_gym.scenario import load_scenario, make_episode
+    from aryl_gym.world_versions import in_world
 
-    ep = make_episode(load_scenario(scen), seed)
+    ep = make_episode(in_world(load_scenario(scen), WORLD), seed)
     res = ep.simulator().run(make_policy(pol), progress=False)
     return _result_digest(res)
 
@@ -158,7 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("compare", help="run the episodes and compare with a recorded file")
     c.add_argument("reference", type=Path)
     c.add_argument("--quick", action="store_true")
+    for q in (r, c):
+        q.add_argument("--world", choices=("v1", "v2"), default="v2",
+                       help="the world of the native episodes (default v2)")
     args = p.parse_args(argv)
+    global WORLD
+    WORLD = args.world
 
     if args.cmd == "record":
         out = run_all(args.quick)

@@ -42,7 +42,7 @@ def test_pick_outside_band_nearest_on_log_scale():
 
 def test_summarize_means_per_load():
     eps = [{"load": 0.4, "seed": s, "avg_queue": q, "p95_queue": 2 * q, "train_util": 0.5,
-            "backfill_ratio": 0.5, "max_queued_share": 0.9, "jobs": 10} for s, q in ((0, 100), (1, 300))]
+            "strict_ratio": 0.5, "max_queued_share": 0.9, "jobs": 10} for s, q in ((0, 100), (1, 300))]
     (row,) = summarize(eps, [0.4, 0.9])
     assert row["seeds"] == 2 and row["avg_queue"] == 200 and row["p95_queue"] == 400
 

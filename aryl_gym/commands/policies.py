@@ -9,10 +9,14 @@ HELP = "list the registered policy names"
 
 #: One line per reference policy (the module docstrings say more).
 DESCRIPTIONS = {
-    "fifo": "the paper's Baseline: FIFO on training servers, no loaning, no elasticity",
-    "fifo-backfill": "FIFO where later jobs may pass a blocked head of the queue",
+    "baseline": "the paper's Baseline (World v2): YARN FIFO on training servers (a job that does "
+    "not fit is passed over), no loaning, no elasticity",
+    "fifo": "strict FIFO: the head of the queue blocks the rest (World v1's Baseline)",
+    "fifo-backfill": "FIFO where later jobs may pass a blocked head of the queue (= baseline)",
     "sjf": "shortest predicted job first (at the requested size), with backfill",
     "aryl": "Aryl: preemption-aware reclaim, SJF base demand, exact knapsack for extra workers",
+    "aryl-pause": "Aryl whose knapsack values charge the resize pause (the other reading of the "
+    "item value)",
     "aryl-noloan": "Aryl without capacity loaning (ablation)",
     "aryl-noelastic": "Aryl without elastic scaling: jobs at their requested size (ablation)",
     "aryl-nogroup": "Aryl without grouping flexible workers on loaned servers (paper Table 6)",

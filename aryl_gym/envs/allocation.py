@@ -19,6 +19,8 @@ from gymnasium import spaces
 
 from aryl_gym.agents.base import BasePolicy
 from aryl_gym.config import ScenarioConfig, load_scenario
+from aryl_gym.world_versions import CURRENT as CURRENT_WORLD
+from aryl_gym.world_versions import check_world, in_world
 from aryl_gym.envs.actions import MODES, make_codec
 from aryl_gym.envs.damping import FlapDamping, parse_flap_damping
 from aryl_gym.envs.observation import (
@@ -329,7 +331,9 @@ class ArylEnv(gym.Env):
         early_end: str = "truncate",
         end_fallback: str = "fifo",
         backfill: bool = False,
+        world: str = CURRENT_WORLD,
     ):
+        self.world = check_world(world)
         if action_mode not in MODES:
             raise ValueError(f"unknown action_mode {action_mode!r}; choose one of {', '.join(MODES)}")
         if isinstance(window, bool) or not (isinstance(window, (int, np.integer)) and window >= 1):
@@ -374,7 +378,9 @@ class ArylEnv(gym.Env):
         self.flap_damping = parse_flap_damping(flap_damping)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
-        self.config = scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario)
+        self.config = in_world(
+            scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario), self.world
+        )
         self.action_mode = action_mode
         self.k = int(window)
         c = self.config.cluster

@@ -26,6 +26,8 @@ import numpy as np
 from gymnasium import spaces
 
 from aryl_gym.config import ScenarioConfig, load_scenario
+from aryl_gym.world_versions import CURRENT as CURRENT_WORLD
+from aryl_gym.world_versions import check_world, in_world
 from aryl_gym.envs.actions import discrete_action
 from aryl_gym.envs.allocation import (
     check_jobs,
@@ -147,15 +149,19 @@ class ArylReclaimEnv(gym.Env):
         snapshots: str | Path | Sequence[Any] | None = None,
         max_servers: int | None = None,
         optimum: bool = False,
+        world: str = CURRENT_WORLD,
     ):
         from aryl_gym.agents import make_policy, policy_names
 
+        self.world = check_world(world)
         self.snaps: list[Any] | None = None
         if snapshots is not None:
             self._init_snapshots(snapshots, max_servers, invalid_penalty, max_steps, optimum, render_mode)
             return
 
-        self.config = scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario)
+        self.config = in_world(
+            scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario), self.world
+        )
         if allocator not in policy_names():
             # Aryl may be absent in a partial checkout: fall back to a loaning-free baseline
             # would make reclaims impossible, so insist on a known name.

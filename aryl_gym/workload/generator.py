@@ -19,6 +19,11 @@ The ``philly-like`` generator draws jobs in *batches* (users submit sweeps and r
   distribution (per-job summary of the Philly trace: 93.2% 1 GPU, 2.2% 2, 2.3% 4, 2.0% 8, 0.24%
   16, 0.08% 32, 0.02% 64), one worker of up to 8 GPUs, larger jobs as several 8-GPU workers.
   Elastic jobs are data-parallel: 1, 2 or 4 GPUs per worker and 4-32 GPUs *requested*.
+  With ``elastic_gpu_share`` set (World v2), elastic requests are scaled by one factor
+  (:func:`elastic_size_scale`: their worker counts times ``s``, rounded, at least 1) so that the
+  elastic families hold that share of GPU-time whatever the count share ``elastic_fraction``:
+  the count share then only decides whether elastic GPU-time comes as few large jobs or many
+  small ones (the paper gives the share by resources only).
 * **Elastic range** (World v1). An elastic job requests its base demand, ``w_req = w_min``, and
   may grow to ``w_max = r x w_min`` with ``r`` uniform over the powers of two in
   ``[2, elastic_range]``, capped by ``max_job_gpus``. Inelastic: ``w_min = w_req = w_max``.
@@ -40,8 +45,8 @@ The ``philly-like`` generator draws jobs in *batches* (users submit sweeps and r
   of the data-parallel elastic families (``ELASTIC_FAMILIES``). The draw comes after every other
   draw, so a trace with ``hetero_fraction = 0`` is the trace drawn without the option.
 
-With the defaults, elastic families take about 36% of GPU-time (paper) at ``elastic_fraction``
-0.017. ``aryl-gym calibrate`` prints the generated figures beside the paper's and the trace's.
+``aryl-gym calibrate`` prints the generated figures beside the paper's and the trace's.
+
 """
 
 from __future__ import annotations
@@ -129,6 +134,7 @@ def _draw_jobs(
     dur_in = dur_in * tot_in.astype(np.float64) ** w.size_duration_exponent
     # Elastic-shaped draws
     tot_el = rng.choice(ELASTIC_TOTAL, size=n, p=ELASTIC_TOTAL_P)
+    scale = elastic_size_scale(w, max_gpus, max_g) if w.elastic_gpu_share is not None else 1.0
     g_el = rng.choice(ELASTIC_G, size=n, p=ELASTIC_G_P)
     mean_s = w.elastic_mean_hours * 3600.0
     dur_el = np.exp(np.log(mean_s) - 0.5 + rng.standard_normal(n))
@@ -147,6 +153,10 @@ def _draw_jobs(
         g = np.where(use_el_shape, g, 1)  # data-parallel, one GPU per worker
     g = np.maximum(g, 1)
     w_req = np.maximum(total // g, 1)
+    if scale != 1.0:  # World v2: elastic requests scaled to keep the elastic GPU-time share
+        w_sc = np.maximum(np.rint(w_req * scale).astype(np.int64), 1)
+        w_sc = np.minimum(w_sc, np.maximum(max_gpus // g, 1))
+        w_req = np.where(use_el_shape, w_sc, w_req)
     dur = np.where(use_el_shape, dur_el, dur_in)
     dur = np.clip(dur, w.min_duration_s, w.max_duration_s)
     w_cap = np.maximum(max_gpus // g, w_req)
@@ -165,6 +175,57 @@ def _draw_jobs(
 
 
 _EXPECTED_CACHE: dict[str, float] = {}
+_SCALE_CACHE: dict[str, float] = {}
+
+
+def elastic_gpu_time_share(w: WorkloadConfig, max_gpus: int, max_g: int, scale: float) -> float:
+    """Expected share of GPU-time (at the request) held by elastic-family jobs when their
+    requests are scaled by ``scale`` (fixed-seed Monte Carlo, 100k jobs)."""
+    import dataclasses as _dc
+
+    w1 = _dc.replace(w, elastic_gpu_share=None)
+    d = _draw_jobs(w1, max_gpus, max_g, 100_000, np.random.default_rng(20221202))
+    el = d["elastic_family"]
+    w_req = d["w_req"].copy()
+    if scale != 1.0:
+        w_sc = np.maximum(np.rint(w_req * scale).astype(np.int64), 1)
+        w_sc = np.minimum(w_sc, np.maximum(max_gpus // d["g"], 1))
+        w_req = np.where(el, w_sc, w_req)
+    gt = d["g"] * w_req * d["dur"]
+    tot = float(gt.sum())
+    return float(gt[el].sum()) / tot if tot > 0 else 0.0
+
+
+def elastic_size_scale(w: WorkloadConfig, max_gpus: int, max_g: int) -> float:
+    """The factor on elastic jobs' requested workers that gives ``w.elastic_gpu_share`` of
+    GPU-time to the elastic families (bisection in log space over [1/64, 64]; cached). Without
+    a target, 1. A target the sizes cannot reach (a count share of 0, or so small that even the
+    largest allowed jobs fall short) is a ConfigError naming both knobs."""
+    target = w.elastic_gpu_share
+    if target is None:
+        return 1.0
+    key = f"{w!r}|{max_gpus}|{max_g}"
+    if key in _SCALE_CACHE:
+        return _SCALE_CACHE[key]
+    lo, hi = math.log(1.0 / 64.0), math.log(64.0)
+    s_lo = elastic_gpu_time_share(w, max_gpus, max_g, math.exp(lo))
+    s_hi = elastic_gpu_time_share(w, max_gpus, max_g, math.exp(hi))
+    if not s_lo <= target <= s_hi:
+        raise ConfigError(
+            f"workload.elastic_gpu_share {target:g} cannot be reached at elastic_fraction "
+            f"{w.elastic_fraction:g}: scaling elastic requests from 1/64 to 64x gives shares "
+            f"{s_lo:.3f}-{s_hi:.3f}; change elastic_fraction (a count share) or the target"
+        )
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if elastic_gpu_time_share(w, max_gpus, max_g, math.exp(mid)) < target:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-3:
+            break
+    _SCALE_CACHE[key] = math.exp(hi)
+    return _SCALE_CACHE[key]
 
 
 def _expected_gpu_seconds(w: WorkloadConfig, max_gpus: int, max_g: int) -> float:
