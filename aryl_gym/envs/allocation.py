@@ -19,8 +19,6 @@ from gymnasium import spaces
 
 from aryl_gym.agents.base import BasePolicy
 from aryl_gym.config import ScenarioConfig, load_scenario
-from aryl_gym.world_versions import CURRENT as CURRENT_WORLD
-from aryl_gym.world_versions import check_world, in_world
 from aryl_gym.envs.actions import MODES, make_codec
 from aryl_gym.envs.damping import FlapDamping, parse_flap_damping
 from aryl_gym.envs.observation import (
@@ -38,6 +36,8 @@ from aryl_gym.sim.engine import STALL_HOURS, Simulator, check_stall_hours
 from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.placement import grow_job, plan
 from aryl_gym.sim.view import TRAIN, ClusterView, Decision, PlacementOptions, PlacementReport
+from aryl_gym.world_versions import CURRENT as CURRENT_WORLD
+from aryl_gym.world_versions import check_world, in_world
 
 ReclaimFn = Callable[[ClusterView, int], "Sequence[int] | None"]
 

@@ -26,8 +26,6 @@ import numpy as np
 from gymnasium import spaces
 
 from aryl_gym.config import ScenarioConfig, load_scenario
-from aryl_gym.world_versions import CURRENT as CURRENT_WORLD
-from aryl_gym.world_versions import check_world, in_world
 from aryl_gym.envs.actions import discrete_action
 from aryl_gym.envs.allocation import (
     check_jobs,
@@ -43,6 +41,8 @@ from aryl_gym.scenario import make_episode
 from aryl_gym.sim.engine import STALL_HOURS, Simulator, check_stall_hours
 from aryl_gym.sim.jobs import JobSpec
 from aryl_gym.sim.view import ClusterView, Decision
+from aryl_gym.world_versions import CURRENT as CURRENT_WORLD
+from aryl_gym.world_versions import check_world, in_world
 
 SERVER_FEATURES: tuple[str, ...] = (
     "loaned",  # 1 when on loan (a candidate)
