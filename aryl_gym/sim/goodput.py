@@ -18,13 +18,14 @@ checks they agree):
 
 * step time on ``n`` replicas (GPUs) at local batch ``u``:
   ``t = (t_c^gamma + t_n^gamma)^(1/gamma)`` with compute ``t_c = alpha_c + beta_c u`` and
-  network ``t_n = alpha_n + beta_n (n - 2)`` across servers, ``alpha_r + beta_r (n - 2)`` inside
-  one server, 0 on one GPU; a local batch above the largest that fits memory is split into
+  network ``t_n = alpha_n + beta_n (n - 2)`` across nodes, ``alpha_r + beta_r (n - 2)`` inside
+  one node, 0 on one GPU; a local batch above the largest that fits memory is split into
   accumulation steps that skip the all-reduce;
 * statistical efficiency of a global batch ``B`` at training progress ``p``:
   ``E(B, p) = (phi(p) + B0) / (phi(p) + B)``, with ``phi`` the gradient noise scale (PGNS, in
   samples), which grows as training progresses (interpolated in log space over the measured
   epochs of the initial batch's validation file);
+* a tuned local batch is cut to what the application allows (:meth:`JobCurve.lam_range`);
 * goodput = throughput x efficiency.
 
 How it meets the simulator's work units (V100 worker-seconds at the reference configuration):
@@ -40,8 +41,8 @@ goodput:
 Families map to the nearest profiled application by architecture [ours; the paper's Figure 3
 families have no public profile]: resnet50 and vgg16 to imagenet (ResNet-50), bert and
 transformer to bert, gnmt16 and lstm to deepspeech2 (recurrent sequence models), cnn to cifar10,
-rl to ncf and gan to yolov3. A server holds ``SERVER_GPUS`` GPUs: a job on more replicas than
-that pays the cross-server network term (packed placement assumed).
+rl to ncf and gan to yolov3. A profile node holds ``NODE_GPUS`` GPUs: a job on more replicas than
+that pays the cross-node network term, as on the profiles' testbed (packed placement assumed).
 """
 
 from __future__ import annotations
@@ -51,8 +52,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: GPUs of one server for the network term: more replicas than this cross servers.
-SERVER_GPUS = 8
+#: GPUs per node of the profiles' testbed (4 T4 per g4dn.12xlarge): more replicas than this pay
+#: the cross-node network term. The intra-node term was fitted on at most 4 replicas, so it is
+#: not extrapolated beyond them (deepspeech2's fitted intra-node retrogression would make 8
+#: replicas slower than 9).
+NODE_GPUS = 4
 #: Upstream Pollux's replica cap, and below the batch limit (largest batch / smallest local
 #: batch) of every profiled application: the default hard parallelism ceiling in GPUs.
 CEILING_GPUS = 64
@@ -85,8 +89,8 @@ class AppCurve:
         if p <= knots[0][0]:
             return knots[0][1]
         for (p0, v0), (p1, v1) in zip(knots, knots[1:]):
-            if p <= p1:
-                f = (p - p0) / (p1 - p0) if p1 > p0 else 1.0
+            if p < p1:
+                f = (p - p0) / (p1 - p0)
                 return math.exp(math.log(v0) + f * (math.log(v1) - math.log(v0)))
         return knots[-1][1]
 
@@ -96,7 +100,7 @@ class AppCurve:
         t_c = self.alpha_c + self.beta_c * u
         if n <= 1:
             t_n = 1e-8
-        elif n > SERVER_GPUS:
+        elif n > NODE_GPUS:
             t_n = self.alpha_n + self.beta_n * max(n - 2.0, 1e-8)
         else:
             t_n = self.alpha_r + self.beta_r * max(n - 2.0, 1e-8)
@@ -173,6 +177,8 @@ class JobCurve:
     def tuned(self, w: int, lam: float, p: float) -> float:
         """``G(w g, lam u_ref, p) / G(w g, u_ref, p)``: the effect of a tuned local batch."""
         c, n, u = self.curve, w * self.g, self.u_ref
+        lo, hi = self.lam_range(w)
+        lam = lo if lam < lo else (hi if lam > hi else lam)
         return c.goodput(n, lam * u, p) / c.goodput(n, u, p)
 
     def lam_range(self, w: int) -> tuple[float, float]:

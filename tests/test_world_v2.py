@@ -1,0 +1,348 @@
+"""World v2 (SPEC "World v2"): the true goodput curves, the ceiling, the elasticity modes, tuned
+batches, re-queue time, the Baseline, the world versions and the elastic GPU-time share."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aryl_gym.agents import make_policy
+from aryl_gym.config import ConfigError, load_scenario
+from aryl_gym.scenario import make_episode
+from aryl_gym.sim import goodput
+from aryl_gym.sim.engine import Simulator
+from aryl_gym.sim.invariants import check
+from aryl_gym.sim.jobs import JobSpec
+from aryl_gym.sim.view import INFER, TRAIN, Decision
+from aryl_gym.world_versions import V1_OVERRIDES, in_world
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+PROFILES = SHARED / "traces" / "pollux-philly" / "traces"
+
+
+# ---------------------------------------------------------------------------------------------
+# the goodput model
+# ---------------------------------------------------------------------------------------------
+def _curve(**kw: float) -> goodput.AppCurve:
+    base = dict(alpha_c=0.1, beta_c=0.01, alpha_n=0.2, beta_n=0.01, alpha_r=0.05, beta_r=0.005,
+                gamma=2.0, init_batch=64.0, min_local=8.0, max_local=128.0, max_batch=4096.0,
+                pgns=((0.0, 100.0), (1.0, 10000.0)))
+    base.update(kw)
+    return goodput.AppCurve("test", **base)  # type: ignore[arg-type]
+
+
+def test_step_time_by_hand() -> None:
+    c = _curve()
+    # one GPU: compute 0.1 + 0.01 * 32 = 0.42; network 1e-8: (0.42^2 + 1e-16)^(1/2) ~ 0.42
+    assert c.step_time(1, 32)[0] == pytest.approx(0.42, rel=1e-9)
+    # 4 GPUs in one node: network 0.05 + 0.005 * 2 = 0.06
+    t, n = c.step_time(4, 32)
+    assert n == pytest.approx(0.06)
+    assert t == pytest.approx(math.hypot(0.42, 0.06))
+    # 16 GPUs cross nodes (NODE_GPUS = 4): 0.2 + 0.01 * 14 = 0.34
+    assert goodput.NODE_GPUS == 4
+    assert c.step_time(16, 32)[1] == pytest.approx(0.34)
+
+
+def test_pgns_interpolates_in_log_space_and_clamps() -> None:
+    c = _curve()
+    assert c.phi(0.0) == 100.0 and c.phi(1.0) == 10000.0
+    assert c.phi(0.5) == pytest.approx(1000.0)  # geometric midpoint
+    assert c.phi(-1.0) == 100.0 and c.phi(2.0) == 10000.0
+
+
+def test_efficiency_is_pollux_formula() -> None:
+    c = _curve()
+    # (phi + B0) / (phi + B) at p = 0: (100 + 64) / (100 + 256)
+    assert c.efficiency(256, 0.0) == pytest.approx(164 / 356)
+    assert c.efficiency(64, 0.3) == pytest.approx(1.0)
+
+
+def test_accumulation_skips_the_allreduce() -> None:
+    c = _curve(max_local=32.0)
+    # local 64 = 2 x 32: one accumulation step of compute only
+    step, _ = c.step_time(4, 32)
+    compute = 0.1 + 0.01 * 32
+    assert c.throughput(4, 64) == pytest.approx(4 * 64 / (step + compute))
+
+
+@pytest.mark.parametrize("family", sorted(goodput.FAMILY_APPS))
+def test_beyond_is_sublinear_and_continuous(family: str) -> None:
+    c = goodput.JobCurve(goodput.app_for(family), g=1, w_req=4, w_max=8)
+    for p in (0.0, 0.5, 1.0):
+        assert c.beyond(8, p) == pytest.approx(1.0)
+        for w in (9, 12, 16, 32, 64):
+            assert 0 < c.beyond(w, p) < w / 8  # never linear past w_max
+
+
+def test_tuned_reference_batch_is_neutral() -> None:
+    c = goodput.JobCurve(goodput.app_for("resnet50"), g=1, w_req=4, w_max=16)
+    assert c.tuned(8, 1.0, 0.5) == pytest.approx(1.0)
+    lo, hi = c.lam_range(8)
+    assert 0 < lo <= hi
+
+
+def test_ceiling() -> None:
+    assert goodput.ceiling_workers(1, 4) == 64
+    assert goodput.ceiling_workers(4, 4) == 16
+    assert goodput.ceiling_workers(8, 16) == 16  # never below w_max
+
+
+@pytest.mark.skipif(not PROFILES.exists(), reason=f"{PROFILES} (the Pollux profiles) is absent")
+def test_fitted_constants_match_a_fresh_fit() -> None:
+    from aryl_gym.workload.fit import fit_app_curves
+
+    fresh = fit_app_curves(PROFILES)
+    for app, f in fresh.items():
+        c = goodput.APP_CURVES[app]
+        got = (c.alpha_c, c.beta_c, c.alpha_n, c.beta_n, c.alpha_r, c.beta_r, c.gamma)
+        for a, b in zip(got, f["params"]):
+            assert a == pytest.approx(b, rel=1e-4, abs=1e-12), app
+        assert (c.init_batch, c.min_local, c.max_local, c.max_batch) == f["batches"]
+        for (p0, v0), (p1, v1) in zip(c.pgns, f["knots"]):
+            assert p0 == p1 and v0 == pytest.approx(v1, rel=1e-4), app
+        # PGNS never falls as training progresses (isotonic fit)
+        vals = [v for _, v in c.pgns]
+        assert vals == sorted(vals)
+        assert f["rmsle"] < 0.2  # the throughput model fits the profile (log step time)
+
+
+# ---------------------------------------------------------------------------------------------
+# the engine: elasticity modes, the curve, tuned batches
+# ---------------------------------------------------------------------------------------------
+def _sim(jobs: list[JobSpec], servers: int = 4) -> Simulator:
+    cfg = load_scenario("tiny").replace(
+        cluster={"train_servers": servers, "train_gpus_per_server": 8, "inf_servers": 0},
+        inference={"mode": "constant", "mean": 0.5},
+    )
+    return Simulator(cfg, jobs, np.full(1000, 0.5), seed=0)
+
+
+def _job(i: int = 0, w_min: int = 2, w_max: int = 4, elastic: bool = True,
+         family: str = "resnet50", work: float = 3600.0 * 8) -> JobSpec:
+    return JobSpec(i, 0.0, family, 1, w_min, w_max, elastic, False, work, work)
+
+
+class _Fixed:
+    """A policy that asks for fixed targets every round."""
+
+    uses_loaning = False
+    event_driven = False
+    reclaim = None
+
+    def __init__(self, targets: dict[int, int], elasticity: str = "limited",
+                 batch: dict[int, float] | None = None, interval: float | None = None):
+        from aryl_gym.sim.view import PlacementOptions
+
+        self.placement = PlacementOptions()
+        self.targets, self.elasticity, self.batch = targets, elasticity, batch
+        self.decision_interval_s = interval
+        self.name = "fixed"
+        self.rounds = 0
+
+    def reset(self, seed: int | None = None) -> None:
+        self.rounds = 0
+
+    def decide(self, view):  # noqa: ANN001
+        self.rounds += 1
+        return Decision(targets=dict(self.targets), pools={j: TRAIN for j in self.targets},
+                        batch=self.batch)
+
+
+def test_limited_mode_clamps_to_w_max_and_elastic_mode_does_not() -> None:
+    sim = _sim([_job(w_max=4)])
+    sim.begin(_Fixed({0: 10}))
+    sim.step(_Fixed({0: 10}))
+    assert sim.workers[0] == 4  # clamped to w_max (the report says so)
+    sim2 = _sim([_job(w_max=4)])
+    pol = _Fixed({0: 10}, elasticity="elastic")
+    sim2.begin(pol)
+    sim2.step(pol)
+    assert sim2.workers[0] == 10
+    # the true rate past w_max: rate(w_max) times the curve's ratio at the job's progress
+    # (at the round's start: the job started at progress 0)
+    c = sim2.job_curve(0)
+    assert sim2.rate[0] == pytest.approx(4.0 * c.beyond(10, 0.0))
+    check(sim2)
+
+
+def test_elastic_mode_keeps_inelastic_jobs_fixed_and_all_mode_resizes_them() -> None:
+    jobs = [_job(0, 2, 2, elastic=False, family="lstm")]
+    for mode, want in (("elastic", 2), ("all", 6)):
+        sim = _sim(jobs)
+        pol = _Fixed({0: 6}, elasticity=mode)
+        sim.begin(pol)
+        sim.step(pol)
+        assert sim.workers[0] == want, mode
+        check(sim)
+
+
+def test_ceiling_is_hard() -> None:
+    sim = _sim([_job(w_max=4)], servers=16)
+    pol = _Fixed({0: 100}, elasticity="all")
+    sim.begin(pol)
+    sim.step(pol)
+    assert sim.workers[0] == 64 == sim.w_ceil[0]
+
+
+def test_progress_dependent_rate_is_refreshed_every_round() -> None:
+    sim = _sim([_job(w_max=4, work=3600.0 * 64)])
+    pol = _Fixed({0: 16}, elasticity="elastic")
+    sim.begin(pol)
+    rates = []
+    for _ in range(30):
+        p = sim.progress(0)  # the rate of a round follows the progress at its start
+        sim.step(pol)
+        rates.append(float(sim.rate[0]))
+        c = sim.job_curve(0)
+        assert sim.rate[0] == pytest.approx(4.0 * c.beyond(16, p))
+    assert rates[-1] != rates[1]  # the noise scale grows with progress: the curve moves
+
+
+def test_batch_is_valued_by_the_simulator_not_the_policy() -> None:
+    sim = _sim([_job(w_max=4, work=3600.0 * 64)])
+    pol = _Fixed({0: 4}, batch={0: 2.0})
+    sim.begin(pol)
+    sim.step(pol)
+    c = sim.job_curve(0)
+    lam_lo, lam_hi = c.lam_range(4)
+    assert c.tuned(4, 1e6, 0.0) == c.tuned(4, lam_hi, 0.0)  # cut to what the app allows
+    want = 4.0 * c.tuned(4, min(max(2.0, lam_lo), lam_hi), 0.0)
+    assert sim.rate[0] == pytest.approx(want)
+    # back to the reference batch: the linear rate again
+    pol.batch = {0: 1.0}
+    sim.step(pol)
+    assert sim.rate[0] == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -1.0, 0.0, "x"])
+def test_bad_batch_factor_is_reported_not_applied(bad: object) -> None:
+    sim = _sim([_job()])
+    pol = _Fixed({0: 4}, batch={0: bad})  # type: ignore[dict-item]
+    sim.begin(pol)
+    info = sim.step(pol)
+    assert info.report.invalid and 0 not in sim.batch_lam
+
+
+def test_policy_decision_interval() -> None:
+    sim = _sim([_job(work=3600.0 * 4)])
+    pol = _Fixed({0: 4}, interval=30.0)
+    sim.begin(pol)
+    sim.step(pol)
+    assert sim.now == 30.0
+    with pytest.raises(ValueError, match="decision_interval_s"):
+        sim.begin(_Fixed({0: 4}, interval=-5.0))
+
+
+def test_requeue_time_counts_in_the_total_queue() -> None:
+    jobs = [_job(0, 4, 4, elastic=False, family="lstm", work=3600.0 * 4 * 2)]
+    sim = _sim(jobs)
+    run, stop = _Fixed({0: 4}), _Fixed({0: 0})
+    sim.begin(run)
+    sim.step(run)  # starts at t=0
+    sim.step(stop)  # preempted at t=60
+    for _ in range(4):
+        sim.step(stop)  # still queued at 120 .. 300; restarted at 360
+    while not sim.done:
+        sim.step(run)
+    res = __import__("aryl_gym.metrics", fromlist=["episode_result"]).episode_result(sim, "x", 0.0)
+    assert res.avg_queue_time == 0.0
+    assert res.avg_queue_time_total == pytest.approx(360.0 - 60.0)
+    # JCT = queuing (total) + running for a finished episode
+    assert res.avg_jct == pytest.approx(res.avg_queue_time_total + res.avg_run_time)
+
+
+# ---------------------------------------------------------------------------------------------
+# policies
+# ---------------------------------------------------------------------------------------------
+def test_baseline_passes_over_a_job_that_does_not_fit() -> None:
+    jobs = [
+        JobSpec(0, 0.0, "lstm", 8, 3, 3, False, False, 1e5, 1e5),  # 24 GPUs: runs
+        JobSpec(1, 1.0, "lstm", 8, 2, 2, False, False, 1e5, 1e5),  # 16 GPUs: does not fit now
+        JobSpec(2, 2.0, "lstm", 8, 1, 1, False, False, 1e5, 1e5),  # 8 GPUs: fits
+    ]
+    for name, started in (("baseline", {0, 2}), ("fifo", {0})):
+        sim = _sim(jobs)
+        pol = make_policy(name)
+        sim.begin(pol)
+        sim.step(pol)
+        sim.step(pol)
+        assert set(sim.running_ids()) == started, name
+
+
+def test_aryl_pause_charges_only_resizes() -> None:
+    ep = make_episode("testbed", 3)
+    a = ep.simulator().run(make_policy("aryl"))
+    b = ep.simulator().run(make_policy("aryl-pause"))
+    assert a.jobs_completed == b.jobs_completed == a.jobs_total
+    assert b.scaling_events <= a.scaling_events
+
+
+def test_every_policy_keeps_the_invariants_on_a_v2_episode() -> None:
+    from aryl_gym.sim.invariants import InvariantChecker
+
+    ep = make_episode("tiny", 1)
+    for name in ("baseline", "aryl", "aryl-pause"):
+        sim = ep.simulator()
+        sim.run(make_policy(name), on_round=InvariantChecker())
+
+
+# ---------------------------------------------------------------------------------------------
+# world versions and the generator
+# ---------------------------------------------------------------------------------------------
+def test_world_v1_restores_v1_knobs_of_shipped_scenarios() -> None:
+    for name, fields in V1_OVERRIDES.items():
+        v1 = in_world(load_scenario(name), "v1")
+        assert v1.inference.sample_noise == 0.02
+        for section, vals in fields.items():
+            for k, v in vals.items():
+                assert getattr(getattr(v1, section), k) == v
+    v2 = load_scenario("basic")
+    assert in_world(v2, "v2") is v2
+    assert v2.inference.sample_noise == 0.0 and v2.workload.elastic_gpu_share == 0.36
+    # a user's config is its own world
+    mine = dataclasses.replace(v2, source="/tmp/mine.yaml")
+    assert in_world(mine, "v1") is mine
+    with pytest.raises(ValueError, match="world must be"):
+        in_world(v2, "v3")
+
+
+def test_env_ids_draw_their_worlds() -> None:
+    import gymnasium as gym
+
+    import aryl_gym  # noqa: F401
+
+    e1 = gym.make("aryl_gym/Aryl-v1", scenario="basic").unwrapped
+    e2 = gym.make("aryl_gym/Aryl-v2", scenario="basic").unwrapped
+    assert e1.config.workload.elastic_gpu_share is None and e1.config.workload.load == 0.8
+    assert e2.config.workload.elastic_gpu_share == 0.36
+
+
+def test_elastic_gpu_share_is_kept_at_any_count_share() -> None:
+    from aryl_gym.workload.generator import _max_gpus, elastic_gpu_time_share, elastic_size_scale
+
+    cfg = load_scenario("basic")
+    for count in (0.015, 0.03, 0.06):
+        c = cfg.replace(workload={"elastic_fraction": count})
+        s = elastic_size_scale(c.workload, _max_gpus(c), 8)
+        share = elastic_gpu_time_share(c.workload, _max_gpus(c), 8, s)
+        assert share == pytest.approx(0.36, abs=0.02), count
+    # larger count shares need smaller elastic jobs
+    scales = [elastic_size_scale(cfg.replace(workload={"elastic_fraction": x}).workload,
+                                 _max_gpus(cfg), 8) for x in (0.015, 0.03, 0.06)]
+    assert scales[0] > scales[1] > scales[2]
+    with pytest.raises(ConfigError, match="elastic_gpu_share"):
+        bad = cfg.replace(workload={"elastic_fraction": 0.5})
+        elastic_size_scale(bad.workload, _max_gpus(bad), 8)
+
+
+def test_no_share_target_draws_the_v1_trace() -> None:
+    v1 = in_world(load_scenario("basic"), "v1")
+    a = make_episode(v1, 4).jobs
+    b = make_episode(v1.replace(workload={"elastic_gpu_share": None}), 4).jobs
+    assert a == b
+    assert INFER != TRAIN  # the pools stay distinct constants
