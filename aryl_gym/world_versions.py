@@ -61,13 +61,25 @@ def is_shipped(cfg: ScenarioConfig) -> bool:
 
 
 def in_world(cfg: ScenarioConfig, world: str) -> ScenarioConfig:
-    """``cfg`` as the world ``world`` defines it (a shipped scenario in an older world gets that
-    world's knob values; anything else is returned unchanged)."""
+    """``cfg`` as the world ``world`` defines it: a shipped scenario in an older world gets that
+    world's value of every knob World v2 changed, unless the config was given another value of
+    that knob (``load_scenario("testbed").replace(workload={"load": 1.0})`` keeps its load);
+    anything else is returned unchanged."""
     world = check_world(world)
     if world == CURRENT or not is_shipped(cfg):
         return cfg
-    changes: dict[str, dict[str, Any]] = {k: dict(v) for k, v in _V1_COMMON.items()}
+    from aryl_gym.config import load_scenario
+
+    shipped = load_scenario(cfg.name)
+    wanted: dict[str, dict[str, Any]] = {k: dict(v) for k, v in _V1_COMMON.items()}
     for section, fields in V1_OVERRIDES[cfg.name].items():
-        changes.setdefault(section, {}).update(fields)
+        wanted.setdefault(section, {}).update(fields)
+    changes: dict[str, dict[str, Any]] = {}
+    for section, fields in wanted.items():
+        for key, value in fields.items():
+            if getattr(getattr(cfg, section), key) == getattr(getattr(shipped, section), key):
+                changes.setdefault(section, {})[key] = value
+    if not changes:
+        return cfg
     # keep where the config came from: the world is part of its identity, not its file
     return cfg.replace(**changes, source=cfg.source)

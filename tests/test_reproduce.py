@@ -84,11 +84,11 @@ def _result(policy: str, seed: int, **kw: float) -> EpisodeResult:
 def test_rows_pair_by_seed_and_explain_misses_with_figures():
     spec = {r.id: r for r in rp.ROWS}
     res = {
-        # seed 0: fifo/aryl JCT 1.5 (within), seed 1: 1.5 -> geo mean 1.5, within
-        ("basic", "fifo", 0): _result("fifo", 0, avg_jct=3000.0, avg_queue_time=1200.0),
-        ("basic", "aryl", 0): _result("aryl", 0, avg_jct=2000.0, avg_queue_time=800.0),
-        ("basic", "fifo", 1): _result("fifo", 1, avg_jct=6000.0, avg_queue_time=600.0),
-        ("basic", "aryl", 1): _result("aryl", 1, avg_jct=4000.0, avg_queue_time=100.0),
+        # seed 0: baseline/aryl JCT 1.5 (within), seed 1: 1.5 -> geo mean 1.5, within
+        ("basic", "baseline", 0): _result("baseline", 0, avg_jct=3000.0, avg_queue_time_total=1200.0),
+        ("basic", "aryl", 0): _result("aryl", 0, avg_jct=2000.0, avg_queue_time_total=800.0),
+        ("basic", "baseline", 1): _result("baseline", 1, avg_jct=6000.0, avg_queue_time_total=600.0),
+        ("basic", "aryl", 1): _result("aryl", 1, avg_jct=4000.0, avg_queue_time_total=100.0),
     }
     rows = rp.compute_rows([spec["jct-aryl-baseline"], spec["queue-aryl-baseline"]], res, [0, 1])
     jct, queue = rows
@@ -105,13 +105,46 @@ def test_rows_pair_by_seed_and_explain_misses_with_figures():
 def test_jct_row_explanation_gives_the_queue_share_bound():
     spec = {r.id: r for r in rp.ROWS}["jct-aryl-baseline"]
     res = {
-        ("basic", "fifo", 0): _result("fifo", 0, avg_jct=10000.0, avg_queue_time=2000.0),
-        ("basic", "aryl", 0): _result("aryl", 0, avg_jct=8000.0, avg_queue_time=0.0),
+        ("basic", "baseline", 0): _result("baseline", 0, avg_jct=10000.0, avg_queue_time_total=2000.0,
+                                          avg_run_time=8000.0),
+        ("basic", "aryl", 0): _result("aryl", 0, avg_jct=8000.0, avg_queue_time_total=0.0,
+                                      avg_run_time=8000.0),
     }
     (row,) = rp.compute_rows([spec], res, [0])
     assert row.stat.mean == pytest.approx(1.25) and not row.within
     # queue share 20% -> removing all queuing gives at most 1 / 0.8 = 1.25x
     assert "20% of its JCT" in row.why and "1.25x" in row.why
+    # the mechanism: every second of the gain is queuing; Aryl runs jobs no faster
+    mc = rp.mechanism(res, [0])
+    assert mc is not None
+    assert mc.queue_share == pytest.approx(0.2) and mc.run_factor.mean == pytest.approx(1.0)
+    assert mc.from_queue == pytest.approx(1.0) and mc.from_run == pytest.approx(0.0)
+    # the paper's pair (1.53x queue, 1.50x JCT) at a 20% share needs (0.8) / (1/1.5 - 0.2/1.53)
+    assert mc.paper_run_factor == pytest.approx(0.8 / (1 / 1.5 - 0.2 / 1.53))
+    assert rp.paper_run_factor(0.0) == pytest.approx(1.5)
+    assert rp.paper_run_factor(0.9) == pytest.approx(1.28, abs=0.01)
+    assert rp.mechanism(res, [0], baseline="fifo") is None
+
+
+def test_alternate_readings_restate_a_row_and_do_not_count():
+    by = {r.id: r for r in rp.ROWS}
+    alt = by["jct-aryl-baseline@strict-fifo"]
+    assert alt.alt_of == "jct-aryl-baseline" and alt.num == "fifo" and alt.metric == "avg_jct"
+    assert by["queue-aryl-baseline@queue-first"].metric == "avg_queue_time"
+    assert by["queue-aryl-baseline"].metric == "avg_queue_time_total"
+    assert all(r.id in {p.id for p in rp.ROWS} for r in rp.PRIMARY_ROWS)
+    assert len(rp.PRIMARY_ROWS) == 12  # the paper's claims
+    assert all(x in rp.READINGS for r in rp.ROWS for x in r.reading)
+    res = {
+        ("basic", "baseline", 0): _result("baseline", 0, avg_jct=3000.0),
+        ("basic", "fifo", 0): _result("fifo", 0, avg_jct=6000.0),
+        ("basic", "aryl", 0): _result("aryl", 0, avg_jct=2000.0),
+    }
+    rows = rp.compute_rows([by["jct-aryl-baseline"], alt], res, [0])
+    assert rows[0].within and not rows[1].within
+    assert rp.score(rows) == (1, 1)
+    md = rp.render_table_md(rows)
+    assert "↳ Baseline = strict FIFO" in md
 
 
 def test_peak_hourly_usage_row_uses_the_arrival_window():
@@ -249,7 +282,7 @@ def test_reproduce_tiny_end_to_end_and_resume(tmp_path, capsys):
     ids = [r["id"] for r in first["rows"]]
     assert ids == FAST_ROWS.split(",")
     assert first["seeds"] == [0, 1]
-    # fifo, aryl, fifo-backfill (explains the queue row), aryl-noloan, afs, aryl-nogroup on tiny;
+    # baseline, aryl, fifo (explains the queue row), aryl-noloan, afs, aryl-nogroup on tiny;
     # aryl-nogroup, aryl on tiny-ideal; 2 seeds each
     assert first["episodes"]["new"] == 16 and first["episodes"]["cached"] == 0
     by = {r["id"]: r for r in first["rows"]}
@@ -265,7 +298,7 @@ def test_reproduce_tiny_end_to_end_and_resume(tmp_path, capsys):
     eps = tmp_path / "episodes"
     per_seed = {}
     for s in (0, 1):
-        (f,) = (eps / "tiny" / "fifo").glob(f"seed{s}-*.json")
+        (f,) = (eps / "tiny" / "baseline").glob(f"seed{s}-*.json")
         (a,) = (eps / "tiny" / "aryl").glob(f"seed{s}-*.json")
         per_seed[s] = json.loads(f.read_text())["result"]["avg_jct"] / json.loads(a.read_text())["result"]["avg_jct"]
     assert by["jct-aryl-baseline"]["ours"]["mean"] == pytest.approx(math.sqrt(per_seed[0] * per_seed[1]))

@@ -179,7 +179,7 @@ def test_trace_mean_reward_sums_to_the_pool_mean_minus_the_agent():
 
     paired._POOLS.clear()
     env = paired.TraceMeanJCTReward(
-        gym.make("aryl_gym/Aryl-v1", scenario="tiny", action_mode="sequential"), "fifo")
+        gym.make("aryl_gym/Aryl-v2", scenario="tiny", action_mode="sequential"), "fifo")
     totals, jcts = [], []
     for _ in range(2):
         obs, _ = env.reset(seed=0, options={"episode_seed": 7})

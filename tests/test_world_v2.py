@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from aryl_gym.agents import make_policy
+
 from aryl_gym.config import ConfigError, load_scenario
 from aryl_gym.scenario import make_episode
 from aryl_gym.sim import goodput
@@ -309,6 +309,9 @@ def test_world_v1_restores_v1_knobs_of_shipped_scenarios() -> None:
     assert in_world(mine, "v1") is mine
     with pytest.raises(ValueError, match="world must be"):
         in_world(v2, "v3")
+    # a knob the caller set keeps its value; the others take World v1's
+    mine_load = in_world(load_scenario("testbed").replace(workload={"load": 1.0}), "v1")
+    assert mine_load.workload.load == 1.0 and mine_load.inference.sample_noise == 0.02
 
 
 def test_env_ids_draw_their_worlds() -> None:
@@ -317,6 +320,7 @@ def test_env_ids_draw_their_worlds() -> None:
     import aryl_gym  # noqa: F401
 
     e1 = gym.make("aryl_gym/Aryl-v1", scenario="basic").unwrapped
+    assert e1.world_version == "v1"
     e2 = gym.make("aryl_gym/Aryl-v2", scenario="basic").unwrapped
     assert e1.config.workload.elastic_gpu_share is None and e1.config.workload.load == 0.8
     assert e2.config.workload.elastic_gpu_share == 0.36

@@ -14,7 +14,8 @@ from aryl_gym.commands._common import table
 from aryl_gym.config import ConfigError, WorkloadConfig
 
 NAME = "fit-world"
-HELP = "re-fit the arrival burstiness and the elastic range from philly.csv and the Pollux profiles"
+HELP = ("re-fit the data-driven knobs (arrival burstiness, elastic range, elastic count share, "
+        "goodput curves) from philly.csv and the Pollux profiles")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     af = fit.fit_arrivals(times, durs, gpus)
     stats = fit.arrival_stats(times)
     er = fit.fit_elastic_range(profiles)
+    ecs = fit.fit_elastic_count_share(durs, gpus)
+    curves = fit.fit_app_curves(profiles)
     d = WorkloadConfig()
     rows = [
         ("burst_size_alpha", af.size_alpha, d.burst_size_alpha),
@@ -53,12 +56,15 @@ def run(args: argparse.Namespace) -> int:
         ("burst_day_rho", af.day_rho, d.burst_day_rho),
         ("burst_duration_sigma", af.duration_sigma, d.burst_duration_sigma),
         ("elastic_range", er["median"], d.elastic_range),
+        ("elastic_fraction", round(ecs["multi_gpu"], 3), d.elastic_fraction),
     ]
     if args.json:
         print(json.dumps({
             "fitted": {k: v for k, v, _ in rows},
             "defaults": {k: dv for k, _, dv in rows},
             "elastic_range_per_app": er["per_app"],
+            "elastic_count_share": ecs,
+            "goodput_curves": {a: {k: v for k, v in c.items()} for a, c in curves.items()},
             "philly_arrival_stats": stats,
             "batches": af.batches,
         }))
@@ -69,4 +75,19 @@ def run(args: argparse.Namespace) -> int:
     print("\nelastic range per application (largest power-of-two growth at >= 80% per-GPU "
           "throughput): " + ", ".join(f"{a} {r:g}" for a, r in er["per_app"].items()))
     print("philly.csv arrivals: " + ", ".join(f"{k} {v:.4g}" for k, v in stats.items()))
+    print(f"elastic count share (World v2; 36% of GPU-time spread over multi-GPU jobs by GPU-time): "
+          f"{ecs['multi_gpu']:.4f} over all multi-GPU jobs (the default), "
+          f"{ecs['long_multi_gpu']:.4f} over those of 1 h or more")
+    from aryl_gym.sim.goodput import APP_CURVES
+
+    same = all(
+        all(abs(a - b) <= 1e-4 * max(abs(b), 1e-12) for a, b in zip(
+            (APP_CURVES[app].alpha_c, APP_CURVES[app].beta_c, APP_CURVES[app].alpha_n,
+             APP_CURVES[app].beta_n, APP_CURVES[app].alpha_r, APP_CURVES[app].beta_r,
+             APP_CURVES[app].gamma), c["params"]))
+        for app, c in curves.items()
+    )
+    print("goodput curves (Pollux's throughput model, log-RMSE per app): "
+          + ", ".join(f"{a} {c['rmsle']:.3f}" for a, c in curves.items())
+          + f"; same as aryl_gym.sim.goodput: {'yes' if same else 'NO'}")
     return 0

@@ -37,7 +37,7 @@ def register_envs() -> None:
     for env_id, (entry, world) in entries.items():
         if env_id not in registry:
             register(id=env_id, entry_point=entry, disable_env_checker=True,
-                     kwargs={"world": world})
+                     kwargs={"world_version": world})
 
 
 __all__ = ["DEFAULT_ENV_ID", "ENV_IDS", "register_envs"]

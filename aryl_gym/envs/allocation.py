@@ -331,9 +331,9 @@ class ArylEnv(gym.Env):
         early_end: str = "truncate",
         end_fallback: str = "fifo",
         backfill: bool = False,
-        world: str = CURRENT_WORLD,
+        world_version: str = CURRENT_WORLD,
     ):
-        self.world = check_world(world)
+        self.world_version = check_world(world_version)
         if action_mode not in MODES:
             raise ValueError(f"unknown action_mode {action_mode!r}; choose one of {', '.join(MODES)}")
         if isinstance(window, bool) or not (isinstance(window, (int, np.integer)) and window >= 1):
@@ -379,7 +379,7 @@ class ArylEnv(gym.Env):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
         self.config = in_world(
-            scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario), self.world
+            scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario), self.world_version
         )
         self.action_mode = action_mode
         self.k = int(window)

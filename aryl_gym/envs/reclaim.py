@@ -149,18 +149,18 @@ class ArylReclaimEnv(gym.Env):
         snapshots: str | Path | Sequence[Any] | None = None,
         max_servers: int | None = None,
         optimum: bool = False,
-        world: str = CURRENT_WORLD,
+        world_version: str = CURRENT_WORLD,
     ):
         from aryl_gym.agents import make_policy, policy_names
 
-        self.world = check_world(world)
+        self.world_version = check_world(world_version)
         self.snaps: list[Any] | None = None
         if snapshots is not None:
             self._init_snapshots(snapshots, max_servers, invalid_penalty, max_steps, optimum, render_mode)
             return
 
         self.config = in_world(
-            scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario), self.world
+            scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario), self.world_version
         )
         if allocator not in policy_names():
             # Aryl may be absent in a partial checkout: fall back to a loaning-free baseline

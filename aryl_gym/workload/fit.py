@@ -394,3 +394,39 @@ def fit_app_curve(folder: str | Path) -> dict[str, Any]:
 def fit_app_curves(profiles_dir: str | Path) -> dict[str, dict[str, Any]]:
     """:func:`fit_app_curve` for each of the six Pollux applications."""
     return {app: fit_app_curve(Path(profiles_dir) / app) for app in POLLUX_APPS}
+
+
+# ----------------------------------------------------------------------------------------------
+# World v2: the elastic families' count share, from philly.csv
+# ----------------------------------------------------------------------------------------------
+
+#: the paper's GPU-time share of the elastic families ("36% of training cluster resources")
+ELASTIC_GPU_SHARE = 0.36
+
+
+def fit_elastic_count_share(durs: np.ndarray, gpus: np.ndarray, long_s: float = 3600.0) -> dict[str, float]:
+    """The count share of elastic jobs implied by philly.csv under two readings.
+
+    The paper gives the elastic families' share by resources only (36% of GPU-time, 14.2 h on
+    average) and says they are "large jobs"; Philly records no model family. Both readings
+    assume the families are spread over the distributed jobs in proportion to GPU-time:
+
+    * ``multi_gpu``: the elastic families are a GPU-time-proportional subset of the multi-GPU
+      jobs (the data-parallel ones): count share = 0.36 / (their GPU-time share) x (their count
+      share);
+    * ``long_multi_gpu``: the same over multi-GPU jobs that ran at least ``long_s`` (1 h).
+
+    Returns both, with the figures they come from.
+    """
+    gt = durs * gpus
+    tot = float(gt.sum())
+    n = len(durs)
+    out: dict[str, float] = {}
+    for name, m in (("multi_gpu", gpus >= 2), ("long_multi_gpu", (gpus >= 2) & (durs >= long_s))):
+        share_t = float(gt[m].sum()) / tot
+        share_n = float(m.sum()) / n
+        out[name] = ELASTIC_GPU_SHARE / share_t * share_n
+        out[f"{name}_gpu_time_share"] = share_t
+        out[f"{name}_count_share"] = share_n
+        out[f"{name}_mean_hours"] = float(durs[m].mean()) / 3600.0
+    return out
