@@ -327,7 +327,8 @@ STANDARD_SEEDS = 48  # docs/leaderboard.md, "How many seeds"
 
 
 def test_shipped_suites_load() -> None:
-    every = {"fifo", "sjf", "aryl", "afs", "pollux", "gandiva", "ppo-testbed-v0", "ppo-v1", "ppo-v1-kickstart"}
+    every = {"baseline", "fifo", "sjf", "aryl", "afs", "pollux", "gandiva", "ppo-testbed-v0", "ppo-v1",
+             "ppo-v1-kickstart"}
     for name, n_seeds, must in (
         ("quick", 16, every - {"pollux"}),  # the main job keeps the learned agent (README)
         ("standard", STANDARD_SEEDS, every),
@@ -336,7 +337,7 @@ def test_shipped_suites_load() -> None:
         s = load_suite(name, allow_missing=True)
         listed = {e.name for e in s.entrants} | set(s.missing)
         assert must <= listed
-        assert len(s.seeds) == n_seeds and s.baseline == "fifo"
+        assert len(s.seeds) == n_seeds and s.baseline == "baseline"
         assert min(s.seeds) >= 2000  # held out from training
     assert load_suite("quick", allow_missing=True).scenarios == ("testbed",)
 

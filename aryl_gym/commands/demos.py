@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from aryl_gym.commands._common import add_json_arg, add_scenario_args, positive_int, seed_arg
+from aryl_gym.envs import DEFAULT_ENV_ID
 
 NAME = "demos"
 HELP = "record observations, actions and masks of a reference policy acting through the env"
@@ -41,7 +42,7 @@ def record(scenario: str, policy: str, episodes: int, seed: int, action_mode: st
     from aryl_gym.envs.predict import HeuristicPredictor, policy_env_kwargs
 
     env = gym.make(
-        "aryl_gym/Aryl-v1",
+        DEFAULT_ENV_ID,
         scenario=scenario,
         action_mode=action_mode,
         window=window,

@@ -16,6 +16,7 @@ import math
 import sys
 
 from aryl_gym.commands._common import names_list, seeds_arg
+from aryl_gym.envs import DEFAULT_ENV_ID
 
 NAME = "evaluate"
 HELP = "evaluate a learned agent or a policy on fixed seeds; JSON like `compare`"
@@ -30,8 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
     p.add_argument("--seeds", type=seeds_arg, default=[1000, 1001, 1002, 1003, 1004],
                    help="seeds, e.g. 1000-1004 (default; held out from training)")
-    p.add_argument("--against", default="fifo", help="comma-separated reference policies run natively too")
-    p.add_argument("--baseline", default="fifo", help="policy the ratios are relative to")
+    p.add_argument("--against", default="baseline", help="comma-separated reference policies run natively too")
+    p.add_argument("--baseline", default="baseline", help="policy the ratios are relative to")
     p.add_argument("--stochastic", action="store_true", help="sample actions instead of the mode")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     out = p.add_mutually_exclusive_group()
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
             scen = scenario or "testbed"
             kw = {"data_root": args.data_root} if args.data_root else {}
-            env = gym.make("aryl_gym/Aryl-v1", scenario=scen, action_mode="sequential", **kw)
+            env = gym.make(DEFAULT_ENV_ID, scenario=scen, action_mode="sequential", **kw)
             rnd = RandomMaskedAgent(seed=0)
             by_policy[name] = [run_agent(rnd, env, s, deterministic=False)[0] for s in args.seeds]
             done(name)

@@ -8,7 +8,7 @@ A suite is a YAML file in ``configs/suites/`` (or any path)::
                                   # {name: X, optional: true} (skipped with a note if unknown)
     seeds: [0, 1, 2]              # a list, or a string such as "0-4"
     baseline: fifo                # ratios in the table are relative to this policy
-    env: aryl_gym/Aryl-v1         # the env through which learned agents act
+    env: aryl_gym/Aryl-v2         # the env through which learned agents act
     env_kwargs: {}                # keyword arguments of gym.make for every agent
     policies:                     # reference (heuristic) policies, run natively by the simulator
       - fifo
@@ -39,7 +39,7 @@ from pydantic import AfterValidator, BeforeValidator
 from aryl_gym.config import ConfigError, configs_dir, load_scenario, load_yaml
 
 #: the env learned agents act through unless the suite says otherwise
-DEFAULT_ENV_ID = "aryl_gym/Aryl-v1"
+DEFAULT_ENV_ID = "aryl_gym/Aryl-v2"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
@@ -70,7 +70,7 @@ class Suite:
     scenarios: tuple[str, ...]
     seeds: tuple[int, ...]
     entrants: tuple[Entrant, ...]
-    baseline: str = "fifo"
+    baseline: str = "baseline"
     env_id: str = DEFAULT_ENV_ID
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     rank_by: str = "avg_jct"
@@ -212,7 +212,7 @@ class SuiteFile:
     scenarios: Annotated[list[Annotated[NamedEntry, BeforeValidator(_named)]], BeforeValidator(_listed), MinLen(1)]
     seeds: Seeds
     description: str | None = ""
-    baseline: str = "fifo"
+    baseline: str = "baseline"
     env: Annotated[str, MinLen(1)] = DEFAULT_ENV_ID
     env_kwargs: Mapping[str, Any] | None = None
     policies: list[Annotated[NamedEntry, BeforeValidator(_named)]] | None = None

@@ -48,7 +48,7 @@ ALGOS: dict[str, tuple[str, str, bool]] = {
     "recurrent_ppo": ("sb3_contrib", "RecurrentPPO", False),
 }
 
-DEFAULT_ENV_ID = "aryl_gym/Aryl-v1"
+DEFAULT_ENV_ID = "aryl_gym/Aryl-v2"
 
 
 def algo_class(algo: str) -> type[BaseAlgorithm]:

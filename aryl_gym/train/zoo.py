@@ -6,7 +6,7 @@ The zoo (``rl_zoo3``) trains and tunes SB3 agents from a hyperparameter YAML key
 add one itself. This module registers it and then runs ``rl_zoo3.train`` unchanged, with the
 same arguments::
 
-    python -m aryl_gym.train.zoo --algo ppo_mask --env aryl_gym/Aryl-v1 --gym-packages aryl_gym \\
+    python -m aryl_gym.train.zoo --algo ppo_mask --env aryl_gym/Aryl-v2 --gym-packages aryl_gym \\
         -conf configs/algos/rl_zoo3.yml -f logs/ --env-kwargs scenario:"'tiny'" \\
         action_mode:"'sequential'" -n 20000
 
