@@ -118,7 +118,7 @@ def test_e2e_rows(e2e: dict[str, Any]) -> None:
     )
     for r in rows:
         assert r["suite"] == "tinytest" and r["scenario"] == "tiny"
-        assert r["env_id"] == "aryl_gym/Aryl-v1" and r["env_version"] == "v1"
+        assert r["env_id"] == "aryl_gym/Aryl-v2" and r["env_version"] == "v2"
         assert len(r["config_hash"]) == 16 and r["commit"]
         assert r["jobs_total"] == 30 and r["wall_time_s"] > 0
         assert r["note"] == ""  # for agents: the env's trace is the native one
