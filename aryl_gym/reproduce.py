@@ -662,6 +662,11 @@ DEFAULT_SWEEPS: dict[str, tuple[Any, ...]] = {
     "inference.headroom": (0.0, 0.1, 0.2),
     "cluster.inf_speed_scale": (0.5, 1.0, 2.0),
     "workload.load": (0.6, 0.8, 1.0),
+    # World v2: the elastic families' count share at a fixed 36% GPU-time share (philly.csv gives
+    # 0.030 over multi-GPU jobs and 0.015 over those of 1 h or more; aryl-gym fit-world)
+    "workload.elastic_fraction": (0.015, 0.03, 0.06, 0.12),
+    # World v2: the inference series' independent 5-minute noise (v1: 0.02; v2: 0)
+    "inference.sample_noise": (0.0, 0.02),
 }
 
 _SECTION_NAMES = ("cluster", "inference", "workload", "sim")
