@@ -72,7 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--policies",
         default=None,
-        help="with --relevance: reference policies (default: fifo,fifo-backfill,sjf,aryl,afs,gandiva)",
+        help="with --relevance: reference policies (default: baseline,fifo,sjf,aryl,afs,gandiva)",
     )
 
 
