@@ -183,10 +183,11 @@ def test_relevance_summary_by_hand() -> None:
         ("s", "sjf", 1, 300.0, 200.0),
         ("s", "aryl", 1, 330.0, 200.0),
         ("s", "random", 1, 450.0, 200.0),
-        ("s", "fifo", 1, 500.0, 200.0),
+        ("s", "baseline", 1, 500.0, 200.0),
+        ("s", "fifo", 0, 900.0, 100.0),  # strict FIFO: not the Baseline of World v2
     ]
     (row,) = summarize(res, ["s"], ["sjf", "aryl"])
-    assert row["baseline_over_bound"] == pytest.approx(2.5)  # fifo ran on seed 1 only
+    assert row["baseline_over_bound"] == pytest.approx(2.5)  # baseline ran on seed 1 only
     assert row["bound"] == pytest.approx(150.0)
     assert row["headroom"] == pytest.approx((1.1 + 1.5) / 2)
     assert row["spread"] == pytest.approx((2.0 + 1.5) / 2)
