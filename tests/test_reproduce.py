@@ -305,7 +305,7 @@ def test_reproduce_tiny_end_to_end_and_resume(tmp_path, capsys):
     md = (tmp_path / "reproduction.md").read_text()
     assert "Aryl vs Baseline: average JCT" in md
     assert f"aryl-gym reproduce --scale tiny --seeds 2 --rows {FAST_ROWS} --out {tmp_path}" in md
-    assert "<!-- reproduce:table -->" in md and "Made by (at commit" in md
+    assert "<!-- reproduce:table-tiny -->" in md and "Made by (at commit" in md
     # second run: everything from the cache, the same numbers
     second = _run_json(capsys, argv)
     assert second["episodes"]["new"] == 0 and second["episodes"]["cached"] == 16
@@ -325,7 +325,7 @@ def test_reproduce_tiny_all_rows_with_workers_and_sweep(tmp_path, capsys):
     assert [r["id"] for r in res["rows"]] == list(rp.ROW_IDS)
     assert len(res["sweep"]) == 2 and res["plot"] and (tmp_path / "sweep.png").exists()
     md = (tmp_path / "reproduction.md").read_text()
-    assert "<!-- reproduce:sweep -->" in md and "inference.headroom=0.2" in md
+    assert "<!-- reproduce:sweep-tiny -->" in md and "inference.headroom=0.2" in md
 
 
 def test_prediction_error_study_on_tiny(tmp_path, capsys):

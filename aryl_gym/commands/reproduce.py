@@ -176,13 +176,15 @@ def run(args: argparse.Namespace) -> int:
     mechs = [mc for b in ("baseline", "fifo")
              if (mc := rp.mechanism(rp.results_by_role({t: by_key[t.key] for t in tasks if t.key in by_key}),
                                     seeds, baseline=b)) is not None]
+    # one block per scale (the paper scale is the primary table: "table", "sweep")
+    sfx = "" if scale.name == "paper" else f"-{scale.name}"
     blocks = {
-        "table": _table_block(rp, rows, scale, configs, seeds, cmd, stats, mechs),
+        f"table{sfx}": _table_block(rp, rows, scale, configs, seeds, cmd, stats, mechs),
     }
     plot = None
     if points:
         plot = rp.plot_sweep(points, specs, out / "sweep.png")
-        blocks["sweep"] = _sweep_block(rp, points, specs, cmd, plot)
+        blocks[f"sweep{sfx}"] = _sweep_block(rp, points, specs, cmd, plot)
     md = out / "reproduction.md"
     rp.update_doc(md, blocks)
     if args.write_docs:
@@ -190,10 +192,10 @@ def run(args: argparse.Namespace) -> int:
         if plot is not None:
             import shutil
 
-            img = dp.parent / "img" / "reproduction-sweep.png"
+            img = dp.parent / "img" / f"reproduction-sweep{sfx}.png"
             img.parent.mkdir(exist_ok=True)
             shutil.copyfile(plot, img)
-            blocks["sweep"] = _sweep_block(rp, points, specs, cmd, Path("img") / img.name)
+            blocks[f"sweep{sfx}"] = _sweep_block(rp, points, specs, cmd, Path("img") / img.name)
         rp.update_doc(dp, blocks)
     failed = stats.failed
     if args.json:
@@ -250,7 +252,7 @@ def _table_block(rp: Any, rows: list[Any], scale: Any, configs: dict[str, Any], 
     why = rp.why_lines(rows)
     w, n = rp.score(rows)
     parts = [
-        "## The table",
+        "## The table" if scale.name == "paper" else f"## The table at scale `{scale.name}`",
         "",
         f"Scale `{scale.name}`: the paper's Basic is `{configs['basic'].name}`, its Ideal "
         f"`{configs['ideal'].name}`; seeds {seeds[0]}..{seeds[-1]}"
