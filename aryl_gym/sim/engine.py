@@ -133,6 +133,8 @@ class Simulator:
     finish: np.ndarray  # (N,) nan until done
     running_time: np.ndarray  # (N,) seconds spent with workers
     preempt_count: np.ndarray
+    requeue_time: np.ndarray  # (N,) seconds queued again after preemptions
+    preempted_at: np.ndarray  # (N,) time of the last preemption, nan when none pending
     scale_out_count: np.ndarray
     scale_in_count: np.ndarray
     inf_workers: np.ndarray

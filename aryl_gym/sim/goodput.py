@@ -199,8 +199,11 @@ def ceiling_workers(g: int, w_max: int, ceiling_gpus: int = CEILING_GPUS) -> int
 def _install(fitted: dict[str, tuple]) -> None:
     APP_CURVES.clear()
     for name, (params, batches, knots) in fitted.items():
+        a_c, b_c, a_n, b_n, a_r, b_r, gamma = (float(x) for x in params)
+        b0, lo, hi, top = (float(x) for x in batches)
         APP_CURVES[name] = AppCurve(
-            name, *params, *batches, tuple((float(p), float(v)) for p, v in knots)
+            name, a_c, b_c, a_n, b_n, a_r, b_r, gamma, b0, lo, hi, top,
+            tuple((float(p), float(v)) for p, v in knots),
         )
 
 
