@@ -214,12 +214,15 @@ def test_deterministic(name: str):
     assert run() == run()
 
 
-def test_unbounded_afs_uses_the_curve_past_w_max_on_ideal():
-    # every job elastic: some run past w_max, and on the true curve
+def test_unbounded_afs_runs_jobs_past_w_max_on_tiny():
+    # free GPUs: some elastic jobs run past w_max (on the true curve), none under afs-bounded
     sim = make_episode("tiny", 0).simulator()
     res = sim.run(make_policy("afs"))
     assert res.jobs_completed == res.jobs_total
     assert sim.curve_jobs, "no job ever ran past w_max"
+    sim = make_episode("tiny", 0).simulator()
+    sim.run(make_policy("afs-bounded"))
+    assert not sim.curve_jobs
 
 
 # ----------------------------------------------------------------------------------------------
