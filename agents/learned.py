@@ -203,18 +203,24 @@ class LearnedAgent:
 
     @property
     def env_id(self) -> str:
-        """The env id to act through. Agents trained on a retired version (``-v0``, the world
-        before elastic growth and bursty arrivals) act through the current one, whose spaces
-        are the same; :attr:`trained_on` keeps the version they were trained on."""
-        env_id = str(self.config.get("env_id", "aryl_gym/Aryl-v1"))
-        retired = {"aryl_gym/Aryl-v0": "aryl_gym/Aryl-v1",
-                   "aryl_gym/ArylReclaim-v0": "aryl_gym/ArylReclaim-v1"}
-        return retired.get(env_id, env_id)
+        """The env id to act through: the current world's (``-v2``) for an agent trained on an
+        earlier one (``-v0``, ``-v1``), whose spaces are the same, so that it plays the episodes
+        the reference policies play (the shipped scenarios as they are now). :attr:`trained_on`
+        keeps the version it was trained on; pass ``env_id=`` to :meth:`make_env` to act in
+        another world (e.g. ``aryl_gym/Aryl-v1`` to reproduce a World v1 result)."""
+        env_id = str(self.config.get("env_id", "aryl_gym/Aryl-v2"))
+        current = {
+            "aryl_gym/Aryl-v0": "aryl_gym/Aryl-v2",
+            "aryl_gym/Aryl-v1": "aryl_gym/Aryl-v2",
+            "aryl_gym/ArylReclaim-v0": "aryl_gym/ArylReclaim-v2",
+            "aryl_gym/ArylReclaim-v1": "aryl_gym/ArylReclaim-v2",
+        }
+        return current.get(env_id, env_id)
 
     @property
     def trained_on(self) -> str:
-        """The env id in the agent's training config (may be a retired version)."""
-        return str(self.config.get("env_id", "aryl_gym/Aryl-v1"))
+        """The env id in the agent's training config (may be an earlier version)."""
+        return str(self.config.get("env_id", "aryl_gym/Aryl-v2"))
 
     @property
     def env_kwargs(self) -> dict[str, Any]:
@@ -223,9 +229,11 @@ class LearnedAgent:
         :meth:`make_env` to play without them)."""
         return {**(self.config.get("env_kwargs", {}) or {}), **(self.config.get("deploy_env_kwargs", {}) or {})}
 
-    def make_env(self, scenario: str | None = None, deployed: bool = True, **overrides: Any) -> Any:
-        """An env like the one the agent was trained on (``scenario`` may differ), with its
-        ``deploy_env_kwargs`` on top unless ``deployed=False``, and ``overrides`` last."""
+    def make_env(self, scenario: str | None = None, deployed: bool = True,
+                 env_id: str | None = None, **overrides: Any) -> Any:
+        """An env like the one the agent was trained on (``scenario`` may differ), through
+        ``env_id`` (default :attr:`env_id`, the current world), with its ``deploy_env_kwargs``
+        on top unless ``deployed=False``, and ``overrides`` last."""
         import gymnasium as gym
 
         import aryl_gym  # noqa: F401  (registers the envs)
@@ -233,14 +241,15 @@ class LearnedAgent:
         base = self.env_kwargs if deployed else dict(self.config.get("env_kwargs", {}) or {})
         kwargs = {**base, **overrides}
         kwargs["scenario"] = scenario or self.scenario or kwargs.get("scenario", "testbed")
-        env = gym.make(self.env_id, **kwargs)
+        env_id = env_id or self.env_id
+        env = gym.make(env_id, **kwargs)
         want = getattr(self.model, "observation_space", None)
         if want is not None and not _same_space(env.observation_space, want):
             env.close()
             raise ConfigError(
                 f"agent {self.name!r}: its model expects observations {_describe(want)}, but the env "
                 f"built from {'its training config' if self.config else 'default settings (no training config found beside the model)'} "
-                f"({self.env_id}, {({k: v for k, v in kwargs.items() if k != 'scenario'})}) gives "
+                f"({env_id}, {({k: v for k, v in kwargs.items() if k != 'scenario'})}) gives "
                 f"{_describe(env.observation_space)}. Load the model from its run folder (or keep its "
                 "config.yaml beside it), or pass the training env's settings, e.g. "
                 "make_env(window=32, observation='v1', allow_preempt=True, action_mode='sequential')"

@@ -278,8 +278,12 @@ def test_load_agent_from_run_and_evaluate_json(tmp_path, capsys):
     assert main(["evaluate", "--agent", str(res.run_dir), "--seeds", "1,2", "--against", "fifo"]) == 0
     out = json.loads(capsys.readouterr().out)
     pols = {(r["policy"], r["seed"]) for r in out["rows"]}
-    assert pols == {(res.run_dir.name, 1), (res.run_dir.name, 2), ("fifo", 1), ("fifo", 2)}
-    assert out["ratios"]["fifo"]["avg_jct"] == pytest.approx(1.0)
+    # the ratios' denominator (--baseline, default baseline) runs even when not listed
+    assert pols == {(res.run_dir.name, 1), (res.run_dir.name, 2), ("fifo", 1), ("fifo", 2),
+                    ("baseline", 1), ("baseline", 2)}
+    assert out["ratios"]["baseline"]["avg_jct"] == pytest.approx(1.0)
+    assert main(["evaluate", "--agent", str(res.run_dir), "--seeds", "1", "--baseline", "nope"]) == 2
+    assert "--baseline 'nope' is neither a policy" in capsys.readouterr().err
 
 
 def test_unknown_agent_is_a_clear_error():

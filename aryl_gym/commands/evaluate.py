@@ -14,6 +14,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 
 from aryl_gym.commands._common import names_list, seeds_arg
 from aryl_gym.envs import DEFAULT_ENV_ID
@@ -59,6 +60,14 @@ def run(args: argparse.Namespace) -> int:
     if dup:
         raise ValueError(f"--agent {dup[0]} is given twice; each agent may appear once")
     names_list(args.against, "--against")
+    agent_names = {Path(a).stem if a.endswith(".zip") else Path(a).name for a in args.agent}
+    if args.baseline not in agent_names and args.baseline not in set(args.agent) and not _is_policy_name(args.baseline):
+        from aryl_gym.agents import policy_names
+
+        raise ValueError(
+            f"--baseline {args.baseline!r} is neither a policy nor one of the --agent entries; "
+            f"policies: {', '.join(policy_names())}"
+        )
     import time
 
     t0 = time.perf_counter()
@@ -111,7 +120,10 @@ def run(args: argparse.Namespace) -> int:
         by_policy[agent.name] = [r for r, _, _ in out]
         done(agent.name)
     scen = scenario or "testbed"
-    for ref in [r.strip() for r in args.against.split(",") if r.strip()]:
+    refs = [r.strip() for r in args.against.split(",") if r.strip()]
+    if args.baseline not in by_policy and args.baseline not in refs:
+        refs.append(args.baseline)  # the ratios' denominator always runs
+    for ref in refs:
         if ref not in by_policy:
             by_policy[ref] = [run_reference(ref, scen, s, args.data_root) for s in args.seeds]
             done(ref)

@@ -283,7 +283,10 @@ def _run_agent(
         agent = _cached_agent(task.entrant.source)
         make_env = getattr(agent, "make_env", None)
         if callable(make_env):
-            env = make_env(**kwargs)
+            try:  # through the suite's env id: the world the reference policies play
+                env = make_env(env_id=task.env_id, **kwargs)
+            except TypeError:  # a plugin's make_env without env_id
+                env = make_env(**kwargs)
         else:
             env = gym.make(task.env_id, **kwargs)
     try:
