@@ -66,11 +66,20 @@ class FifoPolicy(BasePolicy):
         cap = np.asarray(view.srv_cap[mask])
         targets: dict[int, int] = {}
         order: list[int] = []
+        # w identical workers of g GPUs fit iff sum over servers of floor(free / g) >= w (any
+        # server with room takes one), so a job is tested by counting and placed only when it
+        # fits; the counts per worker size change only when a job is placed. Same decisions as
+        # a trial placement per job, in O(1) per job that does not fit (a long queue at scale).
+        slots = {g: int((free // g).sum()) for g in (1, 2, 4, 8)}
         for j in self._queue(view):
             spec = view.jobs[j]
-            if _take(free, cap, spec.g, spec.w_req):
-                targets[j] = spec.w_req
+            g, w = spec.g, spec.w_req
+            if slots.get(g, 0) >= w and _take(free, cap, g, w):
+                targets[j] = w
                 order.append(j)
+                slots = {gg: int((free // gg).sum()) for gg in (1, 2, 4, 8)}
+                if slots[1] == 0 and self.backfill:
+                    break  # nothing fits any more
             elif not self.backfill:
                 break
         return Decision(targets=targets, pools={j: TRAIN for j in targets}, order=order)
