@@ -908,7 +908,9 @@ def ray_executor(tasks: Sequence[Task], workers: int, address: str | None = None
 
 
 #: rough relative cost of one episode by policy, to start the long ones first
-_COST = {"pollux-250": 100.0, "pollux": 50.0, "afs": 3.0, "aryl+tuned": 2.0}
+#: relative cost of an episode (longest first; measured on production: afs ~4x aryl-noloan, afs-all
+#: ~13x, the ideal role ~3x the basic one)
+_COST = {"pollux-250": 100.0, "pollux": 50.0, "afs": 4.0, "afs-all": 13.0, "aryl+tuned": 2.0}
 
 
 def _cost(t: Task) -> float:
