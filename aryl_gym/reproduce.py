@@ -907,9 +907,8 @@ def ray_executor(tasks: Sequence[Task], workers: int, address: str | None = None
     return ray_map(run_task, tasks, workers, _failed, address)
 
 
-#: rough relative cost of one episode by policy, to start the long ones first
-#: relative cost of an episode (longest first; measured on production: afs ~4x aryl-noloan, afs-all
-#: ~13x, the ideal role ~3x the basic one)
+#: rough relative cost of one episode by policy, to start the long ones first (measured on
+#: production: afs ~4x aryl-noloan, afs-all ~13x)
 _COST = {"pollux-250": 100.0, "pollux": 50.0, "afs": 4.0, "afs-all": 13.0, "aryl+tuned": 2.0}
 
 
