@@ -5,8 +5,6 @@ Modules:
 * :mod:`~aryl_gym.leaderboard.suites` -- suite YAML (scenarios x seeds x entrants), validated;
 * :mod:`~aryl_gym.leaderboard.runner` -- episodes -> CSV rows as they finish, ``--resume``;
 * :mod:`~aryl_gym.leaderboard.report` -- ``leaderboard.md`` / ``leaderboard.json``;
-* :mod:`~aryl_gym.leaderboard.intervals` -- rliable's IQM, paired stratified bootstrap intervals,
-  performance profiles; tied ranks;
 * :mod:`~aryl_gym.leaderboard.seed_study` -- how many seeds separate a given difference
   (``scripts/seed_study.py``);
 * :mod:`~aryl_gym.leaderboard.plots` -- usage over time (paper Figure 9), JCT CDF, queuing bars,
@@ -14,6 +12,8 @@ Modules:
 * :mod:`~aryl_gym.leaderboard.tb` -- TensorBoard runs per entrant under the same tags;
 * :mod:`~aryl_gym.leaderboard.ray_backend` -- episodes as Ray tasks;
 * :mod:`~aryl_gym.leaderboard.validate` -- replay a sample of rows and compare.
+
+The intervals, tied ranks and performance profiles come from :mod:`aryl_gym.stats`.
 
 :func:`run_leaderboard` is the whole pipeline (what ``aryl-gym leaderboard`` runs). Nothing here
 imports matplotlib, TensorBoard, rliable, Ray or torch at import time.

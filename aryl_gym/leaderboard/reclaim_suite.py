@@ -48,6 +48,7 @@ from pydantic import AfterValidator
 
 from aryl_gym.config import ConfigError, load_yaml
 from aryl_gym.leaderboard.suites import Seeds
+from aryl_gym.stats import bootstrap_replicates, percentile_interval, t_half_width
 
 KIND = "reclaim"
 RULES = ("optimum", "aryl", "default", "random")
@@ -493,6 +494,14 @@ def run_cli(args: Any) -> int:
     return 0
 
 
+def _gap_where_defined(pre: np.ndarray, opt: np.ndarray) -> np.ndarray:
+    """Per resample (rows of ``(reps, instances)``), total preemptions over the optimum's minus
+    one; resamples whose optimum preempts nothing are left out."""
+    num, den = pre.sum(axis=1), opt.sum(axis=1)
+    ok = den > 0
+    return num[ok] / den[ok] - 1
+
+
 def aggregate(rows: Sequence[Mapping[str, Any]], entrants: Sequence[str], boot: int = 1000) -> dict[str, Any]:
     """Per entrant: gap to the optimum (paired bootstrap CI), extra preemptions per instance
     (t interval), share optimal, overlap, ms per decision; sorted by gap."""
@@ -512,13 +521,10 @@ def aggregate(rows: Sequence[Mapping[str, Any]], entrants: Sequence[str], boot: 
         gap = pre.sum() / opt.sum() - 1 if opt.sum() > 0 else (0.0 if pre.sum() == 0 else math.inf)
         lo = hi = gap
         if N > 1 and opt.sum() > 0:
-            idx = rng.integers(0, N, size=(boot, N))
-            num, den = pre[idx].sum(axis=1), opt[idx].sum(axis=1)
-            ok = den > 0
-            g = num[ok] / den[ok] - 1
+            g = bootstrap_replicates(_gap_where_defined, pre, opt, reps=boot, rng=rng)
             if len(g):
-                lo, hi = float(np.percentile(g, 2.5)), float(np.percentile(g, 97.5))
-        half = 1.96 * float(d.std(ddof=1)) / math.sqrt(N) if N > 1 else 0.0
+                lo, hi = percentile_interval(g)
+        half = t_half_width(d) if N > 1 else 0.0
         table.append(
             {
                 "entrant": e,
