@@ -1,7 +1,7 @@
 """``aryl-gym main``: the README's main job -- the ``quick`` leaderboard, end to end.
 
-Runs the ``quick`` suite (testbed, 3 seeds, every reference policy and the shipped learned
-agent) into ``./results/quick`` (or ``--out``), resuming finished episodes, prints the table and
+Runs the ``quick`` suite (``configs/suites/quick.yaml``: testbed, 16 held-out seeds, the fast
+reference policies and the shipped learned agents) into ``./results/quick`` (or ``--out``), resuming finished episodes, prints the table and
 says where the table, the plots and the TensorBoard logs are.
 """
 
