@@ -12,7 +12,6 @@ import importlib.util
 import inspect
 import json
 import os
-import re
 import time
 import traceback
 from collections.abc import Mapping
@@ -27,6 +26,7 @@ from aryl_gym.leaderboard.provenance import (
     config_hash,
     env_version,
     git_commit,
+    source_kind,
 )
 from aryl_gym.leaderboard.results import (
     METRIC_TYPES,
@@ -110,20 +110,6 @@ def build_tasks(
 # ----------------------------------------------------------------------------------------------
 # Agents
 # ----------------------------------------------------------------------------------------------
-
-_IMPORT_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-
-
-def source_kind(source: str) -> str:
-    """``"path"`` (an SB3 model file), ``"import"`` (``module:factory``) or ``"name"`` (shipped)."""
-    if os.path.exists(source):
-        return "path"
-    if _IMPORT_RE.match(source):
-        return "import"
-    if source.endswith(".zip") or os.sep in source or source.startswith("."):
-        return "path"
-    return "name"
-
 
 def _learned_module() -> Any | None:
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 from collections.abc import Mapping
@@ -21,6 +22,20 @@ class Entrant(Protocol):
     def kind(self) -> str: ...
     @property
     def source(self) -> str: ...
+
+
+_IMPORT_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def source_kind(source: str) -> str:
+    """``"path"`` (an SB3 model file), ``"import"`` (``module:factory``) or ``"name"`` (shipped)."""
+    if os.path.exists(source):
+        return "path"
+    if _IMPORT_RE.match(source):
+        return "import"
+    if source.endswith(".zip") or os.sep in source or source.startswith("."):
+        return "path"
+    return "name"
 
 
 _COMMIT: str | None = None
@@ -81,8 +96,6 @@ def agent_files_digest(source: str) -> dict[str, str]:
     role; empty for a ``module:factory`` agent or a source that does not resolve (loading it
     fails later with its own error). A row made with other weights under the same name is then
     another configuration, never reused as this one."""
-    from aryl_gym.leaderboard.episodes import source_kind
-
     if source_kind(source) == "import":
         return {}
     try:

@@ -42,7 +42,6 @@ from aryl_gym.leaderboard.episodes import (  # noqa: F401  (re-exported)
     load_agent,
     make_row,
     run_episode,
-    source_kind,
 )
 from aryl_gym.leaderboard.provenance import (  # noqa: F401  (re-exported)
     config_hash,
@@ -50,6 +49,7 @@ from aryl_gym.leaderboard.provenance import (  # noqa: F401  (re-exported)
     git_commit,
     scenario_fingerprint,
     slug,
+    source_kind,
 )
 from aryl_gym.leaderboard.results import (  # noqa: F401  (re-exported)
     COLUMNS,
