@@ -182,6 +182,27 @@ def test_config_round_trips_through_run_dict():
     assert again.eval.seeds == (5, 6) and again.seed == 7
 
 
+def test_model_class_builds_a_subclass_of_the_algo_and_names_what_is_wrong():
+    """``model_class`` (how an experiment's algorithm subclass is trained, e.g.
+    experiments/04-time-discounting); run configs written before it hold ``time_horizon_hours:
+    null``, which still load."""
+    from sb3_contrib import MaskablePPO
+
+    from aryl_gym.train.config import config_from_run_dict
+    from aryl_gym.train.runner import model_class
+
+    cfg = load_train_config("maskable_ppo", "tiny", overrides={"model_class": "sb3_contrib:MaskablePPO"})
+    assert model_class(cfg) is MaskablePPO
+    for spec, msg in (("no_such_module:X", "cannot be imported"), ("stable_baselines3:DQN", "subclass")):
+        with pytest.raises(ConfigError, match=msg):
+            model_class(cfg.replace(model_class=spec))
+    with pytest.raises(ConfigError, match="module:Class"):
+        load_train_config("maskable_ppo", "tiny", overrides={"model_class": "sb3_contrib.MaskablePPO"})
+    old = {**cfg.to_dict(), "time_horizon_hours": None}
+    del old["model_class"]
+    assert config_from_run_dict(old).model_class is None
+
+
 # ----------------------------------------------------------------------------------------------
 # machinery on the stub env
 # ----------------------------------------------------------------------------------------------

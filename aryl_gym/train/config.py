@@ -25,6 +25,7 @@ import copy
 import dataclasses
 import importlib
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,9 +183,9 @@ class TrainConfig:
     checkpoint_freq: Steps = 50_000  # environment steps (summed over envs); 0 = off
     max_minutes: Annotated[float, Ge(0)] = 0.0  # stop training after this much wall time (0 = no limit)
     critic_warmup_steps: Steps = 0  # train only the value function for these first env steps
-    # discount by simulated time (aryl_gym.train.timegae): exp(-dt / horizon) per step instead
-    # of hyperparams.gamma, so sub-steps of a decision point are not discounted; None = gamma
-    time_horizon_hours: Annotated[float, Gt(0)] | None = None
+    # the class to build instead of the algo's: ``module:Class``, a subclass of it (e.g. an
+    # experiment's, experiments/); its own constructor arguments go in ``hyperparams``
+    model_class: str | None = None
     # start from this model's weights (.zip of the same algo and network, e.g. a run's
     # warm_start.zip); replaces the behaviour-cloning warm start
     init_from: str | None = None
@@ -299,6 +300,9 @@ def load_train_config(
     return build_config(algo, scen, merged, source)
 
 
+_CLASS_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
 def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "config") -> TrainConfig:
     """A :class:`TrainConfig` from a merged section (also used to reload a run's config.yaml)."""
     from aryl_gym.schema import validate
@@ -307,6 +311,8 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
         TrainConfig, d, source, exclude=_NOT_IN_SECTION, fill={"algo": algo, "scenario": scenario}
     )
     # rules across keys
+    if cfg.model_class is not None and not _CLASS_RE.match(cfg.model_class):
+        raise ConfigError(f"{source}: model_class must be 'module:Class', got {cfg.model_class!r}")
     if cfg.pair_group > 1 and cfg.n_envs % cfg.pair_group:
         raise ConfigError(
             f"{source}: n_envs ({cfg.n_envs}) must be a multiple of pair_group ({cfg.pair_group})"
@@ -367,6 +373,10 @@ def _needs_sequential_maskable(cfg: TrainConfig, source: str, what: str) -> None
 def config_from_run_dict(d: Mapping[str, Any], source: str = "run config") -> TrainConfig:
     """Rebuild a :class:`TrainConfig` from :meth:`TrainConfig.to_dict` output."""
     d = dict(d)
+    # run folders written before discounting by simulated time moved out of the package
+    # (experiments/04-time-discounting) hold ``time_horizon_hours: null``
+    if "time_horizon_hours" in d and d["time_horizon_hours"] is None:
+        del d["time_horizon_hours"]
     algo = d.pop("algo")
     scenario = d.pop("scenario")
     return build_config(algo, scenario, d, source)
@@ -378,11 +388,17 @@ def _yaml_float(x: float) -> str:
     return f"{float(m)!r}e{e}"
 
 
-def check_hyperparams(algo_cls: type, hyperparams: Mapping[str, Any], source: str = "config") -> None:
-    """Every hyperparameter must be an argument of the algorithm's constructor."""
+def check_hyperparams(
+    algo_cls: type, hyperparams: Mapping[str, Any], source: str = "config", model_cls: type | None = None
+) -> None:
+    """Every hyperparameter must be an argument of the algorithm's constructor (or a named
+    argument of ``model_cls``'s, a ``model_class`` built in its place)."""
     import inspect
 
     params = set(inspect.signature(algo_cls).parameters)
+    if model_cls is not None:
+        named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        params |= {k for k, p in inspect.signature(model_cls).parameters.items() if p.kind in named}
     reserved = {"self", "policy", "env", "seed", "tensorboard_log", "policy_kwargs", "_init_setup_model"}
     allowed = params - reserved
     for k, v in hyperparams.items():

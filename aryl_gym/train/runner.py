@@ -139,14 +139,20 @@ def resolve_policy(name: str) -> Any:
 
 
 def model_class(cfg: TrainConfig) -> Any:
-    """The algorithm class of ``cfg``: with a ``teacher`` it is
-    :class:`~aryl_gym.train.teacher.TeacherMaskablePPO` (MaskablePPO plus distillation); with
-    ``time_horizon_hours`` its :mod:`~aryl_gym.train.timegae` variant (discounting by simulated
-    time)."""
-    if cfg.time_horizon_hours is not None:
-        from aryl_gym.train import timegae
-
-        return timegae.TimeTeacherMaskablePPO if cfg.teacher.policy else timegae.TimeMaskablePPO
+    """The algorithm class of ``cfg``: ``model_class`` when given (``module:Class``, a subclass
+    of the algo's class); else with a ``teacher``
+    :class:`~aryl_gym.train.teacher.TeacherMaskablePPO` (MaskablePPO plus distillation); else
+    the algo's class."""
+    if cfg.model_class:
+        mod, _, name = cfg.model_class.partition(":")
+        try:
+            cls = getattr(importlib.import_module(mod), name)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"model_class {cfg.model_class!r} cannot be imported ({exc}); is its "
+                              "folder on PYTHONPATH?") from None
+        if not (isinstance(cls, type) and issubclass(cls, algo_class(cfg.algo))):
+            raise ConfigError(f"model_class {cfg.model_class!r} must be a subclass of {cfg.algo}'s class")
+        return cls
     if cfg.teacher.policy:
         from aryl_gym.train.teacher import TeacherMaskablePPO
 
@@ -159,8 +165,6 @@ def model_kwargs(cfg: TrainConfig) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if cfg.teacher.policy:
         out["teacher_kwargs"] = teacher_kwargs(cfg)
-    if cfg.time_horizon_hours is not None:
-        out["time_horizon_hours"] = cfg.time_horizon_hours
     return out
 
 
@@ -172,10 +176,10 @@ def teacher_kwargs(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def build_model(cfg: TrainConfig, venv: Any, verbose: int = 0) -> Any:
-    cls = algo_class(cfg.algo)
-    check_hyperparams(cls, cfg.hyperparams, f"algo config ({cfg.algo})")
-    hp = {**resolve_schedules(cfg.hyperparams, f"algo config ({cfg.algo})"), **model_kwargs(cfg)}
     cls = model_class(cfg)
+    check_hyperparams(algo_class(cfg.algo), cfg.hyperparams, f"algo config ({cfg.algo})",
+                      cls if cfg.model_class else None)
+    hp = {**resolve_schedules(cfg.hyperparams, f"algo config ({cfg.algo})"), **model_kwargs(cfg)}
     return cls(
         resolve_policy(cfg.policy),
         venv,
