@@ -54,3 +54,39 @@ def test_simulator_imports_only_its_own_layer():
                 assert not any(a.name.startswith("gymnasium") for a in node.names), p
             elif isinstance(node, ast.ImportFrom):
                 assert not (node.module or "").startswith("gymnasium"), p
+
+
+#: modules whose function-local imports are not yet audited (the lead is editing reproduce.py)
+UNAUDITED = {"aryl_gym.reproduce"}
+
+
+def test_function_local_imports_say_why():
+    """An import inside a function is there to keep a costly or optional module out of an import
+    (torch, Ray, matplotlib, pydantic, pyarrow, tqdm, a command's work at CLI start-up): a
+    comment on it, or on the group of imports it belongs to, says which."""
+    silent = []
+    for mod, path in _IG.modules(ROOT).items():
+        if mod in UNAUDITED:
+            continue
+        lines = path.read_text().splitlines()
+        tree = ast.parse("\n".join(lines))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                i = node.lineno - 1
+                said = "#" in lines[i]
+                j = i - 1
+                while not said and j >= 0:
+                    s = lines[j].strip()
+                    if s.startswith("#"):
+                        said = True
+                    elif s == "" or s.startswith(("from ", "import ")):
+                        j -= 1
+                        continue
+                    break
+                if not said:
+                    silent.append(f"{mod}:{node.lineno}: {ast.unparse(node)}")
+    assert silent == []

@@ -34,6 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # leaderboard imports pydantic: only when a config is validated
     from aryl_gym.leaderboard import load_suite, run_leaderboard
 
     # A reference policy missing from this checkout is skipped with a note rather than failing
@@ -47,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
         file=sys.stderr if args.json else sys.stdout,
     )
+    # runner imports pydantic: only when a config is validated
     from aryl_gym.leaderboard.runner import StaleResultsError
 
     def go(fresh: bool) -> Any:

@@ -10,12 +10,13 @@
 
 from __future__ import annotations
 
+from gymnasium.envs.registration import register, registry
+
 ENV_IDS: tuple[str, ...] = ("aryl_gym/Aryl-v1", "aryl_gym/ArylReclaim-v1")
 
 
 def register_envs() -> None:
     """Register the environments with Gymnasium (idempotent)."""
-    from gymnasium.envs.registration import register, registry
 
     entries = {
         "aryl_gym/Aryl-v1": "aryl_gym.envs.allocation:ArylEnv",

@@ -28,7 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aryl_gym.leaderboard.runner import RunOptions, RunSummary, run_suite, series_for
+from aryl_gym.fileio import DirLock
+from aryl_gym.leaderboard.report import render_console, write_report
+from aryl_gym.leaderboard.runner import (
+    RunOptions,
+    RunSummary,
+    prepare_out_dir,
+    run_options,
+    run_suite,
+    series_for,
+)
 from aryl_gym.leaderboard.suites import Entrant, Suite, list_suites, load_suite, suite_from_dict
 
 __all__ = [
@@ -73,8 +82,6 @@ def run_leaderboard(
 ) -> LeaderboardOutputs:
     """Run ``suite`` (:func:`run_suite`; ``options`` / keyword ``changes`` are its
     :class:`RunOptions`), then write the tables, plots and TensorBoard logs."""
-    from aryl_gym.fileio import DirLock
-    from aryl_gym.leaderboard.runner import prepare_out_dir, run_options
 
     opts = run_options(options, **changes)
     say = log or (lambda m: print(m, file=sys.stderr))
@@ -91,8 +98,6 @@ def _run_leaderboard_locked(
     tensorboard: bool,
     say: Callable[[str], None],
 ) -> LeaderboardOutputs:
-    from aryl_gym.leaderboard.report import render_console, write_report
-
     summary = run_suite(suite, out_dir, opts, log=say)
     out = Path(out_dir)
     md, js, data = write_report(out, suite, summary.rows, summary)
@@ -100,6 +105,7 @@ def _run_leaderboard_locked(
     series = series_for(out, summary.rows) if (plots or tensorboard) and summary.rows else {}
     if plots and summary.rows:
         try:
+            # an optional dependency: its absence is handled here
             from aryl_gym.leaderboard.plots import make_plots
 
             res.plots = make_plots(out, suite, summary.rows, series)
@@ -107,6 +113,7 @@ def _run_leaderboard_locked(
             res.notes.append(f"no plots: {exc}")
     if tensorboard and summary.rows:
         try:
+            # an optional dependency: its absence is handled here
             from aryl_gym.leaderboard.tb import write_tensorboard
 
             res.tensorboard = write_tensorboard(out, suite, summary.rows, series)

@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
+from aryl_gym import __version__
+from aryl_gym.agents import make_policy
 from aryl_gym.config import ConfigError, load_scenario
 from aryl_gym.leaderboard.provenance import (
     config_hash,
@@ -36,6 +39,9 @@ from aryl_gym.leaderboard.results import (
 from aryl_gym.leaderboard.suites import Entrant, Suite
 from aryl_gym.metrics import EpisodeResult
 from aryl_gym.rollout import run_agent
+from aryl_gym.scenario import make_episode
+from aryl_gym.sim.engine import Simulator
+from aryl_gym.workload.paths import resolve_data_path
 
 # ----------------------------------------------------------------------------------------------
 # Tasks
@@ -124,9 +130,6 @@ def check_entrant(entrant: Entrant, env_id: str) -> str | None:
     """Why ``entrant`` cannot run here (a skip note), or ``None``. Cheap; no model is loaded."""
     if entrant.kind != "agent":
         return None
-    import gymnasium as gym
-
-    import aryl_gym  # noqa: F401  (registers the envs)
 
     if env_id not in gym.envs.registry:
         return f"env {env_id} is not registered (aryl_gym.envs not installed in this checkout yet)"
@@ -161,7 +164,6 @@ def check_entrant(entrant: Entrant, env_id: str) -> str | None:
 
 def check_scenario(scenario: str, data_root: str | None = None) -> str | None:
     """Why ``scenario``'s episodes cannot be drawn here (its trace or series file is missing)."""
-    from aryl_gym.workload.paths import resolve_data_path
 
     cfg = load_scenario(scenario)
     for what, rel in (("trace", cfg.workload.trace), ("inference series", cfg.inference.csv if cfg.inference.mode == "csv" else None)):
@@ -232,7 +234,6 @@ def _cached_agent(source: str) -> Any:
 
 def _env_sim(env: Any) -> Any | None:
     """The :class:`~aryl_gym.sim.engine.Simulator` inside an env, if it exposes one."""
-    from aryl_gym.sim.engine import Simulator
 
     base = getattr(env, "unwrapped", env)
     for name in ("sim", "simulator", "_sim"):
@@ -250,9 +251,9 @@ def _run_agent(
 ) -> tuple[EpisodeResult, list[Any] | None, str, tuple[str, dict[str, Any]]]:
     """One episode of a learned agent through the gym env. Returns (result, timeline, note)."""
     try:
+        # an optional dependency: its absence is handled here
         import gymnasium as gym
 
-        import aryl_gym  # noqa: F401  (registers the envs)
     except ImportError as exc:  # pragma: no cover - gymnasium is a core dependency
         raise AgentUnavailable(str(exc)) from None
     if task.env_id not in gym.envs.registry:
@@ -301,7 +302,6 @@ def _check_trace(env: Any, task: EpisodeTask) -> str:
     sim = _env_sim(env)
     if sim is None:
         return "env trace not checked (no simulator exposed)"
-    from aryl_gym.scenario import make_episode
 
     ref = make_episode(task.scenario, task.seed, data_root=task.data_root)
     sub = np.array([j.submit for j in ref.jobs])
@@ -316,9 +316,6 @@ def _check_trace(env: Any, task: EpisodeTask) -> str:
 def _run_policy(
     task: EpisodeTask,
 ) -> tuple[EpisodeResult, list[Any] | None, str, tuple[str, dict[str, Any]]]:
-    from aryl_gym.agents import make_policy
-    from aryl_gym.scenario import make_episode
-
     sim = make_episode(task.scenario, task.seed, data_root=task.data_root).simulator()
     res = sim.run(make_policy(task.entrant.name))
     return res, (list(sim.acc.timeline) if task.keep_timeline else None), "", (task.env_id, {})
@@ -370,7 +367,6 @@ def make_row(
         if v is not None and t is float:
             v = float(v)
         row[k] = v
-    from aryl_gym import __version__
 
     row.update(
         wall_time_s=round(wall, 6),

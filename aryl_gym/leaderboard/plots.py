@@ -33,12 +33,14 @@ from aryl_gym.stats import available, performance_profile, score_distribution
 
 def _pyplot() -> Any:
     try:
+        # an optional dependency: its absence is handled here
         import matplotlib
     except ImportError:
         raise ImportError(
             "plots need matplotlib: pip install 'aryl-gym[plots]' (or pass --no-plots)"
         ) from None
     matplotlib.use("Agg", force=True)
+    # matplotlib: imported when plotting
     import matplotlib.pyplot as plt
 
     return plt

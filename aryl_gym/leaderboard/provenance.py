@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from aryl_gym.agents.learned import find_zoo_experiment, resolve_agent_path, resolve_zoo_folder
 from aryl_gym.config import ScenarioConfig
 
 
@@ -99,12 +100,6 @@ def agent_files_digest(source: str) -> dict[str, str]:
     if source_kind(source) == "import":
         return {}
     try:
-        from aryl_gym.agents.learned import (
-            find_zoo_experiment,
-            resolve_agent_path,
-            resolve_zoo_folder,
-        )
-
         zoo = find_zoo_experiment(source) if Path(source).is_dir() else None
         if zoo is not None:  # an rl-baselines3-zoo folder: its model and normalisation
             model, _, vn = resolve_zoo_folder(zoo)

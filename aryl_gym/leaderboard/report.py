@@ -26,11 +26,13 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from aryl_gym import __version__
 from aryl_gym.leaderboard.runner import METRIC_TYPES, WALL_METRICS, RunSummary, env_version
 from aryl_gym.leaderboard.suites import Suite
 from aryl_gym.stats import LEVEL, REPS, SEED, available, iqm, iqm_ci, ratio_ci, tie_ranks
@@ -290,7 +292,6 @@ def aggregate(
         {"scenario": k[1], "seed": k[2], "policy": k[3], "error": msg.splitlines()[0] if msg else ""}
         for k, msg in (summary.failed if summary else [])
     ]
-    from aryl_gym import __version__
 
     # learned agents that acted with a shield (their env kwargs, as recorded per row)
     shielded: set[str] = set()
@@ -381,8 +382,6 @@ def _overall(
 
 def _version(dist: str) -> str:
     try:
-        from importlib.metadata import version
-
         return version(dist)
     except Exception:  # noqa: BLE001
         return "?"

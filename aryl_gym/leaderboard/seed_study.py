@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aryl_gym.cli import main as cli_main
 from aryl_gym.stats import Z95, Z_POWER80, mean_sd, seeds_needed
 
 
@@ -154,7 +155,6 @@ def render(spreads: Sequence[PairSpread], rec: Mapping[str, Any], delta: float, 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``aryl-gym seed-study ARGS`` (the command line lives in :mod:`aryl_gym.commands.seed_study`)."""
-    from aryl_gym.cli import main as cli_main
 
     return cli_main(["seed-study", *(argv or [])])
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
+import inspect
 import os
 import re
 from collections.abc import Mapping
@@ -34,8 +35,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from annotated_types import Ge, Gt, Lt
 from pydantic import BeforeValidator
 
-from aryl_gym.config import ConfigError, configs_dir, load_yaml
+from aryl_gym.agents import policy_names
+from aryl_gym.config import ConfigError, configs_dir, load_scenario, load_yaml
+from aryl_gym.schema import model_for, validate, validate_model
 from aryl_gym.train.schedules import parse_schedule
+from aryl_gym.train.worlds import check_worlds
 
 if TYPE_CHECKING:
     from stable_baselines3.common.base_class import BaseAlgorithm
@@ -249,7 +253,6 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 def _section(data: Any, name: str, source: str) -> dict[str, Any]:
     """One section of an algorithm file, checked on its own (every section, used or not)."""
-    from aryl_gym.schema import model_for, validate_model
 
     if data is None:
         return {}
@@ -261,8 +264,6 @@ def scenario_key(scenario: str | os.PathLike[str]) -> str:
     """The key a scenario is looked up under: its ``name`` (a path is loaded to find it)."""
     text = str(scenario)
     if text.endswith((".yaml", ".yml")) or os.sep in text:
-        from aryl_gym.config import load_scenario
-
         return load_scenario(text).name
     return text
 
@@ -305,7 +306,6 @@ _CLASS_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "config") -> TrainConfig:
     """A :class:`TrainConfig` from a merged section (also used to reload a run's config.yaml)."""
-    from aryl_gym.schema import validate
 
     cfg = validate(
         TrainConfig, d, source, exclude=_NOT_IN_SECTION, fill={"algo": algo, "scenario": scenario}
@@ -337,19 +337,13 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
     names += [("eval.references", r) for r in cfg.eval.references]
     for key, name in names:
         if name and name not in ("sjf-grant", "random"):
-            from aryl_gym.agents import policy_names
-
             if name not in policy_names():
                 raise ConfigError(
                     f"{source}: {key}: unknown policy {name!r}; known: {', '.join(policy_names())}"
                 )
     if cfg.worlds:
-        from aryl_gym.train.worlds import check_worlds
-
         check_worlds(dict(cfg.worlds), f"{source}: worlds")
     if cfg.dagger.worlds:
-        from aryl_gym.train.worlds import check_worlds
-
         check_worlds(dagger_worlds(cfg), f"{source}: dagger.worlds (merged with worlds)")
     return cfg
 
@@ -393,7 +387,6 @@ def check_hyperparams(
 ) -> None:
     """Every hyperparameter must be an argument of the algorithm's constructor (or a named
     argument of ``model_cls``'s, a ``model_class`` built in its place)."""
-    import inspect
 
     params = set(inspect.signature(algo_cls).parameters)
     if model_cls is not None:

@@ -29,6 +29,7 @@ from aryl_gym.workload.traces_formats import (
     read_csv_table,
     width_checks,
 )
+from aryl_gym.workload.traces_pollux import load_pollux_profiles
 
 POLLUX_COLUMNS = ["name", "time", "application", "num_replicas", "batch_size"]
 
@@ -164,8 +165,6 @@ def profiles_dir(p: Path, prof: Any, data_root: str | os.PathLike[str] | None,
 
 
 def _read(req: ReadRequest) -> TraceRows:
-    from aryl_gym.workload.traces_pollux import load_pollux_profiles
-
     prof_dir = profiles_dir(req.path, req.options.get("profiles"), req.data_root, req.report)
     return read_pollux(req.path, req.report, {**req.options, "delimiter": req.delimiter},
                        load_pollux_profiles(prof_dir), req.skip)
