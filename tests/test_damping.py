@@ -146,6 +146,7 @@ def test_damping_stops_the_thrashing_agent():
     assert info["damping"]["engaged"] == 1 and u._damping.engaged_at < u.sim.now
 
 
+@pytest.mark.slow
 def test_shipped_agent_cycle_is_broken():
     """ppo-v1-kickstart at load 1.2 on seed 6009 cycles (it preempts two jobs at one decision point and
     restarts them at the next) until the thrash rule ends the episode; deployed with its flap

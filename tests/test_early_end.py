@@ -156,6 +156,7 @@ def test_bad_early_end_options(kw, text):
         ArylEnv(scenario="tiny", **kw)
 
 
+@pytest.mark.slow
 def test_the_from_scratch_config_trains_with_charged_ends(tmp_path):
     """``maskable_ppo_scratch``: its envs charge early ends and carry the flap damping shield,
     engaged from the start (training and evaluation alike), and a short run on ``tiny`` trains

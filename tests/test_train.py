@@ -206,6 +206,7 @@ def test_model_class_builds_a_subclass_of_the_algo_and_names_what_is_wrong():
 # ----------------------------------------------------------------------------------------------
 # machinery on the stub env
 # ----------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_stub_training_logs_cluster_tags_checkpoints_and_resumes(tmp_path):
     from aryl_gym.train.runner import train
 
@@ -329,6 +330,7 @@ def test_train_package_does_not_import_torch():
 needs_env = pytest.mark.skipif(not _real_env_available(), reason="aryl_gym/Aryl-v1 not registered yet (issue 5)")
 
 
+@pytest.mark.slow
 @needs_env
 def test_smoke_training_on_tiny_writes_cluster_tags_and_a_loadable_model(tmp_path):
     from aryl_gym.agents.learned import load_agent
@@ -496,6 +498,7 @@ def test_unknown_demonstrator_is_a_config_error():
         load_train_config("maskable_ppo_set", "tiny", {"eval": {"references": ["aryl", "ayrl"]}})
 
 
+@pytest.mark.slow
 def test_init_from_starts_from_the_given_weights(tmp_path):
     import torch
     from sb3_contrib import MaskablePPO
