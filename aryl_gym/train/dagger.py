@@ -115,7 +115,8 @@ def rollout_config(cfg: Any, worlds: Any = None) -> Any:
 class RolloutEnvFactory:
     """Picklable maker of a learned agent's rollout env: its training config's worlds, no
     reward wrappers (:func:`rollout_config`), the raw policy's env (no ``deploy_env_kwargs``).
-    The rollout-label and evolution-strategy experiments (experiments/08, 10) play agents in it."""
+    The rollout-label and evolution-strategy experiments (experiments/08-rollout-labels,
+    experiments/10-evolution-strategies) play agents in it."""
 
     def __init__(self, config: dict[str, Any], env_id: str, source: str = "agent config"):
         self.config = dict(config)
