@@ -18,9 +18,10 @@ run: $(STAMP)
 	$(BIN)/aryl-gym main
 
 # the fast tier: everything but the tests marked slow or experiments (pyproject.toml's addopts),
-# on two processes (pytest-xdist)
+# on two processes (pytest-xdist), one thread each: torch's spinning worker threads would
+# oversubscribe two cores (on this loaded machine: 101.5 s of CPU with them, 90.6 s without)
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2
 
 # full-episode regressions, Ray, process kills, training runs
 test-slow: $(STAMP)
@@ -28,7 +29,7 @@ test-slow: $(STAMP)
 
 # the tests of experiments/ (most need the shipped ppo-v1-kickstart weights)
 test-experiments: $(STAMP)
-	$(BIN)/python -m pytest -q -m experiments
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m experiments
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m ''
