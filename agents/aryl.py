@@ -78,7 +78,7 @@ Variants (registry names):
   pay the relaunch overhead when they restart. The factor makes the rule stable: a job started
   this way is at least twice as short as the one it displaced, so the two never swap back. It
   is a reference for what preemption is worth in a world (testbed at loads 0.9-1.3: about
-  0.75-0.85x Aryl's average JCT; basic: 0.99x; docs/training.md) and the demonstrator of the
+  0.75-0.85x Aryl's average JCT; basic: 0.99x; experiments/02-preemption-warm-start/) and the demonstrator of the
   set-policy config's warm start (configs/algos/maskable_ppo_set.yaml).
 
 World v1: an elastic job requests its base demand ``w_min`` and may grow to ``w_max = r x

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 
 from aryl_gym.sim.view import ClusterView, Decision, PlacementOptions
 
@@ -80,7 +81,6 @@ def load_plugins(force: bool = False) -> None:
         except ModuleNotFoundError as exc:  # a policy module not yet present
             if exc.name != f"aryl_gym.agents.{mod}":
                 raise
-    from importlib.metadata import entry_points
 
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in _REGISTRY:

@@ -12,6 +12,7 @@ This module is independent of the simulator: :func:`solve_mckp` works on plain l
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -140,7 +141,6 @@ def brute_force_mckp(groups: Sequence[Sequence[Item]], capacity: int) -> MckpRes
 
     O(prod(K_g + 1)); only for tiny instances.
     """
-    import itertools
 
     best_v, best_c, best_w = 0.0, [-1] * len(groups), 0
     for combo in itertools.product(*[range(-1, len(items)) for items in groups]):

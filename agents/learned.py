@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
+import yaml
+from gymnasium import spaces
 
 from aryl_gym.config import ConfigError
 
@@ -79,7 +82,6 @@ _RUN_RE = re.compile(r"^(?P<env>.+)_(?P<id>[0-9]+)$")
 def _zoo_yaml(path: Path) -> Any:
     """A zoo ``args.yml`` / ``config.yml``: YAML dumps of ``OrderedDict`` (tagged
     ``!!python/object/apply:collections.OrderedDict``), read safely as plain dicts."""
-    import yaml
 
     class _Loader(yaml.SafeLoader):
         pass
@@ -181,6 +183,7 @@ def _is_maskable(policy: Any) -> bool:
     if type(policy).__name__.startswith("Maskable"):
         return True
     try:
+        # an optional dependency: its absence is handled here
         from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
     except ImportError:  # pragma: no cover - the train extra is missing
         return False
@@ -234,9 +237,6 @@ class LearnedAgent:
         """An env like the one the agent was trained on (``scenario`` may differ), through
         ``env_id`` (default :attr:`env_id`, the current world), with its ``deploy_env_kwargs``
         on top unless ``deployed=False``, and ``overrides`` last."""
-        import gymnasium as gym
-
-        import aryl_gym  # noqa: F401  (registers the envs)
 
         base = self.env_kwargs if deployed else dict(self.config.get("env_kwargs", {}) or {})
         kwargs = {**base, **overrides}
@@ -283,8 +283,6 @@ class LearnedAgent:
         action space (MaskablePPO's ``sequential`` and ``priority``-free modes)."""
         ok = getattr(self, "_fast", None)
         if ok is None:
-            from gymnasium import spaces
-
             pol = getattr(self.model, "policy", None)
             ok = (
                 isinstance(getattr(self.model, "action_space", None), spaces.Discrete)
@@ -301,6 +299,7 @@ class LearnedAgent:
         masked logits to -1e8, normalise again, softmax, argmax: ties go to the lowest action),
         so the action is identical (``tests/test_train.py`` checks this on a batch), at a
         fraction of the cost (about 17 ms per call through SB3's masked distribution code)."""
+        # torch (the train extra): imported when used
         import torch as th
 
         pol = self.model.policy
@@ -341,7 +340,6 @@ def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:
 
     ``env`` (optional) is attached to the model (needed only to continue training it).
     """
-    import yaml
 
     zoo = find_zoo_experiment(name_or_path) if Path(str(name_or_path)).is_dir() else None
     config: dict[str, Any] = {}
@@ -354,6 +352,7 @@ def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:
         if cfg_path is not None:
             config = yaml.safe_load(cfg_path.read_text()) or {}
     algo = str(config.get("algo", "")) or None
+    # config imports pydantic: only when a config is validated
     from aryl_gym.train.config import ALGOS, algo_class
 
     candidates = [algo] if algo else ["maskable_ppo", "ppo"]

@@ -43,6 +43,8 @@ import numpy as np
 
 from aryl_gym.config import ConfigError
 from aryl_gym.sim.jobs import JobSpec
+from aryl_gym.workload.paths import resolve_data_path
+from aryl_gym.workload.traces_pollux import load_pollux_profiles
 
 # --------------------------------------------------------------------------------------------
 # Synthetic jobs: per-family constants [ours]
@@ -286,7 +288,6 @@ _PROFILE_CACHE: dict[tuple[str, str | None], AppProfile] = {}
 
 def load_profile(app: str, data_root: str | None = None) -> AppProfile:
     """The profile of application ``app`` from ``traces/pollux-philly/traces/<app>`` (cached)."""
-    from aryl_gym.workload.paths import resolve_data_path
 
     key = (app, data_root)
     if key not in _PROFILE_CACHE:
@@ -324,12 +325,9 @@ def tuning_table(spec: JobSpec, data_root: str | None = None) -> np.ndarray:
     if spec.app and spec.scaling is not None:
         if not spec.elastic:
             return np.ones(spec.w_max + 1)
-        from aryl_gym.workload.traces_pollux import load_pollux_profiles
 
         folder = spec.extra.get("profiles_dir")
         if folder is None:
-            from aryl_gym.workload.paths import resolve_data_path
-
             folder = str(resolve_data_path("traces/pollux-philly/traces", data_root))
         app = load_pollux_profiles(folder)[spec.app]
         return app.tuning_table(

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from aryl_gym.sim.engine import default_reclaim
 from aryl_gym.sim.view import ClusterView
 
 
@@ -343,6 +344,7 @@ def milp_reclaim(
     if n == L:
         return idle + servers
     try:
+        # an optional dependency: its absence is handled here
         from scipy.optimize import Bounds, LinearConstraint, milp
         from scipy.sparse import coo_array
     except ImportError as exc:  # pragma: no cover - scipy is a core dependency
@@ -503,7 +505,6 @@ def optimal_reclaim_view(view: ClusterView, n: int) -> list[int]:
 
 def default_reclaim_view(view: ClusterView, n: int) -> list[int]:
     """The simulator's own default rule (:func:`aryl_gym.sim.engine.default_reclaim`)."""
-    from aryl_gym.sim.engine import default_reclaim
 
     return default_reclaim(view, n)
 

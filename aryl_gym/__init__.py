@@ -8,7 +8,8 @@ scheduler (arXiv 2202.07896, EuroSys '23 as Lyra).
 from aryl_gym.config import ConfigError, ScenarioConfig, load_scenario
 from aryl_gym.metrics import EpisodeResult
 from aryl_gym.scenario import make_episode, make_simulator
-from aryl_gym.sim import Decision, JobSpec, Simulator
+from aryl_gym.sim import Decision, JobSpec
+from aryl_gym.sim.engine import Simulator
 
 __version__ = "0.1.0"
 

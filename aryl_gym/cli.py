@@ -8,6 +8,7 @@ automatically, so adding a command touches no shared file.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import pkgutil
 import sys
@@ -22,12 +23,14 @@ except ImportError:  # pragma: no cover - not POSIX
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # at run time: aryl-gym imports every command module to build its parser
     import aryl_gym.commands as commands
 
     parser = argparse.ArgumentParser(
         prog="aryl-gym",
         description="GPU-cluster scheduling simulator and RL environment with capacity loaning.",
     )
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym import __version__
 
     parser.add_argument("--version", action="version", version=f"aryl-gym {__version__}")
@@ -80,8 +83,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     if out_of_memory:
-        import gc
-
         gc.collect()
         print(f"aryl-gym {args.command}: error: {memory_message(args)}", file=sys.stderr)
     return 2

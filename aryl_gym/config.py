@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from annotated_types import Ge, Gt, Le, Lt
 
 from aryl_gym.errors import ConfigError  # noqa: E402,F401  (its public home stays here)
+from aryl_gym.schema import validate
 
 # --------------------------------------------------------------------------------------------
 # GPU types
@@ -337,7 +338,6 @@ def _as_input(cfg: ScenarioConfig) -> dict[str, Any]:
 
 def scenario_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> ScenarioConfig:
     """Build a validated :class:`ScenarioConfig` from a mapping (as read from YAML)."""
-    from aryl_gym.schema import validate
 
     if isinstance(data, Mapping):
         # an empty section (``sim:``) reads as null: the section's defaults
@@ -407,6 +407,7 @@ def list_scenarios() -> list[str]:
 
 def load_yaml(path: str | os.PathLike[str]) -> Any:
     """Strict YAML (duplicate keys rejected); folders, unreadable or binary files are ConfigErrors."""
+    # fileio imports yaml: keeps it out of import aryl_gym
     from aryl_gym.fileio import load_yaml_file
 
     return load_yaml_file(path)

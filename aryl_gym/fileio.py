@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import errno
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
 import yaml
 
+from aryl_gym.errors import ConfigError
+
 
 def _config_error(msg: str) -> Exception:
-    from aryl_gym.errors import ConfigError
-
     return ConfigError(msg)
 
 
@@ -133,7 +135,6 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 
     Readers see the old file or the new one, never a part; two writers never share a temporary.
     """
-    import tempfile
 
     p = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
@@ -157,7 +158,6 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 
 def unique_backup(path: Path) -> Path:
     """A name ``PATH.bak-YYYYmmdd-HHMMSS-microseconds[-n]`` that does not exist yet."""
-    from datetime import datetime
 
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     cand = path.with_name(f"{path.name}.bak-{stamp}")
@@ -192,6 +192,7 @@ class DirLock:
             self._nested = True
             return self
         try:
+            # an optional dependency: its absence is handled here
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX: no lock
             return self

@@ -24,6 +24,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from tqdm import tqdm
+
+from aryl_gym.agents import make_policy
+from aryl_gym.config import load_scenario
+from aryl_gym.parallel import local_map
+from aryl_gym.scenario import make_episode
+
 #: the paper's band for Baseline's average queuing time (SPEC 4: "above 3,000 s"; 10,000 s is its
 #: p95 figure, so an average above it cannot match the paper's tail)
 QUEUE_BAND: tuple[float, float] = (3000.0, 10000.0)
@@ -87,7 +94,6 @@ def check_grid(scenario: str, loads: Sequence[float], seeds: Sequence[int], work
     mean anything: a scenario whose job count does not follow ``workload.load`` (a trace, or a
     fixed ``num_jobs``: every load would give the same episodes), a load the scenario rejects,
     repeated or negative seeds, ``workers`` not an integer >= 1."""
-    from aryl_gym.config import load_scenario
 
     cfg = load_scenario(scenario)
     w = cfg.workload
@@ -118,10 +124,6 @@ def check_grid(scenario: str, loads: Sequence[float], seeds: Sequence[int], work
 
 
 def _episode(task: tuple[str, float, int, str | None]) -> dict[str, Any]:
-    from aryl_gym.agents import make_policy
-    from aryl_gym.config import load_scenario
-    from aryl_gym.scenario import make_episode
-
     scenario, load, seed, data_root = task
     cfg = load_scenario(scenario).replace(workload={"load": load})
     ep = make_episode(cfg, seed, data_root=data_root)
@@ -151,9 +153,6 @@ def load_grid(
     (arguments checked first by :func:`check_grid`)."""
     check_grid(scenario, loads, seeds, workers)
     tasks = [(scenario, float(x), int(s), data_root) for x in loads for s in seeds]
-    from tqdm import tqdm
-
-    from aryl_gym.parallel import local_map
 
     out: list[dict[str, Any]] = []
     bar = tqdm(total=len(tasks), desc=f"load grid {scenario}", disable=not progress,

@@ -9,10 +9,15 @@ it down afterwards.
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing as mp
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -27,16 +32,12 @@ def die_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
     """
     if sys.platform.startswith("linux"):
         try:
-            import ctypes
-            import signal
-
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
         except (OSError, AttributeError):  # pragma: no cover - no libc prctl
             pass
     if os.getppid() != parent_pid:  # the parent died before the watch started
         os._exit(1)
-    import threading
 
     def watch() -> None:
         while True:
@@ -54,8 +55,6 @@ def local_map(fn: Callable[[T], R], tasks: Sequence[T], workers: int) -> Iterato
         for t in tasks:
             yield fn(t)
         return
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     pool = ProcessPoolExecutor(
         max_workers=min(workers, len(tasks)),
@@ -85,6 +84,7 @@ def ray_available() -> bool:
 
 def import_ray() -> Any:
     try:
+        # an optional dependency: its absence is handled here
         import ray
     except ImportError:
         raise ValueError(

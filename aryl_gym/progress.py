@@ -78,6 +78,7 @@ def progress_bar(
     stream = stream or sys.stderr
     isatty = getattr(stream, "isatty", lambda: False)
     if isatty():
+        # keeps tqdm out of import aryl_gym
         from tqdm import tqdm
 
         return tqdm(total=total, desc=desc, unit=unit, leave=leave, dynamic_ncols=True, file=stream)

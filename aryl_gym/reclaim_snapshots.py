@@ -25,6 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from aryl_gym.agents import make_policy
+from aryl_gym.agents.reclaim import ReclaimInstance, instance_from_view, random_instance
+from aryl_gym.scenario import make_episode
+
 FORMAT_VERSION = 1
 
 
@@ -63,8 +67,6 @@ class _Recorder:
         return getattr(self._inner, name)
 
     def reclaim(self, view: Any, n: int) -> Sequence[int] | None:
-        from aryl_gym.agents.reclaim import instance_from_view
-
         inst = instance_from_view(view)
         cap = tuple(int(view.srv_cap[s]) for s in sorted(inst.loaned))
         self._out.append(Snapshot(inst, int(n), self._source, float(view.now), cap))
@@ -79,8 +81,6 @@ def record_snapshots(
     data_root: str | None = None,
 ) -> list[Snapshot]:
     """Run one episode per seed of ``scenario`` under ``policy`` and snapshot every reclaim."""
-    from aryl_gym.agents import make_policy
-    from aryl_gym.scenario import make_episode
 
     out: list[Snapshot] = []
     name = Path(scenario).stem if str(scenario).endswith((".yaml", ".yml")) else str(scenario)
@@ -102,7 +102,6 @@ def synthetic_snapshots(
 ) -> list[Snapshot]:
     """``count`` random states of ``min_servers``..``max_servers`` loaned servers (uniform), each
     with a uniform ``n`` in ``1..L-1``."""
-    from aryl_gym.agents.reclaim import random_instance
 
     if count < 0:
         raise ValueError(f"synthetic instance count must be >= 0, got {count}")
@@ -182,7 +181,6 @@ def load_snapshots(path: str | os.PathLike[str]) -> list[Snapshot]:
     Raises:
         ValueError: naming the file when it is missing, not a snapshot file, or inconsistent.
     """
-    from aryl_gym.agents.reclaim import ReclaimInstance
 
     p = Path(path)
     if not p.is_file():

@@ -26,6 +26,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
+
+from aryl_gym.agents import make_policy
+from aryl_gym.commands._common import table
+from aryl_gym.parallel import local_map
+from aryl_gym.scenario import make_episode
 
 #: Generated (trace-free) scenarios shipped in configs/scenarios.
 GENERATED_SCENARIOS: tuple[str, ...] = ("tiny", "testbed", "basic", "ideal", "production")
@@ -39,8 +45,6 @@ TARGET_SPREAD = 1.25
 
 def _episode(task: tuple[str, str, int, str | None]) -> tuple[str, str, int, float, float]:
     """(scenario, policy, seed, avg JCT, JCT lower bound) of one native episode."""
-    from aryl_gym.agents import make_policy
-    from aryl_gym.scenario import make_episode
 
     scenario, policy, seed, data_root = task
     ep = make_episode(scenario, seed, data_root=data_root)
@@ -57,16 +61,12 @@ def relevance(
     progress: bool = True,
 ) -> list[dict[str, Any]]:
     """One row per scenario with the figures of the module docstring."""
-    from aryl_gym.agents import make_policy
 
     pols = list(dict.fromkeys([*policies, "random"]))
     for p in pols:
         make_policy(p)  # unknown names fail before any run
     tasks = [(s, p, int(seed), data_root) for s in scenarios for seed in seeds for p in pols]
     results: list[tuple[str, str, int, float, float]] = []
-    from tqdm import tqdm
-
-    from aryl_gym.parallel import local_map
 
     bar = tqdm(total=len(tasks), desc="relevance", disable=not progress, file=sys.stderr,
                mininterval=5.0)
@@ -126,8 +126,6 @@ def summarize(
 
 
 def relevance_table(rows: Sequence[dict[str, Any]]) -> str:
-    from aryl_gym.commands._common import table
-
     body = [
         [r["scenario"], r["seeds"], r["bound"], r["headroom"], r["spread"],
          r.get("baseline_over_bound", math.nan), r["sd_log_aryl_sjf"], r["mean_aryl_over_sjf"],

@@ -55,93 +55,11 @@ from aryl_gym.config import (
     validate_scenario,
 )
 from aryl_gym.metrics import EpisodeResult
+from aryl_gym.stats import RatioStat, paired_bootstrap_ratio, paired_ratio_ci  # noqa: F401 - the statistics, in aryl_gym.stats
 
 # ----------------------------------------------------------------------------------------------
 # Statistics
 # ----------------------------------------------------------------------------------------------
-
-#: two-sided 95% Student-t quantiles t_{0.975, df}, df = 1..30 (standard tables)
-_T975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)
-
-
-def t975(df: int) -> float:
-    """t_{0.975, df}: the table for df <= 30, then ``1.96 + 2.4 / df`` (within 0.002 of exact)."""
-    if df < 1:
-        raise ValueError("a t interval needs at least 2 observations (df >= 1)")
-    if df <= len(_T975):
-        return _T975[df - 1]
-    return 1.959964 + 2.4 / df
-
-
-@dataclass(frozen=True)
-class RatioStat:
-    """Geometric mean of paired per-seed ratios with a 95% t interval (NaN when undefined)."""
-
-    mean: float
-    lo: float
-    hi: float
-    n: int
-    per_seed: tuple[tuple[int, float], ...] = ()
-    dropped: int = 0  # seeds where the ratio was undefined (zero denominator, missing figure)
-    method: str = "geometric"  # or "arithmetic" when some ratio is exactly 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "mean": _clean(self.mean),
-            "ci_lo": _clean(self.lo),
-            "ci_hi": _clean(self.hi),
-            "n": self.n,
-            "dropped_seeds": self.dropped,
-            "per_seed": {str(s): _clean(r) for s, r in self.per_seed},
-        }
-
-
-def paired_bootstrap_ratio(x: np.ndarray, y: np.ndarray, reps: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
-    """``mean(x) / mean(y)`` of paired per-seed figures and its paired bootstrap 95% percentile
-    interval (seeds resampled with replacement, the same draw for both; ``reps`` replications
-    from a generator seeded with ``seed``)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    rng = np.random.default_rng(seed)
-    n = len(x)
-    idx = rng.integers(0, n, size=(reps, n))
-    r = x[idx].mean(axis=1) / y[idx].mean(axis=1)
-    return float(x.mean() / y.mean()), float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))
-
-
-def paired_ratio_ci(ratios: Mapping[int, float] | Sequence[float]) -> RatioStat:
-    """Geometric mean and 95% CI of per-seed ratios (``{seed: ratio}`` or a list).
-
-    CI = ``exp(m +- t_{0.975, n-1} * s / sqrt(n))`` with ``m``, ``s`` the mean and sample standard
-    deviation of ``log(ratio)``. Missing, non-finite or negative ratios are dropped and counted.
-    A ratio of exactly 0 (the numerator's figure is 0, e.g. no preemption at all) has no
-    logarithm: then the row uses the arithmetic mean of the ratios with a t interval
-    (``method="arithmetic"``), so a real zero is reported, not hidden.
-    """
-    items = list(ratios.items()) if isinstance(ratios, Mapping) else list(enumerate(ratios))
-    good = [(int(s), float(r)) for s, r in items if r is not None and math.isfinite(r) and r >= 0]
-    dropped = len(items) - len(good)
-    n = len(good)
-    if n == 0:
-        return RatioStat(math.nan, math.nan, math.nan, 0, (), dropped)
-    if any(r == 0 for _, r in good):
-        xs = np.array([r for _, r in good])
-        mu = float(xs.mean())
-        if n == 1:
-            return RatioStat(mu, math.nan, math.nan, 1, tuple(good), dropped, "arithmetic")
-        half = t975(n - 1) * float(xs.std(ddof=1)) / math.sqrt(n)
-        return RatioStat(mu, mu - half, mu + half, n, tuple(good), dropped, "arithmetic")
-    logs = np.log([r for _, r in good])
-    m = float(logs.mean())
-    if n == 1:
-        return RatioStat(math.exp(m), math.nan, math.nan, 1, tuple(good), dropped)
-    half = t975(n - 1) * float(logs.std(ddof=1)) / math.sqrt(n)
-    return RatioStat(math.exp(m), math.exp(m - half), math.exp(m + half), n, tuple(good), dropped)
-
 
 def tolerance_band(paper: float, rel: float = 0.2) -> tuple[float, float]:
     """The band ``1 + (1 -+ rel)(paper - 1)`` around a ratio ``paper`` (its gain +- rel)."""

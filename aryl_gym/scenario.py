@@ -18,6 +18,7 @@ from aryl_gym.sim.engine import Simulator
 from aryl_gym.sim.jobs import JobSpec
 from aryl_gym.sim.loaning import diurnal_utilization, load_utilization_csv
 from aryl_gym.workload.generator import generate_jobs
+from aryl_gym.workload.paths import resolve_data_path
 
 
 @dataclass
@@ -46,8 +47,6 @@ def utilization_for(
         n = int(span_s // inf.sample_seconds) + 2
         return np.full(n, float(inf.mean))
     if inf.mode == "csv":
-        from aryl_gym.workload.paths import resolve_data_path
-
         return load_utilization_csv(resolve_data_path(inf.csv or "", data_root), inf.sample_seconds)
     # Cover the arrivals plus a generous tail; the controller repeats the last day beyond it.
     return diurnal_utilization(inf, span_s + 7 * 86400.0, rng)
@@ -56,6 +55,7 @@ def utilization_for(
 def load_jobs(cfg: ScenarioConfig, rng: np.random.Generator, data_root: str | None = None):
     """The scenario's trace: generated, or loaded when ``workload.trace`` is set."""
     if cfg.workload.trace:
+        # traces imports pyarrow: only when a trace is read
         from aryl_gym.workload.traces import load_scenario_trace
 
         return load_scenario_trace(cfg, rng, data_root=data_root)

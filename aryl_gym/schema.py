@@ -28,6 +28,8 @@ import typing
 from collections.abc import Mapping
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
+from aryl_gym.errors import ConfigError
+
 T = TypeVar("T")
 
 #: errors shown per message (the rest are counted)
@@ -35,8 +37,6 @@ MAX_ERRORS = 8
 
 
 def _error_class() -> type[ValueError]:
-    from aryl_gym.errors import ConfigError
-
     return ConfigError
 
 
@@ -48,6 +48,7 @@ def _error_class() -> type[ValueError]:
 @functools.cache
 def model_for(cls: type, exclude: tuple[str, ...] = ()) -> Any:
     """The strict pydantic model of dataclass ``cls`` (fields in ``exclude`` left out)."""
+    # pydantic (about 0.3 s to import): only when a config is validated
     from pydantic import ConfigDict, Field, create_model
 
     hints = typing.get_type_hints(cls, include_extras=True)
@@ -78,6 +79,7 @@ _MODEL_TO_DATACLASS: dict[Any, type] = {}
 
 def _convert(ann: Any) -> Any:
     """A dataclass annotation made ready for the strict model (nested dataclasses -> models)."""
+    # pydantic (about 0.3 s to import): only when a config is validated
     from pydantic import Field
 
     origin = get_origin(ann)
@@ -138,6 +140,7 @@ def validate(
 
 def validate_model(model: Any, data: Any, source: str, prefix: tuple[str | int, ...] = ()) -> Any:
     """``model.model_validate(data)`` with errors turned into one readable ConfigError."""
+    # pydantic (about 0.3 s to import): only when a config is validated
     from pydantic import ValidationError
 
     if not isinstance(data, Mapping):

@@ -9,8 +9,7 @@ references run on), the references run natively (``random``: uniformly random va
 through the env), and for each reference the table gives mean avg JCT(agent) / mean avg
 JCT(reference) with a paired bootstrap 95% interval (seeds resampled with replacement, the same
 draw for both; 10,000 replications, percentile interval), beside the geometric mean of the
-per-seed ratios with its t interval (``aryl_gym.reproduce.paired_ratio_ci``, as in
-``scripts/paired_compare.py``).
+per-seed ratios with its t interval (both from ``aryl_gym.stats``).
 
 An agent acts as deployed: with its ``deploy_env_kwargs`` (``ppo-v1-kickstart``: flap damping, docs/env.md;
 the table says on which seeds the shield engaged). ``--undeployed LABEL`` plays that entry
@@ -30,7 +29,7 @@ import time
 import numpy as np
 
 from aryl_gym.commands._common import seeds_arg
-from aryl_gym.reproduce import paired_bootstrap_ratio
+from aryl_gym.stats import paired_bootstrap_ratio, paired_ratio_ci
 
 
 def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int], against: list[str],
@@ -39,7 +38,6 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
 
     from aryl_gym.config import load_scenario
     from aryl_gym.envs.damping import engaged_seeds
-    from aryl_gym.reproduce import paired_ratio_ci
     from aryl_gym.train.evaluation import RandomMaskedAgent, run_agent_batch, run_reference
 
     cfg = load_scenario(scenario).replace(workload={"load": load})

@@ -4,8 +4,9 @@
 Reads every ``.py`` under ``aryl_gym/`` and ``agents/`` (installed as ``aryl_gym.agents``) with
 ``ast`` and counts an import anywhere in a module (top level or inside a function) as an edge.
 Imports under ``if TYPE_CHECKING:`` are left out (they never run) unless
-``--with-type-checking``; ``from pkg import mod`` is an edge to ``pkg.mod`` only. A circle is a strongly
-connected component of two or more modules.
+``--with-type-checking``; ``from pkg import mod`` is an edge to ``pkg.mod``, and an import of
+``a.b.c`` is also an edge to the package ``a.b`` (its ``__init__`` runs first) unless the importer
+lives in ``a.b``. A circle is a strongly connected component of two or more modules.
 
     python scripts/import_graph.py [ROOT]        # ROOT: a checkout (default: this one)
     python scripts/import_graph.py --top 15      # also the biggest modules by lines
@@ -66,6 +67,13 @@ def edges(mods: dict[str, Path], type_checking: bool = False) -> dict[str, set[s
                 target = ".".join(parts)
                 if target and target != mod and target != "aryl_gym":
                     graph[mod].add(target)
+                # importing a module runs the __init__ of every package above it first: an edge
+                # to each such package, unless the importer lives in it (its own package is
+                # already being imported)
+                for k in range(2, len(parts)):
+                    pkg = ".".join(parts[:k])
+                    if pkg in mods and pkg != mod and not mod.startswith(pkg + "."):
+                        graph[mod].add(pkg)
     return graph
 
 

@@ -8,7 +8,7 @@ the seeds of every file at ``--load`` (an entry's label may differ between files
 takes ``LABEL`` or ``FILE_INDEX:LABEL`` overrides, e.g. ``--agent ppo-v1 --agent 0:best``), and for
 each n draws ``--draws`` subsets of n distinct seeds. For each subset it computes the ratio of
 mean avg JCTs (agent / reference) and its paired bootstrap 95% interval
-(``aryl_gym.reproduce.paired_bootstrap_ratio``, as eval_v1.py),
+(``aryl_gym.stats.paired_bootstrap_ratio``, as eval_v1.py),
 and counts how often the point is at most ``--point`` (0.97) and how often the interval's upper
 end is below ``--upper`` (1.0). A bar met on the pooled seeds but with odds well below 1 at the
 n a reader would use says how much a single small evaluation can mislead.
@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from aryl_gym.stats import paired_bootstrap_ratio
 
 
 def pooled(paths: list[str], labels: dict[int | None, str], vs: str, load: float) -> tuple[np.ndarray, np.ndarray]:
@@ -62,13 +64,11 @@ def subset_odds(x: np.ndarray, y: np.ndarray, n: int, draws: int = 2000, reps: i
     bootstrap 95% upper end is < ``upper``). Subsets are drawn without replacement."""
     if not 1 <= n <= len(x):
         raise ValueError(f"n={n} must be between 1 and the {len(x)} pooled seeds")
-    from aryl_gym.reproduce import paired_bootstrap_ratio
-
     rng = np.random.default_rng(seed)
     ok_point = ok_upper = 0
     for k in range(draws):
         i = rng.choice(len(x), n, replace=False)
-        ratio, _, hi = paired_bootstrap_ratio(x[i], y[i], reps=reps, seed=seed + 1 + k)
+        ratio, _, hi = paired_bootstrap_ratio(x[i], y[i], reps=reps, rng=seed + 1 + k)
         ok_point += ratio <= point
         ok_upper += hi < upper
     return ok_point / draws, ok_upper / draws

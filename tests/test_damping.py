@@ -146,6 +146,7 @@ def test_damping_stops_the_thrashing_agent():
     assert info["damping"]["engaged"] == 1 and u._damping.engaged_at < u.sim.now
 
 
+@pytest.mark.slow
 def test_shipped_agent_cycle_is_broken():
     """ppo-v1-kickstart at load 1.2 on seed 6009 cycles (it preempts two jobs at one decision point and
     restarts them at the next) until the thrash rule ends the episode; deployed with its flap
@@ -269,26 +270,6 @@ def test_shipped_v1_configs_are_their_recipes(name, recipe):
     assert recipe_now.pop("env_id") == "aryl_gym/Aryl-v2"
     assert shipped == recipe_now
     assert load_agent(name).make_env(scenario="tiny").unwrapped.flap_damping is not None
-
-
-def test_overhead_share_script_window_by_hand():
-    """scripts/overhead_share.py's sliding maximum: marks every 10 minutes, 100 GPU-s of
-    allocation per minute; overhead 0 for an hour, then 100% for 30 minutes, then 0 again. The
-    worst 1-hour window holds the 30 minutes of waste: share 0.5."""
-    from .helpers import load_script
-
-    mod = load_script("overhead_share")
-    marks, over, alloc = [(0.0, 0.0, 0.0)], 0.0, 0.0
-    for k in range(1, 19):  # 3 hours
-        t = k * 600.0
-        alloc += 100.0 * 10
-        if 3600.0 < t <= 5400.0:
-            over += 100.0 * 10
-        marks.append((t, over, alloc))
-    m = np.array(marks)
-    assert mod.window_max_share(m, 3600.0) == pytest.approx(0.5)
-    assert mod.window_max_share(m, 1800.0) == pytest.approx(1.0)
-    assert mod.window_max_share(m[:6], 3600.0) == 0.0  # never a full window of waste before 1 h
 
 
 def test_evaluate_says_the_agent_acted_with_its_shield(capsys):

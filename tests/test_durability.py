@@ -211,6 +211,7 @@ def _alive(pid: int) -> bool:
         return True
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="checks /proc")
 def test_workers_die_with_their_parent(tmp_path: Path) -> None:
     """SIGKILL a parent that runs a local process pool (as the leaderboard does): its workers go too."""

@@ -2,7 +2,7 @@
 
 Without it the ``jct`` reward stops at the rule's end, so a policy that stalls or thrashes early
 pays only for the job time accrued so far: a learner from scratch finds that exit within
-100k steps (docs/training.md, "Tenth attempt"). With it a fallback reference policy finishes the
+100k steps (experiments/10-evolution-strategies/README.md). With it a fallback reference policy finishes the
 episode on a copy of the simulator and the last step's ``jct`` component pays for that rest.
 """
 
@@ -156,6 +156,7 @@ def test_bad_early_end_options(kw, text):
         ArylEnv(scenario="tiny", **kw)
 
 
+@pytest.mark.slow
 def test_the_from_scratch_config_trains_with_charged_ends(tmp_path):
     """``maskable_ppo_scratch``: its envs charge early ends and carry the flap damping shield,
     engaged from the start (training and evaluation alike), and a short run on ``tiny`` trains

@@ -551,6 +551,7 @@ def test_bare_model_zip_without_its_config_names_the_mismatch(tmp_path):
     assert res.jobs_completed > 0
 
 
+@pytest.mark.slow
 def test_evaluation_worker_exits_when_the_training_process_is_killed(tmp_path):
     """A killed training run cannot shut its background-evaluation pool down; the worker notices
     that its parent is gone and exits instead of holding its memory forever."""

@@ -381,6 +381,7 @@ def test_parallel_workers_give_the_same_rows(e2e: dict[str, Any], tmp_path: Path
         assert _stable(r) == serial[(r["policy"], r["seed"])]
 
 
+@pytest.mark.slow
 def test_ray_gives_the_same_rows(e2e: dict[str, Any], tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="ray is not installed (pip install 'aryl-gym[ray]')")
     suite = suite_from_dict(_suite_dict(agents=None))

@@ -1,4 +1,5 @@
-"""Leaderboard statistics (rliable), the seed-count study and the TensorBoard writer (issue 16)."""
+"""Leaderboard tables with their intervals, the seed-count study and the TensorBoard writer
+(issue 16); the estimators themselves: tests/test_stats.py."""
 
 from __future__ import annotations
 
@@ -12,115 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from aryl_gym import stats as st
 from aryl_gym.leaderboard import Entrant, Suite
 from aryl_gym.leaderboard import seed_study as ss
 
-iv = pytest.importorskip("aryl_gym.leaderboard.intervals")
-needs_rliable = pytest.mark.skipif(not iv.available(), reason="rliable not installed (the stats extra)")
-
-
-# ----------------------------------------------------------------------------------------------
-# estimators
-# ----------------------------------------------------------------------------------------------
-
-
-@needs_rliable
-def test_iqm_hand_computed() -> None:
-    # 8 runs: the IQM drops the 2 lowest and 2 highest -> mean(3, 4, 5, 6) = 4.5
-    s = np.array([[7.0], [1.0], [100.0], [3.0], [2.0], [6.0], [5.0], [4.0]])
-    assert iv.iqm(s) == pytest.approx(4.5)
-    # 3 runs: nothing trimmed (int(0.25 * 3) = 0) -> the mean
-    assert iv.iqm([1.0, 2.0, 6.0]) == pytest.approx(3.0)
-    # over runs and tasks together: 2 x 4 = 8 values
-    assert iv.iqm(np.array([[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 100.0]])) == pytest.approx(4.5)
-
-
-@needs_rliable
-def test_fast_iqm_equals_rliable() -> None:
-    from rliable import metrics
-
-    rng = np.random.default_rng(0)
-    for shape in [(1, 1), (3, 1), (5, 1), (8, 3), (10, 2), (7, 5)]:
-        s = rng.lognormal(size=shape)
-        assert iv.fast_iqm(s) == pytest.approx(float(metrics.aggregate_iqm(s)), rel=1e-12, abs=0)
-
-
-def test_ratio_hand_computed() -> None:
-    assert iv.ratio([1.0, 3.0], [2.0, 2.0]) == pytest.approx(1.0)
-    assert iv.ratio([2.0, 4.0], [4.0, 4.0]) == pytest.approx(0.75)
-    # two tasks: geometric mean of the per-task ratios of means, sqrt(0.5 * 2) = 1
-    x = np.array([[1.0, 4.0], [1.0, 4.0]])
-    y = np.array([[2.0, 2.0], [2.0, 2.0]])
-    assert iv.ratio(x, y) == pytest.approx(1.0)
-    assert iv.ratio(np.array([[1.0, 8.0]]), np.array([[2.0, 2.0]])) == pytest.approx(math.sqrt(0.5 * 4))
-
-
-@needs_rliable
-def test_bootstrap_support_and_pairing() -> None:
-    """Two runs, one task: a paired resample is (0,0), (0,1), (1,0) or (1,1), each with
-    probability 1/4, so the ratio takes 0.5, 1.0 or 1.5 and the 95% percentile interval is
-    exactly [0.5, 1.5]."""
-    point, lo, hi = iv.ratio_ci([1.0, 3.0], [2.0, 2.0])
-    assert point == pytest.approx(1.0)
-    assert (lo, hi) == (pytest.approx(0.5), pytest.approx(1.5))
-    # paired: x == y run by run gives a ratio of exactly 1 in every resample (unpaired would not)
-    point, lo, hi = iv.ratio_ci([1.0, 3.0, 7.0], [1.0, 3.0, 7.0])
-    assert point == lo == hi == pytest.approx(1.0)
-    # a constant per-seed ratio is estimated without spread
-    base = np.array([5000.0, 6200.0, 4100.0, 7000.0])
-    assert iv.ratio_ci(0.8 * base, base) == pytest.approx((0.8, 0.8, 0.8))
-
-
-@needs_rliable
-def test_bootstrap_stratified_by_task() -> None:
-    """Runs are resampled within each task: a task whose runs are all equal contributes no
-    spread, whatever the other task does."""
-    x = np.array([[1.0, 10.0], [1.0, 30.0]])
-    y = np.array([[1.0, 20.0], [1.0, 20.0]])
-    point, lo, hi = iv.ratio_ci(x, y)
-    # task 1 ratio is always 1; task 2 is 0.5, 1 or 1.5 -> sqrt of that
-    assert point == pytest.approx(1.0)
-    assert lo == pytest.approx(math.sqrt(0.5)) and hi == pytest.approx(math.sqrt(1.5))
-
-
-@needs_rliable
-def test_bootstrap_deterministic_and_leaves_global_rng_alone() -> None:
-    rng = np.random.default_rng(3)
-    x, y = rng.uniform(4000, 6000, 10), rng.uniform(4000, 6000, 10)
-    np.random.seed(123)
-    before = np.random.get_state()[1].copy()
-    a = iv.ratio_ci(x, y)
-    b = iv.ratio_ci(x, y)
-    assert a == b
-    assert np.array_equal(np.random.get_state()[1], before)
-    assert iv.ratio_ci(x, y, seed=1) != a  # the seed is what fixes it
-
-
-@needs_rliable
-def test_performance_profile_point_values() -> None:
-    scores = {"a": np.array([[0.1], [0.5], [0.9], [0.7]]), "b": np.array([[0.2], [0.2], [0.2], [0.2]])}
-    taus = [0.0, 0.15, 0.6, 1.0]
-    prof, bands = iv.performance_profile(scores, taus, reps=200)
-    assert prof["a"] == pytest.approx([1.0, 0.75, 0.5, 0.0])
-    assert prof["b"] == pytest.approx([1.0, 1.0, 0.0, 0.0])
-    assert bands["a"].shape == (2, 4)
-    assert np.all(bands["a"][0] <= prof["a"] + 1e-12) and np.all(prof["a"] <= bands["a"][1] + 1e-12)
-
-
-@needs_rliable
-def test_score_distribution_equals_rliable() -> None:
-    from rliable import library
-
-    s = np.random.default_rng(1).uniform(size=(9, 3))
-    taus = np.linspace(0, 1, 17)
-    assert np.array_equal(iv.score_distribution(s, taus), library.score_distributions(s, taus))
-
-
-def test_tie_ranks() -> None:
-    names = ["a", "b", "c", "d"]
-    # a beats c and d; b beats d; a and b are not separated, nor are b and c
-    better = {("a", "c"): True, ("a", "d"): True, ("b", "d"): True}
-    assert iv.tie_ranks(names, better) == {"a": 1, "b": 1, "c": 2, "d": 3}
+needs_rliable = pytest.mark.skipif(not st.available(), reason="rliable not installed (the stats extra)")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -221,9 +118,10 @@ def test_aggregate_overall_is_stratified_over_scenarios(tmp_path: Path) -> None:
 
 
 def test_aggregate_without_rliable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import aryl_gym.leaderboard.report as report
     from aryl_gym.leaderboard.report import write_report
 
-    monkeypatch.setattr(iv, "available", lambda: False)
+    monkeypatch.setattr(report, "available", lambda: False)
     md, _, agg = write_report(tmp_path, _suite(["tiny"]), _rows(["tiny"]))
     assert [e["rank"] for e in agg["scenarios"]["tiny"]["entrants"]] == [1, 2, 3, 4]
     assert agg["protocol"]["intervals"] is None
@@ -233,15 +131,6 @@ def test_aggregate_without_rliable(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 # ----------------------------------------------------------------------------------------------
 # seed study
 # ----------------------------------------------------------------------------------------------
-
-
-def test_seeds_needed_hand_computed() -> None:
-    # (1.96 * 0.05 / log 1.03)^2 = (0.098 / 0.029559)^2 = 10.99 -> 11
-    assert ss.seeds_needed(0.05) == 11
-    assert ss.seeds_needed(0.05, z=ss.Z95 + ss.Z_POWER80) == math.ceil((2.8016 * 0.05 / math.log(1.03)) ** 2)
-    assert ss.seeds_needed(0.0) == 2
-    with pytest.raises(ValueError):
-        ss.seeds_needed(float("nan"))
 
 
 def test_pair_spread_and_recommendation() -> None:
@@ -256,7 +145,7 @@ def test_pair_spread_and_recommendation() -> None:
     assert p is not None and p.seeds == 5
     assert p.sd_log == pytest.approx(float(np.std(d, ddof=1)))
     assert p.ratio == pytest.approx(math.exp(np.mean(d)))
-    assert p.n_ci == ss.seeds_needed(p.sd_log) and p.close
+    assert p.n_ci == st.seeds_needed(p.sd_log) and p.close
     spreads = ss.study(rows, "t", ["a", "b", "f"])
     assert {(q.a, q.b) for q in spreads} == {("a", "b"), ("a", "f"), ("b", "f")}
     rec = ss.recommendation(spreads)

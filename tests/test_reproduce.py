@@ -13,49 +13,8 @@ from aryl_gym.config import load_scenario
 from aryl_gym.metrics import EpisodeResult
 
 # ------------------------------------------------------------------------------------------------
-# Statistics
+# Tolerance (the statistics themselves: tests/test_stats.py)
 # ------------------------------------------------------------------------------------------------
-
-
-def test_t_quantiles_match_tables():
-    assert rp.t975(1) == pytest.approx(12.706)
-    assert rp.t975(4) == pytest.approx(2.776)
-    assert rp.t975(30) == pytest.approx(2.042)
-    assert rp.t975(60) == pytest.approx(2.000, abs=0.002)  # exact 2.0003
-    assert rp.t975(120) == pytest.approx(1.980, abs=0.002)  # exact 1.9799
-    with pytest.raises(ValueError):
-        rp.t975(0)
-
-
-def test_paired_ratio_ci_hand_computed():
-    # ratios 1.2, 1.5, 1.8: logs 0.182322, 0.405465, 0.587787; mean 0.391858, sd 0.203075;
-    # half-width 4.303 * 0.203075 / sqrt(3) = 0.504506; geometric mean 3.24^(1/3) = 1.479727;
-    # CI exp(0.391858 -+ 0.504506) = 0.893465 .. 2.450677.
-    st = rp.paired_ratio_ci({0: 1.2, 1: 1.5, 2: 1.8})
-    assert st.n == 3 and st.dropped == 0
-    assert st.mean == pytest.approx(1.479727, rel=1e-5)
-    assert st.lo == pytest.approx(0.893465, rel=1e-5)
-    assert st.hi == pytest.approx(2.450677, rel=1e-5)
-    # identical ratios: zero-width interval
-    st = rp.paired_ratio_ci([2.0, 2.0])
-    assert (st.mean, st.lo, st.hi) == pytest.approx((2.0, 2.0, 2.0))
-
-
-def test_paired_ratio_ci_drops_undefined_and_single_seed_has_no_interval():
-    st = rp.paired_ratio_ci({0: 1.5, 1: math.nan, 2: -1.0, 3: math.inf, 4: None})
-    assert st.n == 1 and st.dropped == 4
-    assert st.mean == pytest.approx(1.5)
-    assert math.isnan(st.lo) and math.isnan(st.hi)
-    st = rp.paired_ratio_ci([])
-    assert st.n == 0 and math.isnan(st.mean)
-
-
-def test_paired_ratio_ci_reports_a_real_zero_with_the_arithmetic_mean():
-    # ratios 0, 0.5, 1.0: mean 0.5, sd 0.5, half-width 4.303 * 0.5 / sqrt(3) = 1.242169
-    st = rp.paired_ratio_ci([0.0, 0.5, 1.0])
-    assert st.method == "arithmetic" and st.n == 3 and st.dropped == 0
-    assert (st.mean, st.lo, st.hi) == pytest.approx((0.5, 0.5 - 1.242169, 0.5 + 1.242169), rel=1e-5)
-    assert rp.paired_ratio_ci([1.2, 1.5]).method == "geometric"
 
 
 def test_tolerance_band_is_twenty_percent_of_the_gain():
@@ -389,17 +348,3 @@ def test_hetero_study_on_tiny(tmp_path, capsys):
     assert main(["reproduce", "--study", "hetero", "--policies", "aryl",
                  "--out", str(tmp_path)]) == 2
     assert "does not apply to --study hetero" in capsys.readouterr().err
-
-
-def test_paired_bootstrap_ratio_by_hand():
-    """A constant per-seed ratio has a zero-width interval; the point is the ratio of means
-    (not the mean of ratios); the resampling pairs the seeds."""
-    import numpy as np
-
-    from aryl_gym.reproduce import paired_bootstrap_ratio
-
-    y = np.array([100.0, 1000.0, 10.0])
-    assert paired_bootstrap_ratio(0.9 * y, y, reps=500) == pytest.approx((0.9, 0.9, 0.9))
-    point, lo, hi = paired_bootstrap_ratio(np.array([1.0, 3.0]), np.array([1.0, 1.0]), reps=4000)
-    assert point == pytest.approx(2.0)
-    assert lo == pytest.approx(1.0) and hi == pytest.approx(3.0)  # both seeds drawn twice: 1 and 3

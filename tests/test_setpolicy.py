@@ -95,7 +95,7 @@ def test_shipped_v1_agents_load_by_name_and_act_with_masks(name):
     from aryl_gym.agents.learned import PRETRAINED_DIR, load_agent
 
     if not (PRETRAINED_DIR / f"{name}.zip").exists():
-        pytest.skip(f"{name} is not shipped (see docs/training.md, 'Learned agents for World v1')")
+        pytest.skip(f"{name} is not shipped (see docs/training.md, 'The shipped agents and their recipes')")
     agent = load_agent(name)
     assert isinstance(agent.model.policy, MaskableSetPolicy)
     env = agent.make_env()

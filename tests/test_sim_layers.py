@@ -1,5 +1,5 @@
-"""Layers of the core: the simulator, the envs, the metrics and the agents import each other
-without circles, and the simulator package stays free of gymnasium and the upper layers.
+"""Layers: no module of the package imports itself back through a circle, and the simulator
+package stays free of gymnasium and the upper layers.
 
 Every import counts: module level, inside functions and under ``TYPE_CHECKING``.
 """
@@ -12,7 +12,6 @@ from pathlib import Path
 from .helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-CORE = ("aryl_gym.sim", "aryl_gym.envs", "aryl_gym.metrics", "aryl_gym.agents")
 
 
 def _load_import_graph():  # scripts/import_graph.py holds the graph builder and Tarjan's algorithm
@@ -30,16 +29,10 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return _IG.circles(edges)
 
 
-def _core(m: str) -> bool:
-    return any(m == c or m.startswith(c + ".") for c in CORE)
-
-
-def test_no_import_circle_in_the_core():
-    edges = _graph()
-    core = {m: {w for w in ws if _core(w)} for m, ws in edges.items() if _core(m)}
-    # the policy registry (aryl_gym.agents <-> base <-> fifo) is not part of this check
-    bad = [c for c in _cycles(core) if not all(m.startswith("aryl_gym.agents") for m in c)]
-    assert bad == []
+def test_no_import_circle_in_the_package():
+    """Every module of ``aryl_gym`` and ``agents`` (installed as ``aryl_gym.agents``): a circle
+    means a shared piece sits on the wrong floor; move it down."""
+    assert _cycles(_graph()) == []
 
 
 def test_the_detector_finds_a_circle():
@@ -61,3 +54,39 @@ def test_simulator_imports_only_its_own_layer():
                 assert not any(a.name.startswith("gymnasium") for a in node.names), p
             elif isinstance(node, ast.ImportFrom):
                 assert not (node.module or "").startswith("gymnasium"), p
+
+
+#: modules whose function-local imports are not yet audited (the lead is editing reproduce.py)
+UNAUDITED = {"aryl_gym.reproduce"}
+
+
+def test_function_local_imports_say_why():
+    """An import inside a function is there to keep a costly or optional module out of an import
+    (torch, Ray, matplotlib, pydantic, pyarrow, tqdm, a command's work at CLI start-up): a
+    comment on it, or on the group of imports it belongs to, says which."""
+    silent = []
+    for mod, path in _IG.modules(ROOT).items():
+        if mod in UNAUDITED:
+            continue
+        lines = path.read_text().splitlines()
+        tree = ast.parse("\n".join(lines))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                i = node.lineno - 1
+                said = "#" in lines[i]
+                j = i - 1
+                while not said and j >= 0:
+                    s = lines[j].strip()
+                    if s.startswith("#"):
+                        said = True
+                    elif s == "" or s.startswith(("from ", "import ")):
+                        j -= 1
+                        continue
+                    break
+                if not said:
+                    silent.append(f"{mod}:{node.lineno}: {ast.unparse(node)}")
+    assert silent == []

@@ -93,6 +93,7 @@ def _teacher_cfg(**over):
     return load_train_config("maskable_ppo_set", "tiny", base)
 
 
+@pytest.mark.slow
 def test_distillation_moves_the_policy_towards_the_labels(tmp_path):
     import torch as th
 
@@ -135,6 +136,7 @@ def test_distillation_moves_the_policy_towards_the_labels(tmp_path):
     assert after < 0.8 * before, (before, after)
 
 
+@pytest.mark.slow
 def test_teacher_weight_decays_and_saved_models_are_plain_maskable_ppo(tmp_path):
     from sb3_contrib import MaskablePPO
 
@@ -186,6 +188,7 @@ def test_teacher_config_rules():
         load_train_config("ppo", "tiny", {"teacher": {"policy": "aryl"}})
 
 
+@pytest.mark.slow
 def test_dagger_phase_labels_argmax_states_and_scores_every_round(tmp_path):
     """The DAgger phase after RL: each round's file holds the student's greedy states with the
     demonstrator's labels (allowed by their masks), the aggregate grows by every round, every
@@ -237,6 +240,7 @@ def test_dagger_config_rules():
         load_train_config("maskable_ppo_set", "tiny", {"dagger": {"rounds": 1}, "normalize_obs": True})
 
 
+@pytest.mark.slow
 def test_dagger_after_init_from_aggregates_the_configured_demos(tmp_path):
     """init_from skips behaviour cloning; the DAgger aggregate then starts from bc.demos."""
     from aryl_gym.train.bc import record_demos
@@ -292,6 +296,7 @@ def test_dagger_worlds_merge_into_the_training_worlds_and_drop_reward_wrappers()
         load_train_config("maskable_ppo_set", "testbed", {"dagger": {"rounds": 1, "keep": "first"}})
 
 
+@pytest.mark.slow
 def test_dagger_keep_last_makes_the_last_round_the_best_model(tmp_path):
     """keep: last: the last round becomes best_model.zip when its evaluation finishes every job,
     whatever its avg JCT (the rounds target failures the evaluation seeds rarely show)."""
@@ -320,6 +325,7 @@ def test_dagger_keep_last_makes_the_last_round_the_best_model(tmp_path):
     env.close()
 
 
+@pytest.mark.slow
 def test_zero_steps_from_init_from_still_evaluates_and_runs_dagger(tmp_path):
     """total_timesteps 0 with init_from (only the DAgger phase): the evaluation callback is set
     up although learn() never runs; the start and the round are rows of eval.csv."""

@@ -59,6 +59,7 @@ def test_sane_policy_is_untouched():
     assert sim.overhead_gs == 0.0  # no first-start overhead, never preempted
 
 
+@pytest.mark.slow
 def test_allocated_gpu_time_matches_the_accounting():
     """alloc_gs is every allocated GPU-second (the accounting's busy training and loaned GPU
     time), overhead_gs at most that."""

@@ -182,9 +182,31 @@ def test_config_round_trips_through_run_dict():
     assert again.eval.seeds == (5, 6) and again.seed == 7
 
 
+def test_model_class_builds_a_subclass_of_the_algo_and_names_what_is_wrong():
+    """``model_class`` (how an experiment's algorithm subclass is trained, e.g.
+    experiments/04-time-discounting); run configs written before it hold ``time_horizon_hours:
+    null``, which still load."""
+    from sb3_contrib import MaskablePPO
+
+    from aryl_gym.train.config import config_from_run_dict
+    from aryl_gym.train.runner import model_class
+
+    cfg = load_train_config("maskable_ppo", "tiny", overrides={"model_class": "sb3_contrib:MaskablePPO"})
+    assert model_class(cfg) is MaskablePPO
+    for spec, msg in (("no_such_module:X", "cannot be imported"), ("stable_baselines3:DQN", "subclass")):
+        with pytest.raises(ConfigError, match=msg):
+            model_class(cfg.replace(model_class=spec))
+    with pytest.raises(ConfigError, match="module:Class"):
+        load_train_config("maskable_ppo", "tiny", overrides={"model_class": "sb3_contrib.MaskablePPO"})
+    old = {**cfg.to_dict(), "time_horizon_hours": None}
+    del old["model_class"]
+    assert config_from_run_dict(old).model_class is None
+
+
 # ----------------------------------------------------------------------------------------------
 # machinery on the stub env
 # ----------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_stub_training_logs_cluster_tags_checkpoints_and_resumes(tmp_path):
     from aryl_gym.train.runner import train
 
@@ -312,6 +334,7 @@ def test_train_package_does_not_import_torch():
 needs_env = pytest.mark.skipif(not _real_env_available(), reason="aryl_gym/Aryl-v1 not registered yet (issue 5)")
 
 
+@pytest.mark.slow
 @needs_env
 def test_smoke_training_on_tiny_writes_cluster_tags_and_a_loadable_model(tmp_path):
     from aryl_gym.agents.learned import load_agent
@@ -479,6 +502,7 @@ def test_unknown_demonstrator_is_a_config_error():
         load_train_config("maskable_ppo_set", "tiny", {"eval": {"references": ["aryl", "ayrl"]}})
 
 
+@pytest.mark.slow
 def test_init_from_starts_from_the_given_weights(tmp_path):
     import torch
     from sb3_contrib import MaskablePPO

@@ -119,9 +119,10 @@ def test_paired_groups_share_traces():
     [
         (0.4, {}, None),
         (1.4, {}, None),
-        (1.1, {"allow_preempt": True, "window": 32}, None),
-        (1.4, {"allow_preempt": True}, {"group_flexible": False}),
-        (1.4, {"allow_preempt": True}, {"hetero": True}),
+        # the long episodes (about 3-6 s each): the slow tier
+        pytest.param(1.1, {"allow_preempt": True, "window": 32}, None, marks=pytest.mark.slow),
+        pytest.param(1.4, {"allow_preempt": True}, {"group_flexible": False}, marks=pytest.mark.slow),
+        pytest.param(1.4, {"allow_preempt": True}, {"hetero": True}, marks=pytest.mark.slow),
     ],
 )
 def test_sequential_mask_shortcuts_equal_dry_runs(load, kwargs, placement):

@@ -36,6 +36,12 @@ from typing import Any
 
 import numpy as np
 
+from aryl_gym.agents import make_policy
+from aryl_gym.agents.knapsack import solve_mckp_arrays
+from aryl_gym.agents.reclaim import aryl_reclaim, milp_reclaim, random_instance
+from aryl_gym.benchmarks.traces import bench_traces
+from aryl_gym.scenario import make_episode
+
 Rows = list[dict[str, Any]]
 
 
@@ -59,8 +65,6 @@ def register(name: str, title: str) -> Callable[[Callable[[bool], Rows]], Callab
 
 def run_episode(scenario: str, policy: str, seed: int = 0) -> tuple[dict[str, Any], Any]:
     """One episode; returns (row, policy object)."""
-    from aryl_gym.agents import make_policy
-    from aryl_gym.scenario import make_episode
 
     ep = make_episode(scenario, seed)
     sim = ep.simulator()
@@ -107,8 +111,6 @@ def _knapsack_stats(label: str, secs: list[float], groups: list[int]) -> dict[st
 
 @register("knapsack", "Aryl's phase-two knapsack per round (ms)")
 def bench_knapsack(quick: bool) -> Rows:
-    from aryl_gym.agents.knapsack import solve_mckp_arrays
-
     rows: Rows = []
     sc = "testbed" if quick else "production"
     _, pol = run_episode(sc, "aryl")
@@ -144,7 +146,6 @@ def bench_reclaim(quick: bool) -> Rows:
     states (:func:`~aryl_gym.agents.reclaim.random_instance` filled to 90%, ``n`` uniform in
     1..L-1), with no, half and all jobs elastic, beside Aryl's heuristic on the same instances.
     Wall and CPU time of this process (a busy machine inflates the first, not the second)."""
-    from aryl_gym.agents.reclaim import aryl_reclaim, milp_reclaim, random_instance
 
     sizes = (20, 60, 200) if quick else (10, 20, 50, 100, 150, 200)
     reps = 3 if quick else 10
@@ -179,6 +180,7 @@ def bench_reclaim(quick: bool) -> Rows:
     return rows
 @register("tensorboard", "TensorBoard event writing, 100,000 scalars (target <= 2 s)")
 def bench_tensorboard(quick: bool) -> Rows:
+    # tb imports pydantic: only when a config is validated
     from aryl_gym.leaderboard.tb import bench_writer, tensorboard_available
 
     if not tensorboard_available():
@@ -191,6 +193,7 @@ def bench_env_rows(quick: bool) -> Rows:
     if quick:
         return []
     try:
+        # an optional dependency: its absence is handled here
         from aryl_gym.benchmarks.env import bench_env
     except ModuleNotFoundError:
         return []
@@ -202,6 +205,7 @@ def bench_pollux_rows(quick: bool) -> Rows:
     if quick:
         return []
     try:
+        # an optional dependency: its absence is handled here
         from aryl_gym.benchmarks.pollux import bench_pollux
     except ModuleNotFoundError:
         return []
@@ -213,6 +217,7 @@ def bench_train_rows(quick: bool) -> Rows:
     if quick:
         return []
     try:
+        # an optional dependency: its absence is handled here
         from aryl_gym.benchmarks.train import bench_train
     except ModuleNotFoundError:  # the train extra is not installed
         return []
@@ -221,6 +226,4 @@ def bench_train_rows(quick: bool) -> Rows:
 
 @register("traces", "trace loading: wall s and peak RSS per load (aryl_gym.benchmarks.traces; target 1M rows <= 5 s, <= 1 GB)")
 def bench_traces_rows(quick: bool) -> Rows:
-    from aryl_gym.benchmarks.traces import bench_traces
-
     return bench_traces(quick)

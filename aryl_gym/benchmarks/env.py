@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 
@@ -30,9 +31,6 @@ def _random_action(env: Any, rng: np.random.Generator) -> Any:
 
 def env_steps_per_second(scenario: str, action_mode: str, seconds: float = 2.0, seed: int = 0) -> dict[str, Any]:
     """Steps/s of one env with random masked actions for about ``seconds`` of wall time."""
-    import gymnasium as gym
-
-    import aryl_gym  # noqa: F401
 
     env = gym.make("aryl_gym/Aryl-v1", scenario=scenario, action_mode=action_mode).unwrapped
     rng = np.random.default_rng(seed)
@@ -73,7 +71,6 @@ def vector_steps_per_second(mode: str, scenario: str = "testbed", num_envs: int 
                             seconds: float = 2.0, seed: int = 0) -> dict[str, Any]:
     """Env steps/s (summed over envs) of a ``sync`` or ``async`` vector env, ``targets`` mode,
     random actions masked by the observation's ``action_mask``."""
-    import gymnasium as gym
 
     v = gym.make_vec("aryl_gym:Aryl-v1", num_envs=num_envs, vectorization_mode=mode, scenario=scenario)
     try:

@@ -33,6 +33,13 @@ import math
 import time
 from typing import Any
 
+import numpy as np
+
+from aryl_gym.agents.base import make_policy
+from aryl_gym.agents.pollux import GAProblem
+from aryl_gym.config import ConfigError
+from aryl_gym.scenario import make_episode
+
 #: Pollux's own simulator, workload 6, average JCT (s) (artifact summary.json, "avgs").
 POLLUX_W6_REFERENCE_JCT = 2446.13125
 
@@ -81,8 +88,6 @@ def bench_pollux_sample(
     seed: int = 0,
 ) -> dict[str, Any]:
     """Time the first ``rounds`` rounds of an episode (see the module docstring)."""
-    from aryl_gym.agents.base import make_policy
-    from aryl_gym.scenario import make_episode
 
     ep = make_episode(scenario, seed)
     sim = ep.simulator()
@@ -123,9 +128,6 @@ def bench_pollux_sample(
 
 def bench_pollux_kernel(n: int = 450, generations: int = 250, seed: int = 0) -> dict[str, Any]:
     """Time the GA search alone on a synthetic production-size round (module docstring)."""
-    import numpy as np
-
-    from aryl_gym.agents.pollux import GAProblem
 
     rs = np.random.default_rng(seed)
     w = rs.choice([1, 1, 1, 2, 4, 8], n)
@@ -167,9 +169,6 @@ def bench_pollux(
 ) -> list[dict[str, Any]]:
     """Run each ``(scenario, policy)`` once, then the production sample and the GA alone;
     returns the rows."""
-    from aryl_gym.agents.base import make_policy
-    from aryl_gym.config import ConfigError
-    from aryl_gym.scenario import make_episode
 
     rows: list[dict[str, Any]] = []
     for scenario, name in runs:

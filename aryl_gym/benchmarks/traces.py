@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from aryl_gym.workload.paths import default_data_root
+
 Rows = list[dict[str, Any]]
 
 _CHILD = r"""
@@ -108,8 +110,6 @@ def _measure(path: str, fmt: str, opts: dict[str, Any], data_root: str | None) -
 
 
 def bench_traces(quick: bool = False) -> Rows:
-    from aryl_gym.workload.paths import default_data_root
-
     root = default_data_root()
     scale = 10 if quick else 1
     rows: Rows = []

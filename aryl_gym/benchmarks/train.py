@@ -48,6 +48,7 @@ DEFAULT_VARIANTS = ("sb3", "fast-8-bg", "v1-scratch", "v1", "v1-teacher")  # wha
 
 
 def _config(variant: str) -> Any:
+    # config imports pydantic: only when a config is validated
     from aryl_gym.train.config import load_train_config
 
     if variant not in VARIANTS:
@@ -75,10 +76,16 @@ def _config(variant: str) -> Any:
 
 def train_steps_per_second(variant: str, steps: int = STEPS) -> dict[str, Any]:
     """Train ``steps`` env steps of ``variant`` with evaluation every ``EVAL_FREQ`` steps."""
+    # torch (the train extra): imported when used
     import torch
+
+    # stable-baselines3 (the train extra, torch): imported when used
     from stable_baselines3.common.callbacks import CallbackList
 
+    # callbacks imports pydantic: only when a config is validated
     from aryl_gym.train.callbacks import ArylEvalCallback, ClusterMetricsCallback
+
+    # runner imports pydantic: only when a config is validated
     from aryl_gym.train.runner import EnvFactory, build_model, make_vec_env
 
     torch.set_num_threads(1)
@@ -94,6 +101,7 @@ def train_steps_per_second(variant: str, steps: int = STEPS) -> dict[str, Any]:
         model.set_parameters(str(PRETRAINED_DIR / weights), exact_match=False, device="cpu")
     cls = ArylEvalCallback
     if variant.endswith("-bg") or variant.startswith("v1"):
+        # async_eval imports pydantic: only when a config is validated
         from aryl_gym.train.async_eval import AsyncArylEvalCallback
 
         cls = AsyncArylEvalCallback

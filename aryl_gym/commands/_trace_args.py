@@ -4,6 +4,7 @@ and cluster options), shared by ``simulate``, ``compare`` and ``trace-info``."""
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from aryl_gym.config import ConfigError, ScenarioConfig
@@ -87,6 +88,7 @@ def trace_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def scenario_from_args(args: argparse.Namespace) -> ScenarioConfig:
     """The scenario named by ``args.scenario`` with the ``--train-*``/``--inf-*`` overrides."""
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.config import load_scenario, validate_scenario
 
     cfg = load_scenario(args.scenario)
@@ -107,8 +109,8 @@ def episode_from_args(args: argparse.Namespace, seed: int):
     The load report is attached as ``episode.trace_report`` and printed on stderr when rows were
     skipped or filtered.
     """
-    import sys
 
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.scenario import _seed_streams, make_episode
 
     cfg = scenario_from_args(args)

@@ -19,6 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.benchmarks import BENCHMARKS
     from aryl_gym.commands._common import table
 

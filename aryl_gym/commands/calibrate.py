@@ -77,6 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _arrival_rows(ep) -> list[dict]:
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.workload.fit import PHILLY_ARRIVAL_STATS
     from aryl_gym.workload.generator import generated_arrival_stats
 
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_relevance(args)
     if args.load_grid:
         return _run_load_grid(args)
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.agents import make_policy
     from aryl_gym.scenario import make_episode
     from aryl_gym.workload.generator import workload_summary
@@ -160,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_relevance(args: argparse.Namespace) -> int:
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.relevance import DEFAULT_POLICIES, GENERATED_SCENARIOS, relevance, relevance_table
 
     scenarios = (
@@ -185,6 +188,7 @@ def _run_relevance(args: argparse.Namespace) -> int:
 
 
 def _run_load_grid(args: argparse.Namespace) -> int:
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.load_grid import load_grid, parse_loads, pick_load
 
     loads = parse_loads(args.load_grid)

@@ -90,6 +90,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     p.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
                    help="no progress lines on stderr")
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.commands.simulate import add_trace_args
 
     add_trace_args(p)
@@ -119,6 +120,7 @@ def summarize(
 
 
 def run(args: argparse.Namespace) -> int:
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.agents import make_policy
     from aryl_gym.commands.simulate import load_episode
 

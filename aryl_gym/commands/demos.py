@@ -11,8 +11,11 @@ placement and reclaim settings.
 from __future__ import annotations
 
 import argparse
+import io
+import json
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 
 from aryl_gym.commands._common import add_json_arg, add_scenario_args, positive_int, seed_arg
@@ -36,9 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def record(scenario: str, policy: str, episodes: int, seed: int, action_mode: str, window: int,
            data_root: str | None = None) -> dict[str, np.ndarray]:
     """Run ``episodes`` episodes and return the arrays that :func:`run` saves."""
-    import gymnasium as gym
 
-    import aryl_gym  # noqa: F401
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.envs.predict import HeuristicPredictor, policy_env_kwargs
 
     env = gym.make(
@@ -96,14 +98,12 @@ def output_path(text: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     out = output_path(args.out)
     arrays = record(args.scenario, args.policy, args.episodes, args.seed, args.action_mode,
                     args.window, args.data_root)
     out.parent.mkdir(parents=True, exist_ok=True)
-    import io
 
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.fileio import atomic_write_bytes
 
     buf = io.BytesIO()

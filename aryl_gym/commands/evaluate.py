@@ -14,7 +14,10 @@ import argparse
 import json
 import math
 import sys
+import time
 from pathlib import Path
+
+import gymnasium as gym
 
 from aryl_gym.commands._common import names_list, seeds_arg
 from aryl_gym.envs import DEFAULT_ENV_ID
@@ -42,12 +45,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _is_policy_name(name: str) -> bool:
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.agents import policy_names
 
     return name in policy_names()
 
 
 def run(args: argparse.Namespace) -> int:
+    # evaluation imports pydantic: only when a config is validated
     from aryl_gym.train.evaluation import (
         mean_metrics,
         rows_for,
@@ -68,7 +73,6 @@ def run(args: argparse.Namespace) -> int:
             f"--baseline {args.baseline!r} is neither a policy nor one of the --agent entries; "
             f"policies: {', '.join(policy_names())}"
         )
-    import time
 
     t0 = time.perf_counter()
 
@@ -86,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
             done(name)
             continue
         if name == "random":  # no native random policy registered: masked random through the env
-            import gymnasium as gym
 
+            # evaluation imports pydantic: only when a config is validated
             from aryl_gym.train.evaluation import RandomMaskedAgent
 
             scen = scenario or "testbed"
@@ -97,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
             by_policy[name] = [run_agent(rnd, env, s, deterministic=False)[0] for s in args.seeds]
             done(name)
             continue
+        # at run time: aryl-gym imports every command module to build its parser
         from aryl_gym.agents.learned import load_agent
 
         agent = load_agent(name)
@@ -107,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         out = run_agent_batch(agent, envs, args.seeds, deterministic=not args.stochastic)
         deploy = dict(agent.config.get("deploy_env_kwargs") or {})
         if deploy:  # never silent: the agent acted with settings its training envs did not have
+            # at run time: aryl-gym imports every command module to build its parser
             from aryl_gym.envs.damping import engaged_seeds
 
             engaged = engaged_seeds(envs, args.seeds)
@@ -135,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"evaluate: WARNING {name} left jobs unfinished on {len(failed)} of {len(res)} seed(s): "
                   f"{why}; its avg_jct covers the finished jobs only (avg_jct_censored counts the "
                   "others up to the episode's end)", file=sys.stderr, flush=True)
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.commands.compare import METRICS, summarize
 
     order = ([args.baseline] if args.baseline in by_policy else []) + [
@@ -148,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
     _, raw = summarize(rows, order)
     rat = {p: {m: (v if math.isfinite(v) else None) for m, v in r.items()} for p, r in raw.items()}
     if args.table:
+        # at run time: aryl-gym imports every command module to build its parser
         from aryl_gym.commands._common import table
 
         keys = ["avg_jct", "p95_jct", "avg_queue_time", "combined_usage", "preemptions"]

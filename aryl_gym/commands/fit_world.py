@@ -24,6 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.workload import fit
     from aryl_gym.workload.paths import POLLUX_PROFILES, default_data_root
 

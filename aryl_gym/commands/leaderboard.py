@@ -122,7 +122,10 @@ def print_outputs(res, stream=None) -> None:  # type: ignore[no-untyped-def]
 
 
 def run(args: argparse.Namespace) -> int:
+    # leaderboard imports pydantic: only when a config is validated
     from aryl_gym.leaderboard import list_suites, load_suite, run_leaderboard
+
+    # reclaim_suite imports pydantic: only when a config is validated
     from aryl_gym.leaderboard import reclaim_suite as rs
 
     if args.list:
@@ -146,7 +149,10 @@ def run(args: argparse.Namespace) -> int:
                   f"{len(s.entrants) + len(s.missing)} entrants  {_first_sentence(s.description)}")
         return 0
     if args.validate:
+        # validate imports pydantic: only when a config is validated
         from aryl_gym.leaderboard.validate import validate_csv
+
+        # at run time: aryl-gym imports every command module to build its parser
         from aryl_gym.progress import progress_bar
 
         bar = progress_bar(None, "validate", unit="rows", enabled=not args.no_progress)

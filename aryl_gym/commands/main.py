@@ -1,7 +1,7 @@
 """``aryl-gym main``: the README's main job -- the ``quick`` leaderboard, end to end.
 
-Runs the ``quick`` suite (testbed, 3 seeds, every reference policy and the shipped learned
-agent) into ``./results/quick`` (or ``--out``), resuming finished episodes, prints the table and
+Runs the ``quick`` suite (``configs/suites/quick.yaml``: testbed, 16 held-out seeds, the fast
+reference policies and the shipped learned agents) into ``./results/quick`` (or ``--out``), resuming finished episodes, prints the table and
 says where the table, the plots and the TensorBoard logs are.
 """
 
@@ -34,6 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # leaderboard imports pydantic: only when a config is validated
     from aryl_gym.leaderboard import load_suite, run_leaderboard
 
     # A reference policy missing from this checkout is skipped with a note rather than failing
@@ -47,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
         file=sys.stderr if args.json else sys.stdout,
     )
+    # runner imports pydantic: only when a config is validated
     from aryl_gym.leaderboard.runner import StaleResultsError
 
     def go(fresh: bool) -> Any:

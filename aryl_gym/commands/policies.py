@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 NAME = "policies"
 HELP = "list the registered policy names"
@@ -42,6 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.agents import make_policy, policy_names
 
     names = policy_names()
@@ -53,8 +55,6 @@ def run(args: argparse.Namespace) -> int:
             text = doc[0] if doc else ""
         texts[name] = text
     if args.json:
-        import json
-
         print(json.dumps(texts))
         return 0
     width = max(len(n) for n in names) + 2

@@ -119,6 +119,7 @@ def trivial(snap: Any) -> bool:
 def evaluate(snaps: Sequence[Any]) -> list[dict[str, Any]]:
     """Per instance: preemptions, chosen servers' overlap with the optimum and wall time of each
     rule (``optimal`` = the MILP, ``aryl``, ``default``)."""
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.agents.reclaim import (
         aryl_reclaim,
         default_reclaim_instance,
@@ -218,7 +219,10 @@ def overall(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def collect(args: argparse.Namespace) -> list[Any]:
+    # suites imports pydantic: only when a config is validated
     from aryl_gym.leaderboard.suites import parse_seeds
+
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.reclaim_snapshots import (
         load_snapshots,
         record_snapshots,
@@ -264,6 +268,7 @@ def collect(args: argparse.Namespace) -> list[Any]:
 
 
 def render(summary: Sequence[dict[str, Any]]) -> str:
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.commands._common import table
 
     def pct(v: float | None, sign: bool = False) -> str:

@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ STUDIES = ("prediction-error", "hetero")
 def _write_study_block(args, out: Path, name: str, body: list[str], cmd: str, stats) -> Path:
     """Close a study's Markdown block (command, commit, costs) and write it to
     ``OUT/reproduction.md`` (returned) and, with ``--write-docs``, to docs/reproduction.md."""
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym import reproduce as rp
 
     body += ["", f"Made by (at commit `{_commit()}`):", "", "```", cmd, "```", "", rp.wall_table_md(stats)]
@@ -124,6 +126,7 @@ def docs_path() -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym import reproduce as rp
 
     if args.study and (args.rows or args.sweep):
@@ -190,8 +193,6 @@ def run(args: argparse.Namespace) -> int:
     if args.write_docs:
         dp = docs_path()
         if plot is not None:
-            import shutil
-
             img = dp.parent / "img" / f"reproduction-sweep{sfx}.png"
             img.parent.mkdir(exist_ok=True)
             shutil.copyfile(plot, img)
@@ -236,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _commit() -> str:
+    # runner imports pydantic: only when a config is validated
     from aryl_gym.leaderboard.runner import git_commit
 
     return git_commit()[:12]
@@ -315,6 +317,7 @@ def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], o
     n = args.seeds if args.seeds is not None else 3
     seeds = list(range(args.first_seed, args.first_seed + n))
     if args.scenario:
+        # at run time: aryl-gym imports every command module to build its parser
         from aryl_gym.config import load_scenario
 
         cfg = load_scenario(args.scenario)
@@ -381,6 +384,7 @@ def _hetero_study(args: Any, rp: Any, configs: dict[str, Any], out: Path, cmd: s
     n = args.seeds if args.seeds is not None else 3
     seeds = list(range(args.first_seed, args.first_seed + n))
     if args.scenario:
+        # at run time: aryl-gym imports every command module to build its parser
         from aryl_gym.config import load_scenario
 
         cfg = load_scenario(args.scenario)

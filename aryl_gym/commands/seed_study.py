@@ -38,9 +38,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.config import ConfigError
+
+    # runner imports pydantic: only when a config is validated
     from aryl_gym.leaderboard.runner import METRIC_TYPES, run_suite
+
+    # seed_study imports pydantic: only when a config is validated
     from aryl_gym.leaderboard.seed_study import recommendation, render, study
+
+    # suites imports pydantic: only when a config is validated
     from aryl_gym.leaderboard.suites import suite_from_dict
 
     try:

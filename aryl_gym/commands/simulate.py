@@ -101,6 +101,7 @@ def check_overrides(args: argparse.Namespace) -> dict[str, object]:
 
 def scenario_with_overrides(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """``args.scenario`` with the validated cluster overrides applied."""
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.config import ConfigError, load_scenario, validate_scenario
 
     cfg = load_scenario(args.scenario)
@@ -119,6 +120,7 @@ def scenario_with_overrides(args: argparse.Namespace):  # type: ignore[no-untype
 
 def add_trace_args(p: argparse.ArgumentParser) -> None:
     try:
+        # an optional dependency: its absence is handled here
         from aryl_gym.commands._trace_args import add_trace_arguments
     except ModuleNotFoundError:
         return
@@ -127,10 +129,12 @@ def add_trace_args(p: argparse.ArgumentParser) -> None:
 
 def load_episode(args: argparse.Namespace, seed: int):
     """The episode for ``args`` (scenario, optional trace options) and ``seed``."""
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.scenario import make_episode
 
     cfg = scenario_with_overrides(args)
     if getattr(args, "trace", None):
+        # _trace_args imports pyarrow: only when a trace is read
         from aryl_gym.commands._trace_args import episode_from_args
 
         return episode_from_args(args, seed)
@@ -138,6 +142,7 @@ def load_episode(args: argparse.Namespace, seed: int):
 
 
 def run(args: argparse.Namespace) -> int:
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.agents import make_policy
 
     policy = make_policy(args.policy)
@@ -145,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
     sim = ep.simulator()
     checker = None
     if args.check_invariants:
+        # at run time: aryl-gym imports every command module to build its parser
         from aryl_gym.sim.invariants import InvariantChecker
 
         checker = InvariantChecker()

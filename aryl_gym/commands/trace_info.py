@@ -13,6 +13,7 @@ HELP = ("summarise a trace: rows, span, GPU-size histogram, duration quantiles, 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    # _trace_args imports pyarrow: only when a trace is read
     from aryl_gym.commands._trace_args import add_trace_arguments
 
     p.add_argument("path", help="trace file (relative to --data-root or absolute)")
@@ -25,9 +26,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # _trace_args imports pyarrow: only when a trace is read
     from aryl_gym.commands._trace_args import scenario_from_args, trace_options_from_args
+
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.scenario import _seed_streams
     from aryl_gym.workload.formats import format_names, guess_format
+
+    # traces imports pyarrow: only when a trace is read
     from aryl_gym.workload.traces import load_trace, trace_stats
 
     fmt = args.trace_format or guess_format(args.path)

@@ -7,7 +7,10 @@ override them. Needs the ``train`` extra (torch, stable-baselines3, sb3-contrib,
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
+
+import yaml
 
 from aryl_gym.commands._common import nonneg_int, positive_int, seed_arg, seeds_arg
 
@@ -45,10 +48,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_config(args: argparse.Namespace):
-    import yaml
-
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.config import ConfigError
+
+    # config imports pydantic: only when a config is validated
     from aryl_gym.train.config import load_train_config
+
+    # runner imports pydantic: only when a config is validated
     from aryl_gym.train.runner import checkpoint_run_dir, load_run_config
 
     overrides: dict = {
@@ -88,6 +94,7 @@ def build_config(args: argparse.Namespace):
         run_dir = checkpoint_run_dir(Path(args.resume))
         if run_dir is None:
             raise ConfigError(f"--resume {args.resume}: no config.yaml in its run folder; also give --config")
+        # config imports pydantic: only when a config is validated
         from aryl_gym.train.config import _merge, config_from_run_dict
 
         base = load_run_config(run_dir).to_dict()
@@ -98,6 +105,7 @@ def build_config(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     try:
+        # an optional dependency: its absence is handled here
         from aryl_gym.train.runner import train
     except ModuleNotFoundError as exc:  # pragma: no cover - extra not installed
         print(f"aryl-gym train needs the train extra (pip install -e '.[train]'): {exc}")
@@ -112,8 +120,6 @@ def run(args: argparse.Namespace) -> int:
         verbose=0 if args.quiet else (2 if args.verbose else 1),
     )
     if args.json:
-        import json
-
         print(json.dumps({"run_dir": str(res.run_dir)}))
         return 0
     print(res.run_dir)

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from gymnasium.envs.registration import register, registry
+
 ENV_IDS: tuple[str, ...] = (
     "aryl_gym/Aryl-v2",
     "aryl_gym/ArylReclaim-v2",
@@ -25,7 +27,6 @@ DEFAULT_ENV_ID = "aryl_gym/Aryl-v2"
 
 def register_envs() -> None:
     """Register the environments with Gymnasium (idempotent)."""
-    from gymnasium.envs.registration import register, registry
 
     entries: dict[str, tuple[str, str]] = {}
     for world in ("v1", "v2"):

@@ -7,6 +7,7 @@ exactly as for the reference policies.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from aryl_gym.agents import make_policy, policy_names
 from aryl_gym.agents.base import BasePolicy
 from aryl_gym.config import ScenarioConfig, load_scenario
 from aryl_gym.envs.actions import MODES, make_codec
@@ -30,7 +32,9 @@ from aryl_gym.envs.observation import (
     fit_lists,
     window_lists,
 )
+from aryl_gym.envs.render import render_ansi, render_rgb
 from aryl_gym.envs.reward import RewardTracker, accrued, parse_weights
+from aryl_gym.metrics import episode_result
 from aryl_gym.scenario import Episode, _seed_streams, fresh_future, make_episode
 from aryl_gym.sim.engine import STALL_HOURS, Simulator, check_stall_hours
 from aryl_gym.sim.jobs import JobSpec, JobState
@@ -61,11 +65,11 @@ def resolve_reclaim(reclaim: str | ReclaimFn | None) -> ReclaimFn | None:
         raise ValueError(f"reclaim must be a policy name, 'default' or a callable, got {reclaim!r}")
     if reclaim in ("aryl", "aryl-optimal"):
         try:
+            # an optional dependency: its absence is handled here
             from aryl_gym.agents import reclaim as _rc
         except ModuleNotFoundError:  # agents/reclaim.py not present: the default rule
             return None
         return _rc.aryl_reclaim_view if reclaim == "aryl" else _rc.optimal_reclaim_view
-    from aryl_gym.agents import make_policy, policy_names
 
     if reclaim not in policy_names():
         raise ValueError(
@@ -172,7 +176,6 @@ def check_early_end(early_end: object, end_fallback: object) -> tuple[str, str]:
     if early_end not in EARLY_ENDS:
         raise ValueError(f"early_end must be one of {', '.join(EARLY_ENDS)}, got {early_end!r} "
                          "(charge: an episode ended by the stall or thrash rule pays for its unfinished jobs)")
-    from aryl_gym.agents import make_policy
 
     if not isinstance(end_fallback, str) or end_fallback == "random":
         raise ValueError(f"end_fallback must be a reference policy name such as 'fifo', got {end_fallback!r}")
@@ -452,6 +455,7 @@ class ArylEnv(gym.Env):
         trace = options.get("trace", self.trace)
         if trace:
             try:
+                # an optional dependency: its absence is handled here
                 from aryl_gym.workload.traces import load_trace
             except ModuleNotFoundError as exc:  # pragma: no cover - module from another issue
                 raise ValueError(
@@ -712,9 +716,6 @@ class ArylEnv(gym.Env):
         in the system and every job still to arrive), and the job time it accrues after now is
         returned (``job_seconds``) with the rule that ended the episode and the fallback's
         name. The env's own simulator is left as it is (the episode result stays the agent's)."""
-        import copy
-
-        from aryl_gym.agents import make_policy
 
         sim = self.sim
         assert sim is not None
@@ -748,7 +749,6 @@ class ArylEnv(gym.Env):
 
     def episode_result(self):
         """The :class:`~aryl_gym.metrics.EpisodeResult` of the episode so far."""
-        from aryl_gym.metrics import episode_result
 
         assert self.sim is not None
         return episode_result(self.sim, policy_name=f"env:{self.action_mode}", wall_s=0.0)
@@ -815,7 +815,6 @@ class ArylEnv(gym.Env):
     def render(self):
         if self.render_mode is None or self.sim is None:
             return None
-        from aryl_gym.envs.render import render_ansi, render_rgb
 
         if self.render_mode == "ansi":
             return render_ansi(self.sim, self.window)

@@ -2,7 +2,7 @@
 
 A deterministic policy without memory can cycle: at one decision point it preempts (or scales
 in) a set of running jobs, at the next it starts them again, round after round; the jobs pay
-their relaunch overheads and never finish (docs/training.md, "Fifth attempt"; the simulator's
+their relaunch overheads and never finish (experiments/05-failing-episodes/README.md; the simulator's
 thrash rule ends such episodes). Flap damping, as routers damp flapping routes (RFC 2439), keeps
 a penalty per job:
 
@@ -27,7 +27,7 @@ The damping defaults are the common router defaults of route flap damping (penal
 flap, suppress limit 2,000, reuse limit 750, half-life 15 minutes, maximum suppression 60
 minutes), in units of one flap: a job preempted, restarted and preempted again within a few
 minutes is suppressed for about half an hour. The engagement defaults are the thrash rule's.
-None is tuned to a policy here. Measured with ``ppo-v1-kickstart`` (docs/training.md, "Seventh attempt"):
+None is tuned to a policy here. Measured with ``ppo-v1-kickstart`` (experiments/07-flap-damping/README.md):
 its healthy episodes reverse jobs hundreds of times and spend at most 6-17% of any hour's GPU
 time in overheads, its cycling ones 91-100%; damping engaged from the start suppresses jobs in
 every episode and costs about 1% of avg JCT, while engaged by the thrash signal it acted in 10

@@ -41,6 +41,9 @@ import math
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
+
+from aryl_gym.sim.loaning import diurnal_utilization
 
 JOB_FEATURES_V1: tuple[str, ...] = (
     "gain_one_more",
@@ -70,7 +73,6 @@ def _sq(x: float) -> float:
 
 def extend_space(space: Any, k: int) -> Any:
     """The v0 ``Dict`` space plus ``jobs_v1`` and ``cluster_v1``."""
-    from gymnasium import spaces
 
     return spaces.Dict(
         {
@@ -85,8 +87,6 @@ class InferenceForecast:
     """Expected inference utilization ahead of ``now`` (see the module docstring)."""
 
     def __init__(self, scenario_config: Any):
-        from aryl_gym.sim.loaning import diurnal_utilization
-
         inf = scenario_config.inference
         self.mode = inf.mode
         self.mean = float(inf.mean)

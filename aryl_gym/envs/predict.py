@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from aryl_gym.agents import make_policy
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.placement import plan
 
@@ -38,7 +39,6 @@ from aryl_gym.sim.placement import plan
 def policy_env_kwargs(name: str) -> dict[str, Any]:
     """Env keyword arguments that make the env's simulator settings those of policy ``name``
     (loaning, placement options, reclaim rule), as needed for an exact replay."""
-    from aryl_gym.agents import make_policy
 
     pol = make_policy(name)
     return {
@@ -59,8 +59,6 @@ class HeuristicPredictor:
     """
 
     def __init__(self, policy: Any, env: Any, use_policy_reclaim: bool = True):
-        from aryl_gym.agents import make_policy
-
         self.policy = make_policy(policy) if isinstance(policy, str) else policy
         self.env = env.unwrapped
         if use_policy_reclaim:

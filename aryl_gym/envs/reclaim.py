@@ -25,6 +25,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from aryl_gym.agents import make_policy, policy_names
+from aryl_gym.agents.reclaim import milp_reclaim, reclaim_preemptions
 from aryl_gym.config import ScenarioConfig, load_scenario
 from aryl_gym.envs.actions import discrete_action
 from aryl_gym.envs.allocation import (
@@ -36,7 +38,10 @@ from aryl_gym.envs.allocation import (
     plain_seed,
 )
 from aryl_gym.envs.observation import F_CLUSTER, ObservationBuilder, fit_tables
+from aryl_gym.envs.render import render_ansi, render_rgb
 from aryl_gym.envs.reward import RewardTracker, parse_weights
+from aryl_gym.metrics import episode_result
+from aryl_gym.reclaim_snapshots import load_snapshots
 from aryl_gym.scenario import make_episode
 from aryl_gym.sim.engine import STALL_HOURS, Simulator, check_stall_hours
 from aryl_gym.sim.jobs import JobSpec
@@ -151,8 +156,6 @@ class ArylReclaimEnv(gym.Env):
         optimum: bool = False,
         world_version: str = CURRENT_WORLD,
     ):
-        from aryl_gym.agents import make_policy, policy_names
-
         self.world_version = check_world(world_version)
         self.snaps: list[Any] | None = None
         if snapshots is not None:
@@ -211,8 +214,6 @@ class ArylReclaimEnv(gym.Env):
         optimum: bool,
         render_mode: str | None,
     ) -> None:
-        from aryl_gym.reclaim_snapshots import load_snapshots
-
         snaps = load_snapshots(snapshots) if isinstance(snapshots, (str, Path)) else list(snapshots)
         snaps = [sn for sn in snaps if sn.n > 0]
         if not snaps:
@@ -298,8 +299,6 @@ class ArylReclaimEnv(gym.Env):
             }
             if self.report_optimum:
                 if self.index not in self._opt_cache:
-                    from aryl_gym.agents.reclaim import milp_reclaim, reclaim_preemptions
-
                     opt = milp_reclaim(inst, self.need)
                     self._opt_cache[self.index] = reclaim_preemptions(inst, opt)
                 metrics["optimal_preemptions"] = self._opt_cache[self.index]
@@ -464,8 +463,6 @@ class ArylReclaimEnv(gym.Env):
         )
         info = self._info(comp, invalid)
         if terminated or truncated:
-            from aryl_gym.metrics import episode_result
-
             self._finished = True
             res = episode_result(sim, f"reclaim-env:{self.allocator}", 0.0)
             res.decision_ms_mean = res.decision_ms_max = 0.0  # timing is not deterministic
@@ -530,6 +527,5 @@ class ArylReclaimEnv(gym.Env):
     def render(self):
         if self.render_mode is None or self.sim is None:
             return None
-        from aryl_gym.envs.render import render_ansi, render_rgb
 
         return render_ansi(self.sim) if self.render_mode == "ansi" else render_rgb(self.sim)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from aryl_gym.metrics import lower_bounds
 from aryl_gym.sim.engine import Simulator
 from aryl_gym.sim.jobs import JobState
 
@@ -198,7 +199,6 @@ class RewardTracker:
         self.scale = float(scale)
         self._prefix_submit = np.concatenate([[0.0], np.cumsum(sim.submit)]).tolist()
         self._submit = sim.submit.tolist()  # sorted (the trace is sorted by submit time)
-        from aryl_gym.metrics import lower_bounds
 
         self._lb = lower_bounds(sim)
         self._finish_sum = 0.0  # sum of finish times of done jobs (s)
@@ -222,7 +222,6 @@ class RewardTracker:
         sim = self.sim
         self._prefix_submit = np.concatenate([[0.0], np.cumsum(sim.submit)]).tolist()
         self._submit = sim.submit.tolist()
-        from aryl_gym.metrics import lower_bounds
 
         self._lb = lower_bounds(sim)
         done = np.zeros(sim.n_jobs, dtype=bool)

@@ -5,8 +5,6 @@ Modules:
 * :mod:`~aryl_gym.leaderboard.suites` -- suite YAML (scenarios x seeds x entrants), validated;
 * :mod:`~aryl_gym.leaderboard.runner` -- episodes -> CSV rows as they finish, ``--resume``;
 * :mod:`~aryl_gym.leaderboard.report` -- ``leaderboard.md`` / ``leaderboard.json``;
-* :mod:`~aryl_gym.leaderboard.intervals` -- rliable's IQM, paired stratified bootstrap intervals,
-  performance profiles; tied ranks;
 * :mod:`~aryl_gym.leaderboard.seed_study` -- how many seeds separate a given difference
   (``scripts/seed_study.py``);
 * :mod:`~aryl_gym.leaderboard.plots` -- usage over time (paper Figure 9), JCT CDF, queuing bars,
@@ -14,6 +12,8 @@ Modules:
 * :mod:`~aryl_gym.leaderboard.tb` -- TensorBoard runs per entrant under the same tags;
 * :mod:`~aryl_gym.leaderboard.ray_backend` -- episodes as Ray tasks;
 * :mod:`~aryl_gym.leaderboard.validate` -- replay a sample of rows and compare.
+
+The intervals, tied ranks and performance profiles come from :mod:`aryl_gym.stats`.
 
 :func:`run_leaderboard` is the whole pipeline (what ``aryl-gym leaderboard`` runs). Nothing here
 imports matplotlib, TensorBoard, rliable, Ray or torch at import time.
@@ -28,7 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aryl_gym.leaderboard.runner import RunOptions, RunSummary, run_suite, series_for
+from aryl_gym.fileio import DirLock
+from aryl_gym.leaderboard.report import render_console, write_report
+from aryl_gym.leaderboard.runner import (
+    RunOptions,
+    RunSummary,
+    prepare_out_dir,
+    run_options,
+    run_suite,
+    series_for,
+)
 from aryl_gym.leaderboard.suites import Entrant, Suite, list_suites, load_suite, suite_from_dict
 
 __all__ = [
@@ -73,8 +82,6 @@ def run_leaderboard(
 ) -> LeaderboardOutputs:
     """Run ``suite`` (:func:`run_suite`; ``options`` / keyword ``changes`` are its
     :class:`RunOptions`), then write the tables, plots and TensorBoard logs."""
-    from aryl_gym.fileio import DirLock
-    from aryl_gym.leaderboard.runner import prepare_out_dir, run_options
 
     opts = run_options(options, **changes)
     say = log or (lambda m: print(m, file=sys.stderr))
@@ -91,8 +98,6 @@ def _run_leaderboard_locked(
     tensorboard: bool,
     say: Callable[[str], None],
 ) -> LeaderboardOutputs:
-    from aryl_gym.leaderboard.report import render_console, write_report
-
     summary = run_suite(suite, out_dir, opts, log=say)
     out = Path(out_dir)
     md, js, data = write_report(out, suite, summary.rows, summary)
@@ -100,6 +105,7 @@ def _run_leaderboard_locked(
     series = series_for(out, summary.rows) if (plots or tensorboard) and summary.rows else {}
     if plots and summary.rows:
         try:
+            # an optional dependency: its absence is handled here
             from aryl_gym.leaderboard.plots import make_plots
 
             res.plots = make_plots(out, suite, summary.rows, series)
@@ -107,6 +113,7 @@ def _run_leaderboard_locked(
             res.notes.append(f"no plots: {exc}")
     if tensorboard and summary.rows:
         try:
+            # an optional dependency: its absence is handled here
             from aryl_gym.leaderboard.tb import write_tensorboard
 
             res.tensorboard = write_tensorboard(out, suite, summary.rows, series)

@@ -12,7 +12,6 @@ import importlib.util
 import inspect
 import json
 import os
-import re
 import time
 import traceback
 from collections.abc import Mapping
@@ -20,13 +19,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
+from aryl_gym import __version__
+from aryl_gym.agents import make_policy
 from aryl_gym.config import ConfigError, load_scenario
 from aryl_gym.leaderboard.provenance import (
     config_hash,
     env_version,
     git_commit,
+    source_kind,
 )
 from aryl_gym.leaderboard.results import (
     METRIC_TYPES,
@@ -36,6 +39,9 @@ from aryl_gym.leaderboard.results import (
 from aryl_gym.leaderboard.suites import Entrant, Suite
 from aryl_gym.metrics import EpisodeResult
 from aryl_gym.rollout import run_agent
+from aryl_gym.scenario import make_episode
+from aryl_gym.sim.engine import Simulator
+from aryl_gym.workload.paths import resolve_data_path
 
 # ----------------------------------------------------------------------------------------------
 # Tasks
@@ -111,20 +117,6 @@ def build_tasks(
 # Agents
 # ----------------------------------------------------------------------------------------------
 
-_IMPORT_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-
-
-def source_kind(source: str) -> str:
-    """``"path"`` (an SB3 model file), ``"import"`` (``module:factory``) or ``"name"`` (shipped)."""
-    if os.path.exists(source):
-        return "path"
-    if _IMPORT_RE.match(source):
-        return "import"
-    if source.endswith(".zip") or os.sep in source or source.startswith("."):
-        return "path"
-    return "name"
-
-
 def _learned_module() -> Any | None:
     try:
         return importlib.import_module("aryl_gym.agents.learned")
@@ -138,9 +130,6 @@ def check_entrant(entrant: Entrant, env_id: str) -> str | None:
     """Why ``entrant`` cannot run here (a skip note), or ``None``. Cheap; no model is loaded."""
     if entrant.kind != "agent":
         return None
-    import gymnasium as gym
-
-    import aryl_gym  # noqa: F401  (registers the envs)
 
     if env_id not in gym.envs.registry:
         return f"env {env_id} is not registered (aryl_gym.envs not installed in this checkout yet)"
@@ -175,7 +164,6 @@ def check_entrant(entrant: Entrant, env_id: str) -> str | None:
 
 def check_scenario(scenario: str, data_root: str | None = None) -> str | None:
     """Why ``scenario``'s episodes cannot be drawn here (its trace or series file is missing)."""
-    from aryl_gym.workload.paths import resolve_data_path
 
     cfg = load_scenario(scenario)
     for what, rel in (("trace", cfg.workload.trace), ("inference series", cfg.inference.csv if cfg.inference.mode == "csv" else None)):
@@ -246,7 +234,6 @@ def _cached_agent(source: str) -> Any:
 
 def _env_sim(env: Any) -> Any | None:
     """The :class:`~aryl_gym.sim.engine.Simulator` inside an env, if it exposes one."""
-    from aryl_gym.sim.engine import Simulator
 
     base = getattr(env, "unwrapped", env)
     for name in ("sim", "simulator", "_sim"):
@@ -264,9 +251,9 @@ def _run_agent(
 ) -> tuple[EpisodeResult, list[Any] | None, str, tuple[str, dict[str, Any]]]:
     """One episode of a learned agent through the gym env. Returns (result, timeline, note)."""
     try:
+        # an optional dependency: its absence is handled here
         import gymnasium as gym
 
-        import aryl_gym  # noqa: F401  (registers the envs)
     except ImportError as exc:  # pragma: no cover - gymnasium is a core dependency
         raise AgentUnavailable(str(exc)) from None
     if task.env_id not in gym.envs.registry:
@@ -318,7 +305,6 @@ def _check_trace(env: Any, task: EpisodeTask) -> str:
     sim = _env_sim(env)
     if sim is None:
         return "env trace not checked (no simulator exposed)"
-    from aryl_gym.scenario import make_episode
 
     ref = make_episode(task.scenario, task.seed, data_root=task.data_root)
     sub = np.array([j.submit for j in ref.jobs])
@@ -333,9 +319,6 @@ def _check_trace(env: Any, task: EpisodeTask) -> str:
 def _run_policy(
     task: EpisodeTask,
 ) -> tuple[EpisodeResult, list[Any] | None, str, tuple[str, dict[str, Any]]]:
-    from aryl_gym.agents import make_policy
-    from aryl_gym.scenario import make_episode
-
     sim = make_episode(task.scenario, task.seed, data_root=task.data_root).simulator()
     res = sim.run(make_policy(task.entrant.name))
     return res, (list(sim.acc.timeline) if task.keep_timeline else None), "", (task.env_id, {})
@@ -387,7 +370,6 @@ def make_row(
         if v is not None and t is float:
             v = float(v)
         row[k] = v
-    from aryl_gym import __version__
 
     row.update(
         wall_time_s=round(wall, 6),

@@ -28,16 +28,19 @@ import numpy as np
 from aryl_gym.leaderboard.report import episode_score, stats
 from aryl_gym.leaderboard.runner import Key, slug
 from aryl_gym.leaderboard.suites import Suite
+from aryl_gym.stats import available, performance_profile, score_distribution
 
 
 def _pyplot() -> Any:
     try:
+        # an optional dependency: its absence is handled here
         import matplotlib
     except ImportError:
         raise ImportError(
             "plots need matplotlib: pip install 'aryl-gym[plots]' (or pass --no-plots)"
         ) from None
     matplotlib.use("Agg", force=True)
+    # matplotlib: imported when plotting
     import matplotlib.pyplot as plt
 
     return plt
@@ -161,8 +164,6 @@ def performance_profile_plot(
     pdir: Path, suite: Suite, rows: Sequence[Mapping[str, Any]], plt: Any
 ) -> Path | None:
     """``performance_profile.png`` (see the module docstring), or None without scores."""
-    from aryl_gym.leaderboard import intervals as iv
-
     scores = profile_scores(suite, rows)
     if not scores:
         return None
@@ -170,10 +171,10 @@ def performance_profile_plot(
     lo, hi = float(allv.min()), float(allv.max())
     pad = max(0.02 * (hi - lo), 1e-3)
     taus = np.linspace(lo - pad, hi + pad, 121)
-    if iv.available():
-        prof, bands = iv.performance_profile(scores, taus)
+    if available():
+        prof, bands = performance_profile(scores, taus)
     else:
-        prof = {k: iv.score_distribution(m, taus) for k, m in scores.items()}
+        prof = {k: score_distribution(m, taus) for k, m in scores.items()}
         bands = {}
     fig, ax = plt.subplots(figsize=(8, 4.6))
     for i, name in enumerate(scores):

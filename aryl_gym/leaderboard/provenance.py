@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from aryl_gym.agents.learned import find_zoo_experiment, resolve_agent_path, resolve_zoo_folder
 from aryl_gym.config import ScenarioConfig
 
 
@@ -21,6 +23,20 @@ class Entrant(Protocol):
     def kind(self) -> str: ...
     @property
     def source(self) -> str: ...
+
+
+_IMPORT_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def source_kind(source: str) -> str:
+    """``"path"`` (an SB3 model file), ``"import"`` (``module:factory``) or ``"name"`` (shipped)."""
+    if os.path.exists(source):
+        return "path"
+    if _IMPORT_RE.match(source):
+        return "import"
+    if source.endswith(".zip") or os.sep in source or source.startswith("."):
+        return "path"
+    return "name"
 
 
 _COMMIT: str | None = None
@@ -81,17 +97,9 @@ def agent_files_digest(source: str) -> dict[str, str]:
     role; empty for a ``module:factory`` agent or a source that does not resolve (loading it
     fails later with its own error). A row made with other weights under the same name is then
     another configuration, never reused as this one."""
-    from aryl_gym.leaderboard.episodes import source_kind
-
     if source_kind(source) == "import":
         return {}
     try:
-        from aryl_gym.agents.learned import (
-            find_zoo_experiment,
-            resolve_agent_path,
-            resolve_zoo_folder,
-        )
-
         zoo = find_zoo_experiment(source) if Path(source).is_dir() else None
         if zoo is not None:  # an rl-baselines3-zoo folder: its model and normalisation
             model, _, vn = resolve_zoo_folder(zoo)

@@ -46,8 +46,29 @@ import numpy as np
 from annotated_types import Ge, Le, MinLen
 from pydantic import AfterValidator
 
+from aryl_gym.agents.reclaim import (
+    aryl_reclaim,
+    default_reclaim_instance,
+    milp_reclaim,
+    overlap,
+    reclaim_preemptions,
+)
+from aryl_gym.commands._common import table as text_table
+from aryl_gym.commands.reclaim_study import trivial
 from aryl_gym.config import ConfigError, load_yaml
-from aryl_gym.leaderboard.suites import Seeds
+from aryl_gym.envs.reclaim import ArylReclaimEnv
+from aryl_gym.leaderboard.episodes import load_agent
+from aryl_gym.leaderboard.runner import AgentUnavailable
+from aryl_gym.leaderboard.suites import Seeds, _check_name, suites_dir
+from aryl_gym.reclaim_snapshots import (
+    load_snapshots,
+    record_snapshots,
+    save_snapshots,
+    synthetic_snapshots,
+)
+from aryl_gym.rollout import play
+from aryl_gym.schema import validate
+from aryl_gym.stats import bootstrap_replicates, percentile_interval, t_half_width
 
 KIND = "reclaim"
 RULES = ("optimum", "aryl", "default", "random")
@@ -83,8 +104,6 @@ class ReclaimSuite:
 # loading
 # ------------------------------------------------------------------------------------------------
 def _suite_path(name_or_path: str | os.PathLike[str]) -> Path | None:
-    from aryl_gym.leaderboard.suites import suites_dir
-
     text = str(name_or_path)
     if text.endswith((".yaml", ".yml")) or os.sep in text:
         return Path(text)
@@ -164,7 +183,6 @@ class ReclaimSuiteFile:
 def _instance_entry(item: Mapping[str, Any], source: str, i: int) -> dict[str, Any]:
     """One ``instances`` entry checked against the schema of its kind; returned as given, with
     ``seeds`` parsed."""
-    from aryl_gym.schema import validate
 
     kinds = [k for k in _INSTANCE_KINDS if k in item]
     if len(kinds) != 1:
@@ -179,8 +197,6 @@ def _instance_entry(item: Mapping[str, Any], source: str, i: int) -> dict[str, A
 def reclaim_suite_from_dict(data: Any, source: str = "<dict>") -> ReclaimSuite:
     """Build and validate a :class:`ReclaimSuite`: the schema :class:`ReclaimSuiteFile`
     (pydantic, strict, unknown keys forbidden), then the reclaim rules and names."""
-    from aryl_gym.leaderboard.suites import _check_name
-    from aryl_gym.schema import validate
 
     if isinstance(data, Mapping) and data.get("kind", KIND) != KIND:
         raise ConfigError(f"{source}: a reclaim suite needs 'kind: reclaim'")
@@ -225,13 +241,6 @@ def build_instances(
 ) -> tuple[list[tuple[str, Any]], list[str]]:
     """(instance key, snapshot) pairs in suite order, and notes. Recorded episodes are cached
     in ``cache_dir`` as ``SCENARIO-seedN.npz``."""
-    from aryl_gym.commands.reclaim_study import trivial
-    from aryl_gym.reclaim_snapshots import (
-        load_snapshots,
-        record_snapshots,
-        save_snapshots,
-        synthetic_snapshots,
-    )
 
     out: list[tuple[str, Any]] = []
     notes: list[str] = []
@@ -286,8 +295,6 @@ def random_reclaim(inst: Any, n: int, rng: np.random.Generator) -> list[int]:
 
 
 def _rule(name: str, seed: int) -> Callable[[int, Any], list[int]]:
-    from aryl_gym.agents.reclaim import aryl_reclaim, default_reclaim_instance, milp_reclaim
-
     if name == "optimum":
         return lambda i, sn: milp_reclaim(sn.inst, sn.n)
     if name == "aryl":
@@ -303,15 +310,10 @@ class _AgentPlayer:
     """Plays one instance through ``ArylReclaimEnv`` in snapshot mode with an SB3-style agent."""
 
     def __init__(self, source: str, snaps: Sequence[Any]):
-        from aryl_gym.envs.reclaim import ArylReclaimEnv
-        from aryl_gym.leaderboard.episodes import load_agent
-
         self.env = ArylReclaimEnv(snapshots=list(snaps))
         self.agent = load_agent(source, self.env)
 
     def __call__(self, i: int, sn: Any) -> list[int]:
-        from aryl_gym.rollout import play
-
         env = self.env
         play(self.agent, env, options={"index": i}, max_steps=10 * env.n_inf + 10)
         return list(env.picks)
@@ -350,8 +352,6 @@ def run_reclaim_suite(
     data_root: str | None = None,
     progress: bool = True,
 ) -> ReclaimOutputs:
-    from aryl_gym.agents.reclaim import overlap, reclaim_preemptions
-
     wall0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -377,8 +377,6 @@ def run_reclaim_suite(
     if "optimum" not in entrants:
         entrants["optimum"] = ("policy", _rule("optimum", suite.seed))
     for name, src in agents.items():
-        from aryl_gym.leaderboard.runner import AgentUnavailable
-
         try:
             entrants[name] = ("agent", _AgentPlayer(src, snaps))
         except (AgentUnavailable, ImportError, FileNotFoundError) as exc:
@@ -493,6 +491,14 @@ def run_cli(args: Any) -> int:
     return 0
 
 
+def _gap_where_defined(pre: np.ndarray, opt: np.ndarray) -> np.ndarray:
+    """Per resample (rows of ``(reps, instances)``), total preemptions over the optimum's minus
+    one; resamples whose optimum preempts nothing are left out."""
+    num, den = pre.sum(axis=1), opt.sum(axis=1)
+    ok = den > 0
+    return num[ok] / den[ok] - 1
+
+
 def aggregate(rows: Sequence[Mapping[str, Any]], entrants: Sequence[str], boot: int = 1000) -> dict[str, Any]:
     """Per entrant: gap to the optimum (paired bootstrap CI), extra preemptions per instance
     (t interval), share optimal, overlap, ms per decision; sorted by gap."""
@@ -512,13 +518,10 @@ def aggregate(rows: Sequence[Mapping[str, Any]], entrants: Sequence[str], boot: 
         gap = pre.sum() / opt.sum() - 1 if opt.sum() > 0 else (0.0 if pre.sum() == 0 else math.inf)
         lo = hi = gap
         if N > 1 and opt.sum() > 0:
-            idx = rng.integers(0, N, size=(boot, N))
-            num, den = pre[idx].sum(axis=1), opt[idx].sum(axis=1)
-            ok = den > 0
-            g = num[ok] / den[ok] - 1
+            g = bootstrap_replicates(_gap_where_defined, pre, opt, reps=boot, rng=rng)
             if len(g):
-                lo, hi = float(np.percentile(g, 2.5)), float(np.percentile(g, 97.5))
-        half = 1.96 * float(d.std(ddof=1)) / math.sqrt(N) if N > 1 else 0.0
+                lo, hi = percentile_interval(g)
+        half = t_half_width(d) if N > 1 else 0.0
         table.append(
             {
                 "entrant": e,
@@ -543,8 +546,6 @@ def aggregate(rows: Sequence[Mapping[str, Any]], entrants: Sequence[str], boot: 
 
 
 def render(agg: Mapping[str, Any], markdown: bool = False) -> str:
-    from aryl_gym.commands._common import table as text_table
-
     head = ["rank", "entrant", "preemptions", "gap vs optimum [95% CI]", "extra / instance",
             "optimal on", "overlap", "ms / decision"]
     rows = []

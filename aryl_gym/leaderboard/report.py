@@ -2,7 +2,7 @@
 
 Per scenario and entrant, every metric of SPEC 5 is summarised as mean +- sample standard
 deviation over the suite's seeds. The comparisons use rliable's estimators
-(:mod:`aryl_gym.leaderboard.intervals`), always paired by seed:
+(:mod:`aryl_gym.stats`), always paired by seed:
 
 * **score**: the normalised score of an episode is ``jct_lower_bound / avg_jct`` (in (0, 1],
   higher is better: 1 would mean every job ran alone at its maximal width on its fastest GPU from
@@ -26,13 +26,16 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from aryl_gym import __version__
 from aryl_gym.leaderboard.runner import METRIC_TYPES, WALL_METRICS, RunSummary, env_version
 from aryl_gym.leaderboard.suites import Suite
+from aryl_gym.stats import LEVEL, REPS, SEED, available, iqm, iqm_ci, ratio_ci, tie_ranks
 
 #: metrics for which a larger value is better (everything else: smaller is better)
 HIGHER_IS_BETTER = frozenset(
@@ -138,15 +141,13 @@ def compare_entrants(
 
     A comparison needs at least two seeds that both entrants finished on every scenario, and a
     positive, finite ``rank_by`` on each; otherwise it has no interval and separates nothing."""
-    from aryl_gym.leaderboard import intervals as iv
-
     higher = rank_by in HIGHER_IS_BETTER
     stats_out: dict[str, dict[str, Any]] = {n: {} for n in names}
     for n in names:
         seeds = _common_seeds(per[n], per[n], scenarios)
         m = _matrix(per[n], scenarios, seeds, episode_score) if seeds else None
         if m is not None and len(seeds) >= 1:
-            point, lo, hi = iv.iqm_ci(m) if len(seeds) >= 2 else (iv.iqm(m),) * 3
+            point, lo, hi = iqm_ci(m) if len(seeds) >= 2 else (iqm(m),) * 3
             stats_out[n]["score_iqm"] = _ci(point, lo, hi, len(seeds))
         else:
             stats_out[n]["score_iqm"] = None
@@ -165,7 +166,7 @@ def compare_entrants(
             xb = _matrix(per[b], scenarios, seeds, metric) if xa is not None else None
             res: dict[str, Any] | None = None
             if xa is not None and xb is not None:
-                point, lo, hi = iv.ratio_ci(xa, xb)
+                point, lo, hi = ratio_ci(xa, xb)
                 if all(math.isfinite(v) for v in (point, lo, hi)):
                     res = _ci(point, lo, hi, len(seeds))
             cache[(a, b)] = res
@@ -182,7 +183,7 @@ def compare_entrants(
                 cache[(b, a)] = None
                 pairwise.append({"a": a, "b": b, "ratio": None, "ci": None, "seeds": len(seeds),
                                  "separated": False})
-    ranks = iv.tie_ranks(names, better)
+    ranks = tie_ranks(names, better)
     for n in names:
         st = stats_out[n]
         st["vs_baseline"] = (
@@ -212,9 +213,7 @@ def aggregate(
 ) -> dict[str, Any]:
     """The ``leaderboard.json`` structure: protocol, then per scenario a ranked entrant list
     (and, with several scenarios, an ``overall`` comparison stratified over them)."""
-    from aryl_gym.leaderboard import intervals as iv
-
-    with_ci = iv.available()
+    with_ci = available()
     rank_by = suite.rank_by
     higher = rank_by in HIGHER_IS_BETTER
     reference = REFERENCE if any(e.name == REFERENCE for e in suite.entrants) else None
@@ -293,7 +292,6 @@ def aggregate(
         {"scenario": k[1], "seed": k[2], "policy": k[3], "error": msg.splitlines()[0] if msg else ""}
         for k, msg in (summary.failed if summary else [])
     ]
-    from aryl_gym import __version__
 
     # learned agents that acted with a shield (their env kwargs, as recorded per row)
     shielded: set[str] = set()
@@ -330,8 +328,8 @@ def aggregate(
                 "ratio": "per scenario mean(entrant) / mean(other) over the seeds both have; "
                 "geometric mean over scenarios",
                 "bootstrap": f"stratified (seeds resampled within each scenario), paired by seed, "
-                f"{iv.REPS} replications, percentile {iv.CI_SIZE:.0%} intervals, "
-                f"numpy seed {iv.SEED}",
+                f"{REPS} replications, percentile {LEVEL:.0%} intervals, "
+                f"numpy seed {SEED}",
                 "ties": "two entrants are separated when the 95% interval of their ratio excludes "
                 "1; rank = 1 + number of entrants separated from it on the better side",
             }
@@ -384,8 +382,6 @@ def _overall(
 
 def _version(dist: str) -> str:
     try:
-        from importlib.metadata import version
-
         return version(dist)
     except Exception:  # noqa: BLE001
         return "?"

@@ -12,6 +12,7 @@ import csv
 import dataclasses
 import gzip
 import hashlib
+import io
 import json
 import math
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from aryl_gym.config import ConfigError
+from aryl_gym.fileio import atomic_write_bytes, atomic_write_text, check_readable_file
 from aryl_gym.leaderboard.provenance import slug
 from aryl_gym.metrics import EpisodeResult
 
@@ -196,7 +198,6 @@ def scan_rows(path: str | os.PathLike[str]) -> RowScan:
     A header that is not this version's schema is a :class:`ConfigError`; a folder, an
     unreadable or binary file too.
     """
-    from aryl_gym.fileio import check_readable_file
 
     p = check_readable_file(path, "results CSV")
     try:
@@ -210,7 +211,6 @@ def scan_rows(path: str | os.PathLike[str]) -> RowScan:
         raise ConfigError(f"{p}: is a binary file, not a results CSV; give a results.csv")
     digests = _read_digests(p)
     ends_cleanly = text.endswith("\n")
-    import io
 
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
@@ -329,8 +329,6 @@ class CsvAppender:
 
 
 def _csv_line(fields: Sequence[Any]) -> str:
-    import io
-
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\r\n").writerow(fields)
     return buf.getvalue()
@@ -347,7 +345,6 @@ def _ends_with_newline(path: Path) -> bool:
 
 def rewrite_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     """Atomically replace ``path`` with exactly ``rows`` (and its digest file to match)."""
-    from aryl_gym.fileio import atomic_write_text
 
     lines = [_csv_line(COLUMNS)]
     digests = []
@@ -379,8 +376,6 @@ def series_path(out_dir: Path, scenario: str, policy: str, seed: int) -> Path:
 
 
 def write_series(path: Path, series: Mapping[str, Any]) -> None:
-    from aryl_gym.fileio import atomic_write_bytes
-
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(series, separators=(",", ":"))
     atomic_write_bytes(path, gzip.compress(text.encode("utf-8"), mtime=0))

@@ -22,7 +22,9 @@ unchanged in this process, in ``spawn``-ed worker processes and in Ray tasks.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from aryl_gym.config import ConfigError
-from aryl_gym.fileio import DirLock
+from aryl_gym.fileio import DirLock, unique_backup
 from aryl_gym.leaderboard.episodes import (  # noqa: F401  (re-exported)
     AgentUnavailable,
     EpisodeOutput,
@@ -42,7 +44,6 @@ from aryl_gym.leaderboard.episodes import (  # noqa: F401  (re-exported)
     load_agent,
     make_row,
     run_episode,
-    source_kind,
 )
 from aryl_gym.leaderboard.provenance import (  # noqa: F401  (re-exported)
     config_hash,
@@ -50,7 +51,9 @@ from aryl_gym.leaderboard.provenance import (  # noqa: F401  (re-exported)
     git_commit,
     scenario_fingerprint,
     slug,
+    source_kind,
 )
+from aryl_gym.leaderboard.ray_backend import ray_executor
 from aryl_gym.leaderboard.results import (  # noqa: F401  (re-exported)
     COLUMNS,
     CSV_NAME,
@@ -74,6 +77,7 @@ from aryl_gym.leaderboard.results import (  # noqa: F401  (re-exported)
 )
 from aryl_gym.leaderboard.suites import Suite
 from aryl_gym.parallel import die_with_parent, local_map  # noqa: F401  (die_with_parent re-exported)
+from aryl_gym.progress import progress_bar
 
 # ----------------------------------------------------------------------------------------------
 # Running a suite
@@ -130,7 +134,6 @@ class RunOptions:
 def run_options(options: RunOptions | None = None, **changes: Any) -> RunOptions:
     """``options`` (default: the defaults) with keyword ``changes``; an unknown keyword is a
     TypeError naming it."""
-    import dataclasses
 
     base = options or RunOptions()
     known = {f.name for f in dataclasses.fields(RunOptions)}
@@ -182,7 +185,6 @@ def prepare_out_dir(out_dir: str | os.PathLike[str]) -> Path:
 
 def _resume_rows(csv_path: Path, say: Callable[[str], None], summary: RunSummary) -> list[dict[str, Any]]:
     """The trustworthy rows of an existing CSV; anything else is backed up, reported and rerun."""
-    from aryl_gym.fileio import unique_backup
 
     scan = scan_rows(csv_path)
     summary.scan = scan
@@ -190,7 +192,6 @@ def _resume_rows(csv_path: Path, say: Callable[[str], None], summary: RunSummary
     rows = [r for r in scan.rows if row_key(r) not in scan.edited_keys]
     if scan.problems:
         bak = unique_backup(csv_path)
-        import shutil
 
         shutil.copy2(csv_path, bak)
         for line in scan.describe():
@@ -211,8 +212,6 @@ def _resume_rows(csv_path: Path, say: Callable[[str], None], summary: RunSummary
 def _run_suite_locked(
     suite: Suite, out: Path, say: Callable[[str], None], wall0: float, opts: RunOptions
 ) -> RunSummary:
-    from aryl_gym.fileio import unique_backup
-
     csv_path = out / CSV_NAME
     tasks = build_tasks(suite, data_root=opts.data_root, keep_timeline=opts.keep_timeline)
     by_key = {t.key: t for t in tasks}
@@ -280,8 +279,6 @@ def _run_suite_locked(
     run = opts.executor
     if run is None:
         if opts.backend == "ray":
-            from aryl_gym.leaderboard.ray_backend import ray_executor
-
             def run(ts: Sequence[EpisodeTask], n: int) -> Iterator[EpisodeOutput]:
                 return ray_executor(ts, n, address=opts.ray_address)
 
@@ -289,7 +286,6 @@ def _run_suite_locked(
             run = local_executor
         else:
             raise ValueError(f"unknown backend {opts.backend!r}; use local or ray")
-    from aryl_gym.progress import progress_bar
 
     bar = progress_bar(len(todo), f"{suite.name}", unit="ep", enabled=opts.progress and bool(todo), leave=True)
     appender = CsvAppender(csv_path) if todo else None

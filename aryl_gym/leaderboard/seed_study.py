@@ -25,9 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-#: two-sided 95% normal quantile, and the extra quantile for 80% power
-Z95 = 1.959963984540054
-Z_POWER80 = 0.8416212335729143
+from aryl_gym.cli import main as cli_main
+from aryl_gym.stats import Z95, Z_POWER80, mean_sd, seeds_needed
 
 
 @dataclass(frozen=True)
@@ -43,13 +42,6 @@ class PairSpread:
     n_ci: int  # seeds for a 95% CI of half-width log(1 + delta)
     n_power: int  # seeds to detect a true difference delta with 80% power
     close: bool  # |log ratio| < log(1 + close): a pair where small differences matter
-
-
-def seeds_needed(sd_log: float, delta: float = 0.03, z: float = Z95) -> int:
-    """``ceil((z * sd_log / log(1 + delta)) ** 2)``, at least 2 (a standard deviation needs two)."""
-    if not (delta > 0 and math.isfinite(sd_log) and sd_log >= 0):
-        raise ValueError(f"need delta > 0 and a finite sd >= 0, got delta={delta}, sd={sd_log}")
-    return max(2, math.ceil((z * sd_log / math.log1p(delta)) ** 2))
 
 
 def paired_log_ratios(
@@ -83,8 +75,7 @@ def pair_spread(
     n = len(d)
     if n < 2:
         return None
-    mean = sum(d) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+    mean, sd = mean_sd(d)
     return PairSpread(
         scenario=scenario,
         a=a,
@@ -164,9 +155,8 @@ def render(spreads: Sequence[PairSpread], rec: Mapping[str, Any], delta: float, 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``aryl-gym seed-study ARGS`` (the command line lives in :mod:`aryl_gym.commands.seed_study`)."""
-    from aryl_gym.cli import main as cli_main
 
     return cli_main(["seed-study", *(argv or [])])
 
 
-__all__ = ["PairSpread", "main", "pair_spread", "paired_log_ratios", "recommendation", "seeds_needed", "study"]
+__all__ = ["PairSpread", "main", "pair_spread", "paired_log_ratios", "recommendation", "study"]

@@ -26,6 +26,7 @@ missing or the env not yet installed); the runner skips an unavailable agent wit
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
@@ -36,7 +37,10 @@ from typing import Annotated, Any
 from annotated_types import Ge, MinLen
 from pydantic import AfterValidator, BeforeValidator
 
+from aryl_gym.agents import policy_names
 from aryl_gym.config import ConfigError, configs_dir, load_scenario, load_yaml
+from aryl_gym.leaderboard.results import METRIC_TYPES
+from aryl_gym.schema import validate
 
 #: the env learned agents act through unless the suite says otherwise
 DEFAULT_ENV_ID = "aryl_gym/Aryl-v2"
@@ -107,8 +111,6 @@ class Suite:
 
 
 def _replace(s: Suite, **kw: Any) -> Suite:
-    import dataclasses
-
     return dataclasses.replace(s, **kw)
 
 
@@ -168,7 +170,6 @@ Seeds = Annotated[
 
 def parse_seeds(value: Any, source: str) -> tuple[int, ...]:
     """``[0, 1, 2]``, ``"0-4"`` or ``"0,2,5"`` -> a tuple of distinct non-negative seeds."""
-    from aryl_gym.schema import validate
 
     return validate(_SeedsOnly, {"seeds": value}, source).seeds
 
@@ -267,7 +268,6 @@ def suite_from_dict(
     ``allow_missing`` turns an unregistered required policy into a skip (as if it were marked
     ``optional``) instead of an error.
     """
-    from aryl_gym.schema import validate
 
     if isinstance(data, Mapping) and data.get("kind") == "reclaim":
         raise ConfigError(
@@ -288,7 +288,6 @@ def suite_from_dict(
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ConfigError(f"{source}: entrant names must be unique; {dup[0]!r} appears twice")
-    from aryl_gym.agents import policy_names
 
     known = set(policy_names())
     missing = []
@@ -313,7 +312,6 @@ def suite_from_dict(
     env_kwargs = dict(f.env_kwargs or {})
     if "scenario" in env_kwargs:
         raise ConfigError(f"{source}: env_kwargs must not set 'scenario' (the suite's scenarios do)")
-    from aryl_gym.leaderboard.results import METRIC_TYPES
 
     if f.rank_by not in METRIC_TYPES:
         raise ConfigError(

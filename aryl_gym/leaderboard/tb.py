@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -56,11 +57,13 @@ def _tbx() -> Any:
     so the ``import torch`` inside it fails quietly (tensorboardX then treats numpy arrays as its
     tensors), and the mask is removed at once: a later ``import torch`` works as usual."""
     if "tensorboardX.event_file_writer" in sys.modules or "torch" in sys.modules:
+        # tensorboardX: imported when writing event files
         import tensorboardX.event_file_writer as efw
 
         return efw
     sys.modules["torch"] = None  # type: ignore[assignment]
     try:
+        # tensorboardX: imported when writing event files
         import tensorboardX.event_file_writer as efw
     finally:
         if sys.modules.get("torch", 0) is None:
@@ -80,6 +83,7 @@ def native_crc() -> bool:
     """True when tensorboardX checksums with the native ``crc32c`` package (else pure Python,
     about a microsecond per byte)."""
     _tbx()
+    # tensorboardX: imported when writing event files
     from tensorboardX import crc32c
 
     return getattr(crc32c, "_crc32c_native", None) is not None
@@ -101,6 +105,7 @@ class ScalarWriter:
 
     def __init__(self, logdir: str | os.PathLike[str], wall_time: float | None = None):
         efw = _tbx()
+        # tensorboardX: imported when writing event files
         from tensorboardX.proto.event_pb2 import Event
         from tensorboardX.proto.summary_pb2 import Summary
 
@@ -225,7 +230,6 @@ def bench_writer(n_scalars: int = 100_000, reference: bool = True) -> list[dict[
     them) and one scalar per event (``add_scalar``). With ``reference`` also TensorBoard's own
     ``RecordWriter`` (pure-Python CRC) on the timeline layout, for comparison. Target: 100,000
     scalars in <= 2 s. CPU seconds are this process's, which a busy machine does not inflate."""
-    import tempfile
 
     rows: list[dict[str, Any]] = []
     tags = [f"scenario/seed0/{k}" for k in TIMELINE_TAGS]
@@ -264,6 +268,7 @@ def bench_writer(n_scalars: int = 100_000, reference: bool = True) -> list[dict[
     timed(f"ScalarWriter (tensorboardX, {crc}): one scalar per event", single)
     if reference:
         try:
+            # an optional dependency: its absence is handled here
             from tensorboard.compat.proto.event_pb2 import Event
             from tensorboard.compat.proto.summary_pb2 import Summary
             from tensorboard.summary.writer.record_writer import RecordWriter

@@ -11,6 +11,7 @@ deterministic, so a replay matches bit for bit unless the code or the row change
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -102,7 +103,6 @@ def _requested_kwargs(
     asked for, a subset of those; the subset whose hash is the recorded one is it. (With no match,
     the full set is returned and the hash check reports the change.)
     """
-    import itertools
 
     env_id = str(row["env_id"])
     recorded = str(row.get("config_hash") or "")

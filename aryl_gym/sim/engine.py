@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from aryl_gym.config import ConfigError, ScenarioConfig
+from aryl_gym.metrics import episode_result
+from aryl_gym.progress import progress_bar
 from aryl_gym.sim.goodput import JobCurve, app_for
 from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.loaning import LoanController
@@ -1224,11 +1226,6 @@ class Simulator:
         or marked thrashing, by the thrash rule (:meth:`check_thrash`, the same span);
         ``on_round(sim)`` is called after every round (e.g. :func:`aryl_gym.sim.invariants.check`).
         """
-        # metrics sits above the simulator (it reads a finished one); imported here because
-        # importing it at the top would run aryl_gym.sim's __init__ (this module) first
-        from aryl_gym.metrics import episode_result
-        from aryl_gym.progress import progress_bar
-
         stall_hours = check_stall_hours(stall_hours)
 
         wall0 = time.perf_counter()

@@ -2,7 +2,7 @@
 
 One rule, three users: the simulator's thrash rule (:meth:`aryl_gym.sim.engine.Simulator.
 check_thrash`), the flap damping shield's engagement (:class:`aryl_gym.envs.damping.FlapDamping`)
-and ``scripts/overhead_share.py``. Each feeds the running totals of GPU-seconds spent in
+and ``experiments/07-flap-damping/overhead_share.py``. Each feeds the running totals of GPU-seconds spent in
 relaunch and scaling overheads and of GPU-seconds allocated, at the simulated times it checks;
 the window holds marks of those totals and answers with their growth since the newest mark that
 is at least ``span`` old (so a window covers ``span`` and at most one gap between marks more).

@@ -20,11 +20,14 @@ from __future__ import annotations
 import io
 import multiprocessing as mp
 import os
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aryl_gym.parallel import die_with_parent
 from aryl_gym.train.callbacks import ArylEvalCallback
+from aryl_gym.train.evaluation import run_agent_batch
 
 if TYPE_CHECKING:
     from stable_baselines3.common.base_class import BaseAlgorithm
@@ -33,9 +36,8 @@ _WORKER: dict[str, Any] = {}
 
 
 def _init_worker(parent: int | None = None) -> None:
+    # torch (the train extra): imported when used
     import torch
-
-    from aryl_gym.parallel import die_with_parent
 
     torch.set_num_threads(1)
     # a killed training run cannot shut the pool down: the worker then exits by itself
@@ -44,9 +46,8 @@ def _init_worker(parent: int | None = None) -> None:
 
 def _play(data: bytes, algo_cls: type[BaseAlgorithm], make_env: Any, seeds: list[int], deterministic: bool):
     """In the worker: load the snapshot, play ``seeds`` (envs kept between calls)."""
-    import time
 
-    from aryl_gym.train.evaluation import run_agent_batch
+    # fast imports sb3_contrib: imported when used
     from aryl_gym.train.fast import fast_predictor
 
     tic = time.perf_counter()

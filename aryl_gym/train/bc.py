@@ -16,13 +16,20 @@ updates.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from aryl_gym.commands._bc_args import bc_parser
 from aryl_gym.config import ConfigError
+from aryl_gym.envs.observation import JOB_FEATURES
+from aryl_gym.envs.predict import HeuristicPredictor
+from aryl_gym.train.config import load_train_config
+from aryl_gym.train.envs import make_single_env
+from aryl_gym.train.evaluation import env_action_masks, result_from_info
 
 _OBS_PREFIXES = ("obs/", "obs_", "observations/", "observation/", "obs.")
 _ACTION_KEYS = ("actions", "action", "acts")
@@ -97,6 +104,7 @@ def pretrain(
     log: Callable[[str], None] | None = None,
 ) -> dict[str, float]:
     """Behaviour-clone ``model.policy`` on ``demos``; return accuracy and loss figures."""
+    # torch (the train extra): imported when used
     import torch
 
     obs, actions, masks = load_demos(demos)
@@ -179,7 +187,6 @@ def sjf_grant(env: Any, obs: Mapping[str, np.ndarray]) -> int:
     Like Aryl's phase one (paper section 5: queued jobs by predicted running time, shortest
     first), then elastic jobs grow by one worker at a time, shortest first, while they fit.
     """
-    from aryl_gym.envs.observation import JOB_FEATURES
 
     u = env.unwrapped
     m = u.action_masks()
@@ -200,7 +207,6 @@ def collect_demos(
     """Play ``act(env, obs) -> action`` on ``seeds`` (``episode_seed`` = seed) and write the
     ``.npz`` :func:`load_demos` reads (``obs/KEY``, ``actions``, ``masks``). Returns the mean
     avg JCT of the demonstrator and the number of steps."""
-    from aryl_gym.train.evaluation import env_action_masks, result_from_info
 
     obs_buf: dict[str, list[np.ndarray]] = {}
     acts: list[Any] = []
@@ -239,10 +245,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     --out demos.npz``: record the greedy SJF demonstrator (:func:`sjf_grant`) through the env
     configured exactly as the training config's (same kwargs, so the same reward scale).
     For Aryl's own demonstrations use ``aryl-gym demos --policy aryl``."""
-    import time
-
-    from aryl_gym.commands._bc_args import bc_parser
-    from aryl_gym.train.config import load_train_config
 
     a = bc_parser(main.__doc__).parse_args(argv)
     cfg = load_train_config(a.config, a.scenario)
@@ -260,13 +262,10 @@ def record_demos(cfg: Any, policy: str, episodes: int, seed: int, out: str | Pat
     ``policy`` (a registry name acting through :class:`~aryl_gym.envs.predict.HeuristicPredictor`
     on the simulator's full state, or ``"sjf-grant"``, :func:`sjf_grant`) in the env of training
     config ``cfg`` (worlds included) into ``out``; see :func:`collect_demos`."""
-    from aryl_gym.train.envs import make_single_env
 
     env = make_single_env(cfg)
     act: Callable[[Any, Any], Any] = sjf_grant
     if policy != "sjf-grant":
-        from aryl_gym.envs.predict import HeuristicPredictor
-
         predictor = HeuristicPredictor(policy, env)
 
         def act(env: Any, obs: Any) -> Any:  # noqa: ARG001 - the predictor holds the env

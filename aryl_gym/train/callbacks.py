@@ -170,6 +170,7 @@ class ArylEvalCallback(BaseCallback):
         """Play every seed once; return the mean figures (and log them)."""
         if self._envs is None:
             self._envs = [self.make_env() for _ in self.seeds]
+        # fast imports sb3_contrib: imported when used
         from aryl_gym.train.fast import fast_predictor
 
         tic = time.perf_counter()

@@ -24,7 +24,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib
+import inspect
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +35,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from annotated_types import Ge, Gt, Lt
 from pydantic import BeforeValidator
 
-from aryl_gym.config import ConfigError, configs_dir, load_yaml
+from aryl_gym.agents import policy_names
+from aryl_gym.config import ConfigError, configs_dir, load_scenario, load_yaml
+from aryl_gym.schema import model_for, validate, validate_model
 from aryl_gym.train.schedules import parse_schedule
+from aryl_gym.train.worlds import check_worlds
 
 if TYPE_CHECKING:
     from stable_baselines3.common.base_class import BaseAlgorithm
@@ -182,9 +187,9 @@ class TrainConfig:
     checkpoint_freq: Steps = 50_000  # environment steps (summed over envs); 0 = off
     max_minutes: Annotated[float, Ge(0)] = 0.0  # stop training after this much wall time (0 = no limit)
     critic_warmup_steps: Steps = 0  # train only the value function for these first env steps
-    # discount by simulated time (aryl_gym.train.timegae): exp(-dt / horizon) per step instead
-    # of hyperparams.gamma, so sub-steps of a decision point are not discounted; None = gamma
-    time_horizon_hours: Annotated[float, Gt(0)] | None = None
+    # the class to build instead of the algo's: ``module:Class``, a subclass of it (e.g. an
+    # experiment's, experiments/); its own constructor arguments go in ``hyperparams``
+    model_class: str | None = None
     # start from this model's weights (.zip of the same algo and network, e.g. a run's
     # warm_start.zip); replaces the behaviour-cloning warm start
     init_from: str | None = None
@@ -248,7 +253,6 @@ def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 def _section(data: Any, name: str, source: str) -> dict[str, Any]:
     """One section of an algorithm file, checked on its own (every section, used or not)."""
-    from aryl_gym.schema import model_for, validate_model
 
     if data is None:
         return {}
@@ -260,8 +264,6 @@ def scenario_key(scenario: str | os.PathLike[str]) -> str:
     """The key a scenario is looked up under: its ``name`` (a path is loaded to find it)."""
     text = str(scenario)
     if text.endswith((".yaml", ".yml")) or os.sep in text:
-        from aryl_gym.config import load_scenario
-
         return load_scenario(text).name
     return text
 
@@ -299,14 +301,18 @@ def load_train_config(
     return build_config(algo, scen, merged, source)
 
 
+_CLASS_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
 def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "config") -> TrainConfig:
     """A :class:`TrainConfig` from a merged section (also used to reload a run's config.yaml)."""
-    from aryl_gym.schema import validate
 
     cfg = validate(
         TrainConfig, d, source, exclude=_NOT_IN_SECTION, fill={"algo": algo, "scenario": scenario}
     )
     # rules across keys
+    if cfg.model_class is not None and not _CLASS_RE.match(cfg.model_class):
+        raise ConfigError(f"{source}: model_class must be 'module:Class', got {cfg.model_class!r}")
     if cfg.pair_group > 1 and cfg.n_envs % cfg.pair_group:
         raise ConfigError(
             f"{source}: n_envs ({cfg.n_envs}) must be a multiple of pair_group ({cfg.pair_group})"
@@ -331,19 +337,13 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
     names += [("eval.references", r) for r in cfg.eval.references]
     for key, name in names:
         if name and name not in ("sjf-grant", "random"):
-            from aryl_gym.agents import policy_names
-
             if name not in policy_names():
                 raise ConfigError(
                     f"{source}: {key}: unknown policy {name!r}; known: {', '.join(policy_names())}"
                 )
     if cfg.worlds:
-        from aryl_gym.train.worlds import check_worlds
-
         check_worlds(dict(cfg.worlds), f"{source}: worlds")
     if cfg.dagger.worlds:
-        from aryl_gym.train.worlds import check_worlds
-
         check_worlds(dagger_worlds(cfg), f"{source}: dagger.worlds (merged with worlds)")
     return cfg
 
@@ -367,6 +367,10 @@ def _needs_sequential_maskable(cfg: TrainConfig, source: str, what: str) -> None
 def config_from_run_dict(d: Mapping[str, Any], source: str = "run config") -> TrainConfig:
     """Rebuild a :class:`TrainConfig` from :meth:`TrainConfig.to_dict` output."""
     d = dict(d)
+    # run folders written before discounting by simulated time moved out of the package
+    # (experiments/04-time-discounting) hold ``time_horizon_hours: null``
+    if "time_horizon_hours" in d and d["time_horizon_hours"] is None:
+        del d["time_horizon_hours"]
     algo = d.pop("algo")
     scenario = d.pop("scenario")
     return build_config(algo, scenario, d, source)
@@ -378,11 +382,16 @@ def _yaml_float(x: float) -> str:
     return f"{float(m)!r}e{e}"
 
 
-def check_hyperparams(algo_cls: type, hyperparams: Mapping[str, Any], source: str = "config") -> None:
-    """Every hyperparameter must be an argument of the algorithm's constructor."""
-    import inspect
+def check_hyperparams(
+    algo_cls: type, hyperparams: Mapping[str, Any], source: str = "config", model_cls: type | None = None
+) -> None:
+    """Every hyperparameter must be an argument of the algorithm's constructor (or a named
+    argument of ``model_cls``'s, a ``model_class`` built in its place)."""
 
     params = set(inspect.signature(algo_cls).parameters)
+    if model_cls is not None:
+        named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        params |= {k for k, p in inspect.signature(model_cls).parameters.items() if p.kind in named}
     reserved = {"self", "policy", "env", "seed", "tensorboard_log", "policy_kwargs", "_init_setup_model"}
     allowed = params - reserved
     for k, v in hyperparams.items():

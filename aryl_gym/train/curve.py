@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -67,7 +68,6 @@ def read_unfinished(path: str | Path) -> list[bool]:
 def read_dagger_steps(path: str | Path) -> set[float]:
     """The step counts of the DAgger rounds' evaluations (``summary.json`` beside the
     ``eval.csv``, key ``dagger``); empty when the run had no DAgger phase or no summary yet."""
-    import json
 
     path = Path(path)
     folder = path if path.is_dir() else path.parent
@@ -84,9 +84,11 @@ def plot_learning_curve(
 ) -> Path:
     """Draw the curve of run folder (or ``eval.csv``) ``run``; returns the PNG's path
     (default: ``learning_curve.png`` beside the ``eval.csv``)."""
+    # matplotlib: imported when plotting
     import matplotlib
 
     matplotlib.use("Agg", force=True)
+    # matplotlib: imported when plotting
     import matplotlib.pyplot as plt
 
     run = Path(run)

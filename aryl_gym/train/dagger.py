@@ -27,6 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from aryl_gym.rollout import env_action_masks, result_from_info
+from aryl_gym.train.bc import pretrain
+from aryl_gym.train.config import config_from_run_dict, dagger_worlds
+from aryl_gym.train.envs import make_single_env
+
 #: demonstration keys that belong to one recording only (returns would mix the demonstrator's
 #: rewards with the student's): dropped from the aggregate
 _PER_RUN_KEYS = ("rewards", "dones", "terminated", "truncated")
@@ -40,8 +45,10 @@ def collect_student_states(
     load_demos`: ``obs/KEY``, ``actions`` = the labels, ``masks``). Returns the steps, the share
     of steps where the student's action was the label, the episodes ended by the thrash rule and
     the mean avg JCT."""
-    from aryl_gym.rollout import env_action_masks, result_from_info
+    # fast imports sb3_contrib: imported when used
     from aryl_gym.train.fast import fast_predictor
+
+    # teacher imports sb3_contrib: imported when used
     from aryl_gym.train.teacher import TeacherLabeler
 
     labeler = TeacherLabeler(teacher, env)
@@ -100,7 +107,6 @@ def rollout_config(cfg: Any, worlds: Any = None) -> Any:
     training env with ``worlds`` (default: ``dagger.worlds`` merged into the training worlds)
     and no reward wrappers (the rollouts keep states and labels only, so the reference runs of
     ``reward_reference`` / ``pair_baseline`` would be wasted)."""
-    from aryl_gym.train.config import dagger_worlds
 
     return cfg.replace(worlds=dagger_worlds(cfg) if worlds is None else worlds, reward_reference=None,
                        pair_baseline="none", pair_group=0)
@@ -109,7 +115,8 @@ def rollout_config(cfg: Any, worlds: Any = None) -> Any:
 class RolloutEnvFactory:
     """Picklable maker of a learned agent's rollout env: its training config's worlds, no
     reward wrappers (:func:`rollout_config`), the raw policy's env (no ``deploy_env_kwargs``).
-    Rollout labels and evolution strategies play the agent in it."""
+    The rollout-label and evolution-strategy experiments (experiments/08-rollout-labels,
+    experiments/10-evolution-strategies) play agents in it."""
 
     def __init__(self, config: dict[str, Any], env_id: str, source: str = "agent config"):
         self.config = dict(config)
@@ -125,9 +132,6 @@ class RolloutEnvFactory:
         return cls(dict(agent.config), agent.env_id, f"{agent.name} config")
 
     def __call__(self) -> Any:
-        from aryl_gym.train.config import config_from_run_dict
-        from aryl_gym.train.envs import make_single_env
-
         if self._cfg is None:
             cfg = config_from_run_dict(self.config, source=self.source)
             self._cfg = cfg.replace(env_id=self.env_id)
@@ -149,8 +153,6 @@ def run_dagger(
     """``cfg.dagger.rounds`` rounds of DAgger on ``model`` (changed in place); each round's data
     is written to ``run_dir/dagger/``. ``evaluate(model, timesteps)`` scores the student after
     each round (the run's evaluation); returns one row of figures per round."""
-    from aryl_gym.train.bc import pretrain
-    from aryl_gym.train.envs import make_single_env
 
     dc = cfg.dagger
     teacher = dc.policy or cfg.teacher.policy or cfg.bc.policy

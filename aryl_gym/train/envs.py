@@ -9,8 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from aryl_gym.config import ConfigError
+import gymnasium as gym
+
+from aryl_gym.config import ConfigError, load_scenario
 from aryl_gym.train.config import TrainConfig
+from aryl_gym.train.paired import TraceMeanJCTReward
+from aryl_gym.train.worlds import WorldSampler
+from aryl_gym.train.wrappers import ReferenceJCTReward
 
 
 def train_scenario(cfg: TrainConfig) -> Any:
@@ -18,7 +23,6 @@ def train_scenario(cfg: TrainConfig) -> Any:
     ``cfg.scenario_overrides`` applied (a ScenarioConfig), or the name itself."""
     if not cfg.scenario_overrides:
         return cfg.scenario
-    from aryl_gym.config import load_scenario
 
     try:
         return load_scenario(cfg.scenario).replace(**dict(cfg.scenario_overrides))
@@ -36,9 +40,6 @@ def make_single_env(cfg: TrainConfig, data_root: str | None = None, evaluation: 
     such as flap damping is not preferred); they apply where the trained agent is deployed
     (:meth:`aryl_gym.agents.learned.LearnedAgent.make_env`). Wrapped in ``ActionMasker`` if masks are needed and the env has no
     ``action_masks()`` of its own but an ``action_mask`` observation key."""
-    import gymnasium as gym
-
-    import aryl_gym  # noqa: F401  (registers the envs)
 
     kwargs = dict(cfg.env_kwargs)  # never cfg.deploy_env_kwargs: the run judges the raw policy
     kwargs.setdefault("scenario", train_scenario(cfg))
@@ -47,8 +48,6 @@ def make_single_env(cfg: TrainConfig, data_root: str | None = None, evaluation: 
     env: gym.Env[Any, Any]
     try:
         if cfg.worlds and not evaluation:
-            from aryl_gym.train.worlds import WorldSampler
-
             scen = kwargs.pop("scenario")
             env = WorldSampler(cfg.env_id, scen, cfg.worlds, **kwargs)
         else:
@@ -57,14 +56,11 @@ def make_single_env(cfg: TrainConfig, data_root: str | None = None, evaluation: 
         raise ConfigError(f"cannot make env {cfg.env_id!r} with {kwargs}: {exc}") from None
     if not evaluation:
         if cfg.pair_baseline == "trace_mean":
-            from aryl_gym.train.paired import TraceMeanJCTReward
-
             env = TraceMeanJCTReward(env, cfg.reward_reference or "aryl")
         elif cfg.reward_reference:
-            from aryl_gym.train.wrappers import ReferenceJCTReward
-
             env = ReferenceJCTReward(env, cfg.reward_reference)
     if cfg.masked and not callable(getattr(env.unwrapped, "action_masks", None)):
+        # sb3-contrib (the train extra, torch): imported when used
         from sb3_contrib.common.wrappers import ActionMasker
 
         # an env without action_masks() keeps its mask in the last observation

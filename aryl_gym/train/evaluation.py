@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from aryl_gym.agents import make_policy
 from aryl_gym.metrics import EpisodeResult
 from aryl_gym.rollout import (  # noqa: F401  (the rollout loop lives in aryl_gym.rollout)
     INVALID_KEYS,
@@ -33,6 +34,7 @@ from aryl_gym.rollout import (  # noqa: F401  (the rollout loop lives in aryl_gy
     run_agent,
     run_agent_batch,
 )
+from aryl_gym.scenario import make_episode
 
 #: figures logged and tabulated for every episode (SPEC 5 subset)
 KEY_METRICS = (
@@ -83,8 +85,6 @@ def run_reference(
     name: str, scenario: Any, seed: int, data_root: str | None = None
 ) -> EpisodeResult:
     """A reference heuristic natively on the simulator (the same episode as ``reset(seed)``)."""
-    from aryl_gym.agents import make_policy
-    from aryl_gym.scenario import make_episode
 
     sim = make_episode(scenario, seed, data_root=data_root).simulator()
     return sim.run(make_policy(name))

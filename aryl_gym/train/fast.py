@@ -30,11 +30,15 @@ from typing import Any
 
 import numpy as np
 import torch as th
+from gymnasium import spaces
 from sb3_contrib.common.maskable.policies import (
     MaskableActorCriticPolicy,
     MaskableMultiInputActorCriticPolicy,
 )
 from stable_baselines3.common.vec_env import DummyVecEnv
+
+from aryl_gym.agents.learned import LearnedAgent
+from aryl_gym.train.teacher import TeacherLabeler
 
 HUGE_NEG = -1e8  # sb3-contrib's masked logit
 
@@ -90,7 +94,6 @@ class ArylVecEnv(DummyVecEnv):
         self.paired = paired
         self.labelers: list[Any] | None = None
         if teacher:  # info["teacher_action"]: the demonstrator's action at each step's state
-            from aryl_gym.train.teacher import TeacherLabeler
 
             self.labelers = [TeacherLabeler(teacher, e) for e in self.envs]
         self._has_mask = isinstance(self.buf_obs, dict) and "action_mask" in self.buf_obs
@@ -146,8 +149,6 @@ class FastMaskableMixin:
     docstring); any other action space falls back to sb3-contrib's."""
 
     def forward(self, obs: th.Tensor, deterministic: bool = False, action_masks: np.ndarray | None = None):
-        from gymnasium import spaces
-
         if not isinstance(self.action_space, spaces.Discrete):  # type: ignore[attr-defined]
             return super().forward(obs, deterministic, action_masks)  # type: ignore[misc]
         features = self.extract_features(obs)  # type: ignore[attr-defined]
@@ -184,10 +185,6 @@ class _FastPredict:
     """``predict(obs, action_masks=..., deterministic=True)`` through a direct masked argmax."""
 
     def __init__(self, model: Any):
-        from gymnasium import spaces
-
-        from aryl_gym.agents.learned import LearnedAgent
-
         self.model = model
         self._agent = LearnedAgent(name="eval", model=model, config={}, masked=True)
         # any masked actor-critic over Discrete actions (also this module's policy classes)
@@ -206,6 +203,7 @@ class _FastPredict:
 def fast_predictor(model: Any) -> Any:
     """An object with ``predict`` for :func:`aryl_gym.train.evaluation.run_agent_batch`: the
     direct masked argmax for masked Discrete policies, else the model itself."""
+    # sb3-contrib (the train extra, torch): imported when used
     from sb3_contrib import MaskablePPO
 
     return _FastPredict(model) if isinstance(model, MaskablePPO) else model

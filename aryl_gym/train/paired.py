@@ -31,6 +31,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from aryl_gym.agents import make_policy
 from aryl_gym.train.wrappers import accrued, sim_env
 
 #: trace key -> (submit times, [finish times of each finished run]); shared in the process
@@ -52,7 +53,6 @@ class TraceMeanJCTReward(gym.Wrapper):
 
     def __init__(self, env: gym.Env, reference: str = "aryl", pool_size: int = 8):
         super().__init__(env)
-        from aryl_gym.agents import make_policy
 
         make_policy(reference)  # unknown names fail here, listing the known ones
         self.reference = reference
@@ -63,8 +63,6 @@ class TraceMeanJCTReward(gym.Wrapper):
         self._runs = 1
 
     def _pool(self) -> tuple[np.ndarray, list[np.ndarray]]:
-        from aryl_gym.agents import make_policy
-
         key = self._key
         if key in _POOLS:
             _POOLS.move_to_end(key)

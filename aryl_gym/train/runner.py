@@ -34,10 +34,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gymnasium
 import yaml
+from gymnasium import spaces
 
 from aryl_gym.config import ConfigError
-from aryl_gym.train.config import TrainConfig, algo_class, check_hyperparams, scenario_key
+from aryl_gym.train.bc import pretrain, record_demos
+from aryl_gym.train.config import (
+    TrainConfig,
+    algo_class,
+    check_hyperparams,
+    config_from_run_dict,
+    scenario_key,
+)
+from aryl_gym.train.dagger import run_dagger
 from aryl_gym.train.envs import EnvFactory, train_scenario
 from aryl_gym.train.schedules import resolve_schedules
 
@@ -63,12 +73,14 @@ def make_vec_env(cfg: TrainConfig, data_root: str | None = None, monitor_dir: st
     Env ``i`` first resets with seed ``cfg.seed + i`` (SB3's seeding); later episodes draw
     fresh traces from each env's own generator. Evaluation seeds should lie outside.
     """
+    # stable-baselines3 (the train extra, torch): imported when used
     from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
 
     vec_cls: type = SubprocVecEnv if cfg.vec_env == "subproc" and cfg.n_envs > 1 else DummyVecEnv
     vec_kwargs: dict[str, Any] | None = None
     if cfg.vec_env == "aryl" or cfg.pair_group > 1 or cfg.teacher.policy:
+        # fast imports sb3_contrib: imported when used
         from aryl_gym.train.fast import ArylVecEnv, PairedSeeds
 
         vec_cls = ArylVecEnv
@@ -98,7 +110,6 @@ def make_vec_env(cfg: TrainConfig, data_root: str | None = None, monitor_dir: st
 
 def _norm_keys(space: Any) -> list[str] | None:
     """Every Box key of a Dict space except the action mask (a mask must stay 0/1)."""
-    from gymnasium import spaces
 
     if isinstance(space, spaces.Dict):
         return [k for k, s in space.spaces.items() if isinstance(s, spaces.Box) and "mask" not in k]
@@ -110,6 +121,7 @@ def _norm_keys(space: Any) -> list[str] | None:
 # ---------------------------------------------------------------------------------------------
 def resolve_policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """YAML-friendly ``policy_kwargs``: ``activation_fn: tanh`` -> ``torch.nn.Tanh``."""
+    # torch (the train extra): imported when used
     from torch import nn
 
     out = dict(kwargs)
@@ -139,15 +151,22 @@ def resolve_policy(name: str) -> Any:
 
 
 def model_class(cfg: TrainConfig) -> Any:
-    """The algorithm class of ``cfg``: with a ``teacher`` it is
-    :class:`~aryl_gym.train.teacher.TeacherMaskablePPO` (MaskablePPO plus distillation); with
-    ``time_horizon_hours`` its :mod:`~aryl_gym.train.timegae` variant (discounting by simulated
-    time)."""
-    if cfg.time_horizon_hours is not None:
-        from aryl_gym.train import timegae
-
-        return timegae.TimeTeacherMaskablePPO if cfg.teacher.policy else timegae.TimeMaskablePPO
+    """The algorithm class of ``cfg``: ``model_class`` when given (``module:Class``, a subclass
+    of the algo's class); else with a ``teacher``
+    :class:`~aryl_gym.train.teacher.TeacherMaskablePPO` (MaskablePPO plus distillation); else
+    the algo's class."""
+    if cfg.model_class:
+        mod, _, name = cfg.model_class.partition(":")
+        try:
+            cls = getattr(importlib.import_module(mod), name)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"model_class {cfg.model_class!r} cannot be imported ({exc}); is its "
+                              "folder on PYTHONPATH?") from None
+        if not (isinstance(cls, type) and issubclass(cls, algo_class(cfg.algo))):
+            raise ConfigError(f"model_class {cfg.model_class!r} must be a subclass of {cfg.algo}'s class")
+        return cls
     if cfg.teacher.policy:
+        # teacher imports sb3_contrib: imported when used
         from aryl_gym.train.teacher import TeacherMaskablePPO
 
         return TeacherMaskablePPO
@@ -159,8 +178,6 @@ def model_kwargs(cfg: TrainConfig) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if cfg.teacher.policy:
         out["teacher_kwargs"] = teacher_kwargs(cfg)
-    if cfg.time_horizon_hours is not None:
-        out["time_horizon_hours"] = cfg.time_horizon_hours
     return out
 
 
@@ -172,10 +189,10 @@ def teacher_kwargs(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def build_model(cfg: TrainConfig, venv: Any, verbose: int = 0) -> Any:
-    cls = algo_class(cfg.algo)
-    check_hyperparams(cls, cfg.hyperparams, f"algo config ({cfg.algo})")
-    hp = {**resolve_schedules(cfg.hyperparams, f"algo config ({cfg.algo})"), **model_kwargs(cfg)}
     cls = model_class(cfg)
+    check_hyperparams(algo_class(cfg.algo), cfg.hyperparams, f"algo config ({cfg.algo})",
+                      cls if cfg.model_class else None)
+    hp = {**resolve_schedules(cfg.hyperparams, f"algo config ({cfg.algo})"), **model_kwargs(cfg)}
     return cls(
         resolve_policy(cfg.policy),
         venv,
@@ -228,8 +245,10 @@ def write_run_files(run_dir: Path, cfg: TrainConfig, args: dict[str, Any]) -> No
     commit = git_commit()
     (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     (run_dir / "commit.txt").write_text(commit + "\n")
-    import gymnasium
+    # stable-baselines3 (the train extra, torch): imported when used
     import stable_baselines3
+
+    # torch (the train extra): imported when used
     import torch
 
     meta = {
@@ -247,8 +266,6 @@ def write_run_files(run_dir: Path, cfg: TrainConfig, args: dict[str, Any]) -> No
 
 
 def load_run_config(run_dir: Path) -> TrainConfig:
-    from aryl_gym.train.config import config_from_run_dict
-
     data = yaml.safe_load((run_dir / "config.yaml").read_text())
     return config_from_run_dict(data, str(run_dir / "config.yaml"))
 
@@ -283,8 +300,8 @@ def _dagger_phase(model: Any, cfg: TrainConfig, run_dir: Path, demos: str | None
     """DAgger on the argmax student (:mod:`aryl_gym.train.dagger`), from the best model so far;
     every round is scored by the run's evaluation (a row of ``eval.csv`` at the step count of
     the states collected so far) and may become ``best_model.zip``."""
+    # callbacks imports stable_baselines3: imported when used
     from aryl_gym.train.callbacks import ArylEvalCallback
-    from aryl_gym.train.dagger import run_dagger
 
     best = run_dir / "best_model.zip"
     if best.is_file():
@@ -330,11 +347,15 @@ def train(
     progress: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Train ``cfg`` (optionally from checkpoint ``resume``); return the run folder and figures."""
+    # torch (the train extra): imported when used
     import torch
+
+    # stable-baselines3 (the train extra, torch): imported when used
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
     from stable_baselines3.common.logger import configure
     from stable_baselines3.common.vec_env import VecNormalize
 
+    # callbacks imports stable_baselines3: imported when used
     from aryl_gym.train.callbacks import (
         ArylEvalCallback,
         ClusterMetricsCallback,
@@ -382,16 +403,12 @@ def train(
         model.save(run_dir / "warm_start.zip")
         demos = None
     elif demos is None and cfg.bc.policy and ckpt is None:
-        from aryl_gym.train.bc import record_demos
-
         demos = str(run_dir / "demos.npz")
         tic = time.perf_counter()
         rec = record_demos(cfg, cfg.bc.policy, cfg.bc.episodes, cfg.bc.seed, demos)
         say(f"bc: recorded {cfg.bc.episodes} episodes of {cfg.bc.policy} ({int(rec['steps']):,} "
             f"steps, avg JCT {rec['avg_jct']:,.0f} s) in {time.perf_counter() - tic:.0f} s")
     if demos and ckpt is None:
-        from aryl_gym.train.bc import pretrain
-
         stats = pretrain(model, demos, epochs=cfg.bc.epochs, batch_size=cfg.bc.batch_size,
                          learning_rate=cfg.bc.learning_rate, log=say)
         for k, v in stats.items():
@@ -410,10 +427,12 @@ def train(
 
     callbacks: list[Any] = [ClusterMetricsCallback(), HParamsTextCallback(cfg.to_dict())]
     if cfg.max_minutes > 0:
+        # callbacks imports stable_baselines3: imported when used
         from aryl_gym.train.callbacks import WallClockLimit
 
         callbacks.append(WallClockLimit(cfg.max_minutes))
     if cfg.critic_warmup_steps > 0:
+        # callbacks imports stable_baselines3: imported when used
         from aryl_gym.train.callbacks import CriticWarmup
 
         callbacks.append(CriticWarmup(cfg.critic_warmup_steps))
@@ -430,6 +449,7 @@ def train(
     if cfg.eval.freq > 0 and cfg.eval.seeds:
         eval_cls = ArylEvalCallback
         if cfg.eval.background:
+            # async_eval imports stable_baselines3: imported when used
             from aryl_gym.train.async_eval import AsyncArylEvalCallback
 
             eval_cls = AsyncArylEvalCallback
@@ -488,6 +508,7 @@ def train(
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
     if eval_cb is not None and eval_cb.history:
         try:
+            # an optional dependency: its absence is handled here
             from aryl_gym.train.curve import plot_learning_curve
 
             plot_learning_curve(run_dir)

@@ -38,6 +38,7 @@ from sb3_contrib import MaskablePPO
 
 from aryl_gym.envs.predict import HeuristicPredictor
 from aryl_gym.sim.jobs import JobState
+from aryl_gym.train.bc import load_demos
 
 NO_LABEL = -1
 
@@ -196,8 +197,6 @@ class TeacherMaskablePPO(MaskablePPO):
         if not path or float(self.teacher_kwargs.get("demo_share", 0.0)) <= 0:
             return None
         if self._teacher_demos is None:
-            from aryl_gym.train.bc import load_demos
-
             obs, actions, masks = load_demos(path)
             if masks is None:
                 raise ValueError(f"teacher demos {path}: the file has no action masks")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import gymnasium as gym
 import numpy as np
 
+from aryl_gym.agents import make_policy
 from aryl_gym.envs.reward import accrued
 
 if TYPE_CHECKING:
@@ -46,7 +47,6 @@ class ReferenceJCTReward(gym.Wrapper):
 
     def __init__(self, env: gym.Env, reference: str = "sjf"):
         super().__init__(env)
-        from aryl_gym.agents import make_policy
 
         make_policy(reference)  # unknown names fail here, listing the known ones
         self.reference = reference
@@ -54,8 +54,6 @@ class ReferenceJCTReward(gym.Wrapper):
         self._finish = np.zeros(0)
 
     def reset(self, **kwargs: Any):
-        from aryl_gym.agents import make_policy
-
         obs, info = self.env.reset(**kwargs)
         u = sim_env(self.env)
         sim = u.episode.simulator()

@@ -31,15 +31,20 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from aryl_gym.commands._zoo_args import peek_algo
+
 ALGO = "ppo_mask"
 
 
 def register_ppo_mask(masked_eval: bool = True) -> None:
     """Add ``ppo_mask`` to the zoo (idempotent); with ``masked_eval`` also make the zoo's
     evaluation callbacks use the action masks (only right when the algorithm is ``ppo_mask``)."""
+    # rl-zoo3 (the zoo extra, torch): imported when used
     import rl_zoo3.exp_manager as zoo_exp
     from rl_zoo3 import hyperparams_opt, utils
     from rl_zoo3.callbacks import TrialEvalCallback
+
+    # sb3-contrib (the train extra, torch): imported when used
     from sb3_contrib import MaskablePPO
     from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
 
@@ -59,9 +64,9 @@ def register_ppo_mask(masked_eval: bool = True) -> None:
 def main(argv: Sequence[str] | None = None) -> Any:
     """Run ``rl_zoo3.train`` with ``argv`` (default ``sys.argv[1:]``), ``ppo_mask`` registered."""
     args = list(sys.argv[1:] if argv is None else argv)
-    from aryl_gym.commands._zoo_args import peek_algo
 
     register_ppo_mask(masked_eval=peek_algo(args) == ALGO)
+    # rl-zoo3 (the zoo extra, torch): imported when used
     from rl_zoo3.train import train
 
     saved = sys.argv

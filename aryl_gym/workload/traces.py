@@ -65,6 +65,7 @@ profile), so a Pollux-style policy can re-derive goodput from the profiles.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import itertools
 import math
@@ -492,14 +493,13 @@ def _release_freed_memory() -> None:
     """Hand the read stage's freed buffers back to the OS before a million objects are built
     (pyarrow's pool and, on glibc, the C heap, which otherwise keeps them)."""
     try:
+        # an optional dependency: its absence is handled here
         import pyarrow as pa
 
         pa.default_memory_pool().release_unused()
     except (ImportError, AttributeError):  # pragma: no cover
         pass
     try:
-        import ctypes
-
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to do
         pass
@@ -652,6 +652,7 @@ def _shared(a: np.ndarray) -> list[Any]:
 
 def _dict_codes(a: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Integer codes of an object array of ``str``/``None`` (None and "" -> -1) and the names."""
+    # pyarrow (about 0.3 s to import): only when a trace is read
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -1,4 +1,6 @@
-"""Readers for the trace formats: each turns a file into validated columns (:class:`TraceRows`).
+"""What every trace reader shares: the report, the row checks, the rows a reader returns, and
+the CSV, number and time parsing they are built from. The readers themselves live one per format
+in :mod:`aryl_gym.workload.formats` (``philly``, ``pollux``, ``gavel``, ``csv``).
 
 Files are read by pyarrow's CSV reader into string columns; every check is a vectorised mask
 over the rows (:class:`RowChecks`), and messages still name the file, line and column: each row
@@ -13,10 +15,8 @@ always raise. A UTF-8 byte order mark is dropped.
 
 from __future__ import annotations
 
-import ast
 import csv
 import io
-import json
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -236,6 +236,8 @@ TIME_UNITS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "m": 60.0, "h": 3600.0, "d": 86
 DATETIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M")
 #: ``units.gpus``: how many of the unit make one GPU.
 GPU_UNITS = {"count": 1, "milli": 1000, "percent": 100}
+#: column roles a map may name (``columns:`` of a csv map)
+CSV_COLUMN_KEYS = ("submit", "gpus", "gpu_milli", "duration", "start", "end", "model", "gpu_type", "id", "name")
 _EPOCH = datetime(1970, 1, 1)
 _NUM_RE = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
 _ISO_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}$"
@@ -292,7 +294,7 @@ def check_delimiter(value: Any, where: str) -> str:
     return value
 
 
-def _read_bytes(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytes:
     try:
         exists, is_dir = path.exists(), path.is_dir()
     except OSError as exc:  # e.g. a file name longer than the system allows
@@ -378,7 +380,7 @@ def read_csv_table(path: Path, required: list[str], delimiter: str, report: Load
     fields are returned in ``bad_width`` for the caller's checks. ``row_filter`` (column -> value
     or list of values) keeps the matching rows, the others counted as filtered.
     """
-    data = _read_bytes(path)
+    data = read_bytes(path)
     first = data.split(b"\n", 1)[0].decode("utf-8")
     if not first.strip():
         raise TraceError(path, "empty file (no header line)", "give a CSV with a header row and rows", 1)
@@ -573,421 +575,8 @@ def width_checks(chk: RowChecks, tab: CsvTable) -> None:
                       "give every row the same fields as the header (check the delimiter and quoting)")
 
 
-def _as_i64(v: np.ndarray) -> np.ndarray:
+def as_i64(v: np.ndarray) -> np.ndarray:
     out = np.zeros(v.size, dtype=np.int64)
     f = np.isfinite(v)
     out[f] = v[f].astype(np.int64)
     return out
-
-
-# ------------------------------------------------------------------------------------------------
-# Philly per-job summary (pollux-philly/traces/philly.csv)
-# ------------------------------------------------------------------------------------------------
-PHILLY_COLUMNS = ["timestamp", "duration", "num_gpus", "gpu_time", "cluster"]
-
-
-def read_philly(path: Path, report: LoadReport, opts: Mapping[str, Any], skip: bool) -> TraceRows:
-    """``timestamp,duration,num_gpus,gpu_time,cluster``; filter by ``vc`` (one id or a list)."""
-    vcs = opts.get("vc")
-    vc_set = None
-    if vcs:
-        vc_set = {vcs} if isinstance(vcs, str) else set(vcs)
-        vc_set = {v.strip() for s in vc_set for v in str(s).split(",") if v.strip()}
-    tab = read_csv_table(path, PHILLY_COLUMNS, opts.get("delimiter", ","), report, opts.get("filter"))
-    all_vcs = Counter(tab.cols["cluster"].to_pylist()) if vc_set is not None else Counter()
-    if vc_set is not None:
-        keep = np.asarray(pc.is_in(tab.cols["cluster"], value_set=pa.array(sorted(vc_set), pa.string())), dtype=bool)
-        report.filtered["other virtual cluster"] += int((~keep).sum())
-        tab = tab.take(keep)
-    c = tab.cols
-    chk = RowChecks(path, tab.lines, report, skip)
-    width_checks(chk, tab)
-    t, t_empty, t_bad, t_msg = to_datetime(c["timestamp"])
-    chk.flag(t_empty, "timestamp", "missing-value", lambda i: "empty value", "fill in 'timestamp'")
-    chk.flag(t_bad, "timestamp", "bad-time", lambda i: t_msg[i], "use 'YYYY-MM-DD HH:MM:SS'")
-    d = num_checks(chk, c["duration"], "duration")
-    duration_check(chk, "duration", d)
-    g = num_checks(chk, c["num_gpus"], "num_gpus", "int")
-    gpus_check(chk, "num_gpus", g)
-    gt = num_checks(chk, c["gpu_time"], "gpu_time")
-    with np.errstate(invalid="ignore"):
-        incons = np.abs(gt - d * g) > 1e-6 * np.maximum(1.0, gt) + 1e-3
-    chk.flag(incons, "gpu_time", "inconsistent",
-             lambda i: f"gpu_time {gt[i]:g} != duration {d[i]:g} x num_gpus {int(g[i])}",
-             "correct duration, num_gpus or gpu_time so that gpu_time = duration * num_gpus")
-    ok = chk.finish()
-    if vc_set is not None:
-        unknown = sorted(vc_set - set(all_vcs))
-        if unknown:
-            known = ", ".join(f"{k} ({n})" for k, n in all_vcs.most_common())
-            raise TraceError(path, f"virtual cluster '{unknown[0]}' has no rows",
-                             f"pick one of: {known}", column="cluster")
-    key = key_codes([c["timestamp"], c["duration"], c["num_gpus"], c["cluster"]])
-    vc = obj(c["cluster"])
-    lines = tab.lines
-    bases = {v: {"vc": v} for v in set(vc.tolist())}
-    idx = np.flatnonzero(ok)
-    name = np.array([f"philly-{v}-L{ln}" for v, ln in zip(vc[idx].tolist(), lines[idx].tolist())] or [], dtype=object)
-    base = np.array([bases[v] for v in vc[idx].tolist()] + [None], dtype=object)[:-1]
-    return TraceRows(lines[idx], t[idx], _as_i64(g[idx]), d[idx], key[idx], name, base=base)
-
-
-# ------------------------------------------------------------------------------------------------
-# Pollux workloads (pollux-philly/workloads*/workload-N.csv)
-# ------------------------------------------------------------------------------------------------
-POLLUX_COLUMNS = ["name", "time", "application", "num_replicas", "batch_size"]
-
-
-def read_pollux(path: Path, report: LoadReport, opts: Mapping[str, Any], apps: Mapping[str, Any],
-                skip: bool) -> TraceRows:
-    """``name,time,application,num_replicas,batch_size``; run time from the app's profiles
-    (computed once per distinct configuration)."""
-    gpus_per_node = int(opts.get("profile_gpus_per_node", 4))
-    profile_gpu = opts.get("profile_gpu", "T4")
-    tab = read_csv_table(path, POLLUX_COLUMNS, opts.get("delimiter", ","), report, opts.get("filter"))
-    c = tab.cols
-    chk = RowChecks(path, tab.lines, report, skip)
-    width_checks(chk, tab)
-    t = num_checks(chk, c["time"], "time")
-    with np.errstate(invalid="ignore"):
-        chk.flag(t < 0, "time", "bad-time", lambda i: f"negative arrival {t[i]:g} s", "arrival times are seconds >= 0")
-    app_col = c["application"]
-    known = np.asarray(pc.is_in(app_col, value_set=pa.array(sorted(apps), pa.string())), dtype=bool)
-    chk.flag(~known, "application", "unknown-app", lambda i: f"no profile for application {app_col[i].as_py()!r}",
-             f"use one of {sorted(apps)} or add its profile folder")
-    n = num_checks(chk, c["num_replicas"], "num_replicas", "int")
-    gpus_check(chk, "num_replicas", n)
-    b = num_checks(chk, c["batch_size"], "batch_size", "int")
-    # one profile computation per distinct (application, replicas, batch)
-    cand = np.flatnonzero(chk.ok)
-    app_codes = np.asarray(pc.dictionary_encode(app_col).indices, dtype=np.int64)
-    app_names = pc.dictionary_encode(app_col).dictionary.to_pylist()
-    n_i, b_i = _as_i64(n), _as_i64(b)
-    cfg_code = np.zeros(cand.size, dtype=np.int64)
-    for part in (app_codes[cand], n_i[cand], b_i[cand]):
-        _, pinv = np.unique(part, return_inverse=True)
-        pinv = pinv.reshape(-1).astype(np.int64)
-        cfg_code = cfg_code * (int(pinv.max(initial=0)) + 1) + pinv
-        cfg_code = np.unique(cfg_code, return_inverse=True)[1].reshape(-1).astype(np.int64)
-    first_u, inv = (np.unique(cfg_code, return_index=True, return_inverse=True)[1:] if cand.size
-                    else (np.zeros(0, np.int64), np.zeros(0, np.int64)))
-    inv = np.asarray(inv).reshape(-1)
-    uniq = np.stack([app_codes[cand][first_u], n_i[cand][first_u], b_i[cand][first_u]], axis=1)
-    m_u = len(uniq)
-    u_batch_bad = np.zeros(m_u, dtype=bool)
-    u_err: dict[int, str] = {}
-    u_dur = np.zeros(m_u)
-    u_base: list[dict[str, Any] | None] = [None] * m_u
-    u_scaling: list[tuple[float, ...] | None] = [None] * m_u
-    u_msg: dict[int, str] = {}
-    for k, (ai, ni, bi) in enumerate(uniq.tolist()):
-        name = app_names[ai]
-        app = apps[name]
-        if not app.init_batch_size <= bi <= app.max_batch_size:
-            u_batch_bad[k] = True
-            u_msg[k] = (f"batch {bi} outside {name}'s validated range "
-                        f"[{app.init_batch_size}, {app.max_batch_size}]")
-            continue
-        try:
-            dur = app.run_time(ni, bi, gpus_per_node)
-            cfg = app.config(ni, bi, gpus_per_node)
-            curve = app.scaling_curve(ni, bi, gpus_per_node)
-        except ConfigError as exc:
-            u_err[k] = str(exc)
-            continue
-        u_dur[k] = dur
-        u_scaling[k] = tuple(float(x) for x in curve) if len(curve) == ni + 1 else None
-        u_base[k] = {
-            "profile_run_time_s": dur,
-            "atomic_bsz": cfg.atomic_bsz,
-            "accum_steps": cfg.accum_steps,
-            "max_replicas": app.max_replicas,
-            "min_batch_size": app.init_batch_size,
-            "max_batch_size": app.max_batch_size,
-            "max_epochs": app.max_epochs,
-            "gpus_per_worker": 1,
-            "profiles_dir": str(app.folder.parent),
-            "profile_gpus_per_node": gpus_per_node,
-        }
-    row_u = np.full(len(tab), -1, dtype=np.int64)
-    row_u[cand] = inv
-    bb = np.zeros(len(tab), dtype=bool)
-    bb[cand] = u_batch_bad[inv]
-    chk.flag(bb, "batch_size", "bad-batch", lambda i: u_msg[int(row_u[i])], "pick a batch size the profiles validate")
-    err_mask = np.zeros(len(tab), dtype=bool)
-    if u_err:
-        err_u = np.zeros(m_u, dtype=bool)
-        err_u[list(u_err)] = True
-        err_mask[cand] = err_u[inv]
-    chk.flag(err_mask, "num_replicas", "no-profile", lambda i: u_err[int(row_u[i])],
-             "use a configuration the profiles cover")
-    ok = chk.finish()
-    idx = np.flatnonzero(ok)
-    names_raw = c["name"]
-    key = key_codes([names_raw])
-    named = ~empty_mask(names_raw)
-    if not named.all():  # rows without a name: identity is (time, application, replicas, batch)
-        key_anon = key_codes([c["time"], app_col, c["num_replicas"], c["batch_size"]])
-        key = np.where(named, key, key.max(initial=0) + 1 + key_anon)
-    u = row_u[idx]
-    app_obj = np.array(app_names + [None], dtype=object)[:-1][app_codes[idx]] if app_names else np.zeros(0, object)
-    nm = obj(names_raw)[idx]
-    lines = tab.lines[idx]
-    empty_names = np.flatnonzero(nm == "")
-    for j in empty_names.tolist():
-        nm[j] = f"{app_obj[j]}-L{lines[j]}"
-    base_arr = np.array(u_base + [None], dtype=object)[:-1]
-    scal_arr = np.array(u_scaling + [None], dtype=object)[:-1]
-    return TraceRows(
-        lines, t[idx], n_i[idx], u_dur[u], key[idx], nm, model=app_obj,
-        gpu_type=np.full(idx.size, profile_gpu, dtype=object), app=app_obj, batch_size=b_i[idx],
-        base=base_arr[u], scaling=scal_arr[u], one_gpu_workers=True,
-    )
-
-
-# ------------------------------------------------------------------------------------------------
-# Gavel 7-field .trace (gavel-philly-vc/traces/msr/seed=0/<vc>.trace)
-# ------------------------------------------------------------------------------------------------
-GAVEL_FIELDS = ["job_type", "command", "num_steps_arg", "needs_data_dir", "total_steps", "arrival_time", "scale_factor"]
-
-
-def find_gavel_throughputs(path: Path) -> Path | None:
-    for parent in list(path.parents)[:5]:
-        cand = parent / "simulation_throughputs.json"
-        if cand.exists():
-            return cand
-    return None
-
-
-def load_gavel_throughputs(path: Path, gpu: str = "v100") -> dict[tuple[str, int], float]:
-    if not path.exists():
-        raise TraceError(path, "Gavel throughput file not found", "pass trace option throughputs=<simulation_throughputs.json>")
-    try:
-        data = json.loads(_read_bytes(path).decode("utf-8"))
-    except json.JSONDecodeError as exc:
-        raise TraceError(path, f"not valid JSON ({exc})", "give Gavel's simulation_throughputs.json") from None
-    if not isinstance(data, dict) or gpu not in data:
-        have = sorted(data) if isinstance(data, dict) else type(data).__name__
-        raise TraceError(path, f"no GPU type '{gpu}' (has {have})", "pick one with trace option gavel_gpu=")
-    out: dict[tuple[str, int], float] = {}
-    for key, val in data[gpu].items():
-        try:
-            jt, sf = ast.literal_eval(key)
-            out[(str(jt), int(sf))] = float(val["null"])
-        except (ValueError, SyntaxError, TypeError, KeyError):
-            continue
-    return out
-
-
-def read_gavel(path: Path, report: LoadReport, opts: Mapping[str, Any],
-               tput: Mapping[tuple[str, int], float], skip: bool) -> TraceRows:
-    """Tab-separated, no header: job_type, command, num_steps_arg, needs_data_dir, total_steps,
-    arrival_time (s), scale_factor (GPUs). Duration = total_steps / V100 steps-per-second.
-
-    Jobs whose (job_type, scale_factor) has no throughput entry (scale factors above 8; and
-    Recommendation, A3C, CycleGAN, measured on 1 GPU only) use the throughput of the largest
-    measured scale factor ``s0 < sf`` scaled linearly, ``tput(s0) * sf / s0`` (counted in the
-    report's notes), unless ``gavel_extrapolate`` is false (then they are bad rows).
-    Gavel traces are small (thousands of lines): rows are checked one by one.
-    """
-    extrapolate = bool(opts.get("gavel_extrapolate", True))
-    text = _read_bytes(path).decode("utf-8")
-    lines = text.splitlines()
-    if not any(ln.strip() for ln in lines):
-        raise TraceError(path, "empty file", "give a Gavel .trace file with one job per line", 1)
-    chk = RowChecks(path, np.zeros(0, dtype=np.int64), report, skip)
-    out: list[tuple[int, float, int, float, str, int | None, str, float]] = []
-    n_extra = 0
-
-    def bad_num(i: int, col: str, s: str, kind: str) -> Any:
-        if s == "":
-            chk.flag_line(i, col, "missing-value", "empty value", f"fill in '{col}'")
-            return None
-        try:
-            return parse_int(s) if kind == "int" else parse_float(s)
-        except ValueError:
-            what = "an integer" if kind == "int" else "a number"
-            chk.flag_line(i, col, "bad-number", f"not {what}: {s!r}", f"write '{col}' as {what}")
-            return None
-
-    for i, ln in enumerate(lines, start=1):
-        if not ln.strip():
-            continue
-        report.rows += 1
-        parts = ln.split("\t")
-        if len(parts) != 7:
-            if i == 1 and len(parts) == 1 and ("," in ln or ";" in ln):
-                raise TraceError(path, "one field per line: the file is not tab-separated", "Gavel .trace files separate the 7 fields by tabs", 1)
-            chk.flag_line(i, None, "wrong-field-count", f"{len(parts)} tab-separated fields, need 7 ({', '.join(GAVEL_FIELDS)})",
-                          "use Gavel's old 7-field format (convert 10-field files)")
-            continue
-        jt = parts[0].strip()
-        steps = bad_num(i, "total_steps", parts[4].strip(), "float")
-        if steps is None:
-            continue
-        if not steps > 0:
-            chk.flag_line(i, "total_steps", "nonpositive-duration", f"total_steps {steps:g}", "a job needs > 0 steps")
-            continue
-        try:
-            t = parse_float(parts[5].strip())
-        except ValueError:
-            chk.flag_line(i, "arrival_time", "bad-time", f"not a number of seconds: {parts[5]!r}", "write arrival_time in seconds")
-            continue
-        sf = bad_num(i, "scale_factor", parts[6].strip(), "int")
-        if sf is None:
-            continue
-        if sf < 1:
-            chk.flag_line(i, "scale_factor", "zero-gpus", f"{sf} GPUs", "a job needs at least 1 GPU; drop or correct the row")
-            continue
-        rate = tput.get((jt, int(sf)))
-        if rate is None and extrapolate:
-            below = [s for (j, s) in tput if j == jt and s < sf]
-            if below:  # linear scaling from the largest measured scale factor below sf
-                s0 = max(below)
-                rate = tput[(jt, s0)] * sf / s0
-                n_extra += 1
-        if not rate or rate <= 0:
-            chk.flag_line(i, "job_type", "no-throughput", f"no V100 throughput for ({jt!r}, {sf})",
-                          "use a job type and scale factor listed in simulation_throughputs.json")
-            continue
-        base = jt.split(" (")[0]
-        bs = None
-        if "batch size" in jt:
-            try:
-                bs = int(jt.split("batch size")[1].strip(" )"))
-            except ValueError:
-                bs = None
-        out.append((i, t, int(sf), steps / rate, base, bs, ln, steps))
-    chk.finish()
-    if n_extra:
-        report.notes.append(
-            f"{n_extra} jobs have no Gavel throughput entry for their scale factor: used the largest "
-            "measured smaller scale factor's throughput scaled linearly "
-            "(trace option gavel_extrapolate=false to skip them instead)"
-        )
-    m = len(out)
-    key = key_codes([pa.array([r[6] for r in out], pa.string())]) if m else np.zeros(0, np.int64)
-    models = np.array([r[4] for r in out] + [None], dtype=object)[:-1]
-    return TraceRows(
-        np.array([r[0] for r in out], dtype=np.int64), np.array([r[1] for r in out], dtype=np.float64),
-        np.array([r[2] for r in out], dtype=np.int64), np.array([r[3] for r in out], dtype=np.float64), key,
-        np.array([f"{r[4]}-L{r[0]}" for r in out] + [None], dtype=object)[:-1], model=models,
-        gpu_type=np.full(m, "V100", dtype=object),
-        batch_size=np.array([r[5] for r in out] + [None], dtype=object)[:-1],
-        base=np.array([{"job_type": r[6].split("\t")[0].strip(), "total_steps": r[7]} for r in out] + [None], dtype=object)[:-1],
-    )
-
-
-# ------------------------------------------------------------------------------------------------
-# Generic CSV with a column mapping
-# ------------------------------------------------------------------------------------------------
-CSV_COLUMN_KEYS = ("submit", "gpus", "gpu_milli", "duration", "start", "end", "model", "gpu_type", "id", "name")
-
-
-def read_generic(path: Path, report: LoadReport, spec: Mapping[str, Any], skip: bool) -> TraceRows:
-    """A user's CSV; ``spec`` = the map's ``columns``/``units``/``delimiter``, the trace
-    options ``filter`` and ``fractional_gpus`` (see docs/traces.md)."""
-    cols: Mapping[str, str] = spec["columns"]
-    units: Mapping[str, Any] = spec.get("units", {})
-    tu = units.get("time", "s")
-    du = units.get("duration", "s")
-    tfmt = units.get("time_format")
-    gpu_default = units.get("gpu_type")
-    per_gpu = GPU_UNITS[units.get("gpus", "count")]
-    frac_rule = spec.get("fractional_gpus", "error")
-    required = [cols["submit"], cols["gpus"]]
-    if cols.get("duration"):
-        required.append(cols["duration"])
-    else:
-        required += [cols["start"], cols["end"]]
-    for k in ("gpu_milli", "model", "gpu_type", "id", "name"):
-        if cols.get(k):
-            required.append(cols[k])
-    tab = read_csv_table(path, required, spec.get("delimiter", ","), report, spec.get("filter"))
-    c = tab.cols
-    chk = RowChecks(path, tab.lines, report, skip)
-    width_checks(chk, tab)
-
-    def tparse(col: str) -> np.ndarray:
-        a = c[col]
-        if tu == "datetime":
-            v, empty, bad, msgs = to_datetime(a, tfmt)
-            chk.flag(empty, col, "missing-value", lambda i: "empty value", f"fill in '{col}'")
-            chk.flag(bad, col, "bad-time", lambda i: msgs[i],
-                     f"write '{col}' as {tfmt or 'YYYY-MM-DD HH:MM:SS'} or set units.time")
-            return v
-        v, empty, bad = to_float(a)
-        chk.flag(empty, col, "missing-value", lambda i: "empty value", f"fill in '{col}'")
-        chk.flag(bad, col, "bad-time", lambda i: f"not a number of {tu}: {a[i].as_py()!r}",
-                 f"write '{col}' as a number of {tu}, or set units.time: datetime (with time_format)")
-        return v * TIME_UNITS[tu]
-
-    t = tparse(cols["submit"])
-    gcol = cols["gpus"]
-    if per_gpu == 1 and not cols.get("gpu_milli"):
-        g = num_checks(chk, c[gcol], gcol, "int")
-    else:
-        graw = num_checks(chk, c[gcol], gcol, "float")
-        share = np.ones(len(tab))
-        if cols.get("gpu_milli"):
-            share = num_checks(chk, c[cols["gpu_milli"]], cols["gpu_milli"]) / 1000.0
-        with np.errstate(invalid="ignore"):
-            total = graw / per_gpu * share
-            whole = np.round(total)
-            frac = np.isfinite(total) & (np.abs(total - whole) > 1e-9) & (total > 0)
-        fcol = cols.get("gpu_milli") or gcol
-        if frac_rule == "ceil":
-            nfrac = int((frac & chk.ok).sum())
-            if nfrac:
-                report.notes.append(f"{nfrac} jobs ask for a fraction of a GPU (e.g. 0.46): counted as "
-                                    "whole GPUs, rounded up (fractional_gpus=ceil)")
-            g = np.where(frac, np.ceil(total - 1e-9), whole)
-        else:
-            chk.flag(frac, fcol, "fractional-gpu", lambda i: f"asks for {total[i]:g} GPUs (a fraction of a GPU)",
-                     "aryl-gym allocates whole GPUs: drop such rows (--skip-bad-rows) or set trace option "
-                     "fractional_gpus=ceil to round them up")
-            g = whole
-    gpus_check(chk, gcol, g)
-    if cols.get("duration"):
-        dcol = cols["duration"]
-        d = num_checks(chk, c[dcol], dcol) * TIME_UNITS[du]
-    else:
-        s = tparse(cols["start"])
-        e = tparse(cols["end"])
-        d, dcol = e - s, cols["end"]
-        with np.errstate(invalid="ignore"):
-            sb = s < t
-        chk.flag(sb, cols["start"], "start-before-submit", lambda i: f"start {s[i]:g} is before submit {t[i]:g}",
-                 "a job starts at or after its submission; check the columns")
-    duration_check(chk, dcol, d)
-    ok = chk.finish()
-    idx = np.flatnonzero(ok)
-    lines = tab.lines[idx]
-
-    def col_or_none(role: str) -> np.ndarray | None:
-        return obj(c[cols[role]])[idx] if cols.get(role) else None
-
-    model = col_or_none("model")
-    if model is not None:
-        model[model == ""] = None
-    gtype = col_or_none("gpu_type")
-    if gtype is None:
-        gtype = np.full(idx.size, gpu_default or None, dtype=object)
-    else:
-        gtype[gtype == ""] = gpu_default or None
-    if cols.get("id"):
-        ida = c[cols["id"]]
-        has_id = ~empty_mask(ida)
-        key = key_codes([ida])
-        if not has_id.all():  # rows without an id: identity is the whole row
-            k_row = key_codes([c[h] for h in tab.header if h in c])
-            key = np.where(has_id, key, key.max(initial=0) + 1 + k_row)
-    else:
-        key = key_codes([c[h] for h in tab.header if h in c])
-    if cols.get("name"):
-        name = obj(c[cols["name"]])[idx]
-    else:
-        ident = col_or_none("id")
-        name = np.array([(ident[j] if ident is not None and ident[j] else f"job-L{ln}")
-                         for j, ln in enumerate(lines.tolist())] + [None], dtype=object)[:-1]
-    return TraceRows(lines, t[idx], _as_i64(g[idx]), d[idx], key[idx], name, model=model, gpu_type=gtype)

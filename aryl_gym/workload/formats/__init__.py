@@ -16,8 +16,11 @@ import os
 import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from aryl_gym.errors import ConfigError
 
 if TYPE_CHECKING:
     from aryl_gym.workload.traces_formats import LoadReport, TraceRows
@@ -96,7 +99,6 @@ def _load(force: bool = False) -> None:
         fmt = getattr(mod, "FORMAT", None)
         if isinstance(fmt, TraceFormat):
             register_trace_format(fmt)
-    from importlib.metadata import entry_points
 
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         obj = ep.load()
@@ -122,7 +124,6 @@ def format_names() -> tuple[str, ...]:
 
 def get_format(name: str) -> TraceFormat:
     """The format ``name``, or a ConfigError listing the known ones."""
-    from aryl_gym.errors import ConfigError
 
     fmts = trace_formats()
     if name not in fmts:

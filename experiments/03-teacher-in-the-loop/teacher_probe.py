@@ -6,7 +6,7 @@ labels per kind of label (commit, grant, release) and the label NLL, then runs `
 distillation steps (``TeacherMaskablePPO._distill``, the config's ``teacher`` settings) and
 reports again, with the accuracy on ``--demos`` (the demonstrator's own states) alongside.
 
-    python scripts/teacher_probe.py --model RUN/warm_start.zip --demos RUN/demos.npz --passes 3
+    python experiments/03-teacher-in-the-loop/teacher_probe.py --model RUN/warm_start.zip --demos RUN/demos.npz --passes 3
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""scripts/average_checkpoints.py: the mean of checkpoints' weights, checkpoint selection from a
+"""average_checkpoints.py: the mean of checkpoints' weights, checkpoint selection from a
 run folder, the config copied beside the average, and clear errors."""
 
 from __future__ import annotations
@@ -7,15 +7,13 @@ import pytest
 
 pytest.importorskip("sb3_contrib")
 
+import average_checkpoints as ac  # noqa: E402
 import gymnasium as gym
 import torch as th
 from sb3_contrib import MaskablePPO
 
 import aryl_gym  # noqa: F401
 from aryl_gym.train.setpolicy import MaskableSetPolicy
-from tests.helpers import load_script
-
-ac = load_script("average_checkpoints")
 
 
 def _model(seed: int) -> MaskablePPO:

@@ -1,6 +1,6 @@
 """How much of its GPU time a learned agent spends in relaunch and scaling overheads, per episode.
 
-    python scripts/overhead_share.py --agent ppo-v1-kickstart --load 1.2 --seeds 7000-7029 [--deployed]
+    python experiments/07-flap-damping/overhead_share.py --agent ppo-v1-kickstart --load 1.2 --seeds 7000-7029 [--deployed]
 
 For each seed the agent plays one episode through its env (without its ``deploy_env_kwargs``
 unless ``--deployed``: the raw policy) and the table gives the episode's share of allocated GPU

@@ -1,9 +1,9 @@
 """Paired comparison of policies against a reference on the same seeds, with 95% CIs.
 
-    python scripts/paired_compare.py --scenario testbed --seeds 0-19 --policies sjf,random
+    python experiments/02-preemption-warm-start/paired_compare.py --scenario testbed --seeds 0-19 --policies sjf,random
 
 prints, per policy, the geometric mean over seeds of avg JCT(policy) / avg JCT(reference)
-(``aryl_gym.reproduce.paired_ratio_ci``: a t interval on the log ratios).
+(``aryl_gym.stats.paired_ratio_ci``: a t interval on the log ratios).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _avg_jct(task: tuple[str, str, int]) -> tuple[tuple[str, str, int], float]:
 def main() -> None:
     from aryl_gym.agents import make_policy
 
-    from aryl_gym.reproduce import paired_ratio_ci
+    from aryl_gym.stats import paired_ratio_ci
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scenario", default="testbed")

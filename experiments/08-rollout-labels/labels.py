@@ -38,8 +38,8 @@ state (a truncated rollout: less variance and cost, blind to effects after the h
 :func:`collect_rollout_labels` writes the labels in the layout of :func:`aryl_gym.train.bc.
 load_demos` (``obs/KEY``, ``actions`` = labels, ``masks``) plus ``own`` (the policy's action),
 ``gain`` and ``p_top`` (the policy's top probability); :func:`finetune_on_labels` trains the
-policy towards them with self-distilled anchor states. ``scripts/rollout_labels.py`` runs both;
-docs/training.md ("Eighth attempt") has what they did to ``ppo-v1-kickstart``.
+policy towards them with self-distilled anchor states. ``rollout_labels.py`` (beside this file) runs both;
+README.md beside this file (the eighth and ninth attempts) has what they did to ``ppo-v1-kickstart``.
 """
 
 from __future__ import annotations
@@ -449,7 +449,7 @@ def finetune_on_labels(
         missing = [k for k in ("actions", "masks", "own", "gain") + tuple(f"obs/{k}" for k in keys) if k not in d.files]
         if missing:
             raise ValueError(f"{p}: not a rollout-labels file ({missing} missing; write one with "
-                             "scripts/rollout_labels.py collect)")
+                             "rollout_labels.py collect)")
     lobs = {k: np.concatenate([d[f"obs/{k}"] for d in parts]) for k in keys}
     lmask = np.concatenate([d["masks"] for d in parts])
     own = np.concatenate([d["own"] for d in parts])

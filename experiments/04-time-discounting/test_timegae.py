@@ -1,4 +1,4 @@
-"""Discounting by simulated time (aryl_gym.train.timegae): the GAE against SB3's and by hand,
+"""Discounting by simulated time (timegae.py): the GAE against SB3's and by hand,
 the elapsed times stored with the right steps, configs and saved models."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ pytest.importorskip("sb3_contrib")
 import torch as th
 from gymnasium import spaces
 from sb3_contrib.common.maskable.buffers import MaskableRolloutBuffer
+from timegae import TimeGAERolloutBuffer, time_gae
 
 from aryl_gym.config import ConfigError
 from aryl_gym.train.config import load_train_config
-from aryl_gym.train.timegae import TimeGAERolloutBuffer, time_gae
 
 
 def _filled(cls, rng, n_steps=7, n_envs=3, gamma=0.9, lam=0.8):
@@ -66,19 +66,22 @@ def test_sub_steps_are_not_discounted_by_hand():
 
 def _tiny(tmp_path, **over):
 
+    horizon = over.pop("time_horizon_hours", 6.0)
+    cls = "TimeTeacherMaskablePPO" if over.get("teacher") else "TimeMaskablePPO"
     base = {"total_timesteps": 1024, "checkpoint_freq": 0, "critic_warmup_steps": 0,
-            "eval": {"freq": 0}, "bc": {"policy": None}, "time_horizon_hours": 6.0}
+            "eval": {"freq": 0}, "bc": {"policy": None}, "model_class": f"timegae:{cls}"}
     base.update(over)
-    return load_train_config("maskable_ppo_set", "tiny", base)
+    cfg = load_train_config("maskable_ppo_set", "tiny", base)
+    return cfg.replace(hyperparams={**cfg.hyperparams, "time_horizon_hours": horizon})
 
 
 def test_elapsed_times_belong_to_their_steps_and_models_save_plain(tmp_path):
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.callbacks import CallbackList
     from stable_baselines3.common.logger import configure
+    from timegae import TimeMaskablePPO
 
     from aryl_gym.train.runner import build_model, make_vec_env
-    from aryl_gym.train.timegae import TimeMaskablePPO
 
     cfg = _tiny(tmp_path)
     venv = make_vec_env(cfg)
@@ -109,14 +112,15 @@ def test_elapsed_times_belong_to_their_steps_and_models_save_plain(tmp_path):
 
 
 def test_teacher_and_time_discount_combine_and_bad_horizons_fail(tmp_path):
+    from timegae import TimeMaskablePPO, TimeTeacherMaskablePPO
+
     from aryl_gym.train.runner import model_class
-    from aryl_gym.train.timegae import TimeMaskablePPO, TimeTeacherMaskablePPO
 
     cfg = _tiny(tmp_path, teacher={"policy": "aryl"})
     assert model_class(cfg) is TimeTeacherMaskablePPO
     assert model_class(_tiny(tmp_path)) is TimeMaskablePPO
-    for bad in (0, -1.0, "six"):
-        with pytest.raises(ConfigError, match="time_horizon_hours"):
-            _tiny(tmp_path, time_horizon_hours=bad)
-    with pytest.raises(ValueError, match="time_horizon_hours"):
-        TimeMaskablePPO("MlpPolicy", "CartPole-v1", time_horizon_hours=float("inf"))
+    for bad in (0, -1.0, float("inf")):
+        with pytest.raises(ValueError, match="time_horizon_hours"):
+            TimeMaskablePPO("MlpPolicy", "CartPole-v1", time_horizon_hours=bad)
+    with pytest.raises(ConfigError, match="model_class"):
+        _tiny(tmp_path, model_class="timegae.TimeMaskablePPO")  # not module:Class

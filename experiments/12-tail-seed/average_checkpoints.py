@@ -2,9 +2,9 @@
 averaging after the fact).
 
     # every checkpoint of the run from 600k to 1M steps
-    python scripts/average_checkpoints.py runs/RUN --from 600000 --to 1000000 --out /tmp/avg.zip
+    python experiments/12-tail-seed/average_checkpoints.py runs/RUN --from 600000 --to 1000000 --out /tmp/avg.zip
     # or named checkpoint files
-    python scripts/average_checkpoints.py a.zip b.zip c.zip --out /tmp/avg.zip
+    python experiments/12-tail-seed/average_checkpoints.py a.zip b.zip c.zip --out /tmp/avg.zip
     python scripts/eval_v1.py --agent avg=/tmp/avg.zip --agent ppo-v1 --loads 0.9,1.3 --seeds ... --against aryl,ppo-v1
 
 The checkpoints (``RUN/checkpoints/rl_model_<steps>_steps.zip``, written with ``aryl-gym train
@@ -13,7 +13,7 @@ names the first that differs. Every floating-point tensor of the policy's ``stat
 the mean over the checkpoints (in float64, then cast back); other tensors come from the last
 one, which also gives the rest of the saved model. The run's ``config.yaml`` is copied beside
 ``OUT`` as ``.yaml``, so ``load_agent``, ``eval_v1.py`` and ``aryl-gym evaluate`` play the
-average as the agent the run trained. docs/training.md, "Twelfth attempt".
+average as the agent the run trained. The log: README.md beside this file.
 """
 
 from __future__ import annotations

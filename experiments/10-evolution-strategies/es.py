@@ -2,7 +2,7 @@
 
 The shipped agents act by the masked *argmax* of their policy, and PPO improves the *sampled*
 policy through per-step advantages whose signal, from a good start, is below their noise
-(docs/training.md, attempts two to nine). This module optimises the deployed quantity itself:
+(attempts two to nine, experiments/). This module optimises the deployed quantity itself:
 the average JCT of whole episodes played by the argmax policy. It is the natural evolution
 strategy of Salimans et al. (2017, "Evolution Strategies as a Scalable Alternative to
 Reinforcement Learning") restricted to a small subspace, the policy's action head
@@ -44,7 +44,7 @@ __all__ = ["ESRow", "ESSettings", "HeadBatch", "RolloutEnvFactory", "centred_ran
 
 @dataclass(frozen=True)
 class ESSettings:
-    """Knobs of :func:`es_finetune` (defaults: the tenth attempt in docs/training.md)."""
+    """Knobs of :func:`es_finetune` (defaults: the tenth attempt, README.md beside this file)."""
 
     iterations: int = 40
     pairs: int = 8  # antithetic pairs per iteration (2 x pairs candidates)
@@ -257,7 +257,6 @@ _WORKER: list[_Player] = []  # the worker process's own player (set by _worker_i
 
 def _worker_init(model_path: str, env_factory: Callable[[], Any]) -> None:
     import torch as th
-
     from aryl_gym.agents.learned import load_agent
 
     th.set_num_threads(1)

@@ -1,4 +1,4 @@
-"""Evolution strategies on the action head (aryl_gym.train.es): the batched per-row heads act as
+"""Evolution strategies on the action head (es.py): the batched per-row heads act as
 the deployed argmax does, candidates share their episodes, the run is deterministic (also over
 worker processes), ranks and fitness by hand, bad settings and bad CLI input."""
 
@@ -10,9 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from aryl_gym.agents.learned import PRETRAINED_DIR, load_agent
-
-from aryl_gym.rollout import env_action_masks
-from aryl_gym.train.es import (
+from es import (
     ESSettings,
     HeadBatch,
     RolloutEnvFactory,
@@ -24,7 +22,7 @@ from aryl_gym.train.es import (
     set_head_vector,
 )
 
-from .helpers import load_script
+from aryl_gym.rollout import env_action_masks
 
 pytestmark = pytest.mark.skipif(not (PRETRAINED_DIR / "ppo-v1-kickstart.zip").exists(), reason="ppo-v1-kickstart is not shipped")
 
@@ -161,7 +159,9 @@ def test_settings_and_worker_errors(agent_factory):
 
 
 def _script():
-    return load_script("es_finetune")
+    import es_finetune
+
+    return es_finetune
 
 
 @pytest.mark.parametrize("argv, text", [

@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
-"""Rollout labels for a learned agent, and a fine-tune towards them (aryl_gym.train.rollout_labels).
+"""Rollout labels for a learned agent, and a fine-tune towards them (labels.py).
 
     # label the argmax policy's unsure states by simulation (training worlds, fresh seeds)
-    python scripts/rollout_labels.py collect --agent ppo-v1-kickstart --seeds 40001-40060 --out /tmp/labels.npz
+    python experiments/08-rollout-labels/rollout_labels.py collect --agent ppo-v1-kickstart --seeds 40001-40060 --out /tmp/labels.npz
     # train towards the labels, with self-distilled anchor states (e.g. a run's DAgger aggregate)
-    python scripts/rollout_labels.py finetune --agent ppo-v1-kickstart --labels /tmp/labels.npz \\
+    python experiments/08-rollout-labels/rollout_labels.py finetune --agent ppo-v1-kickstart --labels /tmp/labels.npz \\
         --anchors RUN/dagger/aggregate.npz --out /tmp/ppo-rl.zip
     # the control: the same training with no relabelling
-    python scripts/rollout_labels.py finetune ... --margin inf --out /tmp/ppo-ctrl.zip
+    python experiments/08-rollout-labels/rollout_labels.py finetune ... --margin inf --out /tmp/ppo-ctrl.zip
 
 ``collect`` plays each seed in the agent's training env (its config's worlds, no reward
 wrappers) and rewrites ``--out`` after every episode. ``finetune`` writes ``OUT`` (a model zip)
 and ``OUT``'s config beside it (``.yaml``), so ``scripts/eval_v1.py --agent LABEL=OUT`` plays it
-(add ``--undeployed LABEL`` for the raw policy). docs/training.md, "Eighth attempt".
+(add ``--undeployed LABEL`` for the raw policy). The log: README.md beside this file.
 """
 
 from __future__ import annotations
@@ -107,13 +107,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(ap: argparse.ArgumentParser, a: argparse.Namespace) -> int:
     from aryl_gym.agents.learned import load_agent, resolve_agent_path
-
-    from aryl_gym.commands._common import seeds_arg
-    from aryl_gym.train.rollout_labels import (
+    from labels import (
         LabelSettings,
         collect_rollout_labels,
         finetune_on_labels,
     )
+
+    from aryl_gym.commands._common import seeds_arg
 
     agent = load_agent(a.agent)
     if a.cmd == "collect":

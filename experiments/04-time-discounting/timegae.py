@@ -10,11 +10,16 @@ semi-MDP view (Bradtke and Duff, NIPS '94) a step that covers ``dt`` seconds is 
 ``exp(-dt / horizon)``; sub-steps are not discounted at all, and the horizon is a span of
 simulated time.
 
-:class:`TimeDiscountMixin` (config key ``time_horizon_hours``) reads each step's ``dt`` from
+:class:`TimeDiscountMixin` (constructor argument ``time_horizon_hours``) reads each step's ``dt`` from
 ``info["elapsed"]`` (set by the allocation env), stores it next to the rollout buffer and computes
 GAE with the per-step discount ``exp(-dt / horizon)`` in place of ``gamma`` (``gae_lambda`` still
 applies per step). A truncated episode's bootstrap (SB3 adds ``gamma * V(final obs)`` to the last
 reward) keeps ``gamma``. Saved models are plain ``MaskablePPO`` zips.
+
+In a training config (with this folder on ``PYTHONPATH``)::
+
+    model_class: timegae:TimeMaskablePPO       # timegae:TimeTeacherMaskablePPO with a teacher
+    hyperparams: {time_horizon_hours: 6, ...}
 """
 
 from __future__ import annotations

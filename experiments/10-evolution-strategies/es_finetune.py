@@ -1,7 +1,7 @@
-"""Evolution strategies on a learned agent's action head (aryl_gym.train.es).
+"""Evolution strategies on a learned agent's action head (es.py).
 
     # 40 iterations: 8 antithetic pairs on 4 fresh training-world episodes each, 2 processes
-    python scripts/es_finetune.py --agent ppo-v1-kickstart --iterations 40 --workers 2 --out /tmp/ppo-es.zip
+    python experiments/10-evolution-strategies/es_finetune.py --agent ppo-v1-kickstart --iterations 40 --workers 2 --out /tmp/ppo-es.zip
     # then, paired on fresh seeds (the raw policies, or drop --undeployed for the shield)
     python scripts/eval_v1.py --agent es=/tmp/ppo-es.zip --undeployed es --agent raw=ppo-v1-kickstart \\
         --undeployed raw --loads 0.9,1.3 --seeds 6700-6759 --against raw
@@ -11,7 +11,7 @@ Writes ``OUT`` (the model with the tuned head), its config beside it (``.yaml``,
 ``.csv`` (one row per iteration: the learning curve on that iteration's fresh episodes) and
 ``.thetas.npy`` (the head after every iteration; ``--from-iteration K --thetas FILE`` writes
 ``OUT`` as the agent with the head after iteration K).
-docs/training.md, "Tenth attempt".
+The log: README.md beside this file.
 """
 
 from __future__ import annotations
@@ -74,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
     from aryl_gym.agents.learned import load_agent, resolve_agent_path
-
-    from aryl_gym.train.es import (
+    from es import (
         ESSettings,
         RolloutEnvFactory,
         es_finetune,

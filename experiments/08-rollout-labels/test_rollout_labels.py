@@ -1,4 +1,4 @@
-"""Rollout labels (aryl_gym.train.rollout_labels): a branch replays the main episode exactly,
+"""Rollout labels (labels.py): a branch replays the main episode exactly,
 pruning drops only branches equal to the policy's own action, the label file and the fine-tune
 (and its no-relabelling control), bad settings and bad CLI input."""
 
@@ -9,8 +9,7 @@ import copy
 import numpy as np
 import pytest
 from aryl_gym.agents.learned import PRETRAINED_DIR, load_agent
-
-from aryl_gym.train.rollout_labels import (
+from labels import (
     LabelSettings,
     _Argmax,
     _Branch,
@@ -18,15 +17,15 @@ from aryl_gym.train.rollout_labels import (
     probe_episode,
 )
 
-from .helpers import load_script
-
 pytestmark = pytest.mark.skipif(not (PRETRAINED_DIR / "ppo-v1-kickstart.zip").exists(), reason="ppo-v1-kickstart is not shipped")
 
 SEED = 40001  # a training-world episode seed no recipe uses
 
 
 def _script():
-    return load_script("rollout_labels")
+    import rollout_labels
+
+    return rollout_labels
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +100,9 @@ def test_playing_branches_early_changes_nothing(agent_env):
 
 
 def test_label_file_and_finetune_with_its_control(agent_env, tmp_path):
+    from labels import collect_rollout_labels, finetune_on_labels
+
     from aryl_gym.train.bc import load_demos
-    from aryl_gym.train.rollout_labels import collect_rollout_labels, finetune_on_labels
 
     agent, env = agent_env
     out = tmp_path / "labels.npz"
@@ -135,8 +135,9 @@ def test_futures_pair_the_own_action_exactly(agent_env, horizon_h):
     probe's fresh futures exactly as the main episode's own fork does (the same seeds give the
     same futures), so its value on each future equals the own action's to the last bit, and a
     different future gives a different return."""
+    from labels import _Probe
+
     from aryl_gym.rollout import env_action_masks
-    from aryl_gym.train.rollout_labels import _Probe
 
     agent, env = agent_env
     act = _Argmax(agent.model)
@@ -222,7 +223,7 @@ def test_cli_names_bad_input(tmp_path, capsys):
 def test_expected_labels_by_hand():
     """Values = return to the commit + mean return over the fresh futures, paired by future; an
     action with a thrashing fork loses; a probe whose alternatives all equal the own action keeps it."""
-    from aryl_gym.train.rollout_labels import _expected_labels
+    from labels import _expected_labels
 
     def br(probe, first, ret, outcome, future=-1):
         b = _Branch(probe, first, None, 0, future=future)
