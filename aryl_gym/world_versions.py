@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aryl_gym.config import ScenarioConfig, configs_dir
+from aryl_gym.config import ScenarioConfig, configs_dir, load_scenario
 
 #: the world versions, oldest first
 WORLDS: tuple[str, ...] = ("v1", "v2")
@@ -68,8 +68,6 @@ def in_world(cfg: ScenarioConfig, world: str) -> ScenarioConfig:
     world = check_world(world)
     if world == CURRENT or not is_shipped(cfg):
         return cfg
-    from aryl_gym.config import load_scenario
-
     shipped = load_scenario(cfg.name)
     wanted: dict[str, dict[str, Any]] = {k: dict(v) for k, v in _V1_COMMON.items()}
     for section, fields in V1_OVERRIDES[cfg.name].items():

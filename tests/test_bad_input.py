@@ -226,7 +226,7 @@ def test_cli_bad_input(
 ) -> None:
     good_suite = _write(
         Path(files["tmp"]) / "goodsuite.yaml",
-        "name: g\nscenarios: [tiny]\nseeds: [0]\npolicies: [fifo]\n",
+        "name: g\nscenarios: [tiny]\nseeds: [0]\npolicies: [baseline]\n",
     )
     subs = {**files, "locked": locked_out, "good_suite": str(good_suite)}
     rc, out, err = run_cli([a.format(**subs) for a in argv], capsys)

@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     names_list(args.against, "--against")
     agent_names = {Path(a).stem if a.endswith(".zip") else Path(a).name for a in args.agent}
     if args.baseline not in agent_names and args.baseline not in set(args.agent) and not _is_policy_name(args.baseline):
+        # the registry imports every policy module: only to name them in the error
         from aryl_gym.agents import policy_names
 
         raise ValueError(

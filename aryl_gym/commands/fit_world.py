@@ -12,6 +12,7 @@ from pathlib import Path
 
 from aryl_gym.commands._common import table
 from aryl_gym.config import ConfigError, WorkloadConfig
+from aryl_gym.sim.goodput import APP_CURVES
 
 NAME = "fit-world"
 HELP = ("re-fit the data-driven knobs (arrival burstiness, elastic range, elastic count share, "
@@ -79,8 +80,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"elastic count share (World v2; 36% of GPU-time spread over multi-GPU jobs by GPU-time): "
           f"{ecs['multi_gpu']:.4f} over all multi-GPU jobs (the default), "
           f"{ecs['long_multi_gpu']:.4f} over those of 1 h or more")
-    from aryl_gym.sim.goodput import APP_CURVES
-
     same = all(
         all(abs(a - b) <= 1e-4 * max(abs(b), 1e-12) for a, b in zip(
             (APP_CURVES[app].alpha_c, APP_CURVES[app].beta_c, APP_CURVES[app].alpha_n,

@@ -51,6 +51,7 @@ The ``philly-like`` generator draws jobs in *batches* (users submit sweeps and r
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -181,9 +182,7 @@ _SCALE_CACHE: dict[str, float] = {}
 def elastic_gpu_time_share(w: WorkloadConfig, max_gpus: int, max_g: int, scale: float) -> float:
     """Expected share of GPU-time (at the request) held by elastic-family jobs when their
     requests are scaled by ``scale`` (fixed-seed Monte Carlo, 100k jobs)."""
-    import dataclasses as _dc
-
-    w1 = _dc.replace(w, elastic_gpu_share=None)
+    w1 = dataclasses.replace(w, elastic_gpu_share=None)
     d = _draw_jobs(w1, max_gpus, max_g, 100_000, np.random.default_rng(20221202))
     el = d["elastic_family"]
     w_req = d["w_req"].copy()
