@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from aryl_gym.config import ConfigError, ScenarioConfig
+from aryl_gym.sim.index import FreeIndex
 from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.loaning import LoanController
 from aryl_gym.sim.overhead import OverheadWindow
@@ -301,6 +302,10 @@ class Simulator:
         self.srv_free[:] = self.srv_cap
         self.srv_base_gpus[:] = 0
         self.srv_flex_gpus[:] = 0
+        # servers bucketed by free GPUs (best fit, fit tables), kept by the primitives below
+        self.free_index = FreeIndex(
+            self.srv_free.tolist(), self.srv_cap.tolist(), self._train_mask.tolist(), self.srv_loaned.tolist()
+        )
         self._queued: set[int] = set()
         self._running: set[int] = set()
         self._running_arr = np.zeros(0, dtype=np.int64)
@@ -513,6 +518,7 @@ class Simulator:
         if free < 0:  # pragma: no cover - guarded by placement
             raise AssertionError(f"server {s} over-committed by job {j}")
         self.srv_free[s] = free
+        self.free_index.move(s, free + gpus, free)
         d = self.flex[j] if flex else self.base[j]
         d[s] = d.get(s, 0) + k
         if flex:
@@ -538,6 +544,8 @@ class Simulator:
         else:
             del d[s]
         self.srv_free[s] += gpus
+        free = self.srv_free.item(s)
+        self.free_index.move(s, free - gpus, free)
         if flex:
             self.srv_flex_gpus[s] -= gpus
         else:
@@ -718,6 +726,8 @@ class Simulator:
             idle = np.flatnonzero((self.srv_pool == INFER) & ~self.srv_loaned)
             for s in idle[: loanable - n_loaned]:
                 self.srv_loaned[s] = True
+                self.free_index.move(int(s), self.srv_free.item(s), self.srv_cap.item(s))
+                self.free_index.set_loaned(int(s), True)
                 self.srv_free[s] = self.srv_cap[s]
                 self.n_loaned += 1
                 self.loaned_gpus += int(self.srv_cap[s])
@@ -761,6 +771,8 @@ class Simulator:
                     self.preempt(j)
                     preempted.append(j)
             self.srv_loaned[s] = False
+            self.free_index.move(int(s), self.srv_free.item(s), self.srv_cap.item(s))
+            self.free_index.set_loaned(int(s), False)
             self.srv_free[s] = self.srv_cap[s]
             self.n_loaned -= 1
             self.loaned_gpus -= int(self.srv_cap[s])
