@@ -39,6 +39,7 @@ no-op for the part they concern, are counted in ``info["invalid"]`` and never ra
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from typing import Protocol
 
 import numpy as np
@@ -53,6 +54,7 @@ from aryl_gym.sim.placement import (
     growth_order,
     plan,
     pool_order,
+    release_frees,
     release_job,
 )
 from aryl_gym.sim.state import PlacementState
@@ -353,6 +355,212 @@ class _Incremental:
         return self.ok and grows_fully(self.after, j, c, self.opts)
 
 
+#: worker sizes (GPUs per worker) the counting masks handle: powers of two up to a server
+_SIZES = (1, 2, 4, 8)
+
+
+def _adjust(cp: list, old: int, new: int) -> None:
+    """A server of a pool went from ``old`` to ``new`` free GPUs: its fit table ``cp`` (workers
+    of g GPUs that fit, by g) follows."""
+    for gg in _SIZES:
+        cp[gg] += new // gg - old // gg
+
+
+def _consume(cp: list, g: int, n: int) -> None:
+    """``n`` workers of ``g`` GPUs were placed in a pool with fit table ``cp``, anywhere: the
+    room left for workers of ``g' <= g`` GPUs drops by ``n * g / g'`` wherever they went (``g'``
+    divides ``g``); for bigger workers it depends on where (never read again: the engine places
+    bigger workers first)."""
+    for gg in _SIZES:
+        if gg <= g:
+            cp[gg] -= n * (g // gg)
+        else:
+            cp[gg] = None
+
+
+class _Counts:
+    """Exact answers to :meth:`SequentialCodec.mask`'s candidates by counting, without dry runs.
+
+    The engine places a decision's growth in best-fit-decreasing order, worker size ``g`` (GPUs
+    per worker) largest first, and each job's new workers by best fit, as many per server as
+    fit. So a job gets all ``n`` workers it asks for in a pool exactly when ``C_g``, the workers
+    of ``g`` GPUs that fit the pool's free GPUs (``sum_s free_s // g``), is at least ``n``; a
+    queued job goes to the first pool of its order where that holds. When every worker size is
+    a power of two, placing ``n`` workers of ``g`` GPUs on any servers lowers ``C_g'`` for every
+    ``g' <= g`` by exactly ``n * g / g'`` (``g'`` divides ``g``: ``(f - g) // g' = f // g' -
+    g / g'``), wherever they land: what is left for every later job of the order is known
+    without knowing where the earlier ones went. A whole decision is then placed in full
+    exactly when this count says so for each growing job in turn, starting from the fit tables
+    after the decision's releases (computed exactly, server by server: a release touches only
+    its own job's servers, :func:`~aryl_gym.sim.placement.release_frees`).
+
+    One case depends on where workers went: an elastic job growing on the inference pool with
+    ``group_flexible`` puts its flexible workers only on servers without its own base workers.
+    For a running job, those servers' free GPUs are known as long as nothing earlier in the
+    order went to the inference pool; otherwise, and for a queued job starting there beyond its
+    base, the answer is ``None`` (the caller dry-runs). Heterogeneous placement and worker
+    sizes that are not powers of two up to 8 are not counted at all (``SequentialCodec`` then
+    uses the dry runs of :class:`_Incremental`). Tests check the answers against dry runs.
+    """
+
+    def __init__(self, codec: SequentialCodec, env: ArylEnv):
+        sim = self.sim = _sim(env)
+        self.opts = opts = env.placement
+        self.grouping = bool(opts.group_flexible)
+        base = codec._decision(env)
+        targets = base.targets
+        order = base.order or []
+        self.n_order = len(order)
+        prio = {j: p for p, j in enumerate(order)}
+        grow = growth_order(sim, targets, prio)
+        self.n_train = sim.n_train
+        self.free = free = sim.srv_free
+        g_l = sim.g_list
+        # D's releases, exactly, and the fit tables after them
+        growing = set(grow)
+        self.freed = freed = {j: release_frees(sim, j, t) for j, t in targets.items() if j not in growing}
+        rel_free: dict[int, int] = {}
+        for fr in freed.values():
+            for srv, gp in fr.items():
+                old = rel_free.get(srv)
+                rel_free[srv] = (free.item(srv) if old is None else old) + gp
+        ft, fi = env.fits
+        c_rel = [list(ft), list(fi)]
+        n_train = self.n_train
+        for srv, new in rel_free.items():
+            _adjust(c_rel[TRAIN if srv < n_train else INFER], free.item(srv), new)
+        self.rel_free = rel_free
+        self.c_rel = c_rel
+        # D's growth, counted, with the fit tables before each job (snapshots)
+        state, workers, pool = sim.state, sim.workers, sim.pool
+        self.entries = entries = []
+        self.keys = []
+        self.pos: dict[int, int] = {}
+        far = len(prio)
+        for i, j in enumerate(grow):
+            running = state.item(j) == _RUNNING
+            entries.append((j, g_l[j], targets[j], workers.item(j) if running else 0, pool.item(j) if running else -1))
+            self.keys.append((-g_l[j], prio.get(j, far), j))
+            self.pos[j] = i
+        cap = [c_rel[0].copy(), c_rel[1].copy()]
+        self.snaps: list[tuple[list, list, bool]] = []
+        self.read: set[int] = set()  # pools whose free space D's growth reads
+        inf = False
+        self.first_bad = len(entries)
+        self.bad: bool | None = True
+        for i, e in enumerate(entries):
+            self.snaps.append((cap[0].copy(), cap[1].copy(), inf))
+            r = self._place(cap, e, inf, rel_free, self.read)
+            if r is not True:
+                self.first_bad, self.bad = i, r
+                break
+            inf = inf or self._landed == INFER
+        else:
+            self.snaps.append((cap[0].copy(), cap[1].copy(), inf))
+
+    def _place(self, cap: list, e: tuple, inf: bool, rel_free: dict[int, int], read: set[int] | None) -> bool | None:
+        """Count one growing job ``e`` = (job, g, target, current workers, pool or -1) on the fit
+        tables ``cap`` (changed); ``inf``: something earlier went to the inference pool.
+        Sets ``self._landed`` to the pool it went to."""
+        j, g, t, cur, p = e
+        sim = self.sim
+        if p >= 0:  # running: grows in its own pool
+            n = t - cur
+            if read is not None:
+                read.add(p)
+            if p == INFER and self.grouping and sim.elastic_list[j]:
+                if inf:
+                    return None
+                room = cap[INFER][g]
+                free, n_train = self.free, self.n_train
+                for srv in sim.base[j]:
+                    if srv >= n_train:
+                        f = rel_free.get(srv)
+                        room -= (free.item(srv) if f is None else f) // g
+                if room < n:
+                    return False
+            elif cap[p][g] < n:
+                return False
+        else:  # queued: the first pool of its order where all t fit
+            n = t
+            for q in pool_order(sim, j, None, self.opts):
+                if read is not None:
+                    read.add(q)
+                if q == INFER and self.grouping and t > sim.w_min_list[j] and sim.elastic_list[j]:
+                    return None  # its flexible workers avoid the servers its base lands on
+                if cap[q][g] >= t:
+                    p = q
+                    break
+            else:
+                return False
+        _consume(cap[p], g, n)
+        self._landed = p
+        return True
+
+    def _run(self, start: int, first: tuple | None, skip: int, rel_free: dict[int, int]) -> bool | None:
+        """Count ``first`` (if any) then D's growth from ``start + skip`` on the snapshot before
+        position ``start``."""
+        if start > self.first_bad:
+            return self.bad  # an unchanged earlier job already fails (or cannot be counted)
+        c0, c1, inf = self.snaps[start]
+        cap = [c0.copy(), c1.copy()]
+        if first is not None:
+            r = self._place(cap, first, inf, rel_free, None)
+            if r is not True:
+                return r
+            inf = inf or self._landed == INFER
+        entries = self.entries
+        for i in range(start + skip, len(entries)):
+            r = self._place(cap, entries[i], inf, rel_free, None)
+            if r is not True:
+                return r
+            inf = inf or self._landed == INFER
+        return True
+
+    def grant(self, j: int, c: int, cur: int, pool: int) -> bool | None:
+        """Whether D with job ``j``'s target raised to ``c`` is placed in full (None: unknown)."""
+        sim = self.sim
+        q = self.pos.get(j)
+        if q is not None:
+            _, g, _, cur0, p0 = self.entries[q]
+            return self._run(q, (j, g, c, cur0, p0), 1, self.rel_free)
+        g = sim.g_list[j]
+        q = bisect_left(self.keys, (-g, self.n_order, j))
+        return self._run(q, (j, g, c, cur, pool), 0, self.rel_free)
+
+    def release(self, j: int, c: int) -> bool | None:
+        """Whether D with running job ``j`` released to ``c`` workers is placed in full."""
+        if not self.entries:
+            return True
+        new = release_frees(self.sim, j, c)
+        old = self.freed.get(j, {})
+        n_train = self.n_train
+        if self.first_bad == len(self.entries) and not any(
+            (TRAIN if srv < n_train else INFER) in self.read for srv in (*new, *old)
+        ):
+            return True  # D's growth reads none of the pools it frees: it happens as before
+        rel_free = self.rel_free
+        cap_rel = self.c_rel
+        free = self.free
+        tab = [cap_rel[0].copy(), cap_rel[1].copy()]
+        rf = dict(rel_free)
+        for srv in {*new, *old}:
+            before = rel_free.get(srv)
+            if before is None:
+                before = free.item(srv)
+            after = before - old.get(srv, 0) + new.get(srv, 0)
+            _adjust(tab[TRAIN if srv < n_train else INFER], before, after)
+            rf[srv] = after
+        # count the whole growth on these tables
+        inf = False
+        for e in self.entries:
+            r = self._place(tab, e, inf, rf, None)
+            if r is not True:
+                return r
+            inf = inf or self._landed == INFER
+        return True
+
+
 class SequentialCodec(ActionCodec):
     mode = "sequential"
 
@@ -367,29 +575,40 @@ class SequentialCodec(ActionCodec):
         self.tent = np.zeros(k, dtype=np.int64)
         self.touched: list[int] = []
         self._mask: np.ndarray | None = None
-        self._cand = np.full(self.n, -1, dtype=np.int64)  # candidate target per action
+        self._cand = [-1] * self.n  # candidate target per action
         self.quick_reject = True  # skip dry runs of grants that exceed the free GPUs
         self.incremental = True  # answer candidates from one dry run of the tentative decision
+        self.counting = True  # answer candidates by counting (_Counts) before any dry run
+        self._countable = False
+        self._grown = 0  # GPUs the tentative decision adds (grants minus releases)
+
+    def begin_episode(self, env: ArylEnv) -> None:
+        sim = _sim(env)
+        # counting is exact for worker sizes that divide each other (powers of two up to 8)
+        # and without heterogeneous placement
+        self._countable = set(sim.g_list) <= set(_SIZES) and not (
+            env.placement.hetero and sim.has_hetero
+        )
 
     def begin_round(self, env: ArylEnv) -> None:
         w = env.window
         self.tent[:] = 0
-        self.tent[: len(w)] = _sim(env).workers[w]
+        self.tent[: len(w)] = env._wsnap[2]
         self.touched = []
         self._mask = None
+        self._grown = 0
 
     def _decision(self, env: ArylEnv, i: int = -1, t: int = -1) -> Decision:
-        sim = _sim(env)
-        w = env.window
+        wl, _, wkl, _ = env._wsnap
+        tl = self.tent.tolist()
         targets: dict[int, int] = {}
-        for s in range(len(w)):
-            v = t if s == i else int(self.tent[s])
-            j = int(w[s])
-            if v != int(sim.workers[j]):
-                targets[j] = v
+        for s in range(len(wl)):
+            v = t if s == i else tl[s]
+            if v != wkl[s]:
+                targets[wl[s]] = v
         order = list(self.touched)
-        if i >= 0 and int(w[i]) not in order:
-            order.append(int(w[i]))
+        if i >= 0 and wl[i] not in order:
+            order.append(wl[i])
         return Decision(targets=targets, order=order)
 
     def mask(self, env: ArylEnv) -> np.ndarray:
@@ -397,53 +616,66 @@ class SequentialCodec(ActionCodec):
             return self._mask
         sim = _sim(env)
         k = self.k
-        m = np.zeros(self.n, dtype=bool)
+        m = bytearray(self.n)
         cand = self._cand
-        cand.fill(-1)
-        w = env.window
+        for i in range(self.n):
+            cand[i] = -1
+        wl, stl, wkl, pooll = env._wsnap
+        n = len(wl)
         # GPUs free on usable servers after the tentative decision: a grant needing more cannot
         # be placed, so its dry run is skipped (same mask, fewer dry runs; quick_reject=False
         # checks every candidate by dry run)
         free_left = self._free_after(env) if self.quick_reject else float("inf")
-        inc = _Incremental(self, env) if self.incremental and len(w) else None
-        state, workers, elastic = sim.state, sim.workers, sim.elastic
+        counts = _Counts(self, env) if self.counting and self._countable and n else None
+        inc: _Incremental | None = None
+        use_inc = self.incremental and n > 0
+        wmin, wmax, el, g_l = sim.w_min_list, sim.w_max_list, sim.elastic_list, sim.g_list
         damped = env.damped
-        for i in range(len(w)):
-            j = int(w[i])
-            t = int(self.tent[i])
-            cur = int(workers[j])
-            st = state[j]
+        tl = self.tent.tolist()
+        for i in range(n):
+            j = wl[i]
+            t = tl[i]
+            cur = wkl[i]
+            st = stl[i]
             # grant
             if t >= cur:
                 c = -1
                 if st == _QUEUED and t == 0:
-                    c = int(sim.w_min[j])
-                elif t > 0 and elastic[j] and t < int(sim.w_max[j]):
+                    c = wmin[j]
+                elif t > 0 and el[j] and t < wmax[j]:
                     c = t + 1
-                if c > 0 and (c - t) * int(sim.g[j]) <= free_left:
-                    ok = inc.grant(j, t == cur, c) if inc is not None else None
+                if c > 0 and (c - t) * g_l[j] <= free_left:
+                    ok = counts.grant(j, c, cur, pooll[i] if st == _RUNNING else -1) if counts is not None else None
+                    if ok is None and use_inc:
+                        if inc is None:
+                            inc = _Incremental(self, env)
+                        ok = inc.grant(j, t == cur, c)
                     if ok is None:
                         ok = plan(sim, self._decision(env, i, c), env.placement).fully_placed
                     if ok:
-                        m[i] = True
+                        m[i] = 1
                         cand[i] = c
             # release (never of a job that flap damping suppresses)
             if self.release and st == _RUNNING and 0 < t <= cur and j not in damped:
                 c = -1
-                if elastic[j] and t > int(sim.w_min[j]):
+                if el[j] and t > wmin[j]:
                     c = t - 1
                 elif self.allow_preempt:
                     c = 0
                 if c >= 0:
-                    ok = inc.release(j, c) if inc is not None else None
+                    ok = counts.release(j, c) if counts is not None else None
+                    if ok is None and use_inc:
+                        if inc is None:
+                            inc = _Incremental(self, env)
+                        ok = inc.release(j, c)
                     if ok is None:
                         ok = plan(sim, self._decision(env, i, c), env.placement).fully_placed
                     if ok:
-                        m[k + i] = True
+                        m[k + i] = 1
                         cand[k + i] = c
-        m[self.commit] = True
-        self._mask = m
-        return m
+        m[self.commit] = 1
+        self._mask = mask = np.frombuffer(m, dtype=bool)
+        return mask
 
     def decode(self, env: ArylEnv, action) -> tuple[Decision | None, int]:
         a = discrete_action(action, self.n)
@@ -455,8 +687,10 @@ class SequentialCodec(ActionCodec):
         if a == self.commit:
             return self._decision(env), 0
         i = a if a < self.k else a - self.k
-        self.tent[i] = self._cand[a]
-        j = int(env.window[i])
+        c = self._cand[a]
+        j = env._wsnap[0][i]
+        self._grown += (c - int(self.tent[i])) * _sim(env).g_list[j]
+        self.tent[i] = c
         if j not in self.touched:
             self.touched.append(j)
         self._mask = None
@@ -470,12 +704,8 @@ class SequentialCodec(ActionCodec):
 
     def _free_after(self, env: ArylEnv) -> float:
         """Free GPUs on training and loaned servers minus the tentative decision's growth."""
-        sim = _sim(env)
-        w = env.window
-        n = len(w)
-        delta = float(((self.tent[:n] - sim.workers[w]) * sim.g[w]).sum()) if n else 0.0
-        free = float(sim.srv_free[sim.usable_mask(TRAIN)].sum() + sim.srv_free[sim.usable_mask(INFER)].sum())
-        return free - delta
+        ft, fi = env.fits  # entry 1: workers of one GPU that fit = free GPUs
+        return float(ft[1] + fi[1]) - float(self._grown)
 
 
 class PriorityCodec(ActionCodec):
