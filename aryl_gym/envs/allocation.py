@@ -26,9 +26,9 @@ from aryl_gym.envs.observation import (
     F_JOB,
     F_OUTSIDE,
     ObservationBuilder,
+    WindowIndex,
     base_rates,
     fit_lists,
-    window_lists,
 )
 from aryl_gym.envs.reward import RewardTracker, accrued, parse_weights
 from aryl_gym.scenario import Episode, _seed_streams, fresh_future, make_episode
@@ -426,8 +426,9 @@ class ArylEnv(gym.Env):
         self._damping: FlapDamping | None = None
         #: jobs whose releases the masks refuse at this decision point (``flap_damping``)
         self.damped: set[int] | frozenset[int] = frozenset()
-        self._q_out: list[int] | np.ndarray = self.window
-        self._r_out: list[int] | np.ndarray = self.window
+        self._windex: WindowIndex | None = None  # the active jobs in the window's orders
+        self._n_q = 0  # queued jobs in this round's window
+        self._base_obs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # this round's
         self.episode_count = 0
         self.backfilled = 0
         self.decision_point = 0  # decision points reached in this episode
@@ -485,6 +486,7 @@ class ArylEnv(gym.Env):
         if self._obs_v1 is not None:
             self._obs_v1.begin(sim)
         self._base_rates = base_rates(sim) if self.window_order == "pred_time" else None
+        self._index_jobs(sim)
         self._damping = FlapDamping(self.flap_damping, len(sim.jobs), self.stall_hours) if self.flap_damping is not None else None
         self.damped = frozenset()
         if hasattr(self.codec, "begin_episode"):
@@ -538,11 +540,24 @@ class ArylEnv(gym.Env):
             self._obs_v1.begin(sim)
         if self._base_rates is not None:
             self._base_rates = base_rates(sim)
+        self._index_jobs(sim)
         if self._damping is not None:
             self._damping.grow(sim.n_jobs)
         if hasattr(self.codec, "begin_episode"):
             self.codec.begin_episode(self)
         self._tracker.rebind()
+
+    def _index_jobs(self, sim: Simulator) -> None:
+        """(Re)build the window index of the active jobs and record the simulator's job events
+        from now on (the index follows them at each decision point)."""
+        b = self._obs_builder
+        self._windex = WindowIndex(sim, b.elastic, self._base_rates, b.inv_wmax)
+        sim.job_events = []
+
+    @property
+    def _q_out(self) -> list[int]:
+        """The queued jobs outside this round's window, in the window's order."""
+        return self._windex.queued_outside(self._n_q) if self._windex is not None else []
 
     def _ended(self) -> bool:
         sim = self.sim
@@ -564,7 +579,16 @@ class ArylEnv(gym.Env):
     def _new_round(self) -> None:
         sim = self.sim
         assert sim is not None
-        w, self._q_out, self._r_out = window_lists(sim, self.k, self._obs_builder.elastic, self._base_rates)
+        wx = self._windex
+        assert wx is not None
+        ev = sim.job_events
+        if ev:
+            done = wx.update(sim, ev)
+            ev.clear()
+            if done:
+                self._tracker.hint_done(done)
+        w, self._n_q, self._n_r = wx.window(self.k)
+        self._base_obs = None
         # the window's ids padded with -1 to K (info["window"]) and the window itself (a view)
         n = len(w)
         self._wpad = np.array(w + self._pad_list[n:] if n < self.k else w, dtype=np.int64)
@@ -589,7 +613,7 @@ class ArylEnv(gym.Env):
         assert sim is not None
         # The agent thinks outside the env: env results carry 0 decision times and 0 wall time
         # (deterministic info; measure speed with aryl_gym.bench_env).
-        if self.backfill and len(self._q_out):
+        if self.backfill and sim.n_queued > self._n_q:
             decision = self._backfilled(decision)
         damp = self._damping
         if damp is not None:  # backfilled starts count as the agent's grants (docs/env.md)
@@ -757,16 +781,20 @@ class ArylEnv(gym.Env):
     def _obs(self) -> dict[str, np.ndarray]:
         sim = self.sim
         assert sim is not None
-        jobs, cluster, outside = self._obs_builder.build(
-            sim,
-            self.window,
-            self._q_out,
-            self._r_out,
-            self.fits,
-            self.codec.target_feature(self),
-            self.codec.tentative_free(self),
-            self._wsnap,
-        )
+        base = self._base_obs
+        if base is None:  # once per decision point: the simulator does not move until a commit
+            wx = self._windex
+            assert wx is not None
+            out = wx.outside(self._wsnap[0], self._n_q, self._n_r)
+            base = self._base_obs = self._obs_builder.build_indexed(sim, self._wsnap, out, self.fits)
+        jobs, cluster, outside = base[0].copy(), base[1].copy(), base[2].copy()
+        target = self.codec.target_feature(self)
+        n = len(self.window)
+        if target is not None and n:  # tentative targets (sequential): the "target" column
+            jobs[:n, 15] = np.minimum(target[:n] / float(self.max_workers), 1.0)
+        free = self.codec.tentative_free(self)
+        if free is not None:
+            cluster[14] = min(free / self._obs_builder.total_gpus, 1.0)
         obs = {
             "jobs": jobs,
             "cluster": cluster,

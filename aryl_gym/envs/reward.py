@@ -204,6 +204,7 @@ class RewardTracker:
         self._finish_sum = 0.0  # sum of finish times of done jobs (s)
         self._done_seen = 0
         self._done_mask = np.zeros(sim.n_jobs, dtype=bool)
+        self._hint: list[int] = []
         self.t = sim.now
         self.a = self._accrued(sim.now)
         self.preempt = int(sim.preempt_count.sum())
@@ -232,11 +233,21 @@ class RewardTracker:
 
     _NONE = np.zeros(0, dtype=np.int64)
 
+    def hint_done(self, ids: list[int]) -> None:
+        """Jobs that may have finished since the last step (the env reads them from the
+        simulator's job events): the next step looks at these instead of every job."""
+        self._hint.extend(ids)
+
     def _sync_done(self) -> np.ndarray:
         sim = self.sim
         if sim.done_count == self._done_seen:
+            self._hint.clear()
             return self._NONE
-        new = np.flatnonzero((sim.state == JobState.DONE) & ~self._done_mask)
+        hint, mask = self._hint, self._done_mask
+        new = np.array(sorted({j for j in hint if not mask[j]}), dtype=np.int64)
+        hint.clear()
+        if len(new) != sim.done_count - self._done_seen:  # no (complete) hint: look at every job
+            new = np.flatnonzero((sim.state == JobState.DONE) & ~self._done_mask)
         self._done_mask[new] = True
         self._finish_sum += float(sim.finish[new].sum())
         self._done_seen = sim.done_count

@@ -307,6 +307,12 @@ class Simulator:
             self.srv_free.tolist(), self.srv_cap.tolist(), self._train_mask.tolist(), self.srv_loaned.tolist()
         )
         self._queued: set[int] = set()
+        # queued GPU demand (sum of g * w_min and of g * w_max over queued jobs), kept on events
+        self.queued_gpus_min = 0
+        self.queued_gpus_max = 0
+        # ids of jobs whose state changed (arrived, started, preempted, finished), in order, for
+        # an observer that keeps its own indexes (the allocation env); None: not recorded
+        self.job_events: list[int] | None = None
         self._running: set[int] = set()
         self._running_arr = np.zeros(0, dtype=np.int64)
         self._running_dirty = False
@@ -576,6 +582,11 @@ class Simulator:
         """Book-keeping for a queued job whose workers were just placed."""
         self._queued.discard(j)
         self._running.add(j)
+        g = self.g_list[j]
+        self.queued_gpus_min -= g * self.w_min_list[j]
+        self.queued_gpus_max -= g * self.w_max_list[j]
+        if self.job_events is not None:
+            self.job_events.append(j)
         self._running_dirty = True
         self.state[j] = _RUNNING
         self.pool[j] = pool
@@ -592,6 +603,11 @@ class Simulator:
         self._running.discard(j)
         self._running_dirty = True
         self._queued.add(j)
+        g = self.g_list[j]
+        self.queued_gpus_min += g * self.w_min_list[j]
+        self.queued_gpus_max += g * self.w_max_list[j]
+        if self.job_events is not None:
+            self.job_events.append(j)
         self.state[j] = _QUEUED
         self.pool[j] = -1
         self.rate[j] = 0.0
@@ -702,6 +718,11 @@ class Simulator:
         while i < n and self.submit[i] <= self.now + _EPS:
             self.state[i] = _QUEUED
             self._queued.add(i)
+            g = self.g_list[i]
+            self.queued_gpus_min += g * self.w_min_list[i]
+            self.queued_gpus_max += g * self.w_max_list[i]
+            if self.job_events is not None:
+                self.job_events.append(i)
             i += 1
             new = True
         self._next_arrival = i
@@ -886,6 +907,8 @@ class Simulator:
         for j in completed:
             release_all(self, j)
             self._running.discard(j)
+            if self.job_events is not None:
+                self.job_events.append(j)
             self.state[j] = _DONE
             self.pool[j] = -1
             self.rate[j] = 0.0
