@@ -46,6 +46,7 @@ import numpy as np
 from gymnasium import spaces
 
 from aryl_gym.sim.engine import Simulator
+from aryl_gym.sim.index import fill_bits
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.placement import (
     Scratch,
@@ -378,6 +379,25 @@ def _consume(cp: list, g: int, n: int) -> None:
             cp[gg] = None
 
 
+def _move(bins: list[int], s: int, old: int, new: int) -> None:
+    """Server ``s`` of servers-by-free-GPUs ``bins`` went from ``old`` to ``new`` free GPUs."""
+    if old != new:
+        b = 1 << s
+        bins[old] ^= b
+        bins[new] |= b
+
+
+def _room(bins: list[int], cand: int, g: int) -> int:
+    """Workers of ``g`` GPUs that fit the servers of bitset ``cand`` (``bins``: servers by free
+    GPUs)."""
+    n = 0
+    for f in range(g, len(bins)):
+        m = bins[f] & cand
+        if m:
+            n += m.bit_count() * (f // g)
+    return n
+
+
 class _Counts:
     """Exact answers to :meth:`SequentialCodec.mask`'s candidates by counting, without dry runs.
 
@@ -395,44 +415,67 @@ class _Counts:
     its own job's servers, :func:`~aryl_gym.sim.placement.release_frees`).
 
     One case depends on where workers went: an elastic job growing on the inference pool with
-    ``group_flexible`` puts its flexible workers only on servers without its own base workers.
-    For a running job, those servers' free GPUs are known as long as nothing earlier in the
-    order went to the inference pool; otherwise, and for a queued job starting there beyond its
-    base, the answer is ``None`` (the caller dry-runs). Heterogeneous placement and worker
-    sizes that are not powers of two up to 8 are not counted at all (``SequentialCodec`` then
-    uses the dry runs of :class:`_Incremental`). Tests check the answers against dry runs.
+    ``group_flexible`` puts its flexible workers only on servers without its own base workers
+    (``OB``). For a running job the room it has is ``A - P / g`` to ``A``, where ``A`` counts
+    the workers of ``g`` GPUs that fit the loaned servers outside ``OB`` after the releases and
+    ``P`` is the GPUs placed on the inference pool earlier in the order (exact when ``P`` is 0);
+    for a queued job starting there beyond its base, the room left after its base is at most
+    ``C_g - w_min`` and at least that minus what the (at most ``w_min``) servers taking its base
+    can still hold. When the answer lies between the bounds it is ``None`` (the caller
+    dry-runs). Heterogeneous placement and worker sizes that are not powers of two up to 8 are
+    not counted at all (``SequentialCodec`` then uses the dry runs of :class:`_Incremental`).
+    Tests check the answers against dry runs.
     """
 
     def __init__(self, codec: SequentialCodec, env: ArylEnv):
         sim = self.sim = _sim(env)
-        self.opts = opts = env.placement
-        self.grouping = bool(opts.group_flexible)
+        self.opts = env.placement
+        self.grouping = bool(self.opts.group_flexible)
+        self.porder = codec._porder  # per decision point: job -> the pools it tries, in order
         base = codec._decision(env)
         targets = base.targets
         order = base.order or []
         self.n_order = len(order)
         prio = {j: p for p, j in enumerate(order)}
         grow = growth_order(sim, targets, prio)
-        self.n_train = sim.n_train
+        self.n_train = n_train = sim.n_train
         self.free = free = sim.srv_free
+        self.frees = frees = codec._frees  # per decision point: (job, target) -> release_frees
         g_l = sim.g_list
         # D's releases, exactly, and the fit tables after them
         growing = set(grow)
-        self.freed = freed = {j: release_frees(sim, j, t) for j, t in targets.items() if j not in growing}
+        self.freed = freed = {}
+        state, workers, pool = sim.state, sim.workers, sim.pool
         rel_free: dict[int, int] = {}
-        for fr in freed.values():
+        for j, t in targets.items():
+            if j in growing:
+                continue
+            fr = frees.get((j, t))
+            if fr is None:
+                fr = frees[(j, t)] = release_frees(sim, j, t)
+            freed[j] = fr
             for srv, gp in fr.items():
                 old = rel_free.get(srv)
                 rel_free[srv] = (free.item(srv) if old is None else old) + gp
         ft, fi = env.fits
-        c_rel = [list(ft), list(fi)]
-        n_train = self.n_train
+        ix = sim.free_index
+        self.loaned, self.not_cap = ix.loaned, ix.not_cap
+        ib = ix.bins.copy()  # the servers by free GPUs after the releases (exact)
+        # the servers holding base workers (the grouping tiers), while no release of D touches
+        # the inference pool (a release there may relabel workers: then unknown)
+        hb = None
+        if self.grouping and not any(pool.item(j) == INFER for j in freed):
+            hb = int.from_bytes(np.packbits(sim.srv_base_gpus > 0, bitorder="little").tobytes(), "little")
+        c_rel = [list(ft), list(fi), ib, hb]
         for srv, new in rel_free.items():
-            _adjust(c_rel[TRAIN if srv < n_train else INFER], free.item(srv), new)
+            old = free.item(srv)
+            _adjust(c_rel[TRAIN if srv < n_train else INFER], old, new)
+            _move(ib, srv, old, new)
         self.rel_free = rel_free
         self.c_rel = c_rel
-        # D's growth, counted, with the fit tables before each job (snapshots)
-        state, workers, pool = sim.state, sim.workers, sim.pool
+        # D's growth, counted, with the fit tables before each job (snapshots), the pool each
+        # job lands in and its slack (GPUs more the earlier jobs could take from that pool with
+        # the job still placed in full, the same way)
         self.entries = entries = []
         self.keys = []
         self.pos: dict[int, int] = {}
@@ -442,107 +485,223 @@ class _Counts:
             entries.append((j, g_l[j], targets[j], workers.item(j) if running else 0, pool.item(j) if running else -1))
             self.keys.append((-g_l[j], prio.get(j, far), j))
             self.pos[j] = i
-        cap = [c_rel[0].copy(), c_rel[1].copy()]
-        self.snaps: list[tuple[list, list, bool]] = []
-        self.read: set[int] = set()  # pools whose free space D's growth reads
-        inf = False
+        cap = [c_rel[0].copy(), c_rel[1].copy(), ib.copy(), hb]
+        self.snaps: list[tuple[list, list, list | None, int]] = []
+        self.landed: list[int] = []
+        slack: list[float] = []
+        inf = 0
         self.first_bad = len(entries)
         self.bad: bool | None = True
+        self.fell = False  # a queued job of D's growth fell back to its second pool
+        inf_rel = c_rel[INFER]
+        self._top = int(sim.srv_cap.max())
         for i, e in enumerate(entries):
-            self.snaps.append((cap[0].copy(), cap[1].copy(), inf))
-            r = self._place(cap, e, inf, rel_free, self.read)
+            self.snaps.append((cap[0].copy(), cap[1].copy(), cap[2] and cap[2].copy(), cap[3], inf))
+            r = self._place(cap, e, inf, inf_rel, rel_free)
             if r is not True:
                 self.first_bad, self.bad = i, r
                 break
-            inf = inf or self._landed == INFER
+            inf += self._inf
+            self.landed.append(self._pool)
+            slack.append(self._slack)
+            self.fell = self.fell or self._fell
         else:
-            self.snaps.append((cap[0].copy(), cap[1].copy(), inf))
+            self.snaps.append((cap[0].copy(), cap[1].copy(), cap[2] and cap[2].copy(), cap[3], inf))
+        # suffix minima of the slack per pool: msl[p][i] = least slack of the jobs from i on in p
+        n = len(slack)
+        msl = [[math.inf] * (n + 1), [math.inf] * (n + 1)]
+        for i in range(n - 1, -1, -1):
+            msl[0][i], msl[1][i] = msl[0][i + 1], msl[1][i + 1]
+            p = self.landed[i]
+            if slack[i] < msl[p][i]:
+                msl[p][i] = slack[i]
+        self.msl = msl
 
-    def _place(self, cap: list, e: tuple, inf: bool, rel_free: dict[int, int], read: set[int] | None) -> bool | None:
+    def _pools(self, j: int) -> list[int]:
+        order = self.porder.get(j)
+        if order is None:
+            order = self.porder[j] = pool_order(self.sim, j, None, self.opts)
+        return order
+
+    def _place(self, cap: list, e: tuple, inf: int, inf_rel: list, rel_free: dict[int, int]) -> bool | None:
         """Count one growing job ``e`` = (job, g, target, current workers, pool or -1) on the fit
-        tables ``cap`` (changed); ``inf``: something earlier went to the inference pool.
-        Sets ``self._landed`` to the pool it went to."""
+        tables ``cap`` = [training, inference, inference servers by free GPUs or None] (changed).
+        ``inf``: GPUs placed on the inference pool earlier in the order; ``inf_rel``: the
+        inference pool's fit table after the releases. Sets ``_pool`` (where it lands), ``_inf``
+        (GPUs it places on the inference pool), ``_slack`` (GPUs more that earlier jobs could
+        take from ``_pool`` with this job still placed in full there) and ``_fell`` (a queued
+        job that did not fit its first pool).
+
+        While ``cap[2]`` is known (nothing placed on the inference pool yet, or only by the
+        plain best fit, which is replayed on it), a grouped job's room is exact; after a
+        grouped placement (whose servers depend on the tiers) it is dropped and the bounds of
+        the class docstring apply."""
         j, g, t, cur, p = e
         sim = self.sim
+        fell = False
+        ib = cap[2]
         if p >= 0:  # running: grows in its own pool
             n = t - cur
-            if read is not None:
-                read.add(p)
             if p == INFER and self.grouping and sim.elastic_list[j]:
-                if inf:
-                    return None
-                room = cap[INFER][g]
-                free, n_train = self.free, self.n_train
-                for srv in sim.base[j]:
-                    if srv >= n_train:
-                        f = rel_free.get(srv)
-                        room -= (free.item(srv) if f is None else f) // g
-                if room < n:
+                if ib is not None:  # exact: the room on loaned servers without its base workers
+                    own = 0
+                    for srv in sim.base[j]:
+                        own |= 1 << srv
+                    allowed = self.loaned & ~own
+                    room = _room(ib, allowed, g)
+                    if room < n:
+                        return False
+                    slack = (room - n) * g
+                    self._grouped(cap, allowed, g, n)
+                else:  # room outside its own base servers: A - inf / g <= room <= A
+                    room = inf_rel[g]
+                    free, n_train = self.free, self.n_train
+                    for srv in sim.base[j]:
+                        if srv >= n_train:
+                            f = rel_free.get(srv)
+                            room -= (free.item(srv) if f is None else f) // g
+                    if room < n:
+                        return False
+                    low = room - inf // g
+                    if low < n:
+                        return None
+                    slack = (low - n) * g
+            else:
+                c = cap[p][g]
+                if c < n:
                     return False
-            elif cap[p][g] < n:
-                return False
+                slack = (c - n) * g
+                if p == INFER and ib is not None:
+                    fill_bits(ib, self.not_cap, self.loaned, g, n)
         else:  # queued: the first pool of its order where all t fit
             n = t
-            for q in pool_order(sim, j, None, self.opts):
-                if read is not None:
-                    read.add(q)
-                if q == INFER and self.grouping and t > sim.w_min_list[j] and sim.elastic_list[j]:
-                    return None  # its flexible workers avoid the servers its base lands on
-                if cap[q][g] >= t:
+            wmin = sim.w_min_list[j]
+            for q in self._pools(j):
+                c = cap[q][g]
+                if q == INFER and self.grouping and t > wmin and sim.elastic_list[j]:
+                    # its flexible workers avoid the servers its base lands on
+                    if c < t:
+                        fell = True
+                        continue  # not all of it fits: the next pool
+                    # at most w_min servers take its base, each holding at most (cap - g) // g more
+                    low = c - wmin - wmin * ((self._top - g) // g) - (t - wmin)
+                    if ib is not None:  # exact: place the base, count the room left outside it
+                        b2 = ib.copy()
+                        own = 0
+                        for srv, _ in fill_bits(b2, self.not_cap, self.loaned, g, wmin):
+                            own |= 1 << srv
+                        allowed = self.loaned & ~own
+                        if _room(b2, allowed, g) < t - wmin:
+                            fell = True
+                            continue
+                        cap[2] = b2
+                        self._grouped(cap, allowed, g, t - wmin)
+                        if cap[3] is not None:
+                            cap[3] |= own
+                    elif low < 0:
+                        return None
                     p = q
+                    slack = low * g
                     break
+                if c >= t:
+                    p = q
+                    slack = (c - t) * g
+                    if q == INFER and ib is not None:
+                        for srv, _ in fill_bits(ib, self.not_cap, self.loaned, g, wmin):
+                            if cap[3] is not None:
+                                cap[3] |= 1 << srv
+                        fill_bits(ib, self.not_cap, self.loaned, g, t - wmin)
+                    break
+                fell = True
             else:
                 return False
         _consume(cap[p], g, n)
-        self._landed = p
+        self._pool = p
+        self._inf = n * g if p == INFER else 0
+        self._slack = slack
+        self._fell = fell
         return True
 
-    def _run(self, start: int, first: tuple | None, skip: int, rel_free: dict[int, int]) -> bool | None:
-        """Count ``first`` (if any) then D's growth from ``start + skip`` on the snapshot before
-        position ``start``."""
+    def _grouped(self, cap: list, allowed: int, g: int, n: int) -> None:
+        """``n`` flexible workers of ``g`` GPUs placed on the ``allowed`` loaned servers the
+        grouped way (servers without base workers first) on ``cap[2]``, when the servers
+        holding base workers (``cap[3]``) are known; else ``cap[2]`` becomes unknown."""
+        hb = cap[3]
+        ib = cap[2]
+        if hb is None or ib is None:
+            cap[2] = None
+            return
+        got = fill_bits(ib, self.not_cap, allowed & ~hb, g, n)
+        left = n - sum(k for _, k in got)
+        if left > 0:
+            fill_bits(ib, self.not_cap, allowed & hb, g, left)
+
+    def _run(self, start: int, first: tuple, skip: int, same_pool_extra: int | None) -> bool | None:
+        """Count ``first`` on the snapshot before position ``start``, then D's growth from
+        ``start + skip``. ``same_pool_extra``: for a job of D whose target grows, the GPUs it
+        adds when it lands in the same pool as in D (None: a new job, all of its GPUs)."""
         if start > self.first_bad:
             return self.bad  # an unchanged earlier job already fails (or cannot be counted)
-        c0, c1, inf = self.snaps[start]
-        cap = [c0.copy(), c1.copy()]
-        if first is not None:
-            r = self._place(cap, first, inf, rel_free, None)
-            if r is not True:
-                return r
-            inf = inf or self._landed == INFER
+        c0, c1, ib, hb, inf = self.snaps[start]
+        cap = [c0.copy(), c1.copy(), ib and ib.copy(), hb]
+        inf_rel = self.c_rel[INFER]
+        rel_free = self.rel_free
+        r = self._place(cap, first, inf, inf_rel, rel_free)
+        if r is not True:
+            return r
+        rest = start + skip
+        if self.first_bad == len(self.entries):
+            # every later job of D had slack: it takes the same pool and still fits when this
+            # one takes no more from that pool than the least slack there
+            p = self._pool
+            if same_pool_extra is None:
+                extra = (first[2] - first[3]) * first[1]
+            elif p == self.landed[start]:
+                extra = same_pool_extra
+            else:
+                extra = -1
+            if 0 <= extra <= self.msl[p][rest]:
+                return True
+        inf += self._inf
         entries = self.entries
-        for i in range(start + skip, len(entries)):
-            r = self._place(cap, entries[i], inf, rel_free, None)
+        for i in range(rest, len(entries)):
+            r = self._place(cap, entries[i], inf, inf_rel, rel_free)
             if r is not True:
                 return r
-            inf = inf or self._landed == INFER
+            inf += self._inf
         return True
 
     def grant(self, j: int, c: int, cur: int, pool: int) -> bool | None:
         """Whether D with job ``j``'s target raised to ``c`` is placed in full (None: unknown)."""
-        sim = self.sim
         q = self.pos.get(j)
         if q is not None:
-            _, g, _, cur0, p0 = self.entries[q]
-            return self._run(q, (j, g, c, cur0, p0), 1, self.rel_free)
-        g = sim.g_list[j]
+            _, g, t0, cur0, p0 = self.entries[q]
+            return self._run(q, (j, g, c, cur0, p0), 1, (c - t0) * g)
+        g = self.sim.g_list[j]
         q = bisect_left(self.keys, (-g, self.n_order, j))
-        return self._run(q, (j, g, c, cur, pool), 0, self.rel_free)
+        return self._run(q, (j, g, c, cur, pool), 0, None)
 
     def release(self, j: int, c: int) -> bool | None:
         """Whether D with running job ``j`` released to ``c`` workers is placed in full."""
         if not self.entries:
             return True
-        new = release_frees(self.sim, j, c)
+        if self.first_bad == len(self.entries) and not self.fell:
+            # A release only adds free GPUs: every fit table entry grows or stays, so every
+            # job of D's growth still fits the pool it took (none fell back to a second pool,
+            # where it might now go first), takes the same, and leaves no less for the next.
+            return True
+        frees = self.frees
+        new = frees.get((j, c))
+        if new is None:
+            new = frees[(j, c)] = release_frees(self.sim, j, c)
         old = self.freed.get(j, {})
-        n_train = self.n_train
-        if self.first_bad == len(self.entries) and not any(
-            (TRAIN if srv < n_train else INFER) in self.read for srv in (*new, *old)
-        ):
-            return True  # D's growth reads none of the pools it frees: it happens as before
         rel_free = self.rel_free
         cap_rel = self.c_rel
         free = self.free
-        tab = [cap_rel[0].copy(), cap_rel[1].copy()]
+        n_train = self.n_train
+        ib = cap_rel[2].copy()
+        hb = cap_rel[3] if self.sim.pool.item(j) != INFER else None
+        tab = [cap_rel[0].copy(), cap_rel[1].copy(), ib, hb]
         rf = dict(rel_free)
         for srv in {*new, *old}:
             before = rel_free.get(srv)
@@ -550,14 +709,16 @@ class _Counts:
                 before = free.item(srv)
             after = before - old.get(srv, 0) + new.get(srv, 0)
             _adjust(tab[TRAIN if srv < n_train else INFER], before, after)
+            _move(ib, srv, before, after)
             rf[srv] = after
         # count the whole growth on these tables
-        inf = False
+        inf = 0
+        inf_rel = tab[INFER].copy()
         for e in self.entries:
-            r = self._place(tab, e, inf, rf, None)
+            r = self._place(tab, e, inf, inf_rel, rf)
             if r is not True:
                 return r
-            inf = inf or self._landed == INFER
+            inf += self._inf
         return True
 
 
@@ -580,6 +741,8 @@ class SequentialCodec(ActionCodec):
         self.incremental = True  # answer candidates from one dry run of the tentative decision
         self.counting = True  # answer candidates by counting (_Counts) before any dry run
         self._countable = False
+        self._frees: dict[tuple[int, int], dict[int, int]] = {}  # per decision point
+        self._porder: dict[int, list[int]] = {}  # per decision point
         self._grown = 0  # GPUs the tentative decision adds (grants minus releases)
 
     def begin_episode(self, env: ArylEnv) -> None:
@@ -597,6 +760,8 @@ class SequentialCodec(ActionCodec):
         self.touched = []
         self._mask = None
         self._grown = 0
+        self._frees = {}
+        self._porder = {}
 
     def _decision(self, env: ArylEnv, i: int = -1, t: int = -1) -> Decision:
         wl, _, wkl, _ = env._wsnap
