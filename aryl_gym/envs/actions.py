@@ -461,11 +461,11 @@ class _Counts:
         ix = sim.free_index
         self.loaned, self.not_cap = ix.loaned, ix.not_cap
         ib = ix.bins.copy()  # the servers by free GPUs after the releases (exact)
-        # the servers holding base workers (the grouping tiers), while no release of D touches
-        # the inference pool (a release there may relabel workers: then unknown)
-        hb = None
-        if self.grouping and not any(pool.item(j) == INFER for j in freed):
-            hb = int.from_bytes(np.packbits(sim.srv_base_gpus > 0, bitorder="little").tobytes(), "little")
+        # the servers holding base workers (the grouping tiers) are known while no release of D
+        # touches the inference pool (a release there may relabel workers); cap[3] holds the
+        # ones this count adds (None: unknown), _has_base() the simulator's
+        self._hb: int | None = None
+        hb = 0 if self.grouping and not any(pool.item(j) == INFER for j in freed) else None
         c_rel = [list(ft), list(fi), ib, hb]
         for srv, new in rel_free.items():
             old = free.item(srv)
@@ -478,44 +478,74 @@ class _Counts:
         # the job still placed in full, the same way)
         self.entries = entries = []
         self.keys = []
-        self.pos: dict[int, int] = {}
         far = len(prio)
-        for i, j in enumerate(grow):
+        for j in grow:
             running = state.item(j) == _RUNNING
             entries.append((j, g_l[j], targets[j], workers.item(j) if running else 0, pool.item(j) if running else -1))
             self.keys.append((-g_l[j], prio.get(j, far), j))
-            self.pos[j] = i
-        cap = [c_rel[0].copy(), c_rel[1].copy(), ib.copy(), hb]
-        self.snaps: list[tuple[list, list, list | None, int]] = []
+        self.pos: dict[int, int] = {j: i for i, j in enumerate(grow)}
+        self._top = codec._top
+        self.snaps: list[tuple[list, list, list | None, int | None, int]] = [
+            (c_rel[0].copy(), c_rel[1].copy(), ib.copy(), hb, 0)
+        ]
         self.landed: list[int] = []
-        slack: list[float] = []
-        inf = 0
+        self.slack: list[float] = []
+        self.fells: list[bool] = []
+        self._grow_from(0)
+
+    def _grow_from(self, q: int) -> None:
+        """(Re)count D's growth from position ``q`` on (the snapshots up to ``q`` are kept)."""
+        del self.snaps[q + 1 :], self.landed[q:], self.slack[q:], self.fells[q:]
+        c0, c1, ib, hb, inf = self.snaps[q]
+        cap = [c0.copy(), c1.copy(), ib and ib.copy(), hb]
+        entries = self.entries
         self.first_bad = len(entries)
         self.bad: bool | None = True
-        self.fell = False  # a queued job of D's growth fell back to its second pool
-        inf_rel = c_rel[INFER]
-        self._top = int(sim.srv_cap.max())
-        for i, e in enumerate(entries):
-            self.snaps.append((cap[0].copy(), cap[1].copy(), cap[2] and cap[2].copy(), cap[3], inf))
-            r = self._place(cap, e, inf, inf_rel, rel_free)
+        inf_rel = self.c_rel[INFER]
+        rel_free = self.rel_free
+        snaps, landed, slack, fells = self.snaps, self.landed, self.slack, self.fells
+        for i in range(q, len(entries)):
+            r = self._place(cap, entries[i], inf, inf_rel, rel_free)
             if r is not True:
                 self.first_bad, self.bad = i, r
                 break
             inf += self._inf
-            self.landed.append(self._pool)
+            landed.append(self._pool)
             slack.append(self._slack)
-            self.fell = self.fell or self._fell
-        else:
-            self.snaps.append((cap[0].copy(), cap[1].copy(), cap[2] and cap[2].copy(), cap[3], inf))
+            fells.append(self._fell)
+            snaps.append((cap[0].copy(), cap[1].copy(), cap[2] and cap[2].copy(), cap[3], inf))
+        self.fell = any(fells)  # a queued job of D's growth fell back to its second pool
         # suffix minima of the slack per pool: msl[p][i] = least slack of the jobs from i on in p
         n = len(slack)
         msl = [[math.inf] * (n + 1), [math.inf] * (n + 1)]
+        m0 = m1 = math.inf
         for i in range(n - 1, -1, -1):
-            msl[0][i], msl[1][i] = msl[0][i + 1], msl[1][i + 1]
-            p = self.landed[i]
-            if slack[i] < msl[p][i]:
-                msl[p][i] = slack[i]
+            if landed[i] == 0:
+                if slack[i] < m0:
+                    m0 = slack[i]
+            elif slack[i] < m1:
+                m1 = slack[i]
+            msl[0][i] = m0
+            msl[1][i] = m1
         self.msl = msl
+
+    def add_grant(self, j: int, c: int, cur: int, pool: int) -> None:
+        """D became D with job ``j``'s target raised to ``c`` (a grant action): recount from
+        where it sorts."""
+        q = self.pos.get(j)
+        if q is not None:
+            e = self.entries[q]
+            self.entries[q] = (j, e[1], c, e[3], e[4])
+        else:
+            g = self.sim.g_list[j]
+            key = (-g, self.n_order, j)
+            q = bisect_left(self.keys, key)
+            self.keys.insert(q, key)
+            self.entries.insert(q, (j, g, c, cur, pool))
+            self.pos = {e[0]: i for i, e in enumerate(self.entries)}
+            self.n_order += 1
+        if q <= self.first_bad:  # else an unchanged earlier job fails already: so does D now
+            self._grow_from(q)
 
     def _pools(self, j: int) -> list[int]:
         order = self.porder.get(j)
@@ -523,14 +553,16 @@ class _Counts:
             order = self.porder[j] = pool_order(self.sim, j, None, self.opts)
         return order
 
-    def _place(self, cap: list, e: tuple, inf: int, inf_rel: list, rel_free: dict[int, int]) -> bool | None:
+    def _place(self, cap: list | tuple, e: tuple, inf: int, inf_rel: list, rel_free: dict[int, int],
+               probe: bool = False) -> bool | None:
         """Count one growing job ``e`` = (job, g, target, current workers, pool or -1) on the fit
         tables ``cap`` = [training, inference, inference servers by free GPUs or None] (changed).
         ``inf``: GPUs placed on the inference pool earlier in the order; ``inf_rel``: the
         inference pool's fit table after the releases. Sets ``_pool`` (where it lands), ``_inf``
         (GPUs it places on the inference pool), ``_slack`` (GPUs more that earlier jobs could
         take from ``_pool`` with this job still placed in full there) and ``_fell`` (a queued
-        job that did not fit its first pool).
+        job that did not fit its first pool). ``probe``: only say whether and where it lands
+        (``cap`` is not changed).
 
         While ``cap[2]`` is known (nothing placed on the inference pool yet, or only by the
         plain best fit, which is replayed on it), a grouped job's room is exact; after a
@@ -552,7 +584,8 @@ class _Counts:
                     if room < n:
                         return False
                     slack = (room - n) * g
-                    self._grouped(cap, allowed, g, n)
+                    if not probe:
+                        self._grouped(cap, allowed, g, n)
                 else:  # room outside its own base servers: A - inf / g <= room <= A
                     room = inf_rel[g]
                     free, n_train = self.free, self.n_train
@@ -571,7 +604,7 @@ class _Counts:
                 if c < n:
                     return False
                 slack = (c - n) * g
-                if p == INFER and ib is not None:
+                if p == INFER and ib is not None and not probe:
                     fill_bits(ib, self.not_cap, self.loaned, g, n)
         else:  # queued: the first pool of its order where all t fit
             n = t
@@ -594,10 +627,11 @@ class _Counts:
                         if _room(b2, allowed, g) < t - wmin:
                             fell = True
                             continue
-                        cap[2] = b2
-                        self._grouped(cap, allowed, g, t - wmin)
-                        if cap[3] is not None:
-                            cap[3] |= own
+                        if not probe:
+                            cap[2] = b2
+                            self._grouped(cap, allowed, g, t - wmin)
+                            if cap[3] is not None:
+                                cap[3] |= own
                     elif low < 0:
                         return None
                     p = q
@@ -606,7 +640,7 @@ class _Counts:
                 if c >= t:
                     p = q
                     slack = (c - t) * g
-                    if q == INFER and ib is not None:
+                    if q == INFER and ib is not None and not probe:
                         for srv, _ in fill_bits(ib, self.not_cap, self.loaned, g, wmin):
                             if cap[3] is not None:
                                 cap[3] |= 1 << srv
@@ -615,7 +649,8 @@ class _Counts:
                 fell = True
             else:
                 return False
-        _consume(cap[p], g, n)
+        if not probe:
+            _consume(cap[p], g, n)
         self._pool = p
         self._inf = n * g if p == INFER else 0
         self._slack = slack
@@ -631,6 +666,11 @@ class _Counts:
         if hb is None or ib is None:
             cap[2] = None
             return
+        if self._hb is None:
+            self._hb = int.from_bytes(
+                np.packbits(self.sim.srv_base_gpus > 0, bitorder="little").tobytes(), "little"
+            )
+        hb |= self._hb
         got = fill_bits(ib, self.not_cap, allowed & ~hb, g, n)
         left = n - sum(k for _, k in got)
         if left > 0:
@@ -642,15 +682,15 @@ class _Counts:
         adds when it lands in the same pool as in D (None: a new job, all of its GPUs)."""
         if start > self.first_bad:
             return self.bad  # an unchanged earlier job already fails (or cannot be counted)
-        c0, c1, ib, hb, inf = self.snaps[start]
-        cap = [c0.copy(), c1.copy(), ib and ib.copy(), hb]
+        snap = self.snaps[start]
+        inf = snap[4]
         inf_rel = self.c_rel[INFER]
         rel_free = self.rel_free
-        r = self._place(cap, first, inf, inf_rel, rel_free)
-        if r is not True:
-            return r
         rest = start + skip
         if self.first_bad == len(self.entries):
+            r = self._place(snap, first, inf, inf_rel, rel_free, True)  # probe: nothing changes
+            if r is not True:
+                return r
             # every later job of D had slack: it takes the same pool and still fits when this
             # one takes no more from that pool than the least slack there
             p = self._pool
@@ -662,6 +702,10 @@ class _Counts:
                 extra = -1
             if 0 <= extra <= self.msl[p][rest]:
                 return True
+        cap = [snap[0].copy(), snap[1].copy(), snap[2] and snap[2].copy(), snap[3]]
+        r = self._place(cap, first, inf, inf_rel, rel_free)
+        if r is not True:
+            return r
         inf += self._inf
         entries = self.entries
         for i in range(rest, len(entries)):
@@ -743,6 +787,8 @@ class SequentialCodec(ActionCodec):
         self._countable = False
         self._frees: dict[tuple[int, int], dict[int, int]] = {}  # per decision point
         self._porder: dict[int, list[int]] = {}  # per decision point
+        self._counts: _Counts | None = None  # the counted tentative decision (kept across grants)
+        self._top = 8
         self._grown = 0  # GPUs the tentative decision adds (grants minus releases)
 
     def begin_episode(self, env: ArylEnv) -> None:
@@ -752,6 +798,7 @@ class SequentialCodec(ActionCodec):
         self._countable = set(sim.g_list) <= set(_SIZES) and not (
             env.placement.hetero and sim.has_hetero
         )
+        self._top = int(sim.srv_cap.max())
 
     def begin_round(self, env: ArylEnv) -> None:
         w = env.window
@@ -762,6 +809,7 @@ class SequentialCodec(ActionCodec):
         self._grown = 0
         self._frees = {}
         self._porder = {}
+        self._counts = None
 
     def _decision(self, env: ArylEnv, i: int = -1, t: int = -1) -> Decision:
         wl, _, wkl, _ = env._wsnap
@@ -791,7 +839,11 @@ class SequentialCodec(ActionCodec):
         # be placed, so its dry run is skipped (same mask, fewer dry runs; quick_reject=False
         # checks every candidate by dry run)
         free_left = self._free_after(env) if self.quick_reject else float("inf")
-        counts = _Counts(self, env) if self.counting and self._countable and n else None
+        counts = None
+        if self.counting and self._countable and n:
+            counts = self._counts
+            if counts is None:
+                counts = self._counts = _Counts(self, env)
         inc: _Incremental | None = None
         use_inc = self.incremental and n > 0
         wmin, wmax, el, g_l = sim.w_min_list, sim.w_max_list, sim.elastic_list, sim.g_list
@@ -853,12 +905,19 @@ class SequentialCodec(ActionCodec):
             return self._decision(env), 0
         i = a if a < self.k else a - self.k
         c = self._cand[a]
-        j = env._wsnap[0][i]
+        wl, stl, wkl, pooll = env._wsnap
+        j = wl[i]
         self._grown += (c - int(self.tent[i])) * _sim(env).g_list[j]
         self.tent[i] = c
         if j not in self.touched:
             self.touched.append(j)
         self._mask = None
+        counts = self._counts
+        if counts is not None:
+            if a < self.k:  # a grant: recount D's growth from where the job sorts
+                counts.add_grant(j, c, wkl[i], pooll[i] if stl[i] == _RUNNING else -1)
+            else:  # a release changes the tables everything starts from: count afresh
+                self._counts = None
         return None, 0
 
     def target_feature(self, env: ArylEnv) -> np.ndarray:

@@ -59,9 +59,12 @@ CLUSTER_FEATURES_V1: tuple[str, ...] = (
     "at_risk_4h",
 )
 F_JOB_V1 = len(JOB_FEATURES_V1)
+_HORIZONS_S = tuple(float(x) for x in np.asarray(HORIZONS_H) * 3600.0)
 F_CLUSTER_V1 = len(CLUSTER_FEATURES_V1)
 OBSERVATION_VERSIONS = ("v0", "v1")
 _RISK_GRID_H = np.arange(0.0, 4.0 + 1e-9, 0.25)  # forecast points for at_risk (every 15 min)
+_RISK_GRID_S = tuple(float(x) for x in _RISK_GRID_H * 3600.0)
+_RISK_1H = int((_RISK_GRID_H <= 1.0).sum())  # the grid points within the next hour
 
 
 def _sq(x: float) -> float:
@@ -115,6 +118,20 @@ class InferenceForecast:
         need = np.ceil(self.n_inf * np.minimum(1.0, u + self.headroom) - 1e-9)
         return self.n_inf - need
 
+    def utilization_list(self, sim: Any, now: float, ahead_s: tuple[float, ...]) -> list[float]:
+        """:meth:`utilization` in plain Python (the same float operations, one point at a time)."""
+        shape = self.shape
+        if shape is not None:
+            ss = self.sample_seconds
+            n = len(shape)
+            return [float(shape[int((now + a) // ss) % n]) for a in ahead_s]
+        return [float(x) for x in self.utilization(sim, now, np.asarray(ahead_s, dtype=np.float64))]
+
+    def loanable_list(self, u: list[float]) -> list[float]:
+        """:meth:`loanable` in plain Python."""
+        n_inf, h = self.n_inf, self.headroom
+        return [float(n_inf - math.ceil(n_inf * min(1.0, x + h) - 1e-9)) for x in u]
+
 
 class ObservationV1:
     """Builds ``jobs_v1`` and ``cluster_v1`` for an :class:`~aryl_gym.envs.allocation.ArylEnv`."""
@@ -152,41 +169,58 @@ class ObservationV1:
         now = float(sim.now)
         fc = self.forecast
         n_inf = max(fc.n_inf, 1)
-        # cluster
+        # cluster (plain Python floats: the same operations as the array forms, point by point)
         hours = now / 3600.0 + fc.start_hour
         ang = 2.0 * math.pi * (hours % 24.0) / 24.0
-        u = fc.utilization(sim, now, np.asarray(HORIZONS_H) * 3600.0)
-        loanable = fc.loanable(u)
-        grid = fc.loanable(fc.utilization(sim, now, _RISK_GRID_H * 3600.0))
+        u = fc.utilization_list(sim, now, _HORIZONS_S)
+        loanable = fc.loanable_list(u)
+        grid = fc.loanable_list(fc.utilization_list(sim, now, _RISK_GRID_S))
         loaned = float(sim.n_loaned)
-        risk1 = max(loaned - float(grid[_RISK_GRID_H <= 1.0].min()), 0.0)
-        risk4 = max(loaned - float(grid.min()), 0.0)
+        risk1 = max(loaned - min(grid[:_RISK_1H]), 0.0)
+        risk4 = max(loaned - min(grid), 0.0)
         cluster = [(1.0 + math.sin(ang)) / 2.0, (1.0 + math.cos(ang)) / 2.0]
-        cluster += [float(x) for x in np.clip(u, 0.0, 1.0)]
-        cluster += [float(x) for x in np.clip(loanable / n_inf, 0.0, 1.0)]
+        cluster += [min(max(x, 0.0), 1.0) for x in u]
+        cluster += [min(max(x / n_inf, 0.0), 1.0) for x in loanable]
         cluster += [min(risk1 / n_inf, 1.0), min(risk4 / n_inf, 1.0)]
         # jobs
-        jobs = np.zeros((self.k, F_JOB_V1), dtype=np.float32)
         share_at_risk = min(risk1 / loaned, 1.0) if loaned > 0 else 0.0
         w_req_l = self._w_req
-        for s, j in enumerate(env.window.tolist()):
-            running = int(sim.workers[j]) > 0
-            w_max = int(sim.w_max[j])
+        wl, _, wkl, pooll = env._wsnap
+        prl = sim.pred_remaining[env.window].tolist() if len(wl) else []
+        w_max_l, el_l = sim.w_max_list, sim.elastic_list
+        rates = self._rates
+        flat: list[float] = []
+        for j, wk, p, pr in zip(wl, wkl, pooll, prl):
+            running = wk > 0
+            w_max = w_max_l[j]
             w_req = w_req_l[j]
-            w = int(sim.workers[j]) if running else w_req
-            pool = int(sim.pool[j]) if running and int(sim.pool[j]) >= 0 else 0
-            t_cur = self._time_h(sim, j, w, pool)
+            w = wk if running else w_req
+            pool = p if running and p >= 0 else 0
+            t_cur = self._time(sim, rates, pr, j, w, pool)
             gain = 0.0
-            if bool(sim.elastic[j]) and w < w_max:
-                gain = max(t_cur - self._time_h(sim, j, w + 1, pool), 0.0)
-            on_inf = running and pool == 1
-            jobs[s] = (
+            if el_l[j] and w < w_max:
+                gain = max(t_cur - self._time(sim, rates, pr, j, w + 1, pool), 0.0)
+            flat += (
                 _sq(gain),
                 _sq(t_cur),
-                _sq(self._time_h(sim, j, w_req, 0)),
-                _sq(self._time_h(sim, j, w_max, 0)),
-                share_at_risk if on_inf else 0.0,
+                _sq(self._time(sim, rates, pr, j, w_req, 0)),
+                _sq(self._time(sim, rates, pr, j, w_max, 0)),
+                share_at_risk if running and pool == 1 else 0.0,
             )
-        self._out = {"jobs_v1": jobs, "cluster_v1": np.asarray(cluster, dtype=np.float32)}
+        jobs = np.zeros(self.k * F_JOB_V1, dtype=np.float32)
+        jobs[: len(flat)] = flat
+        self._out = {"jobs_v1": jobs.reshape(self.k, F_JOB_V1), "cluster_v1": np.asarray(cluster, dtype=np.float32)}
         self._key = key
         return {k: v.copy() for k, v in self._out.items()}
+
+    @staticmethod
+    def _time(sim: Any, rates: dict[tuple[int, int, int], float], pr: float, j: int, w: int, pool: int) -> float:
+        """:meth:`_time_h` with the job's predicted remaining work ``pr`` given."""
+        if w > 0:
+            key = (j, w, pool)
+            r = rates.get(key)
+            if r is None:
+                r = rates[key] = float(sim.rate_for(j, w, pool))
+        else:
+            r = 0.0
+        return pr / r / 3600.0 if r > 0 else math.inf
