@@ -122,7 +122,7 @@ def bench_steps(quick: bool = False, baseline: str | Path | None = None,
         row["target"] = TARGETS.get(sc)
         row["met"] = (rate(now) >= TARGETS[sc]) if sc in TARGETS else None
         rows.append(row)
-    by = {r["scenario"]: r["steps/cpu-s now"] for r in rows}
+    by: dict[str, float] = {str(r["scenario"]): float(r["steps/cpu-s now"]) for r in rows}
     if "testbed" in by and "production" in by:
         rows.append({"scenario": "testbed / production", "steps": None,
                      "steps/cpu-s now": by["testbed"] / by["production"], "target": 2.0,
@@ -148,7 +148,7 @@ def bench_vector(num_envs: int = 8, scenario: str = "testbed", steps: int = 4_00
     import aryl_gym  # noqa: F401
 
     kw = {"scenario": scenario, "action_mode": "sequential", "window": 32, "observation": "v1", **kwargs}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for label in ("SyncVectorEnv of gym.make", "gym.make_vec (batched)", "SyncVectorEnv of gym.make ", "gym.make_vec (batched) "):
         if label.startswith("gym.make_vec"):
             v = gym.make_vec("aryl_gym/Aryl-v1", num_envs=num_envs, **kw)
@@ -166,7 +166,7 @@ def bench_vector(num_envs: int = 8, scenario: str = "testbed", steps: int = 4_00
         rows.append({"vector env": label.strip(), "num_envs": num_envs, "scenario": scenario,
                      "env steps": steps // num_envs * num_envs, "steps/cpu-s": steps // num_envs * num_envs / cpu})
     # ABBA: the mean of the two runs of each
-    out = []
+    out: list[dict[str, Any]] = []
     for name in ("SyncVectorEnv of gym.make", "gym.make_vec (batched)"):
         rs = [r for r in rows if r["vector env"] == name]
         r = dict(rs[0])

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from gymnasium import spaces
@@ -444,7 +444,8 @@ class _Counts:
         g_l = sim.g_list
         # D's releases, exactly, and the fit tables after them
         growing = set(grow)
-        self.freed = freed = {}
+        freed: dict[int, dict[int, int]] = {}
+        self.freed = freed
         state, workers, pool = sim.state, sim.workers, sim.pool
         rel_free: dict[int, int] = {}
         for j, t in targets.items():
@@ -466,7 +467,7 @@ class _Counts:
         # ones this count adds (None: unknown), _has_base() the simulator's
         self._hb: int | None = None
         hb = 0 if self.grouping and not any(pool.item(j) == INFER for j in freed) else None
-        c_rel = [list(ft), list(fi), ib, hb]
+        c_rel: list[Any] = [list(ft), list(fi), ib, hb]
         for srv, new in rel_free.items():
             old = free.item(srv)
             _adjust(c_rel[TRAIN if srv < n_train else INFER], old, new)
@@ -476,8 +477,9 @@ class _Counts:
         # D's growth, counted, with the fit tables before each job (snapshots), the pool each
         # job lands in and its slack (GPUs more the earlier jobs could take from that pool with
         # the job still placed in full, the same way)
-        self.entries = entries = []
-        self.keys = []
+        self.entries: list[tuple[int, int, int, int, int]] = []
+        entries = self.entries
+        self.keys: list[tuple[int, int, int]] = []
         far = len(prio)
         for j in grow:
             running = state.item(j) == _RUNNING
@@ -485,7 +487,7 @@ class _Counts:
             self.keys.append((-g_l[j], prio.get(j, far), j))
         self.pos: dict[int, int] = {j: i for i, j in enumerate(grow)}
         self._top = codec._top
-        self.snaps: list[tuple[list, list, list | None, int | None, int]] = [
+        self.snaps: list[tuple[Any, ...]] = [
             (c_rel[0].copy(), c_rel[1].copy(), ib.copy(), hb, 0)
         ]
         self.landed: list[int] = []
@@ -497,7 +499,7 @@ class _Counts:
         """(Re)count D's growth from position ``q`` on (the snapshots up to ``q`` are kept)."""
         del self.snaps[q + 1 :], self.landed[q:], self.slack[q:], self.fells[q:]
         c0, c1, ib, hb, inf = self.snaps[q]
-        cap = [c0.copy(), c1.copy(), ib and ib.copy(), hb]
+        cap: list[Any] = [c0.copy(), c1.copy(), ib and ib.copy(), hb]
         entries = self.entries
         self.first_bad = len(entries)
         self.bad: bool | None = True
@@ -553,8 +555,8 @@ class _Counts:
             order = self.porder[j] = pool_order(self.sim, j, None, self.opts)
         return order
 
-    def _place(self, cap: list | tuple, e: tuple, inf: int, inf_rel: list, rel_free: dict[int, int],
-               probe: bool = False) -> bool | None:
+    def _place(self, cap: Any, e: tuple[int, int, int, int, int], inf: int, inf_rel: list[Any],
+               rel_free: dict[int, int], probe: bool = False) -> bool | None:
         """Count one growing job ``e`` = (job, g, target, current workers, pool or -1) on the fit
         tables ``cap`` = [training, inference, inference servers by free GPUs or None] (changed).
         ``inf``: GPUs placed on the inference pool earlier in the order; ``inf_rel``: the
@@ -657,7 +659,7 @@ class _Counts:
         self._fell = fell
         return True
 
-    def _grouped(self, cap: list, allowed: int, g: int, n: int) -> None:
+    def _grouped(self, cap: Any, allowed: int, g: int, n: int) -> None:
         """``n`` flexible workers of ``g`` GPUs placed on the ``allowed`` loaned servers the
         grouped way (servers without base workers first) on ``cap[2]``, when the servers
         holding base workers (``cap[3]``) are known; else ``cap[2]`` becomes unknown."""
@@ -702,7 +704,7 @@ class _Counts:
                 extra = -1
             if 0 <= extra <= self.msl[p][rest]:
                 return True
-        cap = [snap[0].copy(), snap[1].copy(), snap[2] and snap[2].copy(), snap[3]]
+        cap: list[Any] = [snap[0].copy(), snap[1].copy(), snap[2] and snap[2].copy(), snap[3]]
         r = self._place(cap, first, inf, inf_rel, rel_free)
         if r is not True:
             return r
@@ -740,12 +742,12 @@ class _Counts:
             new = frees[(j, c)] = release_frees(self.sim, j, c)
         old = self.freed.get(j, {})
         rel_free = self.rel_free
-        cap_rel = self.c_rel
+        cap_rel: list[Any] = self.c_rel
         free = self.free
         n_train = self.n_train
         ib = cap_rel[2].copy()
         hb = cap_rel[3] if self.sim.pool.item(j) != INFER else None
-        tab = [cap_rel[0].copy(), cap_rel[1].copy(), ib, hb]
+        tab: list[Any] = [cap_rel[0].copy(), cap_rel[1].copy(), ib, hb]
         rf = dict(rel_free)
         for srv in {*new, *old}:
             before = rel_free.get(srv)

@@ -419,6 +419,9 @@ class ArylEnv(gym.Env):
         self._obs_v1 = ObservationV1(self.config, self.k) if observation == "v1" else None
         if self._obs_v1 is not None:
             self.observation_space = extend_space(self.observation_space, self.k)
+        self._obs_keys = ("jobs", "cluster", "outside", "action_mask") + (
+            ("jobs_v1", "cluster_v1") if self._obs_v1 is not None else ()
+        )
         self._pad_list = [-1] * self.k
         self.sim: Simulator | None = None
         self._wpad = np.full(self.k, -1, dtype=np.int64)
@@ -674,6 +677,12 @@ class ArylEnv(gym.Env):
         return decision
 
     def step(self, action):
+        reward, terminated, truncated, info = self._step_core(action)
+        return self._obs(), reward, terminated, truncated, info
+
+    def _step_core(self, action) -> tuple[float, bool, bool, dict[str, Any]]:
+        """:meth:`step` without building the observation (a vector env writes it into its
+        stacked arrays with :meth:`_write_obs`)."""
         if self.sim is None:
             raise RuntimeError("call reset() before step()")
         sim = self.sim
@@ -722,7 +731,7 @@ class ArylEnv(gym.Env):
                 info["damping"] = self.damping_stats
             if self.backfill:
                 info["backfilled"] = self.backfilled
-        return self._obs(), float(reward), bool(terminated), bool(truncated), info
+        return float(reward), bool(terminated), bool(truncated), info
 
     def _end_charge(self, rule: str) -> dict[str, Any]:
         """What the rest of the episode costs when ``end_fallback`` takes over now: a copy of
@@ -779,15 +788,27 @@ class ArylEnv(gym.Env):
         return self.codec.mask(self).copy()
 
     def _obs(self) -> dict[str, np.ndarray]:
+        # keys in the order they always had (jobs, cluster, outside, action_mask, then v1's)
+        spaces_ = self.observation_space.spaces  # type: ignore[attr-defined]
+        out = {k: np.empty(spaces_[k].shape, dtype=np.float32) for k in self._obs_keys}
+        self._write_obs(out)
+        return out
+
+    def _write_obs(self, out: Mapping[str, np.ndarray]) -> None:
+        """Write the observation into ``out`` (writable float32 arrays of the spaces' shapes,
+        e.g. rows of a vector env's stacked buffers)."""
         sim = self.sim
         assert sim is not None
         base = self._base_obs
         if base is None:  # once per decision point: the simulator does not move until a commit
             wx = self._windex
             assert wx is not None
-            out = wx.outside(self._wsnap[0], self._n_q, self._n_r)
-            base = self._base_obs = self._obs_builder.build_indexed(sim, self._wsnap, out, self.fits)
-        jobs, cluster, outside = base[0].copy(), base[1].copy(), base[2].copy()
+            o = wx.outside(self._wsnap[0], self._n_q, self._n_r)
+            base = self._base_obs = self._obs_builder.build_indexed(sim, self._wsnap, o, self.fits)
+        jobs, cluster = out["jobs"], out["cluster"]
+        jobs[...] = base[0]
+        cluster[...] = base[1]
+        out["outside"][...] = base[2]
         target = self.codec.target_feature(self)
         n = len(self.window)
         if target is not None and n:  # tentative targets (sequential): the "target" column
@@ -795,15 +816,9 @@ class ArylEnv(gym.Env):
         free = self.codec.tentative_free(self)
         if free is not None:
             cluster[14] = min(free / self._obs_builder.total_gpus, 1.0)
-        obs = {
-            "jobs": jobs,
-            "cluster": cluster,
-            "outside": outside,
-            "action_mask": self.codec.mask(self).astype(np.float32),
-        }
+        out["action_mask"][...] = self.codec.mask(self)
         if self._obs_v1 is not None:
-            obs.update(self._obs_v1.build(self))
-        return obs
+            self._obs_v1.write(self, out)
 
     def _window_padded(self) -> np.ndarray:
         """The window's job ids, padded with -1 to K (fixed shape for vector envs)."""

@@ -162,9 +162,20 @@ class ObservationV1:
         return float(sim.pred_remaining[j]) / r / 3600.0 if r > 0 else math.inf
 
     def build(self, env: Any) -> dict[str, np.ndarray]:
+        """``jobs_v1`` and ``cluster_v1`` (new arrays) for the env's current decision point."""
+        self._update(env)
+        return {k: v.copy() for k, v in self._out.items()}
+
+    def write(self, env: Any, out: Any) -> None:
+        """:meth:`build` into ``out[key]`` (writable arrays)."""
+        self._update(env)
+        for k, v in self._out.items():
+            out[k][...] = v
+
+    def _update(self, env: Any) -> None:
         key = (self._episode, int(env.decision_point))
         if key == self._key:
-            return {k: v.copy() for k, v in self._out.items()}
+            return
         sim = env.sim
         now = float(sim.now)
         fc = self.forecast
@@ -211,7 +222,6 @@ class ObservationV1:
         jobs[: len(flat)] = flat
         self._out = {"jobs_v1": jobs.reshape(self.k, F_JOB_V1), "cluster_v1": np.asarray(cluster, dtype=np.float32)}
         self._key = key
-        return {k: v.copy() for k, v in self._out.items()}
 
     @staticmethod
     def _time(sim: Any, rates: dict[tuple[int, int, int], float], pr: float, j: int, w: int, pool: int) -> float:
