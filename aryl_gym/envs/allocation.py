@@ -544,6 +544,7 @@ class ArylEnv(gym.Env):
         if self._base_rates is not None:
             self._base_rates = base_rates(sim)
         self._index_jobs(sim)
+        self._base_obs = None  # the observation counts the trace's jobs (done_fraction)
         if self._damping is not None:
             self._damping.grow(sim.n_jobs)
         if hasattr(self.codec, "begin_episode"):
