@@ -25,7 +25,15 @@ import aryl_gym  # noqa: F401
 from aryl_gym.envs.observation import fit_lists, fit_tables, window_lists
 from aryl_gym.sim import invariants
 from aryl_gym.sim.index import FreeIndex, best_fit_bits, bits_of, fill_bits, ids_of
-from aryl_gym.sim.placement import _plan_index, _plan_list, _plan_np, best_fit, best_fit_list, fill, fill_list
+from aryl_gym.sim.placement import (
+    _plan_index,
+    _plan_list,
+    _plan_np,
+    best_fit,
+    best_fit_list,
+    fill,
+    fill_list,
+)
 
 # -- the index against the scans ---------------------------------------------------------------
 
@@ -86,6 +94,7 @@ def test_plans_on_the_index_equal_the_numpy_engine():
     """_plan_index (clusters above 64 servers) against _plan_np and _plan_list on the states of a
     basic-size episode under aryl, for every running and queued job, both pools, grouping."""
     from aryl_gym.agents import make_policy
+
     from aryl_gym.scenario import make_episode
     from aryl_gym.sim.view import INFER, TRAIN, PlacementOptions
 
