@@ -31,6 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+#: a checkout whose code the step rows also measure (``aryl-gym bench --baseline DIR``)
+BASELINE: str | None = None
+
 #: steps played untimed after the reset, then timed, per scenario
 WARMUP = {"testbed": 500, "basic": 1500, "production": 3000}
 STEPS = {"testbed": 20_000, "basic": 8_000, "production": 8_000}

@@ -107,6 +107,10 @@ def numeric_action(action: object) -> np.ndarray | None:
 def discrete_action(action: object, n: int) -> int:
     """A ``Discrete(n)`` action as an int, or -1 when it is not one whole number in ``[0, n)``
     (a float such as 1.5 is never truncated, a string never parsed)."""
+    t = type(action)
+    if t is int or t is np.int64 or t is np.intp:  # the common case: one integer
+        x = int(action)  # type: ignore[call-overload]
+        return x if 0 <= x < n else -1
     a = numeric_action(action)
     if a is None or a.size != 1:
         return -1
@@ -432,9 +436,11 @@ class _Counts:
         self.opts = env.placement
         self.grouping = bool(self.opts.group_flexible)
         self.porder = codec._porder  # per decision point: job -> the pools it tries, in order
-        base = codec._decision(env)
-        targets = base.targets
-        order = base.order or []
+        targets: dict[int, int] = {}
+        order: list[int] = []
+        if codec.touched:  # else the tentative decision is empty
+            base = codec._decision(env)
+            targets, order = base.targets, base.order or []
         self.n_order = len(order)
         prio = {j: p for p, j in enumerate(order)}
         grow = growth_order(sim, targets, prio)

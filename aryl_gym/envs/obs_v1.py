@@ -65,6 +65,7 @@ OBSERVATION_VERSIONS = ("v0", "v1")
 _RISK_GRID_H = np.arange(0.0, 4.0 + 1e-9, 0.25)  # forecast points for at_risk (every 15 min)
 _RISK_GRID_S = tuple(float(x) for x in _RISK_GRID_H * 3600.0)
 _RISK_1H = int((_RISK_GRID_H <= 1.0).sum())  # the grid points within the next hour
+_ALL_S = _HORIZONS_S + _RISK_GRID_S
 
 
 def _sq(x: float) -> float:
@@ -98,6 +99,7 @@ class InferenceForecast:
         self.start_hour = float(inf.start_hour)
         self.sample_seconds = float(inf.sample_seconds)
         self.shape: np.ndarray | None = None
+        self._cache: dict[tuple[int, ...], tuple[list[float], list[float], float, float]] = {}
         if self.mode == "diurnal":
             quiet = dataclasses.replace(inf, day_noise=0.0, sample_noise=0.0)
             self.shape = diurnal_utilization(quiet, 86400.0, np.random.default_rng(0))[:-1]
@@ -127,6 +129,30 @@ class InferenceForecast:
             return [float(shape[int((now + a) // ss) % n]) for a in ahead_s]
         return [float(x) for x in self.utilization(sim, now, np.asarray(ahead_s, dtype=np.float64))]
 
+    def summary(self, sim: Any, now: float) -> tuple[list[float], list[float], float, float]:
+        """``(u at the horizons, loanable at the horizons, fewest loanable over the next hour,
+        over the next 4 h)``. A diurnal forecast depends on ``now`` only through the sample
+        indices of the points, so it is kept per index tuple (at most one entry per sample of a
+        day)."""
+        shape = self.shape
+        if shape is not None:
+            ss = self.sample_seconds
+            n = len(shape)
+            key = tuple([int((now + a) // ss) % n for a in _ALL_S])
+            hit = self._cache.get(key)
+            if hit is not None:
+                return hit
+            u = [float(shape[i]) for i in key[: len(_HORIZONS_S)]]
+            grid_u = [float(shape[i]) for i in key[len(_HORIZONS_S) :]]
+        else:
+            u = self.utilization_list(sim, now, _HORIZONS_S)
+            grid_u = self.utilization_list(sim, now, _RISK_GRID_S)
+        grid = self.loanable_list(grid_u)
+        out = (u, self.loanable_list(u), min(grid[:_RISK_1H]), min(grid))
+        if shape is not None:
+            self._cache[key] = out
+        return out
+
     def loanable_list(self, u: list[float]) -> list[float]:
         """:meth:`loanable` in plain Python."""
         n_inf, h = self.n_inf, self.headroom
@@ -146,6 +172,7 @@ class ObservationV1:
 
     def begin(self, sim: Any) -> None:
         self._rates = {}
+        self._qrows: dict[int, tuple[float, tuple[float, ...]]] = {}
         self._key = None
         self._episode += 1
         self._w_req = [int(j.w_req or j.w_min) for j in sim.jobs]
@@ -183,12 +210,10 @@ class ObservationV1:
         # cluster (plain Python floats: the same operations as the array forms, point by point)
         hours = now / 3600.0 + fc.start_hour
         ang = 2.0 * math.pi * (hours % 24.0) / 24.0
-        u = fc.utilization_list(sim, now, _HORIZONS_S)
-        loanable = fc.loanable_list(u)
-        grid = fc.loanable_list(fc.utilization_list(sim, now, _RISK_GRID_S))
+        u, loanable, low1, low4 = fc.summary(sim, now)
         loaned = float(sim.n_loaned)
-        risk1 = max(loaned - min(grid[:_RISK_1H]), 0.0)
-        risk4 = max(loaned - min(grid), 0.0)
+        risk1 = max(loaned - low1, 0.0)
+        risk4 = max(loaned - low4, 0.0)
         cluster = [(1.0 + math.sin(ang)) / 2.0, (1.0 + math.cos(ang)) / 2.0]
         cluster += [min(max(x, 0.0), 1.0) for x in u]
         cluster += [min(max(x / n_inf, 0.0), 1.0) for x in loanable]
@@ -200,9 +225,15 @@ class ObservationV1:
         prl = sim.pred_remaining[env.window].tolist() if len(wl) else []
         w_max_l, el_l = sim.w_max_list, sim.elastic_list
         rates = self._rates
+        qrows = self._qrows
         flat: list[float] = []
         for j, wk, p, pr in zip(wl, wkl, pooll, prl):
             running = wk > 0
+            if not running:  # a queued job's row changes only with its predicted work
+                hit = qrows.get(j)
+                if hit is not None and hit[0] == pr:
+                    flat += hit[1]
+                    continue
             w_max = w_max_l[j]
             w_req = w_req_l[j]
             w = wk if running else w_req
@@ -211,13 +242,16 @@ class ObservationV1:
             gain = 0.0
             if el_l[j] and w < w_max:
                 gain = max(t_cur - self._time(sim, rates, pr, j, w + 1, pool), 0.0)
-            flat += (
+            row = (
                 _sq(gain),
                 _sq(t_cur),
                 _sq(self._time(sim, rates, pr, j, w_req, 0)),
                 _sq(self._time(sim, rates, pr, j, w_max, 0)),
                 share_at_risk if running and pool == 1 else 0.0,
             )
+            if not running:
+                qrows[j] = (pr, row)
+            flat += row
         jobs = np.zeros(self.k * F_JOB_V1, dtype=np.float32)
         jobs[: len(flat)] = flat
         self._out = {"jobs_v1": jobs.reshape(self.k, F_JOB_V1), "cluster_v1": np.asarray(cluster, dtype=np.float32)}
