@@ -13,7 +13,6 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices
 
-from aryl_gym.envs.vector import ArylAsyncVectorEnv, ArylVectorEnv
 
 
 class SB3ArylVecEnv(VecEnv):
@@ -24,8 +23,10 @@ class SB3ArylVecEnv(VecEnv):
     those of a ``DummyVecEnv`` over the same envs (tested). ``env_method("action_masks")`` gives
     the masks for sb3-contrib's MaskablePPO."""
 
-    def __init__(self, venv: ArylVectorEnv | ArylAsyncVectorEnv):
-        if not isinstance(venv, (ArylVectorEnv, ArylAsyncVectorEnv)):
+    def __init__(self, venv: Any):
+        # an ArylVectorEnv or ArylAsyncVectorEnv (duck-typed: this module does not import
+        # aryl_gym.envs.vector, which imports it)
+        if not all(hasattr(venv, a) for a in ("step_raw", "reset_raw", "autoreset_mode")):
             raise TypeError(f"venv must be an ArylVectorEnv or ArylAsyncVectorEnv, got {type(venv).__name__}")
         if venv.autoreset_mode is not AutoresetMode.SAME_STEP:
             raise ValueError(
