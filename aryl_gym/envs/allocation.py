@@ -500,6 +500,7 @@ class ArylEnv(gym.Env):
         self.invalid_total = 0
         self.backfilled = 0  # jobs started by backfill=True this episode
         self._finished = False
+        self._rules_at: float | None = None  # when the stall and thrash rules last said no
         self._wall0 = time.perf_counter()
         self._tracker = RewardTracker(sim, self.weights, self.reward_scale)
         self._advance_to_decision()
@@ -545,6 +546,7 @@ class ArylEnv(gym.Env):
             self._base_rates = base_rates(sim)
         self._index_jobs(sim)
         self._base_obs = None  # the observation counts the trace's jobs (done_fraction)
+        self._rules_at = None  # the stall rule reads the jobs still to arrive
         if self._damping is not None:
             self._damping.grow(sim.n_jobs)
         if hasattr(self.codec, "begin_episode"):
@@ -705,10 +707,14 @@ class ArylEnv(gym.Env):
         if not terminated:
             if self.max_steps is not None and self.steps >= self.max_steps or sim.horizon_reached():
                 truncated = True
+            elif sim.now == self._rules_at:
+                pass  # a sub-step: both rules said no at this very time already (same state)
             elif sim.check_stall(self.stall_hours):
                 rule = "stall"
             elif sim.check_thrash(self.stall_hours):
                 rule = "thrash"
+            else:
+                self._rules_at = sim.now
         charge = None
         if rule is not None:
             if self.early_end == "charge":
