@@ -14,7 +14,6 @@ from gymnasium.vector import AutoresetMode
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices
 
 
-
 class SB3ArylVecEnv(VecEnv):
     """SB3's ``VecEnv`` protocol on an :class:`~aryl_gym.envs.vector.ArylVectorEnv` (or its async
     variant) made with ``autoreset_mode="same_step"``: a finished env is reset in the step that
