@@ -419,6 +419,7 @@ class ArylEnv(gym.Env):
         self._obs_v1 = ObservationV1(self.config, self.k) if observation == "v1" else None
         if self._obs_v1 is not None:
             self.observation_space = extend_space(self.observation_space, self.k)
+        self._obs_shapes: list[tuple[str, tuple[int, ...]]] | None = None
         self._obs_keys = ("jobs", "cluster", "outside", "action_mask") + (
             ("jobs_v1", "cluster_v1") if self._obs_v1 is not None else ()
         )
@@ -796,8 +797,12 @@ class ArylEnv(gym.Env):
 
     def _obs(self) -> dict[str, np.ndarray]:
         # keys in the order they always had (jobs, cluster, outside, action_mask, then v1's)
-        spaces_ = self.observation_space.spaces  # type: ignore[attr-defined]
-        out = {k: np.empty(spaces_[k].shape, dtype=np.float32) for k in self._obs_keys}
+        shapes = self._obs_shapes
+        if shapes is None:
+            spaces_ = self.observation_space.spaces  # type: ignore[attr-defined]
+            shapes = self._obs_shapes = [(k, spaces_[k].shape) for k in self._obs_keys]
+        empty, f32 = np.empty, np.float32
+        out = {k: empty(shape, dtype=f32) for k, shape in shapes}
         self._write_obs(out)
         return out
 

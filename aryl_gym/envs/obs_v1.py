@@ -238,15 +238,24 @@ class ObservationV1:
             w_req = w_req_l[j]
             w = wk if running else w_req
             pool = p if running and p >= 0 else 0
-            t_cur = self._time(sim, rates, pr, j, w, pool)
-            gain = 0.0
-            if el_l[j] and w < w_max:
-                gain = max(t_cur - self._time(sim, rates, pr, j, w + 1, pool), 0.0)
+            # T(w) = pred / rate(w) / 3600 (hours; inf at rate 0), rates cached per (j, w, pool)
+            grows = el_l[j] and w < w_max
+            ts = []
+            for ww, pp in ((w, pool), (w_req, 0), (w_max, 0), (w + 1, pool)) if grows else ((w, pool), (w_req, 0), (w_max, 0)):
+                if ww > 0:
+                    r = rates.get((j, ww, pp))
+                    if r is None:
+                        r = rates[(j, ww, pp)] = float(sim.rate_for(j, ww, pp))
+                else:
+                    r = 0.0
+                ts.append(pr / r / 3600.0 if r > 0 else math.inf)
+            t_cur = ts[0]
+            gain = max(t_cur - ts[3], 0.0) if grows else 0.0
             row = (
                 _sq(gain),
                 _sq(t_cur),
-                _sq(self._time(sim, rates, pr, j, w_req, 0)),
-                _sq(self._time(sim, rates, pr, j, w_max, 0)),
+                _sq(ts[1]),
+                _sq(ts[2]),
                 share_at_risk if running and pool == 1 else 0.0,
             )
             if not running:
@@ -256,15 +265,3 @@ class ObservationV1:
         jobs[: len(flat)] = flat
         self._out = {"jobs_v1": jobs.reshape(self.k, F_JOB_V1), "cluster_v1": np.asarray(cluster, dtype=np.float32)}
         self._key = key
-
-    @staticmethod
-    def _time(sim: Any, rates: dict[tuple[int, int, int], float], pr: float, j: int, w: int, pool: int) -> float:
-        """:meth:`_time_h` with the job's predicted remaining work ``pr`` given."""
-        if w > 0:
-            key = (j, w, pool)
-            r = rates.get(key)
-            if r is None:
-                r = rates[key] = float(sim.rate_for(j, w, pool))
-        else:
-            r = 0.0
-        return pr / r / 3600.0 if r > 0 else math.inf
