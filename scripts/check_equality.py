@@ -17,6 +17,11 @@ observation, reward, flag and the final ``EpisodeResult``.
 ``--quick`` drops ``basic`` and the slow Pollux policies on ``testbed`` (about a minute).
 ``--world v1`` plays the native episodes on World v1's scenarios (aryl_gym.world_versions), so a
 record made before World v2 still compares; the envs keep their ids' worlds.
+``--size`` adds env episodes at the paper's size (``basic`` and ``production``: ``sequential``
+with window 32 and observation v1, with and without ``window_order="pred_time"`` and
+preemption, ``targets``; a few thousand seeded random masked steps each, masks and infos in the
+digest) and ``aryl`` on ``production`` (about two minutes more); record and compare with the
+same flags.
 The digest covers every field of ``EpisodeResult`` except the timings (``wall_s``, ``decision_ms_mean``, ``decision_ms_max``) and fields added later
 while they hold their old implied value (``thrashing`` False, ``avg_jct_censored`` equal to
 ``avg_jct``).
@@ -90,14 +95,16 @@ def _run_policy(scen: str, pol: str, seed: int) -> tuple[str, dict[str, Any]]:
     return _result_digest(res)
 
 
-def _run_env(env_id: str, mode: str | None, seed: int, max_steps: int = 3000) -> tuple[str, dict[str, Any]]:
+def _run_env(env_id: str, mode: str | None, seed: int, max_steps: int = 3000,
+             extra: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
     import gymnasium as gym
 
     import aryl_gym  # noqa: F401  (registers the envs)
 
-    kw: dict[str, Any] = {"scenario": "testbed"}
+    kw: dict[str, Any] = {"scenario": "testbed", **(extra or {})}
     if mode is not None:
         kw["action_mode"] = mode
+    size = extra is not None
     env = gym.make(env_id, **kw).unwrapped
     h = hashlib.sha256()
     rng = np.random.default_rng(seed)
@@ -119,9 +126,14 @@ def _run_env(env_id: str, mode: str | None, seed: int, max_steps: int = 3000) ->
         else:
             ok = np.flatnonzero(mask)
             act = int(rng.choice(ok)) if ok.size else 0
+        if size:
+            h.update(mask.tobytes())
         obs, reward, term, trunc, info = env.step(act)
         for v in (obs.values() if isinstance(obs, dict) else [obs]):
             h.update(np.ascontiguousarray(v).tobytes())
+        if size:
+            h.update(repr([(k, info[k]) for k in ("time", "invalid", "queued", "running", "done") if k in info]).encode())
+            h.update(np.asarray(info["window"]).tobytes())
         h.update(np.float64(reward).tobytes())
         h.update(bytes([bool(term), bool(trunc)]))
         done = bool(term or trunc)
@@ -143,9 +155,25 @@ def _env_cases() -> list[tuple[str, str | None, int]]:
     return cases
 
 
-def run_all(quick: bool) -> dict[str, dict[str, Any]]:
+#: ``--size``: (label, action mode, seed, steps, env arguments)
+_SEQ32 = {"window": 32, "observation": "v1"}
+_PRED = {**_SEQ32, "window_order": "pred_time", "allow_preempt": True}
+SIZE_CASES: tuple[tuple[str, str, int, int, dict[str, Any]], ...] = (
+    ("basic", "sequential", 3, 4000, {"scenario": "basic", **_SEQ32}),
+    ("basic pred_time preempt damping", "sequential", 4, 4000,
+     {"scenario": "basic", **_PRED, "flap_damping": {"engage_share": 0.0}}),
+    ("basic backfill", "sequential", 5, 2500, {"scenario": "basic", "window": 16, "backfill": True, "allow_preempt": True}),
+    ("basic targets", "targets", 6, 1500, {"scenario": "basic", **_SEQ32}),
+    ("production", "sequential", 7, 4000, {"scenario": "production", **_SEQ32}),
+    ("production pred_time preempt", "sequential", 8, 4000, {"scenario": "production", **_PRED}),
+    ("production targets", "targets", 9, 1000, {"scenario": "production", "window": 32}),
+)
+
+
+def run_all(quick: bool, size: bool = False) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    for scen, pol, seed in _policy_cases(quick):
+    cases = _policy_cases(quick) + ([("production", "aryl", 0)] if size else [])
+    for scen, pol, seed in cases:
         t = time.perf_counter()
         digest, summary = _run_policy(scen, pol, seed)
         out[f"policy {scen} {pol} seed={seed}"] = {"digest": digest, **summary}
@@ -155,6 +183,12 @@ def run_all(quick: bool) -> dict[str, dict[str, Any]]:
         digest, summary = _run_env(env_id, mode, seed)
         out[f"env {env_id} {mode or '-'} seed={seed}"] = {"digest": digest, **summary}
         print(f"  {env_id} {mode or ''} seed {seed}  {time.perf_counter() - t:6.1f} s", file=sys.stderr)
+    if size:
+        for label, mode, seed, steps, kw in SIZE_CASES:
+            t = time.perf_counter()
+            digest, summary = _run_env("aryl_gym/Aryl-v1", mode, seed, steps, kw)
+            out[f"size {label} seed={seed}"] = {"digest": digest, **summary}
+            print(f"  size {label} seed {seed}  {time.perf_counter() - t:6.1f} s", file=sys.stderr)
     return out
 
 
@@ -164,18 +198,20 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("record", help="run the episodes and write their digests")
     r.add_argument("--out", required=True, type=Path)
     r.add_argument("--quick", action="store_true")
+    r.add_argument("--size", action="store_true", help="also env episodes at basic and production size")
     c = sub.add_parser("compare", help="run the episodes and compare with a recorded file")
     c.add_argument("reference", type=Path)
     c.add_argument("--quick", action="store_true")
     for q in (r, c):
         q.add_argument("--world", choices=("v1", "v2"), default="v2",
                        help="the world of the native episodes (default v2)")
+    c.add_argument("--size", action="store_true", help="also env episodes at basic and production size")
     args = p.parse_args(argv)
     global WORLD
     WORLD = args.world
 
     if args.cmd == "record":
-        out = run_all(args.quick)
+        out = run_all(args.quick, args.size)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"quick": args.quick, "episodes": out}, indent=1, sort_keys=True))
         print(f"recorded {len(out)} episodes to {args.out}")
@@ -186,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError) as exc:
         print(f"error: cannot read reference {args.reference}: {exc}", file=sys.stderr)
         return 2
-    now = run_all(args.quick)
+    now = run_all(args.quick, args.size)
     same = [k for k in now if k in ref and ref[k]["digest"] == now[k]["digest"]]
     diff = [k for k in now if k in ref and ref[k]["digest"] != now[k]["digest"]]
     missing = sorted(set(ref) - set(now))

@@ -11,6 +11,20 @@ JCT(reference) with a paired bootstrap 95% interval (seeds resampled with replac
 draw for both; 10,000 replications, percentile interval), beside the geometric mean of the
 per-seed ratios with its t interval (both from ``aryl_gym.stats``).
 
+**At the paper's size** (issue 37): ``--scenario basic,production --loads default`` plays each
+scenario at its own calibrated load (basic 0.8, production 0.6) on fresh seeds (the protocol's
+held-out set for size: 8000-8009 on basic, 8000-8002 on production, never used for training or
+selection), one table per scenario, paired by seed as above::
+
+    python scripts/eval_v1.py --agent ppo-v1 --scenario basic --loads default --seeds 8000-8009 \
+        --against aryl,sjf,fifo --json basic.json
+    python scripts/eval_v1.py --agent ppo-v1 --scenario production --loads default --seeds 8000-8002 \
+        --against aryl,sjf,fifo --json production.json
+
+``ppo-v1`` is a set policy (no parameter depends on the window or the cluster size), so it acts
+on any cluster without retraining; ``random`` at those sizes plays tens of thousands of steps per
+episode and is left out of these rows.
+
 An agent acts as deployed: with its ``deploy_env_kwargs`` (``ppo-v1-kickstart``: flap damping, docs/env.md;
 the table says on which seeds the shield engaged). ``--undeployed LABEL`` plays that entry
 without them, e.g. ``--agent ppo-v1-kickstart --agent raw=ppo-v1-kickstart --undeployed raw --against aryl,raw``.
@@ -32,15 +46,25 @@ from aryl_gym.commands._common import seeds_arg
 from aryl_gym.stats import paired_bootstrap_ratio, paired_ratio_ci
 
 
-def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int], against: list[str],
-             undeployed: tuple[str, ...] = (), sampled: tuple[str, ...] = ()) -> dict:
+def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: list[int], against: list[str],
+             undeployed: tuple[str, ...] = (), sampled: tuple[str, ...] = (), world: str = "v2") -> dict:
+    """One table: every agent and reference on ``seeds`` of ``scenario`` at ``load`` (None: the
+    scenario's own ``workload.load``), all in World ``world`` (the natives on the scenario as
+    that world defines it, the agents and random through its env id)."""
     from aryl_gym.agents.learned import load_agent
 
     from aryl_gym.config import load_scenario
     from aryl_gym.envs.damping import engaged_seeds
     from aryl_gym.train.evaluation import RandomMaskedAgent, run_agent_batch, run_reference
 
-    cfg = load_scenario(scenario).replace(workload={"load": load})
+    from aryl_gym.world_versions import in_world
+
+    cfg = in_world(load_scenario(scenario), world)
+    env_id = f"aryl_gym/Aryl-{world}"
+    if load is None:
+        load = float(cfg.workload.load)
+    else:
+        cfg = cfg.replace(workload={"load": load})
     jct: dict[str, np.ndarray] = {}
     unfinished: dict[str, float] = {}
     thrashing: dict[str, list[int]] = {}  # seeds whose episode the thrash rule ended
@@ -54,7 +78,8 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
         labels.append(label)
         agent = load_agent(path)
         # an agent in ``undeployed`` acts without its deploy_env_kwargs (e.g. no flap damping)
-        envs = [agent.make_env(scenario=cfg, deployed=label not in undeployed) for _ in seeds]  # type: ignore[arg-type]
+        envs = [agent.make_env(scenario=cfg, deployed=label not in undeployed, env_id=env_id)  # type: ignore[arg-type]
+                for _ in seeds]
         t0 = time.perf_counter()
         if label in sampled:
             import torch as th
@@ -77,7 +102,7 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
 
             res = []
             for s in seeds:
-                env = gym.make("aryl_gym/Aryl-v1", scenario=cfg, action_mode="sequential")
+                env = gym.make(env_id, scenario=cfg, action_mode="sequential")
                 res.append(run_agent_batch(RandomMaskedAgent(seed=s), [env], [s])[0][0])
         else:
             res = [run_reference(name, cfg, s) for s in seeds]
@@ -103,7 +128,7 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
                 fp, flo, fhi = paired_bootstrap_ratio(jct[label][both], jct[name][both])
                 rows[label][name].update(finished_seeds=int(both.sum()), finished_ratio=fp,
                                          finished_lo=flo, finished_hi=fhi)
-    return {"load": load, "seeds": seeds, "agents": labels,
+    return {"scenario": scenario, "load": load, "seeds": seeds, "agents": labels,
             "avg_jct": {k: v.tolist() for k, v in jct.items()},
             "avg_jct_censored": {k: v.tolist() for k, v in cens.items()},
             "mean_avg_jct": {k: float(v.mean()) for k, v in jct.items()},
@@ -112,31 +137,38 @@ def evaluate(agent_paths: list[str], scenario: str, load: float, seeds: list[int
             "vs": rows}
 
 
-def loads_arg(text: str) -> list[float]:
-    """``0.9,1.3`` -> [0.9, 1.3]; anything else is an argparse error saying what is expected."""
+def loads_arg(text: str) -> list[float | None]:
+    """``0.9,1.3`` -> [0.9, 1.3]; ``default`` -> [None] (each scenario's own load); anything else
+    is an argparse error saying what is expected."""
+    if text.strip() == "default":
+        return [None]
     try:
         loads = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         loads = []
     if not loads or not all(x > 0 for x in loads):
-        raise argparse.ArgumentTypeError(f"--loads {text!r}: comma-separated positive numbers, e.g. 0.9,1.3")
-    return loads
+        raise argparse.ArgumentTypeError(
+            f"--loads {text!r}: comma-separated positive numbers, e.g. 0.9,1.3, or default (the scenario's own load)")
+    return list(loads)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--agent", action="append", required=True,
                    help="a shipped name or model path, optionally LABEL=PATH; repeat for several")
-    p.add_argument("--scenario", default="testbed")
+    p.add_argument("--scenario", default="testbed",
+                   help="a scenario, or several comma-separated (e.g. basic,production: one table each)")
     p.add_argument("--loads", type=loads_arg, default=[0.9, 1.3])
     p.add_argument("--seeds", type=seeds_arg, default=list(range(2000, 2012)))
-    p.add_argument("--against", default="aryl,sjf,random,fifo",
+    p.add_argument("--against", default="aryl,sjf,random,baseline",
                    help="references (policy names, random) and/or LABELs of --agent entries")
     p.add_argument("--undeployed", action="append", default=[], metavar="LABEL",
                    help="this agent acts without its deploy_env_kwargs (e.g. without flap damping); repeatable")
     p.add_argument("--sampled", action="append", default=[], metavar="LABEL",
                    help="this agent samples its actions (seeded) instead of acting by argmax; repeatable")
     p.add_argument("--json", default=None)
+    p.add_argument("--world", choices=("v1", "v2"), default="v2",
+                   help="the world every entrant plays (v1: the figures of agents/pretrained/*.md)")
     a = p.parse_args()
     labels = [x.rpartition("=")[0] or x for x in a.agent]
     for flag, names in (("--undeployed", a.undeployed), ("--sampled", a.sampled)):
@@ -144,40 +176,54 @@ def main() -> None:
             if u not in labels:
                 p.error(f"{flag} {u!r} names no --agent entry (labels: {', '.join(labels)})")
     against = [x.strip() for x in a.against.split(",") if x.strip()]
+    scenarios = [x.strip() for x in a.scenario.split(",") if x.strip()]
+    from aryl_gym.config import ConfigError, load_scenario
+
+    for sc in scenarios:
+        try:
+            load_scenario(sc)
+        except (ConfigError, OSError, ValueError) as exc:
+            p.error(f"--scenario {sc!r}: {exc}")
     results = []
-    for load in a.loads:
-        r = evaluate(list(a.agent), a.scenario, load, list(a.seeds), against, tuple(a.undeployed),
-                     tuple(a.sampled))
-        results.append(r)
-        if a.json:  # after every load, so a killed run keeps what it finished
-            with open(a.json, "w") as fh:
-                json.dump(results, fh, indent=2)
-        print(f"\n### load {r['load']} ({len(r['seeds'])} seeds {r['seeds'][0]}-{r['seeds'][-1]})\n")
-        print("| policy | mean avg JCT (s) | jobs unfinished (mean per seed) | episodes failed "
-              "| seeds ended by the thrash rule | flap damping engaged on |")
-        print("|---|---|---|---|---|---|")
-        for name, v in r["mean_avg_jct"].items():
-            th = r["thrashing_seeds"][name]
-            nf = len(r["failed_seeds"][name])
-            dm = r["damped_seeds"].get(name)
-            dm_txt = ("-" if dm is None else "none" if not dm
-                      else ", ".join(map(str, dm)) if len(dm) <= 6 else f"{len(dm)} seeds")
-            print(f"| {name} | {v:,.0f} | {r['jobs_unfinished'][name]:.1f} | {nf}/{len(r['seeds'])} "
-                  f"| {', '.join(map(str, th)) or '-'} | {dm_txt} |")
-        if any(r["jobs_unfinished"].values()):
-            print("\n(an episode with unfinished jobs averages its finished jobs only: its avg JCT "
-                  "flatters the policy; the last two columns of the next table leave such seeds out, "
-                  "or count their unfinished jobs up to the episode's end, a lower bound)")
-        print("\n| agent | vs | ratio of means | paired bootstrap 95% CI | geo-mean per-seed ratio [t 95% CI] "
-              "| on the seeds both finish [95% CI] | unfinished jobs counted to the end [95% CI] |")
-        print("|---|---|---|---|---|---|---|")
-        for label, vs in r["vs"].items():
-            for name, v in vs.items():
-                fin = (f"{v['finished_ratio']:.3f} [{v['finished_lo']:.3f}, {v['finished_hi']:.3f}] "
-                       f"({v['finished_seeds']} seeds)" if "finished_ratio" in v else "(all seeds)")
-                print(f"| {label} | {name} | {v['ratio_of_means']:.3f} | [{v['boot_lo']:.3f}, {v['boot_hi']:.3f}] | "
-                      f"{v['geo_mean']:.3f} [{v['t_lo']:.3f}, {v['t_hi']:.3f}] | {fin} | "
-                      f"{v['censored_ratio']:.3f} [{v['censored_lo']:.3f}, {v['censored_hi']:.3f}] |", flush=True)
+    for scenario in scenarios:
+        for load in a.loads:
+            r = evaluate(list(a.agent), scenario, load, list(a.seeds), against, tuple(a.undeployed),
+                         tuple(a.sampled), a.world)
+            results.append(r)
+            if a.json:  # after every table, so a killed run keeps what it finished
+                with open(a.json, "w") as fh:
+                    json.dump(results, fh, indent=2)
+            _print_table(r)
+
+
+def _print_table(r: dict) -> None:
+    """The Markdown tables of one :func:`evaluate` result."""
+    print(f"\n### {r['scenario']}, load {r['load']} ({len(r['seeds'])} seeds {r['seeds'][0]}-{r['seeds'][-1]})\n")
+    print("| policy | mean avg JCT (s) | jobs unfinished (mean per seed) | episodes failed "
+          "| seeds ended by the thrash rule | flap damping engaged on |")
+    print("|---|---|---|---|---|---|")
+    for name, v in r["mean_avg_jct"].items():
+        th = r["thrashing_seeds"][name]
+        nf = len(r["failed_seeds"][name])
+        dm = r["damped_seeds"].get(name)
+        dm_txt = ("-" if dm is None else "none" if not dm
+                  else ", ".join(map(str, dm)) if len(dm) <= 6 else f"{len(dm)} seeds")
+        print(f"| {name} | {v:,.0f} | {r['jobs_unfinished'][name]:.1f} | {nf}/{len(r['seeds'])} "
+              f"| {', '.join(map(str, th)) or '-'} | {dm_txt} |")
+    if any(r["jobs_unfinished"].values()):
+        print("\n(an episode with unfinished jobs averages its finished jobs only: its avg JCT "
+              "flatters the policy; the last two columns of the next table leave such seeds out, "
+              "or count their unfinished jobs up to the episode's end, a lower bound)")
+    print("\n| agent | vs | ratio of means | paired bootstrap 95% CI | geo-mean per-seed ratio [t 95% CI] "
+          "| on the seeds both finish [95% CI] | unfinished jobs counted to the end [95% CI] |")
+    print("|---|---|---|---|---|---|---|")
+    for label, vs in r["vs"].items():
+        for name, v in vs.items():
+            fin = (f"{v['finished_ratio']:.3f} [{v['finished_lo']:.3f}, {v['finished_hi']:.3f}] "
+                   f"({v['finished_seeds']} seeds)" if "finished_ratio" in v else "(all seeds)")
+            print(f"| {label} | {name} | {v['ratio_of_means']:.3f} | [{v['boot_lo']:.3f}, {v['boot_hi']:.3f}] | "
+                  f"{v['geo_mean']:.3f} [{v['t_lo']:.3f}, {v['t_hi']:.3f}] | {fin} | "
+                  f"{v['censored_ratio']:.3f} [{v['censored_lo']:.3f}, {v['censored_hi']:.3f}] |", flush=True)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -148,6 +149,7 @@ CLI_CASES: list[tuple[str, list[str], list[str]]] = [
     ("demos-episodes-0", ["demos", "--episodes", "0", "--out", "{tmp}/d"], ["--episodes", ">= 1"]),
     ("demos-window-0", ["demos", "--window", "0", "--out", "{tmp}/d"], ["--window", ">= 1"]),
     ("bench-unknown", ["bench", "--only", "nope"], ["nope", "known:"]),
+    ("bench-baseline-not-checkout", ["bench", "--only", "scale", "--baseline", "{tmp}"], ["--baseline", "not a checkout"]),
     # simulate overrides without --trace: applied and validated, or rejected
     ("train-servers-negative", ["simulate", *TB, "--train-servers", "-1"], ["--train-servers", ">= 1"]),
     ("inf-servers-negative", ["simulate", *TB, "--inf-servers", "-3"], ["--inf-servers", ">= 0"]),
@@ -392,6 +394,9 @@ ENV_CASES: list[tuple[str, Callable[[], Any], list[str]]] = [
     ("reset-jobs-not-jobspec", _reset({"jobs": [1, 2]}), ["jobs", "JobSpec"]),
     ("reset-jobs-empty", _reset({"jobs": []}), ["jobs", "at least one"]),
     ("reclaim-reset-unknown-key", _reclaim_reset({"trace": "x"}), ["trace", "allowed keys"]),
+    ("vector-num-envs-zero", lambda: gym.make_vec("aryl_gym/Aryl-v1", num_envs=0, scenario="tiny"), ["num_envs", "between 1 and 4096"]),
+    ("vector-num-envs-string", lambda: gym.make_vec("aryl_gym/Aryl-v1", num_envs="8", scenario="tiny"), ["num_envs", "whole number"]),
+    ("vector-workers-negative", lambda: gym.make_vec("aryl_gym/Aryl-v1", num_envs=2, workers=-1, scenario="tiny"), ["workers"]),
 ]
 
 

@@ -143,10 +143,10 @@ def test_sequential_mask_shortcuts_equal_dry_runs(load, kwargs, placement):
     refused = shortcut_releases = 0
     for _ in range(2500):
         codec._mask = None
-        codec.quick_reject = codec.incremental = True
+        codec.quick_reject = codec.incremental = codec.counting = True
         fast = codec.mask(env).copy()
         codec._mask = None
-        codec.quick_reject = codec.incremental = False
+        codec.quick_reject = codec.incremental = codec.counting = False
         slow = codec.mask(env).copy()
         np.testing.assert_array_equal(fast, slow)
         refused += int(slow[: env.k].sum() < len(env.window))

@@ -22,6 +22,11 @@ Built in:
   (skipped with ``--quick``).
 * ``env`` and ``pollux`` -- :mod:`aryl_gym.benchmarks.env` and :mod:`aryl_gym.benchmarks.pollux` when
   those modules are present (skipped with ``--quick``).
+* ``scale`` -- :mod:`aryl_gym.benchmarks.scale`: env steps per CPU-second on testbed, basic and
+  production (``sequential``, window 32, observation v1), ``gym.make_vec`` against
+  ``SyncVectorEnv``, one ``ppo-v1`` episode on basic and (unless quick) production, each with
+  its target; ``aryl-gym bench --only scale --baseline DIR`` also plays the step trajectories
+  with an earlier checkout's code in the same run (ABBA order).
 * ``train`` -- :mod:`aryl_gym.benchmarks.train`: MaskablePPO env steps per second end to end with its
   periodic evaluation, SB3's default setup against the fast path (skipped with ``--quick`` or
   without the train extra).
@@ -198,6 +203,15 @@ def bench_env_rows(quick: bool) -> Rows:
     except ModuleNotFoundError:
         return []
     return bench_env()
+
+
+@register("scale", "the env at the paper's size (aryl_gym.benchmarks.scale; targets: production >= 5,000 "
+                  "and testbed >= 10,000 steps/CPU-s, make_vec(8) >= 1.5x SyncVectorEnv, ppo-v1 basic "
+                  "episode <= 10 s, production <= 120 s)")
+def bench_scale_rows(quick: bool) -> Rows:
+    from aryl_gym.benchmarks.scale import BASELINE, bench_scale
+
+    return bench_scale(quick, BASELINE)
 
 
 @register("pollux", "Pollux decision time (aryl_gym.benchmarks.pollux)")

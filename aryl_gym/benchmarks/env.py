@@ -32,7 +32,7 @@ def _random_action(env: Any, rng: np.random.Generator) -> Any:
 def env_steps_per_second(scenario: str, action_mode: str, seconds: float = 2.0, seed: int = 0) -> dict[str, Any]:
     """Steps/s of one env with random masked actions for about ``seconds`` of wall time."""
 
-    env = gym.make("aryl_gym/Aryl-v1", scenario=scenario, action_mode=action_mode).unwrapped
+    env = gym.make("aryl_gym/Aryl-v2", scenario=scenario, action_mode=action_mode).unwrapped
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
     steps = episodes = 0
@@ -72,7 +72,7 @@ def vector_steps_per_second(mode: str, scenario: str = "testbed", num_envs: int 
     """Env steps/s (summed over envs) of a ``sync`` or ``async`` vector env, ``targets`` mode,
     random actions masked by the observation's ``action_mask``."""
 
-    v = gym.make_vec("aryl_gym:Aryl-v1", num_envs=num_envs, vectorization_mode=mode, scenario=scenario)
+    v = gym.make_vec("aryl_gym:Aryl-v2", num_envs=num_envs, vectorization_mode=mode, scenario=scenario)
     try:
         rng = np.random.default_rng(seed)
         obs, _ = v.reset(seed=seed)

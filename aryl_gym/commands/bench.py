@@ -16,6 +16,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--only", default=None, help="comma-separated benchmark names (default all)")
     p.add_argument("--json", action="store_true", help="print one JSON object {name: rows}")
+    p.add_argument(
+        "--baseline", default=None, metavar="DIR",
+        help="a checkout of an earlier commit: the scale benchmark also plays its step "
+             "trajectories with that code, in the same run (ABBA order), beside today's",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,6 +33,14 @@ def run(args: argparse.Namespace) -> int:
     bad = [s for s in only if s not in names]
     if bad:
         raise ValueError(f"unknown benchmark(s) {', '.join(bad)}; known: {', '.join(names)}")
+    if args.baseline:
+        from pathlib import Path
+
+        from aryl_gym.benchmarks import scale
+
+        if not (Path(args.baseline) / "aryl_gym" / "__init__.py").is_file():
+            raise ValueError(f"--baseline {args.baseline}: not a checkout of aryl-gym (no aryl_gym/__init__.py)")
+        scale.BASELINE = args.baseline
     out = {}
     for b in BENCHMARKS:
         if b.name not in only:
@@ -38,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json or not rows:
             continue
         print(f"## {b.name}: {b.title}")
-        header = list(rows[0])
+        header = list(dict.fromkeys(k for r in rows for k in r))  # rows may differ in columns
         print(table([[r.get(h) for h in header] for r in rows], header))
         print()
     if args.json:

@@ -6,12 +6,15 @@
 * ``aryl_gym/Aryl-v1``, ``aryl_gym/ArylReclaim-v1`` -- the same classes on World v1 (the shipped
   scenarios with World v1's knob values), kept so results and agents made on it reproduce.
 
-``gym.make("aryl_gym:Aryl-v1", scenario="testbed", action_mode="sequential")`` imports the package
+``gym.make("aryl_gym:Aryl-v2", scenario="testbed", action_mode="sequential")`` imports the package
 (and so registers) on its own: for that form the ids are also registered without the namespace
-(``Aryl-v1``, ``ArylReclaim-v1``), as aliases of the same classes. See ``docs/env.md``.
+(``Aryl-v2``, ``ArylReclaim-v2``, ...), as aliases of the same classes. See ``docs/env.md``.
 """
 
 from __future__ import annotations
+
+import functools
+from typing import Any
 
 from gymnasium.envs.registration import register, registry
 
@@ -24,21 +27,39 @@ ENV_IDS: tuple[str, ...] = (
 #: the allocation env of the current world
 DEFAULT_ENV_ID = "aryl_gym/Aryl-v2"
 
+#: The registration table: id -> (entry point, batched vector env?, world version). An id marked
+#: True gets the vector entry point (:func:`vector_entry`, bound to the id), so
+#: ``gym.make_vec(id, num_envs=N)`` builds :class:`aryl_gym.envs.vector.ArylVectorEnv` over that
+#: id's env class; every id passes its world version to the env (``world_version``).
+ENTRIES: dict[str, tuple[str, bool, str]] = {}
+for _world in ("v2", "v1"):
+    for _name, _entry, _vec in (("Aryl", "aryl_gym.envs.allocation:ArylEnv", True),
+                                ("ArylReclaim", "aryl_gym.envs.reclaim:ArylReclaimEnv", False)):
+        ENTRIES[f"aryl_gym/{_name}-{_world}"] = (_entry, _vec, _world)
+        # alias for the "module:id" form, gym.make("aryl_gym:Aryl-v2")
+        ENTRIES[f"{_name}-{_world}"] = (_entry, _vec, _world)
+
+
+def vector_entry(env_id: str, num_envs: int = 1, **kwargs: Any) -> Any:
+    """The vector entry point of ``env_id`` (``gym.make_vec`` calls it with ``num_envs`` and
+    the env's arguments; ``workers=W`` splits the envs over W processes):
+    :func:`aryl_gym.envs.vector.make_vector`."""
+    from aryl_gym.envs.vector import make_vector
+
+    return make_vector(env_id, num_envs=num_envs, **kwargs)
+
 
 def register_envs() -> None:
     """Register the environments with Gymnasium (idempotent)."""
-
-    entries: dict[str, tuple[str, str]] = {}
-    for world in ("v1", "v2"):
-        for name, entry in (("Aryl", "aryl_gym.envs.allocation:ArylEnv"),
-                            ("ArylReclaim", "aryl_gym.envs.reclaim:ArylReclaimEnv")):
-            entries[f"aryl_gym/{name}-{world}"] = (entry, world)
-            # alias for the "module:id" form, gym.make("aryl_gym:Aryl-v2")
-            entries[f"{name}-{world}"] = (entry, world)
-    for env_id, (entry, world) in entries.items():
+    for env_id, (entry, vector, world) in ENTRIES.items():
         if env_id not in registry:
-            register(id=env_id, entry_point=entry, disable_env_checker=True,
-                     kwargs={"world_version": world})
+            register(
+                id=env_id,
+                entry_point=entry,
+                vector_entry_point=functools.partial(vector_entry, env_id) if vector else None,
+                disable_env_checker=True,
+                kwargs={"world_version": world},
+            )
 
 
-__all__ = ["DEFAULT_ENV_ID", "ENV_IDS", "register_envs"]
+__all__ = ["DEFAULT_ENV_ID", "ENTRIES", "ENV_IDS", "register_envs", "vector_entry"]

@@ -39,12 +39,14 @@ no-op for the part they concern, are counted in ``info["invalid"]`` and never ra
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from bisect import bisect_left
+from typing import Any, Protocol
 
 import numpy as np
 from gymnasium import spaces
 
 from aryl_gym.sim.engine import Simulator
+from aryl_gym.sim.index import fill_bits
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.placement import (
     Scratch,
@@ -53,6 +55,7 @@ from aryl_gym.sim.placement import (
     growth_order,
     plan,
     pool_order,
+    release_frees,
     release_job,
 )
 from aryl_gym.sim.state import PlacementState
@@ -104,6 +107,10 @@ def numeric_action(action: object) -> np.ndarray | None:
 def discrete_action(action: object, n: int) -> int:
     """A ``Discrete(n)`` action as an int, or -1 when it is not one whole number in ``[0, n)``
     (a float such as 1.5 is never truncated, a string never parsed)."""
+    t = type(action)
+    if t is int or t is np.int64 or t is np.intp:  # the common case: one integer
+        x = int(action)  # type: ignore[call-overload]
+        return x if 0 <= x < n else -1
     a = numeric_action(action)
     if a is None or a.size != 1:
         return -1
@@ -353,6 +360,420 @@ class _Incremental:
         return self.ok and grows_fully(self.after, j, c, self.opts)
 
 
+#: worker sizes (GPUs per worker) the counting masks handle: powers of two up to a server
+_SIZES = (1, 2, 4, 8)
+
+
+def _adjust(cp: list, old: int, new: int) -> None:
+    """A server of a pool went from ``old`` to ``new`` free GPUs: its fit table ``cp`` (workers
+    of g GPUs that fit, by g) follows."""
+    for gg in _SIZES:
+        cp[gg] += new // gg - old // gg
+
+
+def _consume(cp: list, g: int, n: int) -> None:
+    """``n`` workers of ``g`` GPUs were placed in a pool with fit table ``cp``, anywhere: the
+    room left for workers of ``g' <= g`` GPUs drops by ``n * g / g'`` wherever they went (``g'``
+    divides ``g``); for bigger workers it depends on where (never read again: the engine places
+    bigger workers first)."""
+    for gg in _SIZES:
+        if gg <= g:
+            cp[gg] -= n * (g // gg)
+        else:
+            cp[gg] = None
+
+
+def _move(bins: list[int], s: int, old: int, new: int) -> None:
+    """Server ``s`` of servers-by-free-GPUs ``bins`` went from ``old`` to ``new`` free GPUs."""
+    if old != new:
+        b = 1 << s
+        bins[old] ^= b
+        bins[new] |= b
+
+
+def _room(bins: list[int], cand: int, g: int) -> int:
+    """Workers of ``g`` GPUs that fit the servers of bitset ``cand`` (``bins``: servers by free
+    GPUs)."""
+    n = 0
+    for f in range(g, len(bins)):
+        m = bins[f] & cand
+        if m:
+            n += m.bit_count() * (f // g)
+    return n
+
+
+class _Counts:
+    """Exact answers to :meth:`SequentialCodec.mask`'s candidates by counting, without dry runs.
+
+    The engine places a decision's growth in best-fit-decreasing order, worker size ``g`` (GPUs
+    per worker) largest first, and each job's new workers by best fit, as many per server as
+    fit. So a job gets all ``n`` workers it asks for in a pool exactly when ``C_g``, the workers
+    of ``g`` GPUs that fit the pool's free GPUs (``sum_s free_s // g``), is at least ``n``; a
+    queued job goes to the first pool of its order where that holds. When every worker size is
+    a power of two, placing ``n`` workers of ``g`` GPUs on any servers lowers ``C_g'`` for every
+    ``g' <= g`` by exactly ``n * g / g'`` (``g'`` divides ``g``: ``(f - g) // g' = f // g' -
+    g / g'``), wherever they land: what is left for every later job of the order is known
+    without knowing where the earlier ones went. A whole decision is then placed in full
+    exactly when this count says so for each growing job in turn, starting from the fit tables
+    after the decision's releases (computed exactly, server by server: a release touches only
+    its own job's servers, :func:`~aryl_gym.sim.placement.release_frees`).
+
+    One case depends on where workers went: an elastic job growing on the inference pool with
+    ``group_flexible`` puts its flexible workers only on servers without its own base workers
+    (``OB``). For a running job the room it has is ``A - P / g`` to ``A``, where ``A`` counts
+    the workers of ``g`` GPUs that fit the loaned servers outside ``OB`` after the releases and
+    ``P`` is the GPUs placed on the inference pool earlier in the order (exact when ``P`` is 0);
+    for a queued job starting there beyond its base, the room left after its base is at most
+    ``C_g - w_min`` and at least that minus what the (at most ``w_min``) servers taking its base
+    can still hold. When the answer lies between the bounds it is ``None`` (the caller
+    dry-runs). Heterogeneous placement and worker sizes that are not powers of two up to 8 are
+    not counted at all (``SequentialCodec`` then uses the dry runs of :class:`_Incremental`).
+    Tests check the answers against dry runs.
+    """
+
+    def __init__(self, codec: SequentialCodec, env: ArylEnv):
+        sim = self.sim = _sim(env)
+        self.opts = env.placement
+        self.grouping = bool(self.opts.group_flexible)
+        self.porder = codec._porder  # per decision point: job -> the pools it tries, in order
+        targets: dict[int, int] = {}
+        order: list[int] = []
+        if codec.touched:  # else the tentative decision is empty
+            base = codec._decision(env)
+            targets, order = base.targets, base.order or []
+        self.n_order = len(order)
+        prio = {j: p for p, j in enumerate(order)}
+        grow = growth_order(sim, targets, prio)
+        self.n_train = n_train = sim.n_train
+        self.free = free = sim.srv_free
+        self.frees = frees = codec._frees  # per decision point: (job, target) -> release_frees
+        g_l = sim.g_list
+        # D's releases, exactly, and the fit tables after them
+        growing = set(grow)
+        freed: dict[int, dict[int, int]] = {}
+        self.freed = freed
+        state, workers, pool = sim.state, sim.workers, sim.pool
+        rel_free: dict[int, int] = {}
+        for j, t in targets.items():
+            if j in growing:
+                continue
+            fr = frees.get((j, t))
+            if fr is None:
+                fr = frees[(j, t)] = release_frees(sim, j, t)
+            freed[j] = fr
+            for srv, gp in fr.items():
+                old = rel_free.get(srv)
+                rel_free[srv] = (free.item(srv) if old is None else old) + gp
+        ft, fi = env.fits
+        ix = sim.free_index
+        self.loaned, self.not_cap = ix.loaned, ix.not_cap
+        ib = ix.bins.copy()  # the servers by free GPUs after the releases (exact)
+        # the servers holding base workers (the grouping tiers) are known while no release of D
+        # touches the inference pool (a release there may relabel workers); cap[3] holds the
+        # ones this count adds (None: unknown), _has_base() the simulator's
+        self._hb: int | None = None
+        hb = 0 if self.grouping and not any(pool.item(j) == INFER for j in freed) else None
+        c_rel: list[Any] = [list(ft), list(fi), ib, hb]
+        for srv, new in rel_free.items():
+            old = free.item(srv)
+            _adjust(c_rel[TRAIN if srv < n_train else INFER], old, new)
+            _move(ib, srv, old, new)
+        self.rel_free = rel_free
+        self.c_rel = c_rel
+        # D's growth, counted, with the fit tables before each job (snapshots), the pool each
+        # job lands in and its slack (GPUs more the earlier jobs could take from that pool with
+        # the job still placed in full, the same way)
+        self.entries: list[tuple[int, int, int, int, int]] = []
+        entries = self.entries
+        self.keys: list[tuple[int, int, int]] = []
+        far = len(prio)
+        for j in grow:
+            running = state.item(j) == _RUNNING
+            entries.append((j, g_l[j], targets[j], workers.item(j) if running else 0, pool.item(j) if running else -1))
+            self.keys.append((-g_l[j], prio.get(j, far), j))
+        self.pos: dict[int, int] = {j: i for i, j in enumerate(grow)}
+        self._top = codec._top
+        self.snaps: list[tuple[Any, ...]] = [
+            (c_rel[0].copy(), c_rel[1].copy(), ib.copy(), hb, 0)
+        ]
+        self.landed: list[int] = []
+        self.slack: list[float] = []
+        self.fells: list[bool] = []
+        self._grow_from(0)
+
+    def _grow_from(self, q: int) -> None:
+        """(Re)count D's growth from position ``q`` on (the snapshots up to ``q`` are kept)."""
+        del self.snaps[q + 1 :], self.landed[q:], self.slack[q:], self.fells[q:]
+        c0, c1, ib, hb, inf = self.snaps[q]
+        cap: list[Any] = [c0.copy(), c1.copy(), ib and ib.copy(), hb]
+        entries = self.entries
+        self.first_bad = len(entries)
+        self.bad: bool | None = True
+        inf_rel = self.c_rel[INFER]
+        rel_free = self.rel_free
+        snaps, landed, slack, fells = self.snaps, self.landed, self.slack, self.fells
+        for i in range(q, len(entries)):
+            r = self._place(cap, entries[i], inf, inf_rel, rel_free)
+            if r is not True:
+                self.first_bad, self.bad = i, r
+                break
+            inf += self._inf
+            landed.append(self._pool)
+            slack.append(self._slack)
+            fells.append(self._fell)
+            snaps.append((cap[0].copy(), cap[1].copy(), cap[2] and cap[2].copy(), cap[3], inf))
+        self.fell = any(fells)  # a queued job of D's growth fell back to its second pool
+        # suffix minima of the slack per pool: msl[p][i] = least slack of the jobs from i on in p
+        n = len(slack)
+        msl = [[math.inf] * (n + 1), [math.inf] * (n + 1)]
+        m0 = m1 = math.inf
+        for i in range(n - 1, -1, -1):
+            if landed[i] == 0:
+                if slack[i] < m0:
+                    m0 = slack[i]
+            elif slack[i] < m1:
+                m1 = slack[i]
+            msl[0][i] = m0
+            msl[1][i] = m1
+        self.msl = msl
+
+    def add_grant(self, j: int, c: int, cur: int, pool: int) -> None:
+        """D became D with job ``j``'s target raised to ``c`` (a grant action): recount from
+        where it sorts."""
+        q = self.pos.get(j)
+        if q is not None:
+            e = self.entries[q]
+            self.entries[q] = (j, e[1], c, e[3], e[4])
+        else:
+            g = self.sim.g_list[j]
+            key = (-g, self.n_order, j)
+            q = bisect_left(self.keys, key)
+            self.keys.insert(q, key)
+            self.entries.insert(q, (j, g, c, cur, pool))
+            self.pos = {e[0]: i for i, e in enumerate(self.entries)}
+            self.n_order += 1
+        if q <= self.first_bad:  # else an unchanged earlier job fails already: so does D now
+            self._grow_from(q)
+
+    def _pools(self, j: int) -> list[int]:
+        order = self.porder.get(j)
+        if order is None:
+            order = self.porder[j] = pool_order(self.sim, j, None, self.opts)
+        return order
+
+    def _place(self, cap: Any, e: tuple[int, int, int, int, int], inf: int, inf_rel: list[Any],
+               rel_free: dict[int, int], probe: bool = False) -> bool | None:
+        """Count one growing job ``e`` = (job, g, target, current workers, pool or -1) on the fit
+        tables ``cap`` = [training, inference, inference servers by free GPUs or None] (changed).
+        ``inf``: GPUs placed on the inference pool earlier in the order; ``inf_rel``: the
+        inference pool's fit table after the releases. Sets ``_pool`` (where it lands), ``_inf``
+        (GPUs it places on the inference pool), ``_slack`` (GPUs more that earlier jobs could
+        take from ``_pool`` with this job still placed in full there) and ``_fell`` (a queued
+        job that did not fit its first pool). ``probe``: only say whether and where it lands
+        (``cap`` is not changed).
+
+        While ``cap[2]`` is known (nothing placed on the inference pool yet, or only by the
+        plain best fit, which is replayed on it), a grouped job's room is exact; after a
+        grouped placement (whose servers depend on the tiers) it is dropped and the bounds of
+        the class docstring apply."""
+        j, g, t, cur, p = e
+        sim = self.sim
+        fell = False
+        ib = cap[2]
+        if p >= 0:  # running: grows in its own pool
+            n = t - cur
+            if p == INFER and self.grouping and sim.elastic_list[j]:
+                if ib is not None:  # exact: the room on loaned servers without its base workers
+                    own = 0
+                    for srv in sim.base[j]:
+                        own |= 1 << srv
+                    allowed = self.loaned & ~own
+                    room = _room(ib, allowed, g)
+                    if room < n:
+                        return False
+                    slack = (room - n) * g
+                    if not probe:
+                        self._grouped(cap, allowed, g, n)
+                else:  # room outside its own base servers: A - inf / g <= room <= A
+                    room = inf_rel[g]
+                    free, n_train = self.free, self.n_train
+                    for srv in sim.base[j]:
+                        if srv >= n_train:
+                            f = rel_free.get(srv)
+                            room -= (free.item(srv) if f is None else f) // g
+                    if room < n:
+                        return False
+                    low = room - inf // g
+                    if low < n:
+                        return None
+                    slack = (low - n) * g
+            else:
+                c = cap[p][g]
+                if c < n:
+                    return False
+                slack = (c - n) * g
+                if p == INFER and ib is not None and not probe:
+                    fill_bits(ib, self.not_cap, self.loaned, g, n)
+        else:  # queued: the first pool of its order where all t fit
+            n = t
+            wmin = sim.w_min_list[j]
+            for q in self._pools(j):
+                c = cap[q][g]
+                if q == INFER and self.grouping and t > wmin and sim.elastic_list[j]:
+                    # its flexible workers avoid the servers its base lands on
+                    if c < t:
+                        fell = True
+                        continue  # not all of it fits: the next pool
+                    # at most w_min servers take its base, each holding at most (cap - g) // g more
+                    low = c - wmin - wmin * ((self._top - g) // g) - (t - wmin)
+                    if ib is not None:  # exact: place the base, count the room left outside it
+                        b2 = ib.copy()
+                        own = 0
+                        for srv, _ in fill_bits(b2, self.not_cap, self.loaned, g, wmin):
+                            own |= 1 << srv
+                        allowed = self.loaned & ~own
+                        if _room(b2, allowed, g) < t - wmin:
+                            fell = True
+                            continue
+                        if not probe:
+                            cap[2] = b2
+                            self._grouped(cap, allowed, g, t - wmin)
+                            if cap[3] is not None:
+                                cap[3] |= own
+                    elif low < 0:
+                        return None
+                    p = q
+                    slack = low * g
+                    break
+                if c >= t:
+                    p = q
+                    slack = (c - t) * g
+                    if q == INFER and ib is not None and not probe:
+                        for srv, _ in fill_bits(ib, self.not_cap, self.loaned, g, wmin):
+                            if cap[3] is not None:
+                                cap[3] |= 1 << srv
+                        fill_bits(ib, self.not_cap, self.loaned, g, t - wmin)
+                    break
+                fell = True
+            else:
+                return False
+        if not probe:
+            _consume(cap[p], g, n)
+        self._pool = p
+        self._inf = n * g if p == INFER else 0
+        self._slack = slack
+        self._fell = fell
+        return True
+
+    def _grouped(self, cap: Any, allowed: int, g: int, n: int) -> None:
+        """``n`` flexible workers of ``g`` GPUs placed on the ``allowed`` loaned servers the
+        grouped way (servers without base workers first) on ``cap[2]``, when the servers
+        holding base workers (``cap[3]``) are known; else ``cap[2]`` becomes unknown."""
+        hb = cap[3]
+        ib = cap[2]
+        if hb is None or ib is None:
+            cap[2] = None
+            return
+        if self._hb is None:
+            self._hb = int.from_bytes(
+                np.packbits(self.sim.srv_base_gpus > 0, bitorder="little").tobytes(), "little"
+            )
+        hb |= self._hb
+        got = fill_bits(ib, self.not_cap, allowed & ~hb, g, n)
+        left = n - sum(k for _, k in got)
+        if left > 0:
+            fill_bits(ib, self.not_cap, allowed & hb, g, left)
+
+    def _run(self, start: int, first: tuple, skip: int, same_pool_extra: int | None) -> bool | None:
+        """Count ``first`` on the snapshot before position ``start``, then D's growth from
+        ``start + skip``. ``same_pool_extra``: for a job of D whose target grows, the GPUs it
+        adds when it lands in the same pool as in D (None: a new job, all of its GPUs)."""
+        if start > self.first_bad:
+            return self.bad  # an unchanged earlier job already fails (or cannot be counted)
+        snap = self.snaps[start]
+        inf = snap[4]
+        inf_rel = self.c_rel[INFER]
+        rel_free = self.rel_free
+        rest = start + skip
+        if self.first_bad == len(self.entries):
+            r = self._place(snap, first, inf, inf_rel, rel_free, True)  # probe: nothing changes
+            if r is not True:
+                return r
+            # every later job of D had slack: it takes the same pool and still fits when this
+            # one takes no more from that pool than the least slack there
+            p = self._pool
+            if same_pool_extra is None:
+                extra = (first[2] - first[3]) * first[1]
+            elif p == self.landed[start]:
+                extra = same_pool_extra
+            else:
+                extra = -1
+            if 0 <= extra <= self.msl[p][rest]:
+                return True
+        cap: list[Any] = [snap[0].copy(), snap[1].copy(), snap[2] and snap[2].copy(), snap[3]]
+        r = self._place(cap, first, inf, inf_rel, rel_free)
+        if r is not True:
+            return r
+        inf += self._inf
+        entries = self.entries
+        for i in range(rest, len(entries)):
+            r = self._place(cap, entries[i], inf, inf_rel, rel_free)
+            if r is not True:
+                return r
+            inf += self._inf
+        return True
+
+    def grant(self, j: int, c: int, cur: int, pool: int) -> bool | None:
+        """Whether D with job ``j``'s target raised to ``c`` is placed in full (None: unknown)."""
+        q = self.pos.get(j)
+        if q is not None:
+            _, g, t0, cur0, p0 = self.entries[q]
+            return self._run(q, (j, g, c, cur0, p0), 1, (c - t0) * g)
+        g = self.sim.g_list[j]
+        q = bisect_left(self.keys, (-g, self.n_order, j))
+        return self._run(q, (j, g, c, cur, pool), 0, None)
+
+    def release(self, j: int, c: int) -> bool | None:
+        """Whether D with running job ``j`` released to ``c`` workers is placed in full."""
+        if not self.entries:
+            return True
+        if self.first_bad == len(self.entries) and not self.fell:
+            # A release only adds free GPUs: every fit table entry grows or stays, so every
+            # job of D's growth still fits the pool it took (none fell back to a second pool,
+            # where it might now go first), takes the same, and leaves no less for the next.
+            return True
+        frees = self.frees
+        new = frees.get((j, c))
+        if new is None:
+            new = frees[(j, c)] = release_frees(self.sim, j, c)
+        old = self.freed.get(j, {})
+        rel_free = self.rel_free
+        cap_rel: list[Any] = self.c_rel
+        free = self.free
+        n_train = self.n_train
+        ib = cap_rel[2].copy()
+        hb = cap_rel[3] if self.sim.pool.item(j) != INFER else None
+        tab: list[Any] = [cap_rel[0].copy(), cap_rel[1].copy(), ib, hb]
+        rf = dict(rel_free)
+        for srv in {*new, *old}:
+            before = rel_free.get(srv)
+            if before is None:
+                before = free.item(srv)
+            after = before - old.get(srv, 0) + new.get(srv, 0)
+            _adjust(tab[TRAIN if srv < n_train else INFER], before, after)
+            _move(ib, srv, before, after)
+            rf[srv] = after
+        # count the whole growth on these tables
+        inf = 0
+        inf_rel = tab[INFER].copy()
+        for e in self.entries:
+            r = self._place(tab, e, inf, inf_rel, rf)
+            if r is not True:
+                return r
+            inf += self._inf
+        return True
+
+
 class SequentialCodec(ActionCodec):
     mode = "sequential"
 
@@ -367,29 +788,48 @@ class SequentialCodec(ActionCodec):
         self.tent = np.zeros(k, dtype=np.int64)
         self.touched: list[int] = []
         self._mask: np.ndarray | None = None
-        self._cand = np.full(self.n, -1, dtype=np.int64)  # candidate target per action
+        self._cand = [-1] * self.n  # candidate target per action
         self.quick_reject = True  # skip dry runs of grants that exceed the free GPUs
         self.incremental = True  # answer candidates from one dry run of the tentative decision
+        self.counting = True  # answer candidates by counting (_Counts) before any dry run
+        self._countable = False
+        self._frees: dict[tuple[int, int], dict[int, int]] = {}  # per decision point
+        self._porder: dict[int, list[int]] = {}  # per decision point
+        self._counts: _Counts | None = None  # the counted tentative decision (kept across grants)
+        self._top = 8
+        self._grown = 0  # GPUs the tentative decision adds (grants minus releases)
+
+    def begin_episode(self, env: ArylEnv) -> None:
+        sim = _sim(env)
+        # counting is exact for worker sizes that divide each other (powers of two up to 8)
+        # and without heterogeneous placement
+        self._countable = set(sim.g_list) <= set(_SIZES) and not (
+            env.placement.hetero and sim.has_hetero
+        )
+        self._top = int(sim.srv_cap.max())
 
     def begin_round(self, env: ArylEnv) -> None:
         w = env.window
         self.tent[:] = 0
-        self.tent[: len(w)] = _sim(env).workers[w]
+        self.tent[: len(w)] = env._wsnap[2]
         self.touched = []
         self._mask = None
+        self._grown = 0
+        self._frees = {}
+        self._porder = {}
+        self._counts = None
 
     def _decision(self, env: ArylEnv, i: int = -1, t: int = -1) -> Decision:
-        sim = _sim(env)
-        w = env.window
+        wl, _, wkl, _ = env._wsnap
+        tl = self.tent.tolist()
         targets: dict[int, int] = {}
-        for s in range(len(w)):
-            v = t if s == i else int(self.tent[s])
-            j = int(w[s])
-            if v != int(sim.workers[j]):
-                targets[j] = v
+        for s in range(len(wl)):
+            v = t if s == i else tl[s]
+            if v != wkl[s]:
+                targets[wl[s]] = v
         order = list(self.touched)
-        if i >= 0 and int(w[i]) not in order:
-            order.append(int(w[i]))
+        if i >= 0 and wl[i] not in order:
+            order.append(wl[i])
         return Decision(targets=targets, order=order)
 
     def mask(self, env: ArylEnv) -> np.ndarray:
@@ -397,53 +837,70 @@ class SequentialCodec(ActionCodec):
             return self._mask
         sim = _sim(env)
         k = self.k
-        m = np.zeros(self.n, dtype=bool)
+        m = bytearray(self.n)
         cand = self._cand
-        cand.fill(-1)
-        w = env.window
+        for i in range(self.n):
+            cand[i] = -1
+        wl, stl, wkl, pooll = env._wsnap
+        n = len(wl)
         # GPUs free on usable servers after the tentative decision: a grant needing more cannot
         # be placed, so its dry run is skipped (same mask, fewer dry runs; quick_reject=False
         # checks every candidate by dry run)
         free_left = self._free_after(env) if self.quick_reject else float("inf")
-        inc = _Incremental(self, env) if self.incremental and len(w) else None
-        state, workers, elastic = sim.state, sim.workers, sim.elastic
+        counts = None
+        if self.counting and self._countable and n:
+            counts = self._counts
+            if counts is None:
+                counts = self._counts = _Counts(self, env)
+        inc: _Incremental | None = None
+        use_inc = self.incremental and n > 0
+        wmin, wmax, el, g_l = sim.w_min_list, sim.w_max_list, sim.elastic_list, sim.g_list
         damped = env.damped
-        for i in range(len(w)):
-            j = int(w[i])
-            t = int(self.tent[i])
-            cur = int(workers[j])
-            st = state[j]
+        tl = self.tent.tolist()
+        for i in range(n):
+            j = wl[i]
+            t = tl[i]
+            cur = wkl[i]
+            st = stl[i]
             # grant
             if t >= cur:
                 c = -1
                 if st == _QUEUED and t == 0:
-                    c = int(sim.w_min[j])
-                elif t > 0 and elastic[j] and t < int(sim.w_max[j]):
+                    c = wmin[j]
+                elif t > 0 and el[j] and t < wmax[j]:
                     c = t + 1
-                if c > 0 and (c - t) * int(sim.g[j]) <= free_left:
-                    ok = inc.grant(j, t == cur, c) if inc is not None else None
+                if c > 0 and (c - t) * g_l[j] <= free_left:
+                    ok = counts.grant(j, c, cur, pooll[i] if st == _RUNNING else -1) if counts is not None else None
+                    if ok is None and use_inc:
+                        if inc is None:
+                            inc = _Incremental(self, env)
+                        ok = inc.grant(j, t == cur, c)
                     if ok is None:
                         ok = plan(sim, self._decision(env, i, c), env.placement).fully_placed
                     if ok:
-                        m[i] = True
+                        m[i] = 1
                         cand[i] = c
             # release (never of a job that flap damping suppresses)
             if self.release and st == _RUNNING and 0 < t <= cur and j not in damped:
                 c = -1
-                if elastic[j] and t > int(sim.w_min[j]):
+                if el[j] and t > wmin[j]:
                     c = t - 1
                 elif self.allow_preempt:
                     c = 0
                 if c >= 0:
-                    ok = inc.release(j, c) if inc is not None else None
+                    ok = counts.release(j, c) if counts is not None else None
+                    if ok is None and use_inc:
+                        if inc is None:
+                            inc = _Incremental(self, env)
+                        ok = inc.release(j, c)
                     if ok is None:
                         ok = plan(sim, self._decision(env, i, c), env.placement).fully_placed
                     if ok:
-                        m[k + i] = True
+                        m[k + i] = 1
                         cand[k + i] = c
-        m[self.commit] = True
-        self._mask = m
-        return m
+        m[self.commit] = 1
+        self._mask = mask = np.frombuffer(m, dtype=bool)
+        return mask
 
     def decode(self, env: ArylEnv, action) -> tuple[Decision | None, int]:
         a = discrete_action(action, self.n)
@@ -455,11 +912,20 @@ class SequentialCodec(ActionCodec):
         if a == self.commit:
             return self._decision(env), 0
         i = a if a < self.k else a - self.k
-        self.tent[i] = self._cand[a]
-        j = int(env.window[i])
+        c = self._cand[a]
+        wl, stl, wkl, pooll = env._wsnap
+        j = wl[i]
+        self._grown += (c - int(self.tent[i])) * _sim(env).g_list[j]
+        self.tent[i] = c
         if j not in self.touched:
             self.touched.append(j)
         self._mask = None
+        counts = self._counts
+        if counts is not None:
+            if a < self.k:  # a grant: recount D's growth from where the job sorts
+                counts.add_grant(j, c, wkl[i], pooll[i] if stl[i] == _RUNNING else -1)
+            else:  # a release changes the tables everything starts from: count afresh
+                self._counts = None
         return None, 0
 
     def target_feature(self, env: ArylEnv) -> np.ndarray:
@@ -470,12 +936,8 @@ class SequentialCodec(ActionCodec):
 
     def _free_after(self, env: ArylEnv) -> float:
         """Free GPUs on training and loaned servers minus the tentative decision's growth."""
-        sim = _sim(env)
-        w = env.window
-        n = len(w)
-        delta = float(((self.tent[:n] - sim.workers[w]) * sim.g[w]).sum()) if n else 0.0
-        free = float(sim.srv_free[sim.usable_mask(TRAIN)].sum() + sim.srv_free[sim.usable_mask(INFER)].sum())
-        return free - delta
+        ft, fi = env.fits  # entry 1: workers of one GPU that fit = free GPUs
+        return float(ft[1] + fi[1]) - float(self._grown)
 
 
 class PriorityCodec(ActionCodec):

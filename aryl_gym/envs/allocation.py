@@ -28,9 +28,9 @@ from aryl_gym.envs.observation import (
     F_JOB,
     F_OUTSIDE,
     ObservationBuilder,
+    WindowIndex,
     base_rates,
     fit_lists,
-    window_lists,
 )
 from aryl_gym.envs.render import render_ansi, render_rgb
 from aryl_gym.envs.reward import RewardTracker, accrued, parse_weights
@@ -428,6 +428,10 @@ class ArylEnv(gym.Env):
         self._obs_v1 = ObservationV1(self.config, self.k) if observation == "v1" else None
         if self._obs_v1 is not None:
             self.observation_space = extend_space(self.observation_space, self.k)
+        self._obs_shapes: list[tuple[str, tuple[int, ...]]] | None = None
+        self._obs_keys = ("jobs", "cluster", "outside", "action_mask") + (
+            ("jobs_v1", "cluster_v1") if self._obs_v1 is not None else ()
+        )
         self._pad_list = [-1] * self.k
         self.sim: Simulator | None = None
         self._wpad = np.full(self.k, -1, dtype=np.int64)
@@ -435,8 +439,9 @@ class ArylEnv(gym.Env):
         self._damping: FlapDamping | None = None
         #: jobs whose releases the masks refuse at this decision point (``flap_damping``)
         self.damped: set[int] | frozenset[int] = frozenset()
-        self._q_out: list[int] | np.ndarray = self.window
-        self._r_out: list[int] | np.ndarray = self.window
+        self._windex: WindowIndex | None = None  # the active jobs in the window's orders
+        self._n_q = 0  # queued jobs in this round's window
+        self._base_obs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # this round's
         self.episode_count = 0
         self.backfilled = 0
         self.decision_point = 0  # decision points reached in this episode
@@ -495,6 +500,7 @@ class ArylEnv(gym.Env):
         if self._obs_v1 is not None:
             self._obs_v1.begin(sim)
         self._base_rates = base_rates(sim) if self.window_order == "pred_time" else None
+        self._index_jobs(sim)
         self._damping = FlapDamping(self.flap_damping, len(sim.jobs), self.stall_hours) if self.flap_damping is not None else None
         self.damped = frozenset()
         if hasattr(self.codec, "begin_episode"):
@@ -505,6 +511,7 @@ class ArylEnv(gym.Env):
         self.invalid_total = 0
         self.backfilled = 0  # jobs started by backfill=True this episode
         self._finished = False
+        self._rules_at: float | None = None  # when the stall and thrash rules last said no
         self._wall0 = time.perf_counter()
         self._tracker = RewardTracker(sim, self.weights, self.reward_scale)
         self._advance_to_decision()
@@ -548,11 +555,26 @@ class ArylEnv(gym.Env):
             self._obs_v1.begin(sim)
         if self._base_rates is not None:
             self._base_rates = base_rates(sim)
+        self._index_jobs(sim)
+        self._base_obs = None  # the observation counts the trace's jobs (done_fraction)
+        self._rules_at = None  # the stall rule reads the jobs still to arrive
         if self._damping is not None:
             self._damping.grow(sim.n_jobs)
         if hasattr(self.codec, "begin_episode"):
             self.codec.begin_episode(self)
         self._tracker.rebind()
+
+    def _index_jobs(self, sim: Simulator) -> None:
+        """(Re)build the window index of the active jobs and record the simulator's job events
+        from now on (the index follows them at each decision point)."""
+        b = self._obs_builder
+        self._windex = WindowIndex(sim, b.elastic, self._base_rates, b.inv_wmax)
+        sim.job_events = []
+
+    @property
+    def _q_out(self) -> list[int]:
+        """The queued jobs outside this round's window, in the window's order."""
+        return self._windex.queued_outside(self._n_q) if self._windex is not None else []
 
     def _ended(self) -> bool:
         sim = self.sim
@@ -574,7 +596,16 @@ class ArylEnv(gym.Env):
     def _new_round(self) -> None:
         sim = self.sim
         assert sim is not None
-        w, self._q_out, self._r_out = window_lists(sim, self.k, self._obs_builder.elastic, self._base_rates)
+        wx = self._windex
+        assert wx is not None
+        ev = sim.job_events
+        if ev:
+            done = wx.update(sim, ev)
+            ev.clear()
+            if done:
+                self._tracker.hint_done(done)
+        w, self._n_q, self._n_r = wx.window(self.k)
+        self._base_obs = None
         # the window's ids padded with -1 to K (info["window"]) and the window itself (a view)
         n = len(w)
         self._wpad = np.array(w + self._pad_list[n:] if n < self.k else w, dtype=np.int64)
@@ -599,7 +630,7 @@ class ArylEnv(gym.Env):
         assert sim is not None
         # The agent thinks outside the env: env results carry 0 decision times and 0 wall time
         # (deterministic info; measure speed with aryl_gym.bench_env).
-        if self.backfill and len(self._q_out):
+        if self.backfill and sim.n_queued > self._n_q:
             decision = self._backfilled(decision)
         damp = self._damping
         if damp is not None:  # backfilled starts count as the agent's grants (docs/env.md)
@@ -660,6 +691,12 @@ class ArylEnv(gym.Env):
         return decision
 
     def step(self, action):
+        reward, terminated, truncated, info = self._step_core(action)
+        return self._obs(), reward, terminated, truncated, info
+
+    def _step_core(self, action) -> tuple[float, bool, bool, dict[str, Any]]:
+        """:meth:`step` without building the observation (a vector env writes it into its
+        stacked arrays with :meth:`_write_obs`)."""
         if self.sim is None:
             raise RuntimeError("call reset() before step()")
         sim = self.sim
@@ -681,10 +718,14 @@ class ArylEnv(gym.Env):
         if not terminated:
             if self.max_steps is not None and self.steps >= self.max_steps or sim.horizon_reached():
                 truncated = True
+            elif sim.now == self._rules_at:
+                pass  # a sub-step: both rules said no at this very time already (same state)
             elif sim.check_stall(self.stall_hours):
                 rule = "stall"
             elif sim.check_thrash(self.stall_hours):
                 rule = "thrash"
+            else:
+                self._rules_at = sim.now
         charge = None
         if rule is not None:
             if self.early_end == "charge":
@@ -708,7 +749,7 @@ class ArylEnv(gym.Env):
                 info["damping"] = self.damping_stats
             if self.backfill:
                 info["backfilled"] = self.backfilled
-        return self._obs(), float(reward), bool(terminated), bool(truncated), info
+        return float(reward), bool(terminated), bool(truncated), info
 
     def _end_charge(self, rule: str) -> dict[str, Any]:
         """What the rest of the episode costs when ``end_fallback`` takes over now: a copy of
@@ -761,27 +802,41 @@ class ArylEnv(gym.Env):
         return self.codec.mask(self).copy()
 
     def _obs(self) -> dict[str, np.ndarray]:
+        # keys in the order they always had (jobs, cluster, outside, action_mask, then v1's)
+        shapes = self._obs_shapes
+        if shapes is None:
+            spaces_ = self.observation_space.spaces  # type: ignore[attr-defined]
+            shapes = self._obs_shapes = [(k, spaces_[k].shape) for k in self._obs_keys]
+        empty, f32 = np.empty, np.float32
+        out = {k: empty(shape, dtype=f32) for k, shape in shapes}
+        self._write_obs(out)
+        return out
+
+    def _write_obs(self, out: Mapping[str, np.ndarray]) -> None:
+        """Write the observation into ``out`` (writable float32 arrays of the spaces' shapes,
+        e.g. rows of a vector env's stacked buffers)."""
         sim = self.sim
         assert sim is not None
-        jobs, cluster, outside = self._obs_builder.build(
-            sim,
-            self.window,
-            self._q_out,
-            self._r_out,
-            self.fits,
-            self.codec.target_feature(self),
-            self.codec.tentative_free(self),
-            self._wsnap,
-        )
-        obs = {
-            "jobs": jobs,
-            "cluster": cluster,
-            "outside": outside,
-            "action_mask": self.codec.mask(self).astype(np.float32),
-        }
+        base = self._base_obs
+        if base is None:  # once per decision point: the simulator does not move until a commit
+            wx = self._windex
+            assert wx is not None
+            o = wx.outside(self._wsnap[0], self._n_q, self._n_r)
+            base = self._base_obs = self._obs_builder.build_indexed(sim, self._wsnap, o, self.fits)
+        jobs, cluster = out["jobs"], out["cluster"]
+        jobs[...] = base[0]
+        cluster[...] = base[1]
+        out["outside"][...] = base[2]
+        target = self.codec.target_feature(self)
+        n = len(self.window)
+        if target is not None and n:  # tentative targets (sequential): the "target" column
+            jobs[:n, 15] = np.minimum(target[:n] / float(self.max_workers), 1.0)
+        free = self.codec.tentative_free(self)
+        if free is not None:
+            cluster[14] = min(free / self._obs_builder.total_gpus, 1.0)
+        out["action_mask"][...] = self.codec.mask(self)
         if self._obs_v1 is not None:
-            obs.update(self._obs_v1.build(self))
-        return obs
+            self._obs_v1.write(self, out)
 
     def _window_padded(self) -> np.ndarray:
         """The window's job ids, padded with -1 to K (fixed shape for vector envs)."""

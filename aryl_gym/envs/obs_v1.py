@@ -62,9 +62,13 @@ CLUSTER_FEATURES_V1: tuple[str, ...] = (
     "at_risk_4h",
 )
 F_JOB_V1 = len(JOB_FEATURES_V1)
+_HORIZONS_S = tuple(float(x) for x in np.asarray(HORIZONS_H) * 3600.0)
 F_CLUSTER_V1 = len(CLUSTER_FEATURES_V1)
 OBSERVATION_VERSIONS = ("v0", "v1")
 _RISK_GRID_H = np.arange(0.0, 4.0 + 1e-9, 0.25)  # forecast points for at_risk (every 15 min)
+_RISK_GRID_S = tuple(float(x) for x in _RISK_GRID_H * 3600.0)
+_RISK_1H = int((_RISK_GRID_H <= 1.0).sum())  # the grid points within the next hour
+_ALL_S = _HORIZONS_S + _RISK_GRID_S
 
 
 def _sq(x: float) -> float:
@@ -95,6 +99,7 @@ class InferenceForecast:
         self.start_hour = float(inf.start_hour)
         self.sample_seconds = float(inf.sample_seconds)
         self.shape: np.ndarray | None = None
+        self._cache: dict[tuple[int, ...], tuple[list[float], list[float], float, float]] = {}
         if self.mode == "diurnal":
             quiet = dataclasses.replace(inf, day_noise=0.0, sample_noise=0.0)
             self.shape = diurnal_utilization(quiet, 86400.0, np.random.default_rng(0))[:-1]
@@ -115,6 +120,44 @@ class InferenceForecast:
         need = np.ceil(self.n_inf * np.minimum(1.0, u + self.headroom) - 1e-9)
         return self.n_inf - need
 
+    def utilization_list(self, sim: Any, now: float, ahead_s: tuple[float, ...]) -> list[float]:
+        """:meth:`utilization` in plain Python (the same float operations, one point at a time)."""
+        shape = self.shape
+        if shape is not None:
+            ss = self.sample_seconds
+            n = len(shape)
+            return [float(shape[int((now + a) // ss) % n]) for a in ahead_s]
+        return [float(x) for x in self.utilization(sim, now, np.asarray(ahead_s, dtype=np.float64))]
+
+    def summary(self, sim: Any, now: float) -> tuple[list[float], list[float], float, float]:
+        """``(u at the horizons, loanable at the horizons, fewest loanable over the next hour,
+        over the next 4 h)``. A diurnal forecast depends on ``now`` only through the sample
+        indices of the points, so it is kept per index tuple (at most one entry per sample of a
+        day)."""
+        shape = self.shape
+        if shape is not None:
+            ss = self.sample_seconds
+            n = len(shape)
+            key = tuple([int((now + a) // ss) % n for a in _ALL_S])
+            hit = self._cache.get(key)
+            if hit is not None:
+                return hit
+            u = [float(shape[i]) for i in key[: len(_HORIZONS_S)]]
+            grid_u = [float(shape[i]) for i in key[len(_HORIZONS_S) :]]
+        else:
+            u = self.utilization_list(sim, now, _HORIZONS_S)
+            grid_u = self.utilization_list(sim, now, _RISK_GRID_S)
+        grid = self.loanable_list(grid_u)
+        out = (u, self.loanable_list(u), min(grid[:_RISK_1H]), min(grid))
+        if shape is not None:
+            self._cache[key] = out
+        return out
+
+    def loanable_list(self, u: list[float]) -> list[float]:
+        """:meth:`loanable` in plain Python."""
+        n_inf, h = self.n_inf, self.headroom
+        return [float(n_inf - math.ceil(n_inf * min(1.0, x + h) - 1e-9)) for x in u]
+
 
 class ObservationV1:
     """Builds ``jobs_v1`` and ``cluster_v1`` for an :class:`~aryl_gym.envs.allocation.ArylEnv`."""
@@ -129,6 +172,7 @@ class ObservationV1:
 
     def begin(self, sim: Any) -> None:
         self._rates = {}
+        self._qrows: dict[int, tuple[float, tuple[float, ...]]] = {}
         self._key = None
         self._episode += 1
         self._w_req = [int(j.w_req or j.w_min) for j in sim.jobs]
@@ -145,48 +189,79 @@ class ObservationV1:
         return float(sim.pred_remaining[j]) / r / 3600.0 if r > 0 else math.inf
 
     def build(self, env: Any) -> dict[str, np.ndarray]:
+        """``jobs_v1`` and ``cluster_v1`` (new arrays) for the env's current decision point."""
+        self._update(env)
+        return {k: v.copy() for k, v in self._out.items()}
+
+    def write(self, env: Any, out: Any) -> None:
+        """:meth:`build` into ``out[key]`` (writable arrays)."""
+        self._update(env)
+        for k, v in self._out.items():
+            out[k][...] = v
+
+    def _update(self, env: Any) -> None:
         key = (self._episode, int(env.decision_point))
         if key == self._key:
-            return {k: v.copy() for k, v in self._out.items()}
+            return
         sim = env.sim
         now = float(sim.now)
         fc = self.forecast
         n_inf = max(fc.n_inf, 1)
-        # cluster
+        # cluster (plain Python floats: the same operations as the array forms, point by point)
         hours = now / 3600.0 + fc.start_hour
         ang = 2.0 * math.pi * (hours % 24.0) / 24.0
-        u = fc.utilization(sim, now, np.asarray(HORIZONS_H) * 3600.0)
-        loanable = fc.loanable(u)
-        grid = fc.loanable(fc.utilization(sim, now, _RISK_GRID_H * 3600.0))
+        u, loanable, low1, low4 = fc.summary(sim, now)
         loaned = float(sim.n_loaned)
-        risk1 = max(loaned - float(grid[_RISK_GRID_H <= 1.0].min()), 0.0)
-        risk4 = max(loaned - float(grid.min()), 0.0)
+        risk1 = max(loaned - low1, 0.0)
+        risk4 = max(loaned - low4, 0.0)
         cluster = [(1.0 + math.sin(ang)) / 2.0, (1.0 + math.cos(ang)) / 2.0]
-        cluster += [float(x) for x in np.clip(u, 0.0, 1.0)]
-        cluster += [float(x) for x in np.clip(loanable / n_inf, 0.0, 1.0)]
+        cluster += [min(max(x, 0.0), 1.0) for x in u]
+        cluster += [min(max(x / n_inf, 0.0), 1.0) for x in loanable]
         cluster += [min(risk1 / n_inf, 1.0), min(risk4 / n_inf, 1.0)]
         # jobs
-        jobs = np.zeros((self.k, F_JOB_V1), dtype=np.float32)
         share_at_risk = min(risk1 / loaned, 1.0) if loaned > 0 else 0.0
         w_req_l = self._w_req
-        for s, j in enumerate(env.window.tolist()):
-            running = int(sim.workers[j]) > 0
-            w_max = int(sim.w_max[j])
+        wl, _, wkl, pooll = env._wsnap
+        prl = sim.pred_remaining[env.window].tolist() if len(wl) else []
+        w_max_l, el_l = sim.w_max_list, sim.elastic_list
+        rates = self._rates
+        qrows = self._qrows
+        flat: list[float] = []
+        for j, wk, p, pr in zip(wl, wkl, pooll, prl):
+            running = wk > 0
+            if not running:  # a queued job's row changes only with its predicted work
+                hit = qrows.get(j)
+                if hit is not None and hit[0] == pr:
+                    flat += hit[1]
+                    continue
+            w_max = w_max_l[j]
             w_req = w_req_l[j]
-            w = int(sim.workers[j]) if running else w_req
-            pool = int(sim.pool[j]) if running and int(sim.pool[j]) >= 0 else 0
-            t_cur = self._time_h(sim, j, w, pool)
-            gain = 0.0
-            if bool(sim.elastic[j]) and w < w_max:
-                gain = max(t_cur - self._time_h(sim, j, w + 1, pool), 0.0)
-            on_inf = running and pool == 1
-            jobs[s] = (
+            w = wk if running else w_req
+            pool = p if running and p >= 0 else 0
+            # T(w) = pred / rate(w) / 3600 (hours; inf at rate 0), rates cached per (j, w, pool)
+            grows = el_l[j] and w < w_max
+            ts = []
+            for ww, pp in ((w, pool), (w_req, 0), (w_max, 0), (w + 1, pool)) if grows else ((w, pool), (w_req, 0), (w_max, 0)):
+                if ww > 0:
+                    r = rates.get((j, ww, pp))
+                    if r is None:
+                        r = rates[(j, ww, pp)] = float(sim.rate_for(j, ww, pp))
+                else:
+                    r = 0.0
+                ts.append(pr / r / 3600.0 if r > 0 else math.inf)
+            t_cur = ts[0]
+            gain = max(t_cur - ts[3], 0.0) if grows else 0.0
+            row = (
                 _sq(gain),
                 _sq(t_cur),
-                _sq(self._time_h(sim, j, w_req, 0)),
-                _sq(self._time_h(sim, j, w_max, 0)),
-                share_at_risk if on_inf else 0.0,
+                _sq(ts[1]),
+                _sq(ts[2]),
+                share_at_risk if running and pool == 1 else 0.0,
             )
-        self._out = {"jobs_v1": jobs, "cluster_v1": np.asarray(cluster, dtype=np.float32)}
+            if not running:
+                qrows[j] = (pr, row)
+            flat += row
+        jobs = np.zeros(self.k * F_JOB_V1, dtype=np.float32)
+        jobs[: len(flat)] = flat
+        self._out = {"jobs_v1": jobs.reshape(self.k, F_JOB_V1), "cluster_v1": np.asarray(cluster, dtype=np.float32)}
         self._key = key
-        return {k: v.copy() for k, v in self._out.items()}

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import math
 import struct
+from bisect import bisect_left, insort
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -173,43 +175,13 @@ def select_window(
 
 
 _G = np.array([1, 2, 4, 8], dtype=np.int64)
-#: Above this many servers :func:`fit_lists` uses numpy instead of a Python loop.
-_PY_SERVERS = 64
 
 
 def fit_lists(sim: Simulator) -> tuple[list[int], list[int]]:
-    """:func:`fit_tables` as two lists of 9 ints (indexed by g); plain Python on small clusters.
-
-    Training servers come first in the server arrays (ids ``0 .. n_train - 1``)."""
-    S = sim.n_servers
-    if S > _PY_SERVERS:
-        ft_np, fi_np = fit_tables(sim)
-        return ft_np.tolist(), fi_np.tolist()
-    free = sim.srv_free.tolist()
-    pool = sim.srv_pool.tolist()
-    a1 = a2 = a4 = a8 = 0
-    for s in range(S):
-        if pool[s] == TRAIN:
-            f = free[s]
-            a1 += f
-            a2 += f >> 1
-            a4 += f >> 2
-            a8 += f >> 3
-    ft = [0, a1, a2, 0, a4, 0, 0, 0, a8]
-    if sim.n_loaned:
-        loaned = sim.srv_loaned.tolist()
-        a1 = a2 = a4 = a8 = 0
-        for s in range(S):
-            if loaned[s]:
-                f = free[s]
-                a1 += f
-                a2 += f >> 1
-                a4 += f >> 2
-                a8 += f >> 3
-        fi = [0, a1, a2, 0, a4, 0, 0, 0, a8]
-    else:
-        fi = [0] * 9
-    return ft, fi
+    """:func:`fit_tables` as two lists of 9 ints (indexed by g), read from the simulator's
+    free-capacity index (:class:`~aryl_gym.sim.index.FreeIndex`) in O(buckets)."""
+    ix = sim.free_index
+    return ix.fits(ix.train), (ix.fits(ix.loaned) if sim.n_loaned else [0] * 9)
 
 
 def fit_tables(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
@@ -223,6 +195,148 @@ def fit_tables(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
     if len(fl):
         fi[_G] = (fl[:, None] // _G).sum(axis=0)
     return ft, fi
+
+
+_QUEUED = int(JobState.QUEUED)
+
+
+class WindowIndex:
+    """The active jobs in the orders the window reads, kept up to date from the simulator's job
+    events (:attr:`~aryl_gym.sim.engine.Simulator.job_events`), so that choosing the window and
+    summarising the jobs outside it costs ``O(window)`` at a decision point instead of sorting
+    and scanning the whole queue (:func:`window_lists` is the reference; tests compare them).
+
+    Sorted lists (``bisect``): queued ids; queued jobs by ``(pred_remaining / base rate, id)``
+    (``window_order="pred_time"``) and by ``(pred_remaining * inv_wmax, id)`` (the ``outside``
+    feature ``min_pred_time``); running ids, elastic and the others apart. A queued job's
+    predicted remaining work does not change while it waits, so its keys are fixed from the
+    event that queued it until the next event of that job.
+    """
+
+    def __init__(self, sim: Simulator, elastic: list, base_rates: list[float] | None, inv_wmax: list[float]):
+        self.elastic = elastic
+        self.rates = base_rates
+        self.inv_wmax = inv_wmax
+        self.rebuild(sim)
+
+    def rebuild(self, sim: Simulator) -> None:
+        """Index the simulator's active jobs from scratch (a new episode or future)."""
+        self.q: list[int] = []
+        self.q_pred: list[tuple[float, int]] | None = [] if self.rates is not None else None
+        self.q_min: list[tuple[float, int]] = []
+        self.keys: dict[int, tuple[float, float]] = {}
+        self.r_el: list[int] = []
+        self.r_in: list[int] = []
+        self.state: dict[int, int] = {}
+        for j in sim.queued_ids():
+            self._add_queued(sim, j)
+        for j in sim.running_ids():
+            (self.r_el if self.elastic[j] else self.r_in).append(j)
+            self.state[j] = _RUNNING
+
+    def _add_queued(self, sim: Simulator, j: int) -> None:
+        pr = sim.pred_remaining.item(j)
+        k1 = pr / self.rates[j] if self.rates is not None else 0.0
+        k2 = pr * self.inv_wmax[j]
+        self.keys[j] = (k1, k2)
+        insort(self.q, j)
+        if self.q_pred is not None:
+            insort(self.q_pred, (k1, j))
+        insort(self.q_min, (k2, j))
+        self.state[j] = _QUEUED
+
+    @staticmethod
+    def _remove(lst: list, x: object) -> None:
+        i = bisect_left(lst, x)
+        if i == len(lst) or lst[i] != x:  # pragma: no cover - an index out of step
+            raise RuntimeError(f"window index: {x!r} not found")
+        del lst[i]
+
+    def update(self, sim: Simulator, events: list[int]) -> list[int]:
+        """Apply the simulator's job events since the last call; returns the ids among them
+        that are done now."""
+        done: list[int] = []
+        state = sim.state
+        for j in dict.fromkeys(events):
+            old = self.state.pop(j, None)
+            if old == _QUEUED:
+                k1, k2 = self.keys.pop(j)
+                self._remove(self.q, j)
+                if self.q_pred is not None:
+                    self._remove(self.q_pred, (k1, j))
+                self._remove(self.q_min, (k2, j))
+            elif old == _RUNNING:
+                self._remove(self.r_el if self.elastic[j] else self.r_in, j)
+            now = state.item(j)
+            if now == _QUEUED:
+                self._add_queued(sim, j)
+            elif now == _RUNNING:
+                insort(self.r_el if self.elastic[j] else self.r_in, j)
+                self.state[j] = _RUNNING
+            elif now == int(JobState.DONE):
+                done.append(j)
+        return done
+
+    def window(self, k: int) -> tuple[list[int], int, int]:
+        """``(window ids, queued jobs in it, running jobs in it)``: :func:`window_lists`'s
+        window."""
+        q = self.q
+        nq = len(q)
+        ne = len(self.r_el)
+        nr = ne + len(self.r_in)
+        n_r = min(nr, max(k // 2, k - nq))
+        n_q = min(nq, k - n_r)
+        if self.q_pred is not None:
+            q_in = [j for _, j in self.q_pred[:n_q]]
+        elif nq > n_q:
+            tail = n_q // 4
+            head = n_q - tail
+            q_in = q[:head] + q[nq - tail :] if tail else q[:head]
+        else:
+            q_in = list(q)
+        r_in = self.r_el[:n_r] if n_r <= ne else self.r_el + self.r_in[: n_r - ne]
+        return q_in + r_in, n_q, n_r
+
+    def queued_outside(self, n_q: int) -> list[int]:
+        """The queued ids outside a window holding ``n_q`` queued jobs, in the window's order
+        (:func:`window_lists`'s ``q_out``)."""
+        if self.q_pred is not None:
+            return [j for _, j in self.q_pred[n_q:]]
+        nq = len(self.q)
+        if nq <= n_q:
+            return []
+        tail = n_q // 4
+        return self.q[n_q - tail : nq - tail]
+
+    def outside(self, window: list[int], n_q: int, n_r: int) -> Outside:
+        """The summary of the jobs outside the window that the observation needs."""
+        nq = len(self.q)
+        nr = len(self.r_el) + len(self.r_in)
+        out = Outside(nq - n_q, nr - n_r, -1, math.inf)
+        if nq > n_q:
+            inside = set(window)
+            if self.q_pred is None:  # the queue's middle, in id (= submit) order
+                out.oldest = self.q[n_q - n_q // 4]
+            else:
+                for j in self.q:
+                    if j not in inside:
+                        out.oldest = j
+                        break
+            for key, j in self.q_min:
+                if j not in inside:
+                    out.min_key = key
+                    break
+        return out
+
+
+@dataclass
+class Outside:
+    """What the ``outside`` features need of the jobs outside the window (:class:`WindowIndex`)."""
+
+    n_queued: int
+    n_running: int
+    oldest: int  # the queued job outside with the earliest submit time, -1 when none
+    min_key: float  # the least pred_remaining * inv_wmax among them (inf when none)
 
 
 class ObservationBuilder:
@@ -295,6 +409,61 @@ class ObservationBuilder:
         the window's (ids, state, workers, pool) as lists when the caller already has them.
         """
         assert self.static is not None, "call begin(sim) first"
+        J = self._jobs(sim, window, fits, target, snapshot)
+        nq = sim.n_queued
+        if nq:
+            gw_min, gw_max = self.gw_min, self.gw_max
+            queued = sim.queued_ids()
+            qmin = sum([gw_min[j] for j in queued])
+            qmax = sum([gw_max[j] for j in queued])
+        else:
+            qmin = qmax = 0
+        C = self._cluster(sim, qmin, qmax, tentative_free)
+        now = sim.now
+        o = [_sq(len(q_out) / 10.0), _sq(len(r_out) / 10.0), 0.0, 0.0, 0.0, 0.0]
+        if len(q_out):
+            q = np.asarray(q_out, dtype=np.int64)
+            o[2] = _sq(float(sim.g[q] @ sim.w_min[q]) / self.total_gpus)
+            o[4] = _sq(max(now - float(sim.submit[q].min()), 0.0) / 3600.0)
+            o[5] = _sq(float((sim.pred_remaining[q] * self.inv_wmax_a[q]).min()))
+        if len(r_out):
+            r = np.asarray(r_out, dtype=np.int64)
+            o[3] = min(float(sim.g[r] @ sim.workers[r]) / self.total_gpus, 1.0)
+        return J, C, np.array(o, dtype=np.float32)
+
+    def build_indexed(
+        self,
+        sim: Simulator,
+        snapshot: tuple[list[int], list[int], list[int], list[int]],
+        out: Outside,
+        fits,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`build` (current workers as targets, no tentative grants) from the simulator's
+        running aggregates and a :class:`WindowIndex` summary: ``O(window)``, the same values.
+
+        ``snapshot``: the window's (ids, state, workers, pool) lists; ``out``: the summary of
+        the jobs outside it (:meth:`WindowIndex.outside`)."""
+        assert self.static is not None, "call begin(sim) first"
+        wl, stl, wkl, _ = snapshot
+        J = self._jobs(sim, np.asarray(wl, dtype=np.int64), fits, None, snapshot)
+        C = self._cluster(sim, sim.queued_gpus_min, sim.queued_gpus_max, None)
+        now = sim.now
+        o = [_sq(out.n_queued / 10.0), _sq(out.n_running / 10.0), 0.0, 0.0, 0.0, 0.0]
+        if out.n_queued:
+            # the queued base demand outside = all queued minus the window's queued jobs
+            gw_min = self.gw_min
+            inside = sum([gw_min[j] for j, st in zip(wl, stl) if st != _RUNNING])
+            o[2] = _sq(float(sim.queued_gpus_min - inside) / self.total_gpus)
+            o[4] = _sq(max(now - self.submit[out.oldest], 0.0) / 3600.0)
+            o[5] = _sq(out.min_key)
+        if out.n_running:
+            g = self.g
+            held = sum([g[j] * w for j, st, w in zip(wl, stl, wkl) if st == _RUNNING])
+            o[3] = min(float(sim.busy_train_gpus + sim.busy_loan_gpus - held) / self.total_gpus, 1.0)
+        return J, C, np.array(o, dtype=np.float32)
+
+    def _jobs(self, sim: Simulator, window, fits, target, snapshot) -> np.ndarray:
+        """The ``jobs`` array (:meth:`build`)."""
         n = len(window)
         now = sim.now
         W = float(self.max_workers)
@@ -347,7 +516,11 @@ class ObservationBuilder:
                     t15 if t15 < 1.0 else 1.0,
                     fit_a[g_l[j]] if ta_l[j] else fit_s[g_l[j]],
                 ))
-        J = _f32(flat, self.k * F_JOB).reshape(self.k, F_JOB)
+        return _f32(flat, self.k * F_JOB).reshape(self.k, F_JOB)
+
+    def _cluster(self, sim: Simulator, qmin: int, qmax: int, tentative_free: float | None) -> np.ndarray:
+        """The ``cluster`` array (:meth:`build`); ``qmin``, ``qmax``: the queued GPU demand."""
+        now = sim.now
         # cluster features (the kernel's incremental counters, GPUs)
         n_loaned = sim.n_loaned
         loaned_cap = float(n_loaned * self.inf_gpus_per_server)
@@ -359,15 +532,13 @@ class ObservationBuilder:
         nq = sim.n_queued
         nr = sim.n_running
         if nq:
-            gw_min, gw_max = self.gw_min, self.gw_max
-            queued = sim.queued_ids()
-            c11 = _sq(sum([gw_min[j] for j in queued]) / self.total_gpus)
-            c12 = _sq(sum([gw_max[j] for j in queued]) / self.total_gpus)
+            c11 = _sq(qmin / self.total_gpus)
+            c12 = _sq(qmax / self.total_gpus)
         else:
             c11 = c12 = 0.0
         if tentative_free is None:
             tentative_free = train_free + loaned_free
-        C = np.array(
+        return np.array(
             [
                 self.train_gpus / self.total_gpus,
                 train_free / max(self.train_gpus, 1.0),
@@ -387,13 +558,3 @@ class ObservationBuilder:
             ],
             dtype=np.float32,
         )
-        o = [_sq(len(q_out) / 10.0), _sq(len(r_out) / 10.0), 0.0, 0.0, 0.0, 0.0]
-        if len(q_out):
-            q = np.asarray(q_out, dtype=np.int64)
-            o[2] = _sq(float(sim.g[q] @ sim.w_min[q]) / self.total_gpus)
-            o[4] = _sq(max(now - float(sim.submit[q].min()), 0.0) / 3600.0)
-            o[5] = _sq(float((sim.pred_remaining[q] * self.inv_wmax_a[q]).min()))
-        if len(r_out):
-            r = np.asarray(r_out, dtype=np.int64)
-            o[3] = min(float(sim.g[r] @ sim.workers[r]) / self.total_gpus, 1.0)
-        return J, C, np.array(o, dtype=np.float32)

@@ -204,6 +204,9 @@ class RewardTracker:
         self._finish_sum = 0.0  # sum of finish times of done jobs (s)
         self._done_seen = 0
         self._done_mask = np.zeros(sim.n_jobs, dtype=bool)
+        self._hint: list[int] = []
+        # the step's (reward, components) by (invalid, queued) while the simulator stands still
+        self._still: dict[tuple[int, int], tuple[float, dict[str, float]]] = {}
         self.t = sim.now
         self.a = self._accrued(sim.now)
         self.preempt = int(sim.preempt_count.sum())
@@ -219,6 +222,7 @@ class RewardTracker:
         """The simulator's future was replaced (:meth:`Simulator.replace_future`): rebuild the
         per-job tables. Jobs still to arrive add nothing to the integrals so far, so the
         running figures carry on."""
+        self._still.clear()
         sim = self.sim
         self._prefix_submit = np.concatenate([[0.0], np.cumsum(sim.submit)]).tolist()
         self._submit = sim.submit.tolist()
@@ -231,11 +235,21 @@ class RewardTracker:
 
     _NONE = np.zeros(0, dtype=np.int64)
 
+    def hint_done(self, ids: list[int]) -> None:
+        """Jobs that may have finished since the last step (the env reads them from the
+        simulator's job events): the next step looks at these instead of every job."""
+        self._hint.extend(ids)
+
     def _sync_done(self) -> np.ndarray:
         sim = self.sim
         if sim.done_count == self._done_seen:
+            self._hint.clear()
             return self._NONE
-        new = np.flatnonzero((sim.state == JobState.DONE) & ~self._done_mask)
+        hint, mask = self._hint, self._done_mask
+        new = np.array(sorted({j for j in hint if not mask[j]}), dtype=np.int64)
+        hint.clear()
+        if len(new) != sim.done_count - self._done_seen:  # no (complete) hint: look at every job
+            new = np.flatnonzero((sim.state == JobState.DONE) & ~self._done_mask)
         self._done_mask[new] = True
         self._finish_sum += float(sim.finish[new].sum())
         self._done_seen = sim.done_count
@@ -252,11 +266,20 @@ class RewardTracker:
         sim = self.sim
         new_done = self._sync_done()
         t1 = sim.now
-        a1 = self._accrued(t1)
-        dt = t1 - self.t
         pc = sim.preemptions_total  # == preempt_count.sum()
         acc = sim.acc
         busy = acc.train_busy_gs + acc.loan_used_gs
+        still = t1 == self.t and not len(new_done) and pc == self.preempt and busy == self.busy_gs
+        if still:  # a sub-step: nothing moved since the last step, so neither do the components
+            hit = self._still.get((invalid, queued_after))
+            if hit is not None:
+                r, comp = hit
+                self.total += r
+                return r, dict(comp)
+        else:
+            self._still.clear()
+        a1 = self._accrued(t1)
+        dt = t1 - self.t
         step = RewardStep(
             accrued=a1 - self.a,
             dt=dt,
@@ -276,6 +299,8 @@ class RewardTracker:
         for k, wk in self._weighted:
             r += wk * comp[k]
         self.total += r
+        if still:
+            self._still[(invalid, queued_after)] = (r, dict(comp))
         return r, comp
 
     def charge(self, job_seconds: float, comp: dict[str, float]) -> float:

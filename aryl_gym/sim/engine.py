@@ -42,6 +42,7 @@ from aryl_gym.config import ConfigError, ScenarioConfig
 from aryl_gym.metrics import episode_result
 from aryl_gym.progress import progress_bar
 from aryl_gym.sim.goodput import JobCurve, app_for
+from aryl_gym.sim.index import FreeIndex
 from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.loaning import LoanController
 from aryl_gym.sim.overhead import OverheadWindow
@@ -374,7 +375,17 @@ class Simulator:
         self.srv_free[:] = self.srv_cap
         self.srv_base_gpus[:] = 0
         self.srv_flex_gpus[:] = 0
+        # servers bucketed by free GPUs (best fit, fit tables), kept by the primitives below
+        self.free_index = FreeIndex(
+            self.srv_free.tolist(), self.srv_cap.tolist(), self._train_mask.tolist(), self.srv_loaned.tolist()
+        )
         self._queued: set[int] = set()
+        # queued GPU demand (sum of g * w_min and of g * w_max over queued jobs), kept on events
+        self.queued_gpus_min = 0
+        self.queued_gpus_max = 0
+        # ids of jobs whose state changed (arrived, started, preempted, finished), in order, for
+        # an observer that keeps its own indexes (the allocation env); None: not recorded
+        self.job_events: list[int] | None = None
         self._running: set[int] = set()
         self._running_arr = np.zeros(0, dtype=np.int64)
         self._running_dirty = False
@@ -632,6 +643,7 @@ class Simulator:
         if free < 0:  # pragma: no cover - guarded by placement
             raise AssertionError(f"server {s} over-committed by job {j}")
         self.srv_free[s] = free
+        self.free_index.move(s, free + gpus, free)
         d = self.flex[j] if flex else self.base[j]
         d[s] = d.get(s, 0) + k
         if flex:
@@ -657,6 +669,8 @@ class Simulator:
         else:
             del d[s]
         self.srv_free[s] += gpus
+        free = self.srv_free.item(s)
+        self.free_index.move(s, free - gpus, free)
         if flex:
             self.srv_flex_gpus[s] -= gpus
         else:
@@ -705,6 +719,11 @@ class Simulator:
         """Book-keeping for a queued job whose workers were just placed."""
         self._queued.discard(j)
         self._running.add(j)
+        g = self.g_list[j]
+        self.queued_gpus_min -= g * self.w_min_list[j]
+        self.queued_gpus_max -= g * self.w_max_list[j]
+        if self.job_events is not None:
+            self.job_events.append(j)
         self._running_dirty = True
         self.state[j] = _RUNNING
         self.pool[j] = pool
@@ -725,6 +744,11 @@ class Simulator:
         self._running.discard(j)
         self._running_dirty = True
         self._queued.add(j)
+        g = self.g_list[j]
+        self.queued_gpus_min += g * self.w_min_list[j]
+        self.queued_gpus_max += g * self.w_max_list[j]
+        if self.job_events is not None:
+            self.job_events.append(j)
         self.state[j] = _QUEUED
         self.pool[j] = -1
         self.rate[j] = 0.0
@@ -848,6 +872,11 @@ class Simulator:
         while i < n and self.submit[i] <= self.now + _EPS:
             self.state[i] = _QUEUED
             self._queued.add(i)
+            g = self.g_list[i]
+            self.queued_gpus_min += g * self.w_min_list[i]
+            self.queued_gpus_max += g * self.w_max_list[i]
+            if self.job_events is not None:
+                self.job_events.append(i)
             i += 1
             new = True
         self._next_arrival = i
@@ -872,6 +901,8 @@ class Simulator:
             idle = np.flatnonzero((self.srv_pool == INFER) & ~self.srv_loaned)
             for s in idle[: loanable - n_loaned]:
                 self.srv_loaned[s] = True
+                self.free_index.move(int(s), self.srv_free.item(s), self.srv_cap.item(s))
+                self.free_index.set_loaned(int(s), True)
                 self.srv_free[s] = self.srv_cap[s]
                 self.n_loaned += 1
                 self.loaned_gpus += int(self.srv_cap[s])
@@ -915,6 +946,8 @@ class Simulator:
                     self.preempt(j)
                     preempted.append(j)
             self.srv_loaned[s] = False
+            self.free_index.move(int(s), self.srv_free.item(s), self.srv_cap.item(s))
+            self.free_index.set_loaned(int(s), False)
             self.srv_free[s] = self.srv_cap[s]
             self.n_loaned -= 1
             self.loaned_gpus -= int(self.srv_cap[s])
@@ -1031,6 +1064,8 @@ class Simulator:
         for j in completed:
             release_all(self, j)
             self._running.discard(j)
+            if self.job_events is not None:
+                self.job_events.append(j)
             self.state[j] = _DONE
             self.pool[j] = -1
             self.rate[j] = 0.0

@@ -15,7 +15,10 @@
 * a running job has workers inside the range the engine enforces (``[w_min, w_max]``, or the
   wider one of a policy's ``elasticity``), exactly the ones placed; a job that
   is not running holds no server;
-* the state sets (queued, running, done count) match the state array;
+* the state sets (queued, running, done count) match the state array, and the running
+  aggregates kept on events match a recount: the queued GPU demand (``queued_gpus_min``,
+  ``queued_gpus_max``) and the free-capacity index (``free_index``: servers by free GPUs, the
+  loaned servers);
 * loans respect the loan controller: no more servers loaned than loanable now (none when the
   policy does not loan), and the loaned-GPU counter matches the loaned servers;
 * work is conserved: remaining work is in ``[0, work]``, a finished job has none left and
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from aryl_gym.sim.index import FreeIndex
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.view import INFER, TRAIN
 
@@ -141,6 +145,15 @@ def check(sim: Simulator) -> None:
     done = state == JobState.DONE
     if int(done.sum()) != sim.done_count:
         _fail(sim, f"done count {sim.done_count} != {int(done.sum())} jobs in state DONE")
+    # aggregates kept on events
+    q = np.flatnonzero(state == JobState.QUEUED)
+    qmin, qmax = int(sim.g[q] @ sim.w_min[q]), int(sim.g[q] @ sim.w_max[q])
+    if (qmin, qmax) != (sim.queued_gpus_min, sim.queued_gpus_max):
+        _fail(sim, f"queued GPU demand counters ({sim.queued_gpus_min}, {sim.queued_gpus_max}) != "
+                   f"recount ({qmin}, {qmax})")
+    fresh = FreeIndex(free.tolist(), cap.tolist(), (sim.srv_pool == TRAIN).tolist(), sim.srv_loaned.tolist())
+    if fresh != sim.free_index:
+        _fail(sim, f"free-capacity index {sim.free_index!r} != recount {fresh!r}")
     # loans
     loaned = sim.srv_loaned
     if np.any(loaned & (sim.srv_pool != INFER)):

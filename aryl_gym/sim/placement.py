@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from aryl_gym.sim.index import fill_bits
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.state import PlacementState, WorkerDicts
 from aryl_gym.sim.view import INFER, TRAIN, ClusterView, Decision, PlacementOptions, PlacementReport
@@ -119,8 +120,10 @@ def fill_list(
     return plan
 
 
-#: Clusters with at most this many servers are planned with plain-Python lists (faster than
-#: numpy at this size); bigger ones with numpy masks. Both give the same plan (tested).
+#: Clusters with at most this many servers are planned with plain-Python lists (faster at this
+#: size); bigger ones with the state's free-capacity index (:class:`~aryl_gym.sim.index.FreeIndex`:
+#: servers bucketed by free GPUs, a best fit in O(buckets)). The numpy scan (:func:`_plan_np`)
+#: gives the same plan too (all three are tested against each other).
 PY_SERVERS = 64
 
 
@@ -221,6 +224,7 @@ class Scratch:
         self._train_mask = sim.usable_mask(TRAIN)
         self._allowed = sim.allowed_pools
         self.srv_free = sim.srv_free.copy()
+        self.free_index = sim.free_index.copy()
         self.srv_base_gpus = sim.srv_base_gpus.copy()
         self.srv_flex_gpus = sim.srv_flex_gpus.copy()
         self.state = sim.state.copy()
@@ -247,7 +251,9 @@ class Scratch:
 
     def add_workers(self, j: int, s: int, k: int, flex: bool) -> None:
         gpus = k * self.g_list[j]
-        self.srv_free[s] -= gpus
+        free = self.srv_free.item(s)
+        self.srv_free[s] = free - gpus
+        self.free_index.move(s, free, free - gpus)
         d = self._flex[j] if flex else self._base[j]
         d[s] = d.get(s, 0) + k
         if flex:
@@ -266,7 +272,9 @@ class Scratch:
             d[s] = left
         else:
             del d[s]
-        self.srv_free[s] += gpus
+        free = self.srv_free.item(s)
+        self.srv_free[s] = free + gpus
+        self.free_index.move(s, free, free + gpus)
         if flex:
             self.srv_flex_gpus[s] -= gpus
         else:
@@ -381,7 +389,7 @@ def _plan(
     if st.n_servers <= PY_SERVERS:
         plan = _plan_list(st, j, pool, n_base, n_flex, opts)
     else:
-        plan = _plan_np(st, j, pool, n_base, n_flex, opts)
+        plan = _plan_index(st, j, pool, n_base, n_flex, opts)
     if opts.hetero and pool == TRAIN and st.hetero_list[j] and (plan or n_base == 0):
         need = n_base + n_flex - sum(k for _, k, _ in plan)
         if need > 0:
@@ -498,6 +506,48 @@ def _plan_np(
     return plan
 
 
+def _plan_index(
+    st: PlacementState,
+    j: int,
+    pool: int,
+    n_base: int,
+    n_flex: int,
+    opts: PlacementOptions,
+) -> list[tuple[int, int, bool]]:
+    """:func:`_plan` on the state's free-capacity index (big clusters): each best fit is
+    O(buckets) (:func:`~aryl_gym.sim.index.best_fit_bits`), not a scan of the servers; the
+    same plan as :func:`_plan_np` and :func:`_plan_list`."""
+    g = st.g_list[j]
+    ix = st.free_index
+    bins = ix.bins.copy()
+    not_cap = ix.not_cap
+    usable = ix.train if pool == TRAIN else ix.loaned
+    base = fill_bits(bins, not_cap, usable, g, n_base)
+    if sum(k for _, k in base) < n_base:
+        return []
+    plan = [(s, k, False) for s, k in base]
+    if n_flex <= 0:
+        return plan
+    if opts.group_flexible and pool == INFER and bool(st.elastic[j]):
+        own = 0
+        for s in st.base[j]:
+            own |= 1 << s
+        for s, _, _ in plan:
+            own |= 1 << s
+        allowed = usable & ~own
+        # servers holding a base worker of some job (the plan's own base servers are not allowed)
+        has_base = int.from_bytes(np.packbits(st.srv_base_gpus > 0, bitorder="little").tobytes(), "little")
+        tiers: tuple[int, ...] = (allowed & ~has_base, allowed & has_base)
+    else:
+        tiers = (usable,)
+    need = n_flex
+    for cand in tiers:
+        got = fill_bits(bins, not_cap, cand, g, need)
+        plan.extend((s, k, True) for s, k in got)
+        need -= sum(k for _, k in got)
+    return plan
+
+
 def pool_order(
     st: PlacementState | ClusterView,
     j: int,
@@ -528,25 +578,53 @@ def _commit(st: PlacementState, j: int, plan: list[tuple[int, int, bool]]) -> in
     return n
 
 
-def _scale_in(st: PlacementState, j: int, k: int) -> None:
-    """Remove ``k`` workers of job ``j``: flexible ones first (loaned servers first, then the
+def _scale_in_plan(st: PlacementState, j: int, k: int) -> list[tuple[int, int, bool]]:
+    """The ``k`` workers of job ``j`` a scale-in removes, as ``[(server, workers, is_flex)]`` in
+    the order :func:`_scale_in` removes them: flexible ones first (loaned servers first, then the
     servers holding fewest, then by id), then base ones (loaned servers first, then by id)."""
     loaned = st.srv_loaned.item
+    out: list[tuple[int, int, bool]] = []
     order = sorted(st.flex[j].items(), key=lambda kv: (not loaned(kv[0]), kv[1], kv[0]))
     for s, have in order:
         if k == 0:
             break
         r = min(k, have)
-        st.remove_workers(j, s, r, True)
+        out.append((s, r, True))
         k -= r
     if k:  # only reachable if base workers must go
         for s, have in sorted(st.base[j].items(), key=lambda kv: (not loaned(kv[0]), kv[0])):
             if k == 0:
                 break
             r = min(k, have)
-            st.remove_workers(j, s, r, False)
+            out.append((s, r, False))
             k -= r
+    return out
+
+
+def _scale_in(st: PlacementState, j: int, k: int) -> None:
+    """Remove ``k`` workers of job ``j`` (:func:`_scale_in_plan`), then relabel base workers."""
+    for s, r, is_flex in _scale_in_plan(st, j, k):
+        st.remove_workers(j, s, r, is_flex)
     rebalance(st, j)
+
+
+def release_frees(st: PlacementState, j: int, t: int) -> dict[int, int]:
+    """The GPUs :func:`release_job` with target ``t`` would free, by server (``{server: GPUs}``),
+    without changing ``st``: every worker of a running job preempted (``t`` 0), the workers a
+    scale-in to ``t`` removes, nothing otherwise."""
+    if st.state.item(j) != _RUNNING:
+        return {}
+    cur = st.workers.item(j)
+    g = st.g_list[j]
+    out: dict[int, int] = {}
+    if t == 0:
+        for d in (st.flex[j], st.base[j]):
+            for s, k in d.items():
+                out[s] = out.get(s, 0) + k * g
+    elif t < cur:
+        for s, k, _ in _scale_in_plan(st, j, cur - t):
+            out[s] = out.get(s, 0) + k * g
+    return out
 
 
 def _validate_target(st: PlacementState, j: object, t: object) -> tuple[int, int, str]:

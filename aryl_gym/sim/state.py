@@ -17,6 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from aryl_gym.config import ScenarioConfig
+from aryl_gym.sim.index import FreeIndex
 from aryl_gym.sim.jobs import JobSpec
 from aryl_gym.sim.loaning import LoanController
 
@@ -50,6 +51,7 @@ class PlacementState(Protocol):
     srv_loaned: np.ndarray
     srv_base_gpus: np.ndarray
     srv_flex_gpus: np.ndarray
+    free_index: FreeIndex  # servers bucketed by free GPUs, kept in step with srv_free and srv_loaned
     train_ids: list[int]
     state: np.ndarray
     workers: np.ndarray

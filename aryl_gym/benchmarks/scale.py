@@ -1,0 +1,231 @@
+"""The env at the paper's scale (issue 37): step cost by cluster size, vector envs, a learned
+agent's episodes. ``aryl-gym bench --only scale`` prints these rows with their targets:
+
+* ``steps``: env steps per CPU-second of this process (``sequential`` mode, window 32,
+  observation v1, uniformly random *allowed* actions, one core) on ``testbed`` and
+  ``production`` (and ``basic``), over a fixed trajectory: ``reset(seed=0)``, ``WARMUP`` steps
+  untimed (past the empty start of an episode), then ``STEPS`` timed steps. Targets: at least
+  10,000 on ``testbed`` and 5,000 on ``production``, production within 2x of testbed.
+  With ``--baseline DIR`` (a checkout of an earlier commit) the same trajectories are also
+  played by that code, in the same run, in ABBA order (now, before, before, now; each figure
+  the mean of its two runs), each in a fresh process: "before" and "now" side by side.
+* ``vector``: ``gym.make_vec(id, num_envs=8)`` (the batched :class:`aryl_gym.envs.vector.ArylVectorEnv`)
+  against 8 ``gym.make`` envs in Gymnasium's ``SyncVectorEnv``, same process, same settings
+  and actions; target: at least 1.5x.
+* ``episode``: one ``basic`` episode of the shipped ``ppo-v1`` through the env (CPU seconds,
+  its torch forward passes included; target <= 10 s) and, unless ``--quick``, one
+  ``production`` episode (target <= 2 minutes). Needs the ``train`` extra.
+
+The step figures are printed, not asserted: the machine is shared and noisy. CPU time of the
+measuring process is reported (a busy machine inflates wall time far more than CPU time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+#: a checkout whose code the step rows also measure (``aryl-gym bench --baseline DIR``)
+BASELINE: str | None = None
+
+#: steps played untimed after the reset, then timed, per scenario
+WARMUP = {"testbed": 500, "basic": 1500, "production": 3000}
+STEPS = {"testbed": 20_000, "basic": 8_000, "production": 8_000}
+QUICK_STEPS = {"testbed": 5_000, "basic": 2_000, "production": 2_000}
+TARGETS = {"testbed": 10_000, "production": 5_000}
+
+#: The measurement, as a script that needs only the public API (so an earlier checkout runs it
+#: too): prints {"steps", "cpu_s", "wall_s"} as JSON.
+STEP_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+import gymnasium as gym
+import aryl_gym  # noqa: F401
+scenario, warmup, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+env = gym.make("aryl_gym/Aryl-v2", scenario=scenario, action_mode="sequential", window=32,
+               observation="v1").unwrapped
+rng = np.random.default_rng(0)
+env.reset(seed=0)
+def play(n):
+    for _ in range(n):
+        ok = np.flatnonzero(env.action_masks())
+        _, _, te, tr, _ = env.step(int(ok[rng.integers(len(ok))]))
+        if te or tr:
+            env.reset()
+play(warmup)
+c0, w0 = time.process_time(), time.perf_counter()
+play(steps)
+print(json.dumps({"steps": steps, "cpu_s": time.process_time() - c0, "wall_s": time.perf_counter() - w0}))
+"""
+
+
+def _overlay(checkout: Path) -> Path:
+    """A directory to put on ``PYTHONPATH`` so that ``import aryl_gym`` (with
+    ``aryl_gym.agents`` and ``aryl_gym.configs``, which live at the top of a checkout) imports
+    ``checkout``'s code."""
+    checkout = checkout.resolve()
+    if not (checkout / "aryl_gym" / "__init__.py").is_file():
+        raise ValueError(f"--baseline {checkout}: not a checkout of aryl-gym (no aryl_gym/__init__.py)")
+    if (checkout / "aryl_gym" / "agents").exists():
+        return checkout
+    tmp = Path(tempfile.mkdtemp(prefix="aryl-gym-baseline-"))
+    pkg = tmp / "aryl_gym"
+    pkg.mkdir()
+    for entry in (checkout / "aryl_gym").iterdir():
+        (pkg / entry.name).symlink_to(entry)
+    for name in ("agents", "configs"):
+        if (checkout / name).exists():
+            (pkg / name).symlink_to(checkout / name)
+    return tmp
+
+
+def _measure(scenario: str, warmup: int, steps: int, pythonpath: Path | None) -> dict[str, float]:
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    # -P and a neutral working directory: nothing but PYTHONPATH and the installed package
+    # decides which aryl_gym is imported
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", STEP_SCRIPT, scenario, str(warmup), str(steps)],
+        capture_output=True, text=True, env=env, check=False, cwd=tempfile.gettempdir(),
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"step benchmark ({scenario}, {pythonpath or 'this checkout'}) failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench_steps(quick: bool = False, baseline: str | Path | None = None,
+                scenarios: tuple[str, ...] = ("testbed", "basic", "production")) -> list[dict[str, Any]]:
+    """Env steps per CPU-second now (and with ``baseline``'s code), one row per scenario."""
+    base = _overlay(Path(baseline)) if baseline else None
+    rows = []
+    for sc in scenarios:
+        n = (QUICK_STEPS if quick else STEPS)[sc]
+        w = WARMUP[sc]
+        now: list[dict[str, float]] = []
+        before: list[dict[str, float]] = []
+        order = ("now", "before", "before", "now") if base is not None else ("now",)
+        for who in order:
+            r = _measure(sc, w, n, base if who == "before" else None)
+            (now if who == "now" else before).append(r)
+
+        def rate(rs: list[dict[str, float]]) -> float:
+            return sum(r["steps"] for r in rs) / sum(r["cpu_s"] for r in rs)
+
+        row: dict[str, Any] = {"scenario": sc, "steps": n, "steps/cpu-s now": rate(now)}
+        if before:
+            row["steps/cpu-s before"] = rate(before)
+            row["speed-up"] = rate(now) / rate(before)
+        row["target"] = TARGETS.get(sc)
+        row["met"] = (rate(now) >= TARGETS[sc]) if sc in TARGETS else None
+        rows.append(row)
+    by: dict[str, float] = {str(r["scenario"]): float(r["steps/cpu-s now"]) for r in rows}
+    if "testbed" in by and "production" in by:
+        rows.append({"scenario": "testbed / production", "steps": None,
+                     "steps/cpu-s now": by["testbed"] / by["production"], "target": 2.0,
+                     "met": by["testbed"] / by["production"] <= 2.0})
+    return rows
+
+
+def _random_masked(masks: Any, rng: Any) -> Any:
+    """One uniformly random allowed action per row of stacked ``sequential`` masks."""
+    import numpy as np
+
+    u = rng.random(masks.shape) * (masks > 0.5)
+    return u.argmax(axis=1).astype(np.int64)
+
+
+def bench_vector(num_envs: int = 8, scenario: str = "testbed", steps: int = 4_000,
+                 **kwargs: Any) -> list[dict[str, Any]]:
+    """Steps per CPU-second (summed over envs) of ``gym.make_vec(num_envs=N)`` (the batched vector
+    env) and of Gymnasium's ``SyncVectorEnv`` over N ``gym.make`` envs, same actions."""
+    import gymnasium as gym
+    import numpy as np
+
+    import aryl_gym  # noqa: F401
+
+    kw = {"scenario": scenario, "action_mode": "sequential", "window": 32, "observation": "v1", **kwargs}
+    rows: list[dict[str, Any]] = []
+    for label in ("SyncVectorEnv of gym.make", "gym.make_vec (batched)", "SyncVectorEnv of gym.make ", "gym.make_vec (batched) "):
+        if label.startswith("gym.make_vec"):
+            v = gym.make_vec("aryl_gym/Aryl-v2", num_envs=num_envs, **kw)
+        else:
+            v = gym.vector.SyncVectorEnv([lambda: gym.make("aryl_gym/Aryl-v2", **kw)] * num_envs)
+        rng = np.random.default_rng(0)
+        obs, _ = v.reset(seed=0)
+        for _ in range(200):  # warm up
+            obs, *_ = v.step(_random_masked(obs["action_mask"], rng))
+        c0 = time.process_time()
+        for _ in range(steps // num_envs):
+            obs, *_ = v.step(_random_masked(obs["action_mask"], rng))
+        cpu = time.process_time() - c0
+        v.close()
+        rows.append({"vector env": label.strip(), "num_envs": num_envs, "scenario": scenario,
+                     "env steps": steps // num_envs * num_envs, "steps/cpu-s": steps // num_envs * num_envs / cpu})
+    # ABBA: the mean of the two runs of each
+    out: list[dict[str, Any]] = []
+    for name in ("SyncVectorEnv of gym.make", "gym.make_vec (batched)"):
+        rs = [r for r in rows if r["vector env"] == name]
+        r = dict(rs[0])
+        r["steps/cpu-s"] = sum(x["steps/cpu-s"] for x in rs) / len(rs)
+        out.append(r)
+    ratio = out[1]["steps/cpu-s"] / out[0]["steps/cpu-s"]
+    out[1]["x SyncVectorEnv"] = ratio
+    out[1]["target"] = 1.5
+    out[1]["met"] = ratio >= 1.5
+    return out
+
+
+def bench_episode(scenario: str, agent: str = "ppo-v1", seed: int = 0) -> dict[str, Any]:
+    """One episode of a shipped learned agent through the env: CPU and wall seconds, steps."""
+    import torch
+
+    from aryl_gym.agents.learned import load_agent
+
+    torch.set_num_threads(1)
+    ag = load_agent(agent)
+    env = ag.make_env(scenario)
+    c0, w0 = time.process_time(), time.perf_counter()
+    obs, _ = env.reset(seed=seed, options={"episode_seed": seed})
+    steps = 0
+    pred = 0.0
+    while True:
+        t = time.process_time()
+        act, _ = ag.predict(obs, deterministic=True)
+        pred += time.process_time() - t
+        obs, _, te, tr, info = env.step(act)
+        steps += 1
+        if te or tr:
+            break
+    cpu = time.process_time() - c0
+    res = info["episode_result"]
+    target = {"basic": 10.0, "production": 120.0}.get(scenario)
+    return {"scenario": scenario, "agent": agent, "seed": seed, "steps": steps, "jobs": res.jobs_total,
+            "cpu s": cpu, "wall s": time.perf_counter() - w0, "agent cpu s": pred,
+            "avg JCT": res.avg_jct, "target s": target, "met": (cpu <= target) if target else None}
+
+
+def bench_scale(quick: bool = False, baseline: str | Path | None = None) -> list[dict[str, Any]]:
+    """All rows of ``aryl-gym bench --only scale`` (one table; unused columns are blank)."""
+    rows: list[dict[str, Any]] = [{"what": "steps", **r} for r in bench_steps(quick, baseline)]
+    rows += [{"what": "vector", **r} for r in bench_vector(steps=2_000 if quick else 8_000)]
+    try:
+        import torch  # noqa: F401
+    except ImportError:  # the train extra is not installed
+        return rows
+    rows.append({"what": "episode", **bench_episode("basic")})
+    if not quick:
+        rows.append({"what": "episode", **bench_episode("production")})
+    return rows
+
+
+if __name__ == "__main__":  # pragma: no cover - manual benchmark
+    print(json.dumps(bench_scale(quick="--quick" in sys.argv,
+                                 baseline=next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--baseline=")), None)),
+                     indent=1, default=float))
