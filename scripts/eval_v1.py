@@ -56,7 +56,6 @@ def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: l
     from aryl_gym.config import load_scenario
     from aryl_gym.envs.damping import engaged_seeds
     from aryl_gym.train.evaluation import RandomMaskedAgent, run_agent_batch, run_reference
-
     from aryl_gym.world_versions import in_world
 
     cfg = in_world(load_scenario(scenario), world)
@@ -128,7 +127,7 @@ def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: l
                 fp, flo, fhi = paired_bootstrap_ratio(jct[label][both], jct[name][both])
                 rows[label][name].update(finished_seeds=int(both.sum()), finished_ratio=fp,
                                          finished_lo=flo, finished_hi=fhi)
-    return {"scenario": scenario, "load": load, "seeds": seeds, "agents": labels,
+    return {"scenario": scenario, "world": world, "load": load, "seeds": seeds, "agents": labels,
             "avg_jct": {k: v.tolist() for k, v in jct.items()},
             "avg_jct_censored": {k: v.tolist() for k, v in cens.items()},
             "mean_avg_jct": {k: float(v.mean()) for k, v in jct.items()},
