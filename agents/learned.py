@@ -325,7 +325,7 @@ def _float_tensors(space: Any, observation: Any) -> tuple[Any, bool] | None:
     float32 ``Box`` observations given as float32 arrays (the allocation env's), without its
     copies: the same values (SB3 reshapes each key to ``(-1, *shape)`` and its preprocessing
     casts a ``Box`` to float32); None for anything else (then SB3 converts)."""
-    import torch as th
+    import torch as th  # torch: the learned-agent parts only (the train extra)
 
     sub = getattr(space, "spaces", None)
     if sub is None or not isinstance(observation, Mapping) or set(observation) != set(sub):
@@ -371,7 +371,7 @@ def one_torch_thread() -> None:
     whose cores are busy, torch's idle worker threads spin and one forward pass of ``ppo-v1``
     took 26 ms of CPU instead of 0.23 ms here (2 threads, 2 busy cores). The shipped agents
     trained and evaluated with ``torch_threads: 1``."""
-    import torch
+    import torch  # torch: the learned-agent parts only (the train extra)
 
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)

@@ -131,8 +131,9 @@ def test_bad_vector_arguments():
 def test_registration_is_id_agnostic():
     """Every allocation id of the table has the vector entry point, bound to its own id; the
     entry point builds that id's env class."""
-    for env_id, (_, vector) in ENTRIES.items():
+    for env_id, (_, vector, world) in ENTRIES.items():
         spec = gym.spec(env_id)
+        assert spec.kwargs["world_version"] == world
         if vector:
             vep = spec.vector_entry_point
             assert isinstance(vep, functools.partial) and vep.args == (env_id,)
@@ -140,6 +141,9 @@ def test_registration_is_id_agnostic():
             assert spec.vector_entry_point is None
     v = vector_entry("Aryl-v1", num_envs=2, scenario="tiny")
     assert isinstance(v, ArylVectorEnv) and v.env_id == "Aryl-v1" and len(v.envs) == 2
+    # built directly, a vector env draws its id's world
+    assert all(e.world_version == "v1" for e in v.envs)
+    assert all(e.world_version == "v2" for e in vector_entry("Aryl-v2", num_envs=2, scenario="tiny").envs)
     # the sync and async modes of gym.make_vec still build Gymnasium's own vector envs
     s = gym.make_vec("aryl_gym:Aryl-v1", num_envs=2, vectorization_mode="sync", scenario="tiny")
     assert isinstance(s, gym.vector.SyncVectorEnv)

@@ -209,6 +209,7 @@ def bench_env_rows(quick: bool) -> Rows:
                   "and testbed >= 10,000 steps/CPU-s, make_vec(8) >= 1.5x SyncVectorEnv, ppo-v1 basic "
                   "episode <= 10 s, production <= 120 s)")
 def bench_scale_rows(quick: bool) -> Rows:
+    # the scale module imports this one (register): imported here, when the benchmark runs
     from aryl_gym.benchmarks.scale import BASELINE, bench_scale
 
     return bench_scale(quick, BASELINE)

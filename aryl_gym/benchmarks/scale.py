@@ -31,6 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+import numpy as np
+
 #: a checkout whose code the step rows also measure (``aryl-gym bench --baseline DIR``)
 BASELINE: str | None = None
 
@@ -135,8 +138,6 @@ def bench_steps(quick: bool = False, baseline: str | Path | None = None,
 
 def _random_masked(masks: Any, rng: Any) -> Any:
     """One uniformly random allowed action per row of stacked ``sequential`` masks."""
-    import numpy as np
-
     u = rng.random(masks.shape) * (masks > 0.5)
     return u.argmax(axis=1).astype(np.int64)
 
@@ -145,8 +146,6 @@ def bench_vector(num_envs: int = 8, scenario: str = "testbed", steps: int = 4_00
                  **kwargs: Any) -> list[dict[str, Any]]:
     """Steps per CPU-second (summed over envs) of ``gym.make_vec(num_envs=N)`` (the batched vector
     env) and of Gymnasium's ``SyncVectorEnv`` over N ``gym.make`` envs, same actions."""
-    import gymnasium as gym
-    import numpy as np
 
     import aryl_gym  # noqa: F401
 
@@ -184,6 +183,7 @@ def bench_vector(num_envs: int = 8, scenario: str = "testbed", steps: int = 4_00
 
 def bench_episode(scenario: str, agent: str = "ppo-v1", seed: int = 0) -> dict[str, Any]:
     """One episode of a shipped learned agent through the env: CPU and wall seconds, steps."""
+    # torch and the agent adapter: the learned-agent timing only (the train extra)
     import torch
 
     from aryl_gym.agents.learned import load_agent

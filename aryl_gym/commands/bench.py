@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 NAME = "bench"
 HELP = "benchmarks: episode wall time per scenario and policy, knapsack ms per round, ..."
@@ -34,8 +35,7 @@ def run(args: argparse.Namespace) -> int:
     if bad:
         raise ValueError(f"unknown benchmark(s) {', '.join(bad)}; known: {', '.join(names)}")
     if args.baseline:
-        from pathlib import Path
-
+        # the scale benchmark (subprocess timings of a baseline checkout): only when asked
         from aryl_gym.benchmarks import scale
 
         if not (Path(args.baseline) / "aryl_gym" / "__init__.py").is_file():

@@ -44,6 +44,7 @@ def vector_entry(env_id: str, num_envs: int = 1, **kwargs: Any) -> Any:
     """The vector entry point of ``env_id`` (``gym.make_vec`` calls it with ``num_envs`` and
     the env's arguments; ``workers=W`` splits the envs over W processes):
     :func:`aryl_gym.envs.vector.make_vector`."""
+    # the vector env module (and gymnasium.vector) only when a vector env is made
     from aryl_gym.envs.vector import make_vector
 
     return make_vector(env_id, num_envs=num_envs, **kwargs)

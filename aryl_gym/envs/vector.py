@@ -38,10 +38,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import traceback
 from collections.abc import Sequence
+from multiprocessing import shared_memory
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.registration import load_env_creator, registry
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
@@ -85,8 +87,6 @@ def _seeds(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:
 
 def _single_env_class(env_id: str) -> Any:
     """The class behind a registered id (its entry point)."""
-    from gymnasium.envs.registration import load_env_creator
-
     import aryl_gym  # noqa: F401  (registers the envs)
 
     spec = gym.spec(env_id)
@@ -150,8 +150,6 @@ def _world_of(env_id: str, kwargs: dict[str, Any]) -> None:
     """Give ``kwargs`` the world version ``env_id`` is registered with (``-v1``: World v1),
     unless the caller chose one: built directly, the vector env draws the same episodes as
     ``gym.make(env_id)``."""
-    from gymnasium.envs.registration import registry
-
     spec = registry.get(env_id)
     world = (spec.kwargs or {}).get("world_version") if spec is not None else None
     if world is not None:
@@ -329,8 +327,6 @@ class ArylVectorEnv(VectorEnv):
 # ------------------------------------------------------------------------------------------------
 def _worker(conn: Any, lo: int, hi: int, env_id: str, autoreset: str, kwargs: dict[str, Any],
             shm_names: dict[str, str], shapes: dict[str, tuple[int, ...]], n_total: int) -> None:
-    from multiprocessing import shared_memory
-
     try:
         venv = ArylVectorEnv(hi - lo, env_id=env_id, autoreset_mode=autoreset, **kwargs)
         shms = {k: shared_memory.SharedMemory(name=v) for k, v in shm_names.items()}
@@ -385,8 +381,6 @@ class ArylAsyncVectorEnv(VectorEnv):
     def __init__(self, num_envs: int = 2, workers: int = 2, env_id: str = "aryl_gym/Aryl-v2",
                  autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
                  context: str | None = None, **kwargs: Any):
-        from multiprocessing import shared_memory
-
         n = check_num_envs(num_envs)
         w = check_num_envs(workers, "workers")
         if w > n:
@@ -539,6 +533,7 @@ def sb3_vec_env(venv: ArylVectorEnv | ArylAsyncVectorEnv) -> Any:
     autoreset with ``infos[i]["terminal_observation"]`` and ``"TimeLimit.truncated"``, and
     ``env_method("action_masks")`` for sb3-contrib's MaskablePPO. ``venv`` must have been
     made with ``autoreset_mode="same_step"``."""
+    # the SB3 adapter needs the train extra (stable-baselines3)
     from aryl_gym.envs.vector_sb3 import SB3ArylVecEnv
 
     return SB3ArylVecEnv(venv)
