@@ -173,7 +173,7 @@ def test_async_variant_equals_the_batched_one():
     kw = {**KW, "autoreset_mode": "same_step"}
     a = gym.make_vec("aryl_gym/Aryl-v1", num_envs=4, workers=2, **kw)
     assert isinstance(a, ArylAsyncVectorEnv)
-    b = ArylVectorEnv(4, **kw)
+    b = ArylVectorEnv(4, env_id="aryl_gym/Aryl-v1", **kw)
     try:
         o1, i1 = a.reset(seed=9)
         o2, i2 = b.reset(seed=9)
