@@ -1065,6 +1065,8 @@ class SweepPoint:
     key: str
     value: Any
     rows: list[RowResult]
+    #: Baseline-vs-Aryl decomposition at this value (None when the point lacks the episodes)
+    mechanism: Mechanism | None = None
 
 
 def sweep_configs(base: Mapping[str, ScenarioConfig], key: str, value: Any) -> dict[str, ScenarioConfig]:
@@ -1090,6 +1092,29 @@ def render_sweep_md(points: Sequence[SweepPoint], specs: Sequence[RowSpec]) -> s
         out.append("")
     out.append("`*`: within the paper's tolerance.")
     return "\n".join(out)
+
+
+def render_sweep_mechanism_md(points: Sequence[SweepPoint]) -> str:
+    """Where Aryl's JCT gain over Baseline comes from at each swept value (one line per point
+    that has both policies' episodes): does a knob move Aryl's running-time factor?"""
+    pts = [p for p in points if p.mechanism is not None]
+    if not pts:
+        return ""
+    lines = [
+        "Where Aryl's JCT gain over Baseline comes from at each value (means over the paired seeds):",
+        "",
+        "| knob = value | JCT, Baseline / Aryl | Baseline's queue share | Aryl's running-time factor "
+        "[95% CI] | factor the paper's pair implies | gain from queuing |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in pts:
+        mc = p.mechanism
+        assert mc is not None
+        rf = mc.run_factor
+        ci = f" [{rf.lo:.2f}, {rf.hi:.2f}]" if math.isfinite(rf.lo) else ""
+        lines.append(f"| `{p.key}` = {p.value} | {mc.jct_ratio:.2f}x | {mc.queue_share:.0%} | "
+                     f"{rf.mean:.2f}x{ci} | {mc.paper_run_factor:.2f}x | {mc.from_queue:.0%} |")
+    return "\n".join(lines)
 
 
 def sweep_findings(points: Sequence[SweepPoint], specs: Sequence[RowSpec]) -> list[str]:

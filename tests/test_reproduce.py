@@ -274,6 +274,9 @@ def test_reproduce_tiny_end_to_end_and_resume(tmp_path, capsys):
     third = _run_json(capsys, [*argv, "--sweep", f"workload.load={load}"])
     assert third["episodes"]["new"] == 0
     assert [r["ours"] for r in third["sweep"][0]["rows"]] == [r["ours"] for r in first["rows"]]
+    # ... and its Baseline-vs-Aryl decomposition is the table's
+    table_mech = next(m for m in first["mechanism"] if m["baseline"] == "baseline")
+    assert third["sweep"][0]["mechanism"] == table_mech
 
 
 @pytest.mark.slow

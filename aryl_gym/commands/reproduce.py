@@ -175,7 +175,10 @@ def run(args: argparse.Namespace) -> int:
 
     seeds = rp.all_seeds(tasks)
     rows = rows_for(tasks)
-    points = [rp.SweepPoint(key, v, rows_for(ts)) for key, v, ts in sweep_tasks]
+    def mech_for(ts: list[Any]) -> Any:
+        return rp.mechanism(rp.results_by_role({t: by_key[t.key] for t in ts if t.key in by_key}), seeds)
+
+    points = [rp.SweepPoint(key, v, rows_for(ts), mech_for(ts)) for key, v, ts in sweep_tasks]
     mechs = [mc for b in ("baseline", "fifo")
              if (mc := rp.mechanism(rp.results_by_role({t: by_key[t.key] for t in tasks if t.key in by_key}),
                                     seeds, baseline=b)) is not None]
@@ -207,7 +210,8 @@ def run(args: argparse.Namespace) -> int:
             "rows": [r.to_dict() for r in rows],
             "score": {"within": rp.score(rows)[0], "rows": rp.score(rows)[1]},
             "mechanism": [mc.to_dict() for mc in mechs],
-            "sweep": [{"key": p.key, "value": p.value, "rows": [r.to_dict() for r in p.rows]} for p in points],
+            "sweep": [{"key": p.key, "value": p.value, "rows": [r.to_dict() for r in p.rows],
+                       "mechanism": p.mechanism.to_dict() if p.mechanism else None} for p in points],
             "episodes": {"new": stats.new, "cached": stats.cached, "failed": len(failed),
                          "skipped": len(stats.skipped)},
             "wall_s_per_episode": {f"{s}/{p}": sum(w) / len(w) for (s, p), w in stats.wall_by_policy.items()},
@@ -229,6 +233,9 @@ def run(args: argparse.Namespace) -> int:
         if points:
             print()
             print(rp.render_sweep_md(points, specs))
+            if m := rp.render_sweep_mechanism_md(points):
+                print()
+                print(m)
         print(f"\n{stats.new} episode(s) run, {stats.cached} cached, {stats.wall_s:.0f} s; report: {md}"
               + (f"; sweep plot: {plot}" if plot else ""))
     for t, msg in failed:
@@ -301,6 +308,7 @@ def _sweep_block(rp: Any, points: list[Any], specs: list[Any], cmd: str, plot: P
         "",
         rp.render_sweep_md(points, specs),
         "",
+        *([m, ""] if (m := rp.render_sweep_mechanism_md(points)) else []),
         f"![each row's ratio over each knob's values]({plot})" if plot else "(matplotlib missing: no plot)",
         "",
         f"Made by (at commit `{_commit()}`):",
