@@ -579,7 +579,8 @@ DEFAULT_SWEEPS: dict[str, tuple[Any, ...]] = {
     "workload.burstiness": (0.0, 0.5, 1.0),
     "inference.headroom": (0.0, 0.1, 0.2),
     "cluster.inf_speed_scale": (0.5, 1.0, 2.0),
-    "workload.load": (0.6, 0.8, 1.0),
+    # World v2's shipped loads: production 0.6, basic/ideal 1.3 (the load rule against `baseline`)
+    "workload.load": (0.6, 1.0, 1.3, 1.6),
     # World v2: the elastic families' count share at a fixed 36% GPU-time share (philly.csv gives
     # 0.030 over multi-GPU jobs and 0.015 over those of 1 h or more; aryl-gym fit-world)
     "workload.elastic_fraction": (0.015, 0.03, 0.06, 0.12),
