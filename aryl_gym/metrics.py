@@ -10,7 +10,10 @@ Definitions (times in seconds):
   over the jobs that started; the paper ties its queuing figures to preemptions (Table 6), so
   both readings are reported. ``avg_run_time``: mean time a completed job held GPUs
   (relaunch and scaling overheads included), so that ``avg_jct`` = queuing (total) + running
-  for an episode where every job finished.
+  for an episode where every job finished. ``elastic_run_share``: the elastic jobs' share of the
+  completed jobs' summed running time. If only elastic jobs can run faster (Aryl's limited
+  elasticity), no scheduler can run the average job more than ``1 / (1 - share)`` times faster
+  than this episode did.
 * ``train_util``: GPU-seconds used on the training pool / (training GPUs x time), over the arrival
   window (hour 0 to the hour of the last submission); ``train_util_makespan`` over the whole
   episode, drain included.
@@ -156,6 +159,8 @@ class EpisodeResult:
     p95_queue_time_total: float = float("nan")
     #: mean time a completed job held GPUs (module docstring; World v2)
     avg_run_time: float = float("nan")
+    #: the elastic jobs' share of the completed jobs' summed running time (module docstring)
+    elastic_run_share: float = float("nan")
     combined_usage_hourly: list[float] = field(default_factory=list)
     queued_share_hourly: list[float] = field(default_factory=list, repr=False)
     jcts: list[float] = field(default_factory=list, repr=False)
@@ -198,6 +203,15 @@ def _pct(a: np.ndarray, q: float) -> float:
 
 def _mean(a: np.ndarray) -> float:
     return float(a.mean()) if len(a) else float("nan")
+
+
+def _elastic_run_share(sim: Any, done: np.ndarray) -> float:
+    rt = np.asarray(sim.running_time, dtype=float)[done]
+    total = float(rt.sum())
+    if total <= 0:
+        return float("nan")
+    elastic = np.fromiter((bool(j.elastic) for j in sim.jobs), dtype=bool, count=len(sim.jobs))[done]
+    return float(rt[elastic].sum()) / total
 
 
 def _censored_mean_jct(sim: FinishedEpisode) -> float:
@@ -324,6 +338,7 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
         avg_queue_time_total=_mean(qt_total),
         p95_queue_time_total=_pct(qt_total, 95),
         avg_run_time=_mean(sim.running_time[done]),
+        elastic_run_share=_elastic_run_share(sim, done),
         combined_usage_hourly=hourly,
         queued_share_hourly=qshare,
         jcts=[float(x) for x in jct],

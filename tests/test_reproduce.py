@@ -65,7 +65,7 @@ def test_jct_row_explanation_gives_the_queue_share_bound():
     spec = {r.id: r for r in rp.ROWS}["jct-aryl-baseline"]
     res = {
         ("basic", "baseline", 0): _result("baseline", 0, avg_jct=10000.0, avg_queue_time_total=2000.0,
-                                          avg_run_time=8000.0),
+                                          avg_run_time=8000.0, elastic_run_share=0.2),
         ("basic", "aryl", 0): _result("aryl", 0, avg_jct=8000.0, avg_queue_time_total=0.0,
                                       avg_run_time=8000.0),
     }
@@ -83,6 +83,9 @@ def test_jct_row_explanation_gives_the_queue_share_bound():
     assert rp.paper_run_factor(0.0) == pytest.approx(1.5)
     assert rp.paper_run_factor(0.9) == pytest.approx(1.28, abs=0.01)
     assert rp.mechanism(res, [0], baseline="fifo") is None
+    # elastic jobs hold 20% of Baseline's running time: speeding up only them gives at most 1.25x
+    assert mc.elastic_run_share == pytest.approx(0.2) and mc.run_bound == pytest.approx(1.25)
+    assert "1.25x |" in rp.render_mechanism_md([mc], "basic")
 
 
 def test_alternate_readings_restate_a_row_and_do_not_count():

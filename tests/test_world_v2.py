@@ -350,3 +350,19 @@ def test_no_share_target_draws_the_v1_trace() -> None:
     b = make_episode(v1.replace(workload={"elastic_gpu_share": None}), 4).jobs
     assert a == b
     assert INFER != TRAIN  # the pools stay distinct constants
+
+
+def test_elastic_run_share_is_the_elastic_jobs_share_of_running_time() -> None:
+    # job 0 elastic: 4 workers x 1 GPU, work 4 h of 1-GPU time -> 1 h of running;
+    # job 1 inelastic: 2 workers, work 6 h -> 3 h of running: elastic share 1 / (1 + 3) = 0.25
+    jobs = [_job(0, 4, 4, elastic=True, work=3600.0 * 4),
+            _job(1, 2, 2, elastic=False, family="lstm", work=3600.0 * 6)]
+    sim = _sim(jobs)
+    run = _Fixed({0: 4, 1: 2})
+    sim.begin(run)
+    while not sim.done:
+        sim.step(run)
+    res = __import__("aryl_gym.metrics", fromlist=["episode_result"]).episode_result(sim, "x", 0.0)
+    rt = np.asarray(sim.running_time, dtype=float)
+    assert res.elastic_run_share == pytest.approx(rt[0] / (rt[0] + rt[1]))
+    assert res.elastic_run_share == pytest.approx(0.25, rel=0.05)  # overheads aside
