@@ -407,7 +407,7 @@ METRICS: dict[str, Metric] = _table(
     ("makespan", "makespan", "s", False, "h", f"{_ALL} report"),
     ("train_util", "train util", "share", True, "%", f"{_ALL} compare-table report {_TRAIN}"),
     ("train_util_makespan", "train util (makespan)", "share", True, "%", ""),
-    ("combined_usage@usage", "usage", "share", True, "%", f"{_ALL} compare-table report console {_TRAIN}"),
+    ("combined_usage@usage", "combined usage", "share", True, "%", f"{_ALL} compare-table report console {_TRAIN}"),
     ("max_hourly_queued_share", "max hourly queued", "share", False, "%", ""),
     ("loaned_gpu_hours", "loaned GPU-h", "GPU-h", None, "n", ""),
     ("loaned_gpu_hours_offered", "loaned GPU-h offered", "GPU-h", None, "n", _ALL),
