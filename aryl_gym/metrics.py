@@ -35,6 +35,11 @@ Definitions (times in seconds):
   while they ran on both.
 * ``jct_lower_bound``: mean over jobs of each job alone at ``w_max`` on its fastest allowed GPU;
   ``mean_slowdown``: mean of JCT / that bound over completed jobs.
+
+How each figure is titled, in what unit, whether higher is better, how it is printed and which
+tables show it is the metric table :data:`METRICS` at the end of this module: the CLI
+(``simulate``, ``compare``, ``evaluate``), the leaderboard report, the training callbacks and
+evaluation read their columns from it (:func:`view`), so a new figure is one row there.
 """
 
 from __future__ import annotations
@@ -344,3 +349,130 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
         jcts=[float(x) for x in jct],
         queue_times=[float(x) for x in qt],
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# The metric table: how each figure is named, shown and compared
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One scalar figure of :class:`EpisodeResult` as tables, logs and rankings show it.
+
+    ``unit`` is the unit of the stored value (``"s"``, ``"share"`` in [0, 1], ``"GPU-h"``,
+    ``"ms"``, ``""`` for a count or a plain number); ``fmt`` how tables print it (``"s"``
+    seconds, ``"h"`` seconds printed as hours, ``"%"`` a share printed as a percentage, ``"n"``
+    a number); ``higher_is_better`` is None for a figure that is not a measure of quality (sizes,
+    bookkeeping, flags). ``views`` name the tables that show it (:data:`VIEWS`); ``tag`` is its
+    TensorBoard tag when that is not ``name``."""
+
+    name: str
+    title: str
+    unit: str
+    higher_is_better: bool | None
+    fmt: str
+    views: frozenset[str] = frozenset()
+    tag: str = ""
+
+    @property
+    def header(self) -> str:
+        """The column title with the printed unit: ``avg JCT (s)``, ``makespan (h)``."""
+        return f"{self.title} ({self.fmt})" if self.fmt in ("s", "h") else self.title
+
+
+#: the views of :data:`METRICS`: who reads which rows (each in the table's order)
+VIEWS: dict[str, str] = {
+    "simulate": "aryl-gym simulate's summary",
+    "compare": "the rows of aryl-gym compare and evaluate (JSON), with ratios to the first policy",
+    "compare-table": "the text table of aryl-gym compare",
+    "report": "the columns of leaderboard.md",
+    "console": "the console leaderboard, evaluate --table, ratios of evaluations",
+    "train": "training: the figures averaged over evaluation episodes (mean_metrics)",
+    "tensorboard": "training: the TensorBoard cluster/ and eval/ figures and eval.csv columns",
+}
+
+
+def _table(*rows: tuple[str, str, str, bool | None, str, str]) -> dict[str, Metric]:
+    out = {}
+    for name, title, unit, higher, fmt, views in rows:
+        tag = ""
+        if "@" in name:  # "name@tag"
+            name, tag = name.split("@")
+        out[name] = Metric(name, title, unit, higher, fmt, frozenset(views.split()), tag)
+    return out
+
+
+_ALL = "simulate compare"
+_TRAIN = "train tensorboard"
+#: every scalar figure of :class:`EpisodeResult` (a test keeps the two in step), in the order
+#: every view prints them: (name[@tensorboard tag], title, unit, higher is better, format, views)
+METRICS: dict[str, Metric] = _table(
+    ("avg_jct", "avg JCT", "s", False, "s", f"{_ALL} compare-table report console {_TRAIN}"),
+    ("median_jct", "median JCT", "s", False, "s", f"{_ALL} compare-table train"),
+    ("p95_jct", "p95 JCT", "s", False, "s", f"{_ALL} compare-table report console {_TRAIN}"),
+    ("avg_jct_censored", "avg JCT (censored)", "s", False, "s", ""),
+    ("avg_queue_time", "avg queue", "s", False, "s", f"{_ALL} compare-table report console {_TRAIN}"),
+    ("p95_queue_time", "p95 queue", "s", False, "s", f"{_ALL} compare-table {_TRAIN}"),
+    ("avg_queue_time_total", "avg queue (total)", "s", False, "s", ""),
+    ("p95_queue_time_total", "p95 queue (total)", "s", False, "s", ""),
+    ("avg_run_time", "avg run", "s", False, "s", ""),
+    ("total_wait_time", "total wait", "s", False, "s", "compare"),
+    ("avg_wait_time", "avg wait", "s", False, "s", ""),
+    ("makespan", "makespan", "s", False, "h", f"{_ALL} report"),
+    ("train_util", "train util", "share", True, "%", f"{_ALL} compare-table report {_TRAIN}"),
+    ("train_util_makespan", "train util (makespan)", "share", True, "%", ""),
+    ("combined_usage@usage", "combined usage", "share", True, "%", f"{_ALL} compare-table report console {_TRAIN}"),
+    ("max_hourly_queued_share", "max hourly queued", "share", False, "%", ""),
+    ("loaned_gpu_hours", "loaned GPU-h", "GPU-h", None, "n", ""),
+    ("loaned_gpu_hours_offered", "loaned GPU-h offered", "GPU-h", None, "n", _ALL),
+    ("loaned_gpu_hours_used", "loaned GPU-h used", "GPU-h", True, "n", f"{_ALL} compare-table report"),
+    ("preemptions", "preemptions", "", False, "n", f"{_ALL} {_TRAIN}"),
+    ("preempted_jobs", "preempted jobs", "", False, "n", ""),
+    ("preemption_ratio", "preempt. ratio", "share", False, "%", f"{_ALL} compare-table report console {_TRAIN}"),
+    ("scaling_events", "scaling events", "", None, "n", f"{_ALL} compare-table report"),
+    ("scale_outs", "scale-outs", "", None, "n", ""),
+    ("scale_ins", "scale-ins", "", None, "n", ""),
+    ("hetero_jobs", "mixed jobs", "", None, "n", ""),
+    ("hetero_gpu_hours", "mixed GPU-h", "GPU-h", None, "n", ""),
+    ("jct_lower_bound", "JCT lower bound", "s", None, "s", _ALL),
+    ("mean_slowdown", "slowdown", "", False, "n", f"{_ALL} report {_TRAIN}"),
+    ("jobs_total", "jobs", "", None, "n", "simulate"),
+    ("jobs_completed", "completed", "", True, "n", f"{_ALL} train"),
+    ("jobs_unfinished", "unfinished", "", False, "n", f"compare compare-table {_TRAIN}"),
+    ("decision_ms_mean", "decision ms", "ms", False, "n", f"{_ALL} compare-table report"),
+    ("decision_ms_max", "decision ms max", "ms", False, "n", "compare"),
+    ("rounds", "rounds", "", None, "n", "simulate"),
+    ("decision_rounds", "decision rounds", "", None, "n", "simulate"),
+    ("invalid_decisions", "invalid decisions", "", None, "n", ""),
+    ("unplaced_targets", "unplaced targets", "", None, "n", ""),
+    ("reclaimed_servers", "reclaimed servers", "", None, "n", ""),
+    ("sim_seconds", "simulated time", "s", None, "h", ""),
+    ("wall_s", "wall s", "s", None, "n", _ALL),
+    ("truncated", "truncated", "", None, "n", ""),
+    ("stalled", "stalled", "", None, "n", ""),
+    ("thrashing", "thrashing", "", None, "n", ""),
+)
+
+
+def view(name: str) -> tuple[Metric, ...]:
+    """The metrics of one view (:data:`VIEWS`), in table order."""
+    if name not in VIEWS:
+        raise KeyError(f"unknown metric view {name!r}; views: {', '.join(VIEWS)}")
+    return tuple(m for m in METRICS.values() if name in m.views)
+
+
+def names(view_name: str) -> tuple[str, ...]:
+    """The names of the metrics of one view, in table order."""
+    return tuple(m.name for m in view(view_name))
+
+
+def metric(name: str) -> Metric:
+    """The table's row for ``name``; a name outside the table (a figure added to a results
+    row elsewhere) gets a plain row: lower is not assumed better, printed as a number."""
+    return METRICS.get(name) or Metric(name, name, "", None, "n")
+
+
+def higher_is_better(name: str) -> bool:
+    """True when a larger value of ``name`` is better (ranking direction; unknown: False)."""
+    return bool(metric(name).higher_is_better)

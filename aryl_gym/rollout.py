@@ -1,7 +1,10 @@
 """The rollout loop: an agent with an SB3-style ``predict`` playing episodes through a Gymnasium
 env. Used by ``aryl-gym evaluate``, training's periodic evaluation
-(:mod:`aryl_gym.train.evaluation`), the leaderboard (:mod:`aryl_gym.leaderboard.episodes`) and
-the reclaim suite. No torch here: the agent object brings its own.
+(:mod:`aryl_gym.train.evaluation`), the leaderboard (:mod:`aryl_gym.leaderboard.episodes`), the
+reclaim suite, and, through its per-step callback (like SB3's ``evaluate_policy``), by whatever
+records the steps: demonstrations (``aryl-gym demos``, :mod:`aryl_gym.train.bc`), DAgger's
+student states (:mod:`aryl_gym.train.dagger`) and ``scripts/check_equality.py``. No torch here:
+the agent object brings its own.
 """
 
 from __future__ import annotations
@@ -76,6 +79,42 @@ def _accepts_masks(predict: Callable[..., Any]) -> bool:
         return False
 
 
+class ActAgent:
+    """A plain function as an agent for :func:`play`: ``act(env, obs)``, or with ``masks=True``
+    ``act(obs, action_masks)`` (the masks :func:`play` read for the agent)."""
+
+    def __init__(self, env: Any, act: Callable[..., Any], masks: bool = False):
+        self.env, self.act, self.masks = env, act, masks
+        if masks:
+            self.predict = self._predict_masked  # type: ignore[method-assign]
+
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[Any, Any]:
+        return self.act(self.env, observation), state
+
+    def _predict_masked(self, observation: Any, state: Any = None, episode_start: Any = None,
+                        deterministic: bool = True, action_masks: Any = None) -> tuple[Any, Any]:
+        return self.act(observation, action_masks), state
+
+
+@dataclass
+class Step:
+    """One step of :func:`play`, handed to its ``on_step`` callback after ``env.step``."""
+
+    #: steps before this one in the episode
+    index: int
+    #: the observation the action was chosen on (before ``obs_transform``) and the next one
+    obs: Any
+    next_obs: Any
+    #: the env's action masks at ``obs`` (when the agent takes masks or ``play(masks=True)``)
+    mask: np.ndarray | None
+    action: Any
+    reward: Any
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
 @dataclass
 class Rollout:
     """The end of one episode played by :func:`play`."""
@@ -96,9 +135,13 @@ def play(
     obs_transform: Callable[[Any], Any] | None = None,
     max_steps: int | None = None,
     after_reset: Callable[[Any], None] | None = None,
+    on_step: Callable[[Step], None] | None = None,
+    masks: bool = False,
 ) -> Rollout:
     """The rollout loop: ``reset(seed, options)``, then ``predict`` / ``step`` until the episode
-    ends (or ``max_steps``).
+    ends (or ``max_steps``); ``on_step(step)`` sees every :class:`Step` after ``env.step``, with
+    the action masks the agent saw (``masks=True``: read them for it even when the agent does not
+    take them, before ``predict``).
 
     ``agent.predict(obs, state=, episode_start=, deterministic=[, action_masks=])`` is SB3's
     signature; the env's action masks are passed when ``predict`` accepts ``action_masks``.
@@ -117,11 +160,15 @@ def play(
     while True:
         o = obs_transform(obs) if obs_transform is not None else obs
         kw: dict[str, Any] = {"state": state, "episode_start": start, "deterministic": deterministic}
+        mask = env_action_masks(env) if use_masks or masks else None
         if use_masks:
-            kw["action_masks"] = env_action_masks(env)
+            kw["action_masks"] = mask
         action, state = agent.predict(o, **kw)
         start = np.zeros((1,), dtype=bool)
+        before = obs
         obs, reward, terminated, truncated, info = env.step(action)
+        if on_step is not None:
+            on_step(Step(steps, before, obs, mask, action, reward, bool(terminated), bool(truncated), info))
         total += float(reward)
         steps += 1
         if terminated or truncated or (max_steps is not None and steps >= max_steps):

@@ -100,6 +100,7 @@ def _run_env(env_id: str, mode: str | None, seed: int, max_steps: int = 3000,
     import gymnasium as gym
 
     import aryl_gym  # noqa: F401  (registers the envs)
+    from aryl_gym.rollout import ActAgent, play
 
     kw: dict[str, Any] = {"scenario": "testbed", **(extra or {})}
     if mode is not None:
@@ -108,12 +109,9 @@ def _run_env(env_id: str, mode: str | None, seed: int, max_steps: int = 3000,
     env = gym.make(env_id, **kw).unwrapped
     h = hashlib.sha256()
     rng = np.random.default_rng(seed)
-    obs, info = env.reset(seed=seed)
-    steps = 0
-    done = False
-    while not done and steps < max_steps:
-        mask = np.asarray(env.action_masks(), dtype=bool)
-        space = env.action_space
+    space = env.action_space
+
+    def act(obs: Any, mask: np.ndarray) -> Any:
         if hasattr(space, "nvec"):
             # a MultiDiscrete mask is the concatenation of per-dimension masks
             action, off = [], 0
@@ -122,22 +120,24 @@ def _run_env(env_id: str, mode: str | None, seed: int, max_steps: int = 3000,
                 ok = np.flatnonzero(m) if m.any() else np.arange(int(n))
                 action.append(int(rng.choice(ok)))
                 off += int(n)
-            act: Any = np.asarray(action, dtype=np.int64).reshape(np.asarray(space.nvec).shape)
-        else:
-            ok = np.flatnonzero(mask)
-            act = int(rng.choice(ok)) if ok.size else 0
+            return np.asarray(action, dtype=np.int64).reshape(np.asarray(space.nvec).shape)
+        ok = np.flatnonzero(mask)
+        return int(rng.choice(ok)) if ok.size else 0
+
+    def digest(st: Any) -> None:
         if size:
-            h.update(mask.tobytes())
-        obs, reward, term, trunc, info = env.step(act)
+            h.update(st.mask.tobytes())
+        obs, info = st.next_obs, st.info
         for v in (obs.values() if isinstance(obs, dict) else [obs]):
             h.update(np.ascontiguousarray(v).tobytes())
         if size:
             h.update(repr([(k, info[k]) for k in ("time", "invalid", "queued", "running", "done") if k in info]).encode())
             h.update(np.asarray(info["window"]).tobytes())
-        h.update(np.float64(reward).tobytes())
-        h.update(bytes([bool(term), bool(trunc)]))
-        done = bool(term or trunc)
-        steps += 1
+        h.update(np.float64(st.reward).tobytes())
+        h.update(bytes([st.terminated, st.truncated]))
+
+    # the rollout loop (aryl_gym.rollout.play) with seeded random masked actions
+    steps = play(ActAgent(env, act, masks=True), env, seed=seed, max_steps=max_steps, on_step=digest).steps
     res = env.episode_result() if hasattr(env, "episode_result") else None
     summary: dict[str, Any] = {"steps": steps}
     if res is not None:

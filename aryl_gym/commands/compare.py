@@ -16,65 +16,16 @@ import time
 from typing import Any
 
 from aryl_gym.commands._common import add_scenario_args, fmt_num, names_list, seeds_arg, table
+from aryl_gym.metrics import names as metric_names
+from aryl_gym.metrics import view as metric_view
 
 NAME = "compare"
 HELP = "run several policies on one scenario and seeds; table of SPEC 5 metrics and ratios"
 
-#: SPEC 5 metrics, in table order.
-METRICS = [
-    "avg_jct",
-    "median_jct",
-    "p95_jct",
-    "avg_queue_time",
-    "p95_queue_time",
-    "total_wait_time",
-    "makespan",
-    "train_util",
-    "combined_usage",
-    "loaned_gpu_hours_offered",
-    "loaned_gpu_hours_used",
-    "preemptions",
-    "preemption_ratio",
-    "scaling_events",
-    "decision_ms_mean",
-    "decision_ms_max",
-    "jct_lower_bound",
-    "mean_slowdown",
-    "jobs_completed",
-    "jobs_unfinished",
-    "wall_s",
-]
-
-#: columns of the text table (all metrics are in the JSON)
-TABLE = [
-    "avg_jct",
-    "median_jct",
-    "p95_jct",
-    "avg_queue_time",
-    "p95_queue_time",
-    "train_util",
-    "combined_usage",
-    "loaned_gpu_hours_used",
-    "preemption_ratio",
-    "scaling_events",
-    "decision_ms_mean",
-    "jobs_unfinished",
-]
-
-SHORT = {
-    "avg_jct": "avg JCT",
-    "median_jct": "med JCT",
-    "p95_jct": "p95 JCT",
-    "avg_queue_time": "avg queue",
-    "p95_queue_time": "p95 queue",
-    "train_util": "train util",
-    "combined_usage": "usage",
-    "loaned_gpu_hours_used": "loan GPU-h",
-    "preemption_ratio": "preempt",
-    "scaling_events": "scalings",
-    "decision_ms_mean": "dec ms",
-    "jobs_unfinished": "unfinished",
-}
+#: SPEC 5 metrics of the JSON rows and ratios, and the columns of the text table (both from
+#: the metric table, aryl_gym.metrics.METRICS)
+METRICS = list(metric_names("compare"))
+TABLE = metric_view("compare-table")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -163,16 +114,16 @@ def run(args: argparse.Namespace) -> int:
     print(f"scenario {args.scenario}, seeds {seeds}: mean over seeds")
     print(
         table(
-            [[p, *[means[p][m] for m in TABLE]] for p in policies],
-            ["policy", *[SHORT[m] for m in TABLE]],
+            [[p, *[means[p][m.name] for m in TABLE]] for p in policies],
+            ["policy", *[m.header for m in TABLE]],
         )
     )
     print()
     print(f"ratio to {policies[0]} (policy / {policies[0]}; < 1 on times = faster)")
     print(
         table(
-            [[p, *[_ratio(ratios[p][m]) for m in TABLE]] for p in policies[1:]],
-            ["policy", *[SHORT[m] for m in TABLE]],
+            [[p, *[_ratio(ratios[p][m.name]) for m in TABLE]] for p in policies[1:]],
+            ["policy", *[m.header for m in TABLE]],
         )
     )
     return 0

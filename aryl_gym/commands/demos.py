@@ -20,6 +20,7 @@ import numpy as np
 
 from aryl_gym.commands._common import add_json_arg, add_scenario_args, positive_int, seed_arg
 from aryl_gym.envs import DEFAULT_ENV_ID
+from aryl_gym.rollout import Step, play
 
 NAME = "demos"
 HELP = "record observations, actions and masks of a reference policy acting through the env"
@@ -54,22 +55,20 @@ def record(scenario: str, policy: str, episodes: int, seed: int, action_mode: st
     agent = HeuristicPredictor(policy, env)
     obs_log: dict[str, list[np.ndarray]] = {}
     actions, masks, rewards, ep_idx, terms, truncs = [], [], [], [], [], []
-    for e in range(episodes):
-        obs, _ = env.reset(options={"episode_seed": seed + e})
-        while True:
-            mask = env.unwrapped.action_masks()  # type: ignore[attr-defined]
-            action, _ = agent.predict(obs)
-            for k, v in obs.items():
-                obs_log.setdefault(k, []).append(v)
-            actions.append(np.asarray(action))
-            masks.append(mask)
-            obs, r, te, tr, _ = env.step(action)
-            rewards.append(r)
-            ep_idx.append(e)
-            terms.append(te)
-            truncs.append(tr)
-            if te or tr:
-                break
+    episode = 0
+
+    def keep(st: Step) -> None:
+        for k, v in st.obs.items():
+            obs_log.setdefault(k, []).append(v)
+        actions.append(np.asarray(st.action))
+        masks.append(np.asarray(st.mask))
+        rewards.append(st.reward)
+        ep_idx.append(episode)
+        terms.append(st.terminated)
+        truncs.append(st.truncated)
+
+    for episode in range(episodes):
+        play(agent, env, options={"episode_seed": seed + episode}, on_step=keep, masks=True)
     env.close()
     out = {f"obs_{k}": np.stack(v) for k, v in obs_log.items()}
     out.update(

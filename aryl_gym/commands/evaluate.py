@@ -54,6 +54,7 @@ def _is_policy_name(name: str) -> bool:
 def run(args: argparse.Namespace) -> int:
     # evaluation imports pydantic: only when a config is validated
     from aryl_gym.train.evaluation import (
+        RATIO_METRICS,
         mean_metrics,
         rows_for,
         run_agent,
@@ -159,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         # at run time: aryl-gym imports every command module to build its parser
         from aryl_gym.commands._common import table
 
-        keys = ["avg_jct", "p95_jct", "avg_queue_time", "combined_usage", "preemptions"]
+        keys = list(RATIO_METRICS)
         body = []
         for name in order:
             m = mean_metrics(by_policy[name], keys)

@@ -7,33 +7,13 @@ import json
 import sys
 
 from aryl_gym.commands._common import add_scenario_args, fmt_num, seed_arg
+from aryl_gym.metrics import names as metric_names
 
 NAME = "simulate"
 HELP = "run one policy on one scenario and seed; print a summary or one JSON object"
 
-SUMMARY_KEYS = [
-    "jobs_total",
-    "jobs_completed",
-    "avg_jct",
-    "median_jct",
-    "p95_jct",
-    "avg_queue_time",
-    "p95_queue_time",
-    "makespan",
-    "train_util",
-    "combined_usage",
-    "loaned_gpu_hours_offered",
-    "loaned_gpu_hours_used",
-    "preemptions",
-    "preemption_ratio",
-    "scaling_events",
-    "jct_lower_bound",
-    "mean_slowdown",
-    "decision_ms_mean",
-    "rounds",
-    "decision_rounds",
-    "wall_s",
-]
+#: the figures of the text summary (aryl_gym.metrics.METRICS, view "simulate")
+SUMMARY_KEYS = list(metric_names("simulate"))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

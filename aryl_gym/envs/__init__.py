@@ -58,7 +58,9 @@ def register_envs() -> None:
                 id=env_id,
                 entry_point=entry,
                 vector_entry_point=functools.partial(vector_entry, env_id) if vector else None,
-                disable_env_checker=True,
+                # Gymnasium's passive checker (first reset and step): its cost is within
+                # measurement noise, about 1% of step time (docs/env.md, scripts/env_checker_cost.py)
+                disable_env_checker=False,
                 kwargs={"world_version": world},
             )
 

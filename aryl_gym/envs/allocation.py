@@ -1,4 +1,4 @@
-"""The allocation environment ``aryl_gym/Aryl-v1`` (SPEC 6).
+"""The allocation environment ``aryl_gym/Aryl-v2`` (and ``aryl_gym/Aryl-v1``, World v1; SPEC 6).
 
 The agent is the cluster scheduler of the paper (section 5): at each decision point it sets the
 worker counts of the jobs in a window; the simulator (:mod:`aryl_gym.sim.engine`) does the rest
@@ -8,9 +8,8 @@ exactly as for the reference policies.
 from __future__ import annotations
 
 import copy
-import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +17,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from aryl_gym.agents import make_policy, policy_names
+from aryl_gym.agents import make_policy
 from aryl_gym.agents.base import BasePolicy
 from aryl_gym.config import ScenarioConfig, load_scenario
-from aryl_gym.envs.actions import MODES, make_codec
+from aryl_gym.envs.actions import make_codec
 from aryl_gym.envs.damping import FlapDamping, parse_flap_damping
+from aryl_gym.envs.obs_v1 import ObservationV1, extend_space
 from aryl_gym.envs.observation import (
     F_CLUSTER,
     F_JOB,
@@ -32,51 +32,19 @@ from aryl_gym.envs.observation import (
     base_rates,
     fit_lists,
 )
+from aryl_gym.envs.options import RENDER_MODES, EnvOptions, ReclaimFn, check_jobs, resolve_reclaim
 from aryl_gym.envs.render import render_ansi, render_rgb
 from aryl_gym.envs.reward import RewardTracker, accrued, parse_weights
 from aryl_gym.metrics import episode_result
 from aryl_gym.scenario import Episode, _seed_streams, fresh_future, make_episode
-from aryl_gym.sim.engine import STALL_HOURS, Simulator, check_stall_hours
+from aryl_gym.sim.engine import Simulator
 from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.placement import grow_job, plan
 from aryl_gym.sim.view import TRAIN, ClusterView, Decision, PlacementOptions, PlacementReport
-from aryl_gym.world_versions import CURRENT as CURRENT_WORLD
-from aryl_gym.world_versions import check_world, in_world
-
-ReclaimFn = Callable[[ClusterView, int], "Sequence[int] | None"]
-
-#: Orders of the queued part of the window (:mod:`aryl_gym.envs.observation`).
-WINDOW_ORDERS: tuple[str, ...] = ("submit", "pred_time")
+from aryl_gym.world_versions import in_world
 
 #: Aryl's placement options (paper 5.3): elastic jobs prefer loaned servers, flexible grouping.
 ARYL_PLACEMENT = PlacementOptions(elastic_prefer_inference=True, group_flexible=True)
-
-
-def resolve_reclaim(reclaim: str | ReclaimFn | None) -> ReclaimFn | None:
-    """``"aryl"`` (Aryl's reclaim when ``agents/reclaim.py`` or the ``aryl`` policy provides it,
-    else the simulator's default), ``"default"``/``None`` (the simulator's default rule: fewest
-    busy GPUs first), another policy name (that policy's ``reclaim``), or a callable
-    ``(view, n) -> server ids``."""
-    if reclaim is None or reclaim == "default":
-        return None
-    if callable(reclaim):
-        return reclaim
-    if not isinstance(reclaim, str):
-        raise ValueError(f"reclaim must be a policy name, 'default' or a callable, got {reclaim!r}")
-    if reclaim in ("aryl", "aryl-optimal"):
-        try:
-            # an optional dependency: its absence is handled here
-            from aryl_gym.agents import reclaim as _rc
-        except ModuleNotFoundError:  # agents/reclaim.py not present: the default rule
-            return None
-        return _rc.aryl_reclaim_view if reclaim == "aryl" else _rc.optimal_reclaim_view
-
-    if reclaim not in policy_names():
-        raise ValueError(
-            f"unknown reclaim {reclaim!r}; use 'aryl', 'aryl-optimal', 'default', a policy name "
-            "or a callable (view, n) -> server ids"
-        )
-    return make_policy(reclaim).reclaim
 
 
 class EnvPolicy(BasePolicy):
@@ -151,83 +119,10 @@ def episode_seed(np_random: np.random.Generator, options: dict[str, Any]) -> int
     return int(seed)
 
 
-#: the largest window the env accepts (the observation is K x 17 floats, the masks K x levels)
-MAX_WINDOW = 4096
-#: the most worker levels ``max_workers`` may ask for (the ``targets`` mask is K x (levels + 1))
-MAX_WORKERS = 4096
-
-
-def check_flag(name: str, value: object) -> bool:
-    """``value`` as a bool: True/False (or 1/0); anything else (e.g. the string "no", which
-    ``bool()`` would take for True) is a ValueError."""
-    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
-        return bool(value)
-    raise ValueError(f"{name} must be True or False, got {value!r}")
-
-
-EARLY_ENDS = ("truncate", "charge")
-
-
-def check_early_end(early_end: object, end_fallback: object) -> tuple[str, str]:
-    """``early_end`` (``"truncate"`` or ``"charge"``) and ``end_fallback`` (a reference policy
-    name that can finish an episode: not ``random``, not a learned agent). The default fallback
-    is ``fifo`` (the Baseline): the weakest reference, so that handing the rest of an episode
-    to it is never a bargain for an agent that schedules better than it."""
-    if early_end not in EARLY_ENDS:
-        raise ValueError(f"early_end must be one of {', '.join(EARLY_ENDS)}, got {early_end!r} "
-                         "(charge: an episode ended by the stall or thrash rule pays for its unfinished jobs)")
-
-    if not isinstance(end_fallback, str) or end_fallback == "random":
-        raise ValueError(f"end_fallback must be a reference policy name such as 'fifo', got {end_fallback!r}")
-    try:
-        make_policy(end_fallback)
-    except (KeyError, ValueError) as exc:
-        raise ValueError(f"end_fallback {end_fallback!r}: {exc}") from None
-    return str(early_end), end_fallback
-
-
 def accrued_job_time(sim: Simulator, t: float) -> float:
     """``A(t)`` of ``sim``: the sum over jobs submitted by ``t`` of ``min(finish, t) - submit``
     (seconds; an unfinished job counts up to ``t``)."""
     return accrued(sim.submit, sim.finish, t)
-
-
-def check_max_steps(value: object) -> int | None:
-    """``max_steps``: None or an integer >= 1."""
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"max_steps must be an integer >= 1 or None, got {value!r}")
-    return int(value)
-
-
-def check_reward_scale(value: object) -> float:
-    """``reward_scale``: a finite number > 0 (seconds), Python or numpy."""
-    if (
-        isinstance(value, (bool, np.bool_))
-        or not isinstance(value, (int, float, np.integer, np.floating))
-        or not math.isfinite(float(value))
-        or not value > 0
-    ):
-        raise ValueError(f"reward_scale must be a finite number > 0 (seconds), got {value!r}")
-    return float(value)
-
-
-def check_jobs(jobs: object, where: str = "jobs") -> list[JobSpec] | None:
-    """A fixed trace argument: None or a non-empty list of JobSpec."""
-    if jobs is None:
-        return None
-    if isinstance(jobs, (str, bytes)) or not isinstance(jobs, Sequence):
-        raise ValueError(f"{where} must be a list of JobSpec (aryl_gym.sim.jobs.JobSpec), got {type(jobs).__name__}")
-    bad = [i for i, j in enumerate(jobs) if not isinstance(j, JobSpec)]
-    if bad:
-        raise ValueError(
-            f"{where}: item {bad[0]} is a {type(jobs[bad[0]]).__name__}, not a JobSpec "
-            "(aryl_gym.sim.jobs.JobSpec)"
-        )
-    if not jobs:
-        raise ValueError(f"{where} is empty: give at least one JobSpec")
-    return list(jobs)
 
 
 def plain_seed(seed: object) -> object:
@@ -275,140 +170,76 @@ class ArylEnv(gym.Env):
     ``episode_metrics`` (its ``to_dict()``).
 
     ## Arguments
-    ``scenario`` (name or YAML path or ScenarioConfig, default ``"tiny"``), ``action_mode``
-    (``"targets"``), ``window`` K (16), ``reward`` (name, ``"a+b"`` or dict of weights),
-    ``reward_scale`` (3600 s), ``invalid_penalty`` (0), ``max_steps`` (None), ``max_workers``
-    (levels of ``targets``; default from the scenario), ``allow_preempt`` (False), ``release``
-    (True: release actions in ``sequential``), ``uses_loaning`` (True), ``placement``
-    (Aryl's), ``reclaim`` (``"aryl"``), ``jobs`` (a fixed trace: list of JobSpec), ``trace`` /
-    ``trace_format`` / ``trace_map`` / ``trace_options`` (a trace file, loaded with
-    :func:`aryl_gym.workload.traces.load_trace` on the scenario's cluster; the mapping draws
-    follow the episode seed), ``data_root``, ``stall_hours`` (6 h,
-    :data:`~aryl_gym.sim.engine.STALL_HOURS`; the stall rule is
-    :meth:`~aryl_gym.sim.engine.Simulator.check_stall`), ``render_mode``,
-    ``window_order`` (``"submit"`` or ``"pred_time"``: queued jobs shortest predicted time
-    at base demand first), ``observation`` (``"v0"`` or ``"v1"``), ``flap_damping``,
-    ``early_end`` (``"truncate"`` or ``"charge"``), ``end_fallback`` (``"fifo"``),
-    ``backfill`` (False: at a commit, queued jobs outside the window start at ``w_req`` in the
-    window's order where they fit after the agent's targets, which are never cut; docs/env.md).
-    ``reset(options=...)`` accepts ``jobs``, ``trace``, ``trace_format``, ``trace_map``,
-    ``trace_options`` and
-    ``episode_seed``.
+    Keyword arguments (or one :class:`~aryl_gym.envs.options.EnvOptions`, which documents and
+    checks each of them): ``scenario`` (``"tiny"``), ``action_mode`` (``"targets"``),
+    ``window`` K (16), ``reward`` (``"jct"``), ``reward_scale`` (3600 s), ``invalid_penalty``,
+    ``max_steps``, ``max_workers``, ``allow_preempt``, ``release``, ``uses_loaning``,
+    ``placement``, ``reclaim`` (``"aryl"``), ``jobs``, ``trace``, ``trace_format``,
+    ``trace_map``, ``trace_options``, ``data_root``, ``stall_hours`` (6 h), ``render_mode``,
+    ``window_order``, ``observation``, ``flap_damping``, ``early_end``, ``end_fallback``,
+    ``backfill``, ``world_version`` (set by the id). An unknown name is a TypeError listing the
+    valid ones. ``reset(options=...)`` accepts ``jobs``, ``trace``, ``trace_format``,
+    ``trace_map``, ``trace_options`` and ``episode_seed``.
 
     ## Version History
-    * v0: first version. Still v0 (unreleased): ``window_order``, ``info["elapsed"]`` added and
-      the default ``stall_hours`` lowered from 48 to 6 (only truncation of stalled episodes).
+    (docs/env.md, "Version history", has the details; the versioning rule is stated there.)
+
+    * v2 (``aryl_gym/Aryl-v2``, the default): World v2's knobs on the shipped scenarios; spaces,
+      rewards, action modes and arguments as in v1.
+    * v1 (``aryl_gym/Aryl-v1``, kept: it draws World v1): World v1 (elastic jobs request
+      ``w_min`` and grow to ``w_max``, bursty arrivals; ``priority`` starts a job at ``w_req``).
+      Under this id, before the versioning rule: the thrash rule (ends an episode spent mostly
+      in relaunch overheads) changed such episodes; options off by default were added
+      (``observation="v1"``, ``flap_damping``, ``early_end``/``end_fallback``, ``backfill``;
+      with them off every episode is as before).
+    * v0 (no longer registered; ``gym.make`` names ``-v1``): first version; ``window_order`` and
+      ``info["elapsed"]`` were added and the default ``stall_hours`` went from 48 to 6 under it.
 
     ## Example
     See ``docs/env.md`` (a test executes it).
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 4}
 
-    def __init__(
-        self,
-        scenario: str | Path | ScenarioConfig = "tiny",
-        action_mode: str = "targets",
-        window: int = 16,
-        reward: str | dict[str, float] | None = "jct",
-        reward_scale: float = 3600.0,
-        invalid_penalty: float = 0.0,
-        max_steps: int | None = None,
-        max_workers: int | None = None,
-        allow_preempt: bool = False,
-        release: bool = True,
-        uses_loaning: bool = True,
-        placement: PlacementOptions | None = None,
-        reclaim: str | ReclaimFn | None = "aryl",
-        jobs: Sequence[JobSpec] | None = None,
-        trace: str | None = None,
-        trace_format: str | None = None,
-        trace_map: str | None = None,
-        trace_options: dict[str, Any] | None = None,
-        data_root: str | None = None,
-        stall_hours: float = STALL_HOURS,
-        render_mode: str | None = None,
-        window_order: str = "submit",
-        observation: str = "v0",
-        flap_damping: bool | Mapping[str, float] | None = None,
-        early_end: str = "truncate",
-        end_fallback: str = "fifo",
-        backfill: bool = False,
-        world_version: str = CURRENT_WORLD,
-    ):
-        self.world_version = check_world(world_version)
-        if action_mode not in MODES:
-            raise ValueError(f"unknown action_mode {action_mode!r}; choose one of {', '.join(MODES)}")
-        if isinstance(window, bool) or not (isinstance(window, (int, np.integer)) and window >= 1):
-            raise ValueError(f"window must be an integer >= 1, got {window!r}")
-        if window > MAX_WINDOW:
-            raise ValueError(
-                f"window={window} is too large (at most {MAX_WINDOW}: the observation and the mask "
-                "grow with it); jobs outside the window are summarised in obs['outside']"
-            )
-        if max_workers is not None and (
-            isinstance(max_workers, bool)
-            or not isinstance(max_workers, (int, np.integer))
-            or max_workers < 1
-        ):
-            raise ValueError(f"max_workers must be an integer >= 1 or None, got {max_workers!r}")
-        if placement is not None and not isinstance(placement, PlacementOptions):
-            raise ValueError(
-                f"placement must be an aryl_gym.sim.view.PlacementOptions or None (Aryl's), "
-                f"got {placement!r}"
-            )
-        reward_scale = check_reward_scale(reward_scale)
-        max_steps = check_max_steps(max_steps)
-        if max_workers is not None and max_workers > MAX_WORKERS:
-            raise ValueError(
-                f"max_workers={max_workers} is too large (at most {MAX_WORKERS}: the targets "
-                "mask has window x (max_workers + 1) entries); the level max_workers means "
-                "w_max for bigger jobs"
-            )
-        allow_preempt = check_flag("allow_preempt", allow_preempt)
-        self.backfill = check_flag("backfill", backfill)
-        release = check_flag("release", release)
-        uses_loaning = check_flag("uses_loaning", uses_loaning)
-        fixed_jobs = check_jobs(jobs)
-        if trace_options is not None and not isinstance(trace_options, dict):
-            raise ValueError(f"trace_options must be a dict of load_trace options, got {trace_options!r}")
-        if window_order not in WINDOW_ORDERS:
-            raise ValueError(
-                f"unknown window_order {window_order!r}; choose one of {', '.join(WINDOW_ORDERS)}"
-            )
-        stall_hours = check_stall_hours(stall_hours)
-        self.early_end, self.end_fallback = check_early_end(early_end, end_fallback)
-        self.flap_damping = parse_flap_damping(flap_damping)
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
+    def __init__(self, options: EnvOptions | str | Path | ScenarioConfig | None = None, /, **kwargs: Any):
+        if options is not None and not isinstance(options, EnvOptions):
+            kwargs = {"scenario": options, **kwargs}  # the scenario given positionally
+            options = None
+        opts = self.options = EnvOptions.from_kwargs(options, **kwargs)
+        scenario = opts.scenario
+        max_workers = opts.max_workers
+        self.world_version = opts.world_version
+        self.backfill = opts.backfill
+        self.early_end, self.end_fallback = opts.early_end, opts.end_fallback
+        self.flap_damping = parse_flap_damping(opts.flap_damping)
         self.config = in_world(
             scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario), self.world_version
         )
-        self.action_mode = action_mode
-        self.k = int(window)
+        self.action_mode = opts.action_mode
+        self.k = opts.window
         c = self.config.cluster
         if max_workers is None:
             max_workers = int(self.config.workload.max_job_gpus or c.train_gpus)
             max_workers = max(1, min(max_workers, c.train_gpus))
         self.max_workers = int(max_workers)
-        self.weights = parse_weights(reward, invalid_penalty)
-        self.reward_scale = float(reward_scale)
-        self.max_steps = max_steps
-        self.allow_preempt = bool(allow_preempt)
-        self.placement = placement if placement is not None else ARYL_PLACEMENT
-        self._reclaim_spec = reclaim
-        self.policy = EnvPolicy(bool(uses_loaning), self.placement, resolve_reclaim(reclaim))
-        self.fixed_jobs = fixed_jobs
-        self.trace = trace
-        self.trace_format = trace_format
-        self.trace_map = trace_map
-        self.trace_options = dict(trace_options or {})
-        self.data_root = data_root
-        self.stall_hours = float(stall_hours)
-        self.window_order = window_order
+        self.weights = parse_weights(opts.reward, opts.invalid_penalty)
+        self.reward_scale = opts.reward_scale
+        self.max_steps = opts.max_steps
+        self.allow_preempt = opts.allow_preempt
+        self.placement = opts.placement if opts.placement is not None else ARYL_PLACEMENT
+        self._reclaim_spec = opts.reclaim
+        self.policy = EnvPolicy(opts.uses_loaning, self.placement, resolve_reclaim(opts.reclaim))
+        self.fixed_jobs = None if opts.jobs is None else list(opts.jobs)
+        self.trace = opts.trace
+        self.trace_format = opts.trace_format
+        self.trace_map = opts.trace_map
+        self.trace_options = dict(opts.trace_options or {})
+        self.data_root = opts.data_root
+        self.stall_hours = opts.stall_hours
+        self.window_order = opts.window_order
         self._base_rates: list[float] | None = None  # window_order="pred_time" key, per episode
-        self.render_mode = render_mode
-        self.codec = make_codec(action_mode, self.k, self.max_workers, self.allow_preempt, release)
+        self.render_mode = opts.render_mode
+        self.codec = make_codec(opts.action_mode, self.k, self.max_workers, self.allow_preempt, opts.release)
         self.action_space = self.codec.space
         self.observation_space = spaces.Dict(
             {
@@ -420,12 +251,8 @@ class ArylEnv(gym.Env):
         )
         self._obs_builder = ObservationBuilder(self.config, self.k, self.max_workers)
         # observation="v1" adds jobs_v1 and cluster_v1 (aryl_gym.envs.obs_v1)
-        from aryl_gym.envs.obs_v1 import OBSERVATION_VERSIONS, ObservationV1, extend_space
-
-        if observation not in OBSERVATION_VERSIONS:
-            raise ValueError(f"unknown observation {observation!r}; choose one of {', '.join(OBSERVATION_VERSIONS)}")
-        self.observation_version = observation
-        self._obs_v1 = ObservationV1(self.config, self.k) if observation == "v1" else None
+        self.observation_version = opts.observation
+        self._obs_v1 = ObservationV1(self.config, self.k) if opts.observation == "v1" else None
         if self._obs_v1 is not None:
             self.observation_space = extend_space(self.observation_space, self.k)
         self._obs_shapes: list[tuple[str, tuple[int, ...]]] | None = None

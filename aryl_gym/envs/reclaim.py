@@ -16,6 +16,7 @@ leaderboard --suite reclaim``).
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,15 +30,9 @@ from aryl_gym.agents import make_policy, policy_names
 from aryl_gym.agents.reclaim import milp_reclaim, reclaim_preemptions
 from aryl_gym.config import ScenarioConfig, load_scenario
 from aryl_gym.envs.actions import discrete_action
-from aryl_gym.envs.allocation import (
-    check_jobs,
-    check_max_steps,
-    check_reset_options,
-    check_reward_scale,
-    episode_seed,
-    plain_seed,
-)
+from aryl_gym.envs.allocation import check_reset_options, episode_seed, plain_seed
 from aryl_gym.envs.observation import F_CLUSTER, ObservationBuilder, fit_tables
+from aryl_gym.envs.options import check_jobs, check_max_steps, check_reward_scale
 from aryl_gym.envs.render import render_ansi, render_rgb
 from aryl_gym.envs.reward import RewardTracker, parse_weights
 from aryl_gym.metrics import episode_result
@@ -155,7 +150,12 @@ class ArylReclaimEnv(gym.Env):
         max_servers: int | None = None,
         optimum: bool = False,
         world_version: str = CURRENT_WORLD,
+        **unknown: Any,
     ):
+        if unknown:
+            names = [n for n in inspect.signature(ArylReclaimEnv.__init__).parameters if n not in ("self", "unknown")]
+            raise TypeError(f"unknown env option {next(iter(unknown))!r}; options: {', '.join(names)} "
+                            "(docs/env.md, 'Arguments of ArylReclaim-v2')")
         self.world_version = check_world(world_version)
         self.snaps: list[Any] | None = None
         if snapshots is not None:

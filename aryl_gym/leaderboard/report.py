@@ -35,36 +35,22 @@ import numpy as np
 from aryl_gym import __version__
 from aryl_gym.leaderboard.runner import METRIC_TYPES, WALL_METRICS, RunSummary, env_version
 from aryl_gym.leaderboard.suites import Suite
+from aryl_gym.metrics import METRICS, higher_is_better, metric
+from aryl_gym.metrics import view as metric_view
 from aryl_gym.stats import LEVEL, REPS, SEED, available, iqm, iqm_ci, ratio_ci, tie_ranks
 
-#: metrics for which a larger value is better (everything else: smaller is better)
-HIGHER_IS_BETTER = frozenset(
-    {"train_util", "train_util_makespan", "combined_usage", "loaned_gpu_hours_used", "jobs_completed"}
+#: (metric, column title, format) of the Markdown table and of the short console table, in
+#: order (aryl_gym.metrics.METRICS, views "report" and "console")
+MD_COLUMNS: tuple[tuple[str, str, str], ...] = tuple((m.name, m.header, m.fmt) for m in metric_view("report"))
+CONSOLE_COLUMNS: tuple[tuple[str, str, str], ...] = tuple(
+    (m.name, m.header, m.fmt) for m in metric_view("console")
 )
 
-#: (metric, column title, format) of the Markdown table, in order
-MD_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("avg_jct", "avg JCT (s)", "s"),
-    ("p95_jct", "p95 JCT (s)", "s"),
-    ("avg_queue_time", "avg queue (s)", "s"),
-    ("makespan", "makespan (h)", "h"),
-    ("train_util", "train util", "%"),
-    ("combined_usage", "combined usage", "%"),
-    ("loaned_gpu_hours_used", "loaned GPU-h used", "n"),
-    ("preemption_ratio", "preempt. ratio", "%"),
-    ("scaling_events", "scaling events", "n"),
-    ("mean_slowdown", "slowdown", "n"),
-    ("decision_ms_mean", "decision ms", "n"),
-)
 
-#: columns of the short console table
-CONSOLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("avg_jct", "avg JCT s", "s"),
-    ("p95_jct", "p95 JCT s", "s"),
-    ("avg_queue_time", "queue s", "s"),
-    ("combined_usage", "usage", "%"),
-    ("preemption_ratio", "preempt", "%"),
-)
+def _column(name: str) -> tuple[str, str, str]:
+    """The column of a ``rank_by`` metric that is not among the table's columns."""
+    m = metric(name)
+    return (name, m.header if name in METRICS else name, m.fmt)
 
 
 def _finite(values: Sequence[Any]) -> list[float]:
@@ -141,7 +127,7 @@ def compare_entrants(
 
     A comparison needs at least two seeds that both entrants finished on every scenario, and a
     positive, finite ``rank_by`` on each; otherwise it has no interval and separates nothing."""
-    higher = rank_by in HIGHER_IS_BETTER
+    higher = higher_is_better(rank_by)
     stats_out: dict[str, dict[str, Any]] = {n: {} for n in names}
     for n in names:
         seeds = _common_seeds(per[n], per[n], scenarios)
@@ -215,7 +201,7 @@ def aggregate(
     (and, with several scenarios, an ``overall`` comparison stratified over them)."""
     with_ci = available()
     rank_by = suite.rank_by
-    higher = rank_by in HIGHER_IS_BETTER
+    higher = higher_is_better(rank_by)
     reference = REFERENCE if any(e.name == REFERENCE for e in suite.entrants) else None
     scenarios: dict[str, Any] = {}
     commits = sorted({str(r["commit"]) for r in rows})
@@ -373,7 +359,7 @@ def _overall(
     def key(en: dict[str, Any]) -> tuple[int, float, str]:
         vb = en["vs_baseline"]
         v = vb["value"] if vb else math.inf
-        return (en["rank"], -v if rank_by in HIGHER_IS_BETTER else v, en["policy"])
+        return (en["rank"], -v if higher_is_better(rank_by) else v, en["policy"])
 
     entries.sort(key=key)
     _mark_shared(entries)
@@ -577,7 +563,7 @@ def render_markdown(agg: Mapping[str, Any]) -> str:
             continue
         cols = list(MD_COLUMNS)
         if rank_by not in {c[0] for c in cols}:
-            cols.insert(0, (rank_by, rank_by, "n"))
+            cols.insert(0, _column(rank_by))
         head = ["rank", "entrant"]
         for k, title, _ in cols:
             head.append(title)
@@ -625,7 +611,7 @@ def render_console(agg: Mapping[str, Any]) -> str:
     ref = agg["protocol"].get("reference")
     cols = list(CONSOLE_COLUMNS)
     if rank_by not in {c[0] for c in cols}:
-        cols.insert(0, (rank_by, rank_by, "n"))
+        cols.insert(0, _column(rank_by))
     blocks = []
     for scen, data in agg["scenarios"].items():
         head = ["#", "entrant"]

@@ -27,9 +27,9 @@ from aryl_gym.commands._bc_args import bc_parser
 from aryl_gym.config import ConfigError
 from aryl_gym.envs.observation import JOB_FEATURES
 from aryl_gym.envs.predict import HeuristicPredictor
+from aryl_gym.rollout import ActAgent, Step, play, result_from_info
 from aryl_gym.train.config import load_train_config
 from aryl_gym.train.envs import make_single_env
-from aryl_gym.train.evaluation import env_action_masks, result_from_info
 
 _OBS_PREFIXES = ("obs/", "obs_", "observations/", "observation/", "obs.")
 _ACTION_KEYS = ("actions", "action", "acts")
@@ -214,22 +214,21 @@ def collect_demos(
     rewards: list[float] = []
     dones: list[bool] = []
     jcts: list[float] = []
+
+    def keep(st: Step) -> None:
+        for k, v in st.obs.items():
+            obs_buf.setdefault(k, []).append(np.asarray(v))
+        masks.append(np.asarray(st.mask))  # as np.stack would take it
+        acts.append(st.action)
+        rewards.append(float(st.reward))
+        dones.append(st.terminated or st.truncated)
+
+    agent = ActAgent(env, act)
     for s in seeds:
-        obs, _ = env.reset(seed=int(s), options={"episode_seed": int(s)})
-        while True:
-            a = act(env, obs)
-            for k, v in obs.items():
-                obs_buf.setdefault(k, []).append(np.asarray(v))
-            masks.append(np.asarray(env_action_masks(env)))  # as np.stack would take it
-            acts.append(a)
-            obs, r, term, trunc, info = env.step(a)
-            rewards.append(float(r))
-            dones.append(bool(term or trunc))
-            if term or trunc:
-                res = result_from_info(info)
-                if res is not None:
-                    jcts.append(res.avg_jct)
-                break
+        ro = play(agent, env, seed=int(s), options={"episode_seed": int(s)}, on_step=keep, masks=True)
+        res = result_from_info(ro.info)
+        if res is not None:
+            jcts.append(res.avg_jct)
     arrays = {f"obs/{k}": np.stack(v) for k, v in obs_buf.items()}
     arrays["actions"] = np.asarray(acts)
     arrays["masks"] = np.stack(masks).astype(bool)

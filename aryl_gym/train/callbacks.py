@@ -28,6 +28,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from torch import nn
 
 from aryl_gym.metrics import EpisodeResult
+from aryl_gym.metrics import view as metric_view
 from aryl_gym.train.evaluation import (
     invalid_from_info,
     mean_metrics,
@@ -37,18 +38,10 @@ from aryl_gym.train.evaluation import (
 )
 
 #: EpisodeResult field -> tag suffix logged under ``cluster/`` and ``eval/``
-CLUSTER_TAGS: dict[str, str] = {
-    "avg_jct": "avg_jct",
-    "p95_jct": "p95_jct",
-    "avg_queue_time": "avg_queue_time",
-    "p95_queue_time": "p95_queue_time",
-    "combined_usage": "usage",
-    "train_util": "train_util",
-    "preemptions": "preemptions",
-    "preemption_ratio": "preemption_ratio",
-    "mean_slowdown": "mean_slowdown",
-    "jobs_unfinished": "jobs_unfinished",
-}
+#: (aryl_gym.metrics.METRICS, view "tensorboard")
+CLUSTER_TAGS: dict[str, str] = {m.name: m.tag or m.name for m in metric_view("tensorboard")}
+#: the reference heuristics' figures logged beside the agent's (the times of view "console")
+REFERENCE_FIGURES = tuple(m.name for m in metric_view("console") if m.unit == "s")
 
 
 def _finite(v: Any) -> bool:
@@ -213,7 +206,7 @@ class ArylEvalCallback(BaseCallback):
         self.logger.record("eval/thrashing_episodes", float(sum(bool(r.thrashing) for r in results)))
         for name, ref in self.references.items():
             key = name.replace("-", "_")
-            for field in ("avg_jct", "p95_jct", "avg_queue_time"):
+            for field in REFERENCE_FIGURES:
                 if _finite(ref.get(field)):
                     self.logger.record(f"eval/{key}_{field}", ref[field])
             row[f"{key}_avg_jct"] = ref.get("avg_jct", float("nan"))

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from aryl_gym.rollout import env_action_masks, result_from_info
+from aryl_gym.rollout import ActAgent, Step, play, result_from_info
 from aryl_gym.train.bc import pretrain
 from aryl_gym.train.config import config_from_run_dict, dagger_worlds
 from aryl_gym.train.envs import make_single_env
@@ -59,27 +59,30 @@ def collect_student_states(
     agree = 0
     thrash = 0
     jcts: list[float] = []
+    label = [0]
+
+    def act(obs: Any, m: np.ndarray) -> int:
+        label[0] = labeler.label()  # the teacher's action in this state, before the student's step
+        a, _ = student.predict({k: np.asarray(v)[None] for k, v in obs.items()},
+                               deterministic=True, action_masks=m[None])
+        return int(np.asarray(a).reshape(-1)[0])
+
+    def keep(st: Step) -> None:
+        nonlocal agree
+        for k, v in st.obs.items():
+            obs_buf.setdefault(k, []).append(np.asarray(v))
+        labels.append(label[0])
+        masks.append(np.asarray(st.mask, dtype=bool))
+        agree += int(st.action == label[0])
+
     model.policy.set_training_mode(False)
+    agent = ActAgent(env, act, masks=True)
     for s in seeds:
-        obs, _ = env.reset(seed=int(s), options={"episode_seed": int(s)})
-        while True:
-            m = np.asarray(env_action_masks(env), dtype=bool)
-            y = labeler.label()
-            act, _ = student.predict({k: np.asarray(v)[None] for k, v in obs.items()},
-                                     deterministic=True, action_masks=m[None])
-            a = int(np.asarray(act).reshape(-1)[0])
-            for k, v in obs.items():
-                obs_buf.setdefault(k, []).append(np.asarray(v))
-            labels.append(y)
-            masks.append(m)
-            agree += int(a == y)
-            obs, _r, term, trunc, info = env.step(a)
-            if term or trunc:
-                res = result_from_info(info)
-                if res is not None:
-                    thrash += int(res.thrashing)
-                    jcts.append(res.avg_jct)
-                break
+        ro = play(agent, env, seed=int(s), options={"episode_seed": int(s)}, on_step=keep)
+        res = result_from_info(ro.info)
+        if res is not None:
+            thrash += int(res.thrashing)
+            jcts.append(res.avg_jct)
     arrays = {f"obs/{k}": np.stack(v) for k, v in obs_buf.items()}
     arrays["actions"] = np.asarray(labels, dtype=np.int64)
     arrays["masks"] = np.stack(masks)

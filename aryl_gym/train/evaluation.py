@@ -24,6 +24,7 @@ import numpy as np
 
 from aryl_gym.agents import make_policy
 from aryl_gym.metrics import EpisodeResult
+from aryl_gym.metrics import names as metric_names
 from aryl_gym.rollout import (  # noqa: F401  (the rollout loop lives in aryl_gym.rollout)
     INVALID_KEYS,
     RESULT_KEYS,
@@ -36,21 +37,11 @@ from aryl_gym.rollout import (  # noqa: F401  (the rollout loop lives in aryl_gy
 )
 from aryl_gym.scenario import make_episode
 
-#: figures logged and tabulated for every episode (SPEC 5 subset)
-KEY_METRICS = (
-    "avg_jct",
-    "median_jct",
-    "p95_jct",
-    "avg_queue_time",
-    "p95_queue_time",
-    "combined_usage",
-    "train_util",
-    "preemptions",
-    "preemption_ratio",
-    "mean_slowdown",
-    "jobs_completed",
-    "jobs_unfinished",
-)
+#: figures averaged over evaluation episodes (aryl_gym.metrics.METRICS, view "train")
+KEY_METRICS = metric_names("train")
+#: figures compared as ratios to a baseline (view "console")
+RATIO_METRICS = metric_names("console")
+
 
 class RandomMaskedAgent:
     """Uniformly random *valid* actions (SPEC 3 "Random") through the env: a masked action
@@ -115,7 +106,7 @@ def rows_for(policy: str, results: Iterable[EpisodeResult]) -> list[dict[str, An
 def ratios(
     by_policy: Mapping[str, Sequence[EpisodeResult]],
     baseline: str,
-    keys: Sequence[str] = ("avg_jct", "p95_jct", "avg_queue_time", "combined_usage"),
+    keys: Sequence[str] = RATIO_METRICS,
 ) -> dict[str, dict[str, float | None]]:
     """For each policy, mean(metric) / mean(baseline's metric) over the same seeds.
 
