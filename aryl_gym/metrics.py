@@ -417,6 +417,7 @@ METRICS: dict[str, Metric] = _table(
     ("avg_queue_time_total", "avg queue (total)", "s", False, "s", ""),
     ("p95_queue_time_total", "p95 queue (total)", "s", False, "s", ""),
     ("avg_run_time", "avg run", "s", False, "s", ""),
+    ("elastic_run_share", "elastic share of run time", "share", None, "%", ""),
     ("total_wait_time", "total wait", "s", False, "s", "compare"),
     ("avg_wait_time", "avg wait", "s", False, "s", ""),
     ("makespan", "makespan", "s", False, "h", f"{_ALL} report"),
