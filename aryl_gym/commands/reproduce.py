@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     plot = None
     if points:
         plot = rp.plot_sweep(points, specs, out / "sweep.png")
-        blocks[f"sweep{sfx}"] = _sweep_block(rp, points, specs, cmd, plot)
+        blocks[f"sweep{sfx}"] = _sweep_block(rp, points, specs, cmd, plot, scale.name)
     md = out / "reproduction.md"
     rp.update_doc(md, blocks)
     if args.write_docs:
@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
             img = dp.parent / "img" / f"reproduction-sweep{sfx}.png"
             img.parent.mkdir(exist_ok=True)
             shutil.copyfile(plot, img)
-            blocks[f"sweep{sfx}"] = _sweep_block(rp, points, specs, cmd, Path("img") / img.name)
+            blocks[f"sweep{sfx}"] = _sweep_block(rp, points, specs, cmd, Path("img") / img.name, scale.name)
         rp.update_doc(dp, blocks)
     failed = stats.failed
     if args.json:
@@ -298,9 +298,10 @@ def _table_block(rp: Any, rows: list[Any], scale: Any, configs: dict[str, Any], 
     return "\n".join(parts)
 
 
-def _sweep_block(rp: Any, points: list[Any], specs: list[Any], cmd: str, plot: Path | None) -> str:
+def _sweep_block(rp: Any, points: list[Any], specs: list[Any], cmd: str, plot: Path | None,
+                 scale: str = "") -> str:
     parts = [
-        "## Sensitivity (generated)",
+        f"### Sensitivity at scale `{scale}` (generated)" if scale else "### Sensitivity (generated)",
         "",
         "One knob at a time, every other setting as the scenario ships it. Read off the table below:",
         "",
