@@ -75,7 +75,11 @@ class PolluxPolicy(BasePolicy):
 
     uses_loaning = False
     placement = PlacementOptions(elastic_prefer_inference=False, group_flexible=False)
-    event_driven = True
+    #: upstream re-optimises every 60 s (artifact ``simulator.py --interval 60``) at every scale,
+    #: and its decision depends on job age, attained service and fresh random draws: no round is
+    #: skipped (the engine's round is this interval, not the scenario's ``sim.interval``)
+    decision_interval_s = 60.0
+    event_driven = False
 
     def __init__(
         self,
