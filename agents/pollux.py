@@ -56,6 +56,7 @@ import numpy as np
 from aryl_gym.agents._alloc import fit_targets
 from aryl_gym.agents.base import BasePolicy, register
 from aryl_gym.agents.pollux_model import scaling_of, tuning_table
+from aryl_gym.sim.goodput import app_for
 
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.view import TRAIN, ClusterView, Decision, PlacementOptions
@@ -90,6 +91,7 @@ class PolluxPolicy(BasePolicy):
         name: str = "pollux",
         data_root: str | None = None,
         explore: bool = True,
+        elasticity: str = "all",
     ):
         if pop_size < 2 or pop_size % 2:
             raise ValueError(f"pop_size must be an even number >= 2, got {pop_size}")
@@ -104,6 +106,11 @@ class PolluxPolicy(BasePolicy):
         self.name = name
         self.data_root = data_root
         self.explore = explore
+        if elasticity not in ("limited", "elastic", "all"):
+            raise ValueError(f"elasticity must be limited, elastic or all, got {elasticity!r}")
+        #: the worker ranges the engine enforces (Simulator.set_elasticity): "all" = upstream,
+        #: every job 1..w_ceil and resizable; "elastic" = only elastic families resize
+        self.elasticity = elasticity
         self.reset()
 
     def reset(self, seed: int | None = None) -> None:
@@ -115,9 +122,9 @@ class PolluxPolicy(BasePolicy):
         self._max_seen: dict[int, int] = {}  # most workers each job has run with (exploration)
         self._last_now: float | None = None
         self._sent: set[int] = set()  # jobs whose tuning table the simulator has
-        # per-job constants (g, w_min, w_max, submit, relaunch overhead) and goodput rows
-        # G[0..w_max] by (job, pool), with the speed they were built for
-        self._static: dict[int, tuple[int, int, int, float, float]] = {}
+        # per-job constants (g, lo, hi, submit, relaunch overhead, resizable) and goodput rows
+        # G[0..hi] by (job, pool), with the speed they were built for
+        self._static: dict[int, tuple[int, int, int, float, float, int]] = {}
         self._rows: dict[tuple[int, int], tuple[float, np.ndarray]] = {}
         self.last_objective: tuple[float, float] | None = None  # (start, best) of last round
 
@@ -144,28 +151,42 @@ class PolluxPolicy(BasePolicy):
                 )
         self._last_now = now
 
-    def _job_static(self, view: ClusterView, j: int) -> tuple[int, int, int, float, float]:
+    def _job_static(self, view: ClusterView, j: int) -> tuple[int, int, int, float, float, int]:
+        """``(g, lo, hi, submit, relaunch overhead, resizable)`` of job ``j``: ``[lo, hi]`` is
+        upstream's replica range (artifact ``get_pollux_job_info``: ``max_replicas = min(64,
+        max_batch_size // min_local_bsz)`` replicas) in workers: the engine's range for the
+        policy's ``elasticity`` (``hi`` = the ceiling ``64 // g`` under ``"all"``), cut to the
+        batch-size limit ``max_batch // (min_local x g)`` of the job's application. The
+        exploration cap is applied per round in :meth:`problem`."""
         st = self._static.get(j)
         if st is None:
             spec = view.jobs[j]
             relaunch = view.config.sim.relaunch_for(spec.family)
-            st = (int(spec.g), int(spec.w_min), int(spec.w_max), float(spec.submit), relaunch)
+            lo, hi, res = view.limits(j)
+            c = app_for(spec.family, spec.app)
+            blim = int(c.max_batch // (c.min_local * spec.g))
+            hi = max(min(hi, blim), lo)
+            st = (int(spec.g), lo, hi, float(spec.submit), relaunch, int(res))
             self._static[j] = st
         return st
 
-    def _goodput_row(self, view: ClusterView, j: int, pool: int) -> np.ndarray:
-        """``G[0..w_max]`` of job ``j`` on ``pool`` in work units per second: the simulator's
-        rate times the tuning multiplier (cached; rebuilt if the pool's speed changed)."""
+    def _goodput_row(self, view: ClusterView, j: int, pool: int, hi: int) -> np.ndarray:
+        """``G[0..hi]`` of job ``j`` on ``pool`` in work units per second: inside ``w_max`` the
+        simulator's rate times the tuning multiplier, beyond it the simulator's rate there
+        (cached; rebuilt if the pool's speed or ``hi`` changed)."""
         speed = view.speed(j, pool)
         hit = self._rows.get((j, pool))
-        if hit is not None and hit[0] == speed:
+        if hit is not None and hit[0] == speed and hit[1].size == hi + 1:
             return hit[1]
         spec = view.jobs[j]
         t = self.table(view, j)
-        w = np.arange(1, spec.w_max + 1)
+        top = min(hi, spec.w_max)
+        w = np.arange(1, top + 1)
         sc = scaling_of(spec)  # the job's own curve (JobSpec.scaling), ones if linear
-        row = np.zeros(spec.w_max + 1)
-        row[1:] = w * speed * sc[w] * t[np.minimum(w, len(t) - 1)]
+        row = np.zeros(hi + 1)
+        row[1 : top + 1] = w * speed * sc[w] * t[np.minimum(w, len(t) - 1)]
+        for k in range(top + 1, hi + 1):
+            row[k] = view.rate(j, k, pool) * t[-1]
         self._rows[(j, pool)] = (speed, row)
         return row
 
@@ -178,30 +199,34 @@ class PolluxPolicy(BasePolicy):
         order = sorted(range(len(jobs)), key=lambda i: (att.get(jobs[i], 0.0), stat[i][3], jobs[i]))
         jobs = [jobs[i] for i in order]
         n = len(jobs)
-        st = np.array([stat[i] for i in order], dtype=np.float64).reshape(n, 5)
+        st = np.array([stat[i] for i in order], dtype=np.float64).reshape(n, 6)
         ja = np.array(jobs, dtype=np.int64)
         g = st[:, 0].astype(np.int64)
         lo = st[:, 1].astype(np.int64)
         hi = hi_full = st[:, 2].astype(np.int64)
+        resizable = st[:, 5] > 0
         if self.explore:
             # Upstream JobInfo.max_replicas = max(2 x most replicas profiled so far, 1): a job
-            # grows at most by doubling per re-allocation (never below its own w_min).
+            # grows at most by doubling per re-allocation (never below its own range's low end).
             seen = np.array([self._max_seen.get(j, 0) for j in jobs], dtype=np.int64)
             hi = np.maximum(np.minimum(hi, np.maximum(2 * seen, 1)), lo)
         base = np.asarray(view.workers)[ja].astype(np.int64)
         running = np.asarray(view.state)[ja] == JobState.RUNNING
         pools = np.where(running, np.asarray(view.pool)[ja], TRAIN)
-        # A running inelastic job may only keep its size or stop.
         cap = view.capacity(TRAIN)
-        wmax = int(hi_full.max()) if n else 0
-        # Goodput table G[j, w] in work units per second (sim rate x tuning multiplier).
-        G = np.zeros((n, wmax + 1))
-        for i, j in enumerate(jobs):
-            row = self._goodput_row(view, j, int(pools[i]))
-            G[i, : row.size] = row
+        # Upstream: "change base goodput to fair-share goodput", at the fair count whatever the
+        # exploration cap (the model is evaluated there, the GA never goes past hi).
         fair = np.clip(np.ceil(cap / np.maximum(g * max(n, 1), 1)), lo, hi_full).astype(np.int64)
         fair = np.where(lo == hi_full, hi_full, fair)
+        top = np.maximum(hi, fair)
+        wmax = int(top.max()) if n else 0
+        # Goodput table G[j, w] in work units per second, w = 0..top_j (0 beyond).
+        G = np.zeros((n, wmax + 1))
+        for i, j in enumerate(jobs):
+            row = self._goodput_row(view, j, int(pools[i]), int(top[i]))
+            G[i, : row.size] = row
         base_gp = G[np.arange(n), fair]
+        G = G[:, : int(hi.max()) + 1] if n else G
         share = g / max(cap, 1)
         n_srv = int(view.usable(TRAIN).sum())
         S = G / np.maximum(base_gp, 1e-12)[:, None] * (share * n_srv)[:, None]
@@ -220,7 +245,7 @@ class PolluxPolicy(BasePolicy):
                 age + delay > 0, np.maximum(age - restarts * delay, 0.0) / (age + delay), 1.0
             )
         factor = np.where(delay <= 0, 1.0, factor)
-        inel_run = running & (lo == hi)
+        inel_run = running & ~resizable
         return GAProblem(jobs, g, lo, hi, base, S, factor, cap, self.p, inel_run)
 
     # -- decision ------------------------------------------------------------------------------
@@ -580,3 +605,8 @@ def _pollux() -> BasePolicy:
 @register("pollux-250")
 def _pollux250() -> BasePolicy:
     return PolluxPolicy(generations=250, name="pollux-250")
+
+
+@register("pollux-elastic")
+def _pollux_elastic() -> BasePolicy:
+    return PolluxPolicy(name="pollux-elastic", elasticity="elastic")

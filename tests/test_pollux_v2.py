@@ -42,3 +42,47 @@ def test_pollux_decides_every_60s_round_even_when_the_scenario_round_is_300s():
     for name in ("pollux", "pollux-250"):
         p = make_policy(name)
         assert p.decision_interval_s == 60.0 and not p.event_driven
+
+
+def _range_case(policy: PolluxPolicy, ceiling: int = 256):
+    """An inelastic cnn job (4 workers) and an elastic bert job (1 GPU workers, batch limit
+    384 // 4 = 96 replicas) on 8 x 8 GPUs, with the parallelism ceiling raised to ``ceiling``."""
+    cfg = small_config(train_servers=8, train_gpus=8, inf_servers=0, ceiling_gpus=ceiling)
+    jobs = [job(0, work=1e5, w=4, w_min=4), job(1, work=1e5, w=4, w_min=1, elastic=True,
+                                               family="bert")]
+    sim = make_sim(cfg, jobs)
+    policy.reset(sim.seed)
+    sim.begin(policy)
+    return sim
+
+
+def _ranges(policy, sim):
+    prob = policy.problem(sim.view)
+    order = np.argsort(prob.jobs)
+    return prob.lo[order].tolist(), prob.hi[order].tolist(), prob.inel_run[order].tolist()
+
+
+def test_replica_range_is_upstreams_for_every_job():
+    pol = PolluxPolicy(generations=2)
+    sim = _range_case(pol)
+    # never run: upstream's exploration cap max(2 x 0, 1) = 1 for both, inelastic or not
+    assert _ranges(pol, sim)[:2] == ([1, 1], [1, 1])
+    pol._max_seen = {0: 3, 1: 100}
+    # 2 x 3 = 6; min(2 x 100, ceiling 256 // 1, batch limit 384 // 4 = 96) = 96
+    assert _ranges(pol, sim)[:2] == ([1, 1], [6, 96])
+    free = PolluxPolicy(generations=2, explore=False)
+    sim = _range_case(free)
+    # ceiling 256 GPUs: the batch limits bind (cnn -> cifar10: 4096 // 32 = 128; bert 96)
+    assert _ranges(free, sim)[:2] == ([1, 1], [128, 96])
+    # at the default ceiling (64 GPUs) the ceiling binds: 64 // g
+    sim = _range_case(free, ceiling=64)
+    assert _ranges(free, sim)[:2] == ([1, 1], [64, 64])
+
+
+def test_pollux_elastic_keeps_inelastic_requests():
+    pol = make_policy("pollux-elastic")
+    assert pol.elasticity == "elastic"
+    pol.explore = False
+    sim = _range_case(pol)
+    lo, hi, _ = _ranges(pol, sim)
+    assert lo == [4, 1] and hi == [4, 96]  # inelastic: its request; elastic: up to the limits

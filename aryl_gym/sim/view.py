@@ -269,6 +269,14 @@ class ClusterView:
         m = self._sim.usable_mask(pool)
         return int((self._sim.srv_free[m] // g).sum())
 
+    def limits(self, j: int) -> tuple[int, int, bool]:
+        """``(lo, hi, resizable)``: the worker range the placement engine enforces for job ``j``
+        under the running policy's ``elasticity`` (``[w_min, w_max]``, or up to the ceiling
+        ``w_ceil``; :meth:`~aryl_gym.sim.engine.Simulator.set_elasticity`) and whether the job may
+        change size while it runs."""
+        s = self._sim
+        return int(s.lim_lo_list[j]), int(s.lim_hi_list[j]), bool(s.resizable_list[j])
+
     def allowed_pools(self, j: int) -> tuple[int, ...]:
         """Pools job ``j`` may run in (inference only when type-agnostic and servers are loaned)."""
         return self._sim.allowed_pools(j)
