@@ -92,6 +92,7 @@ class PolluxPolicy(BasePolicy):
         data_root: str | None = None,
         explore: bool = True,
         elasticity: str = "all",
+        upstream_mutation: bool = True,
     ):
         if pop_size < 2 or pop_size % 2:
             raise ValueError(f"pop_size must be an even number >= 2, got {pop_size}")
@@ -111,6 +112,7 @@ class PolluxPolicy(BasePolicy):
         #: the worker ranges the engine enforces (Simulator.set_elasticity): "all" = upstream,
         #: every job 1..w_ceil and resizable; "elastic" = only elastic families resize
         self.elasticity = elasticity
+        self.upstream_mutation = upstream_mutation
         self.reset()
 
     def reset(self, seed: int | None = None) -> None:
@@ -246,7 +248,10 @@ class PolluxPolicy(BasePolicy):
             )
         factor = np.where(delay <= 0, 1.0, factor)
         inel_run = running & ~resizable
-        return GAProblem(jobs, g, lo, hi, base, S, factor, cap, self.p, inel_run)
+        usable = view.usable(TRAIN)
+        room = int(np.count_nonzero(np.asarray(view.srv_free)[usable] > 0))
+        p_inc = raise_probability(n, room) if self.upstream_mutation else None
+        return GAProblem(jobs, g, lo, hi, base, S, factor, cap, self.p, inel_run, p_inc)
 
     # -- decision ------------------------------------------------------------------------------
     def decide(self, view: ClusterView) -> Decision:
@@ -291,6 +296,22 @@ class PolluxPolicy(BasePolicy):
 #: zero (applied after the reset); a third one, raise to a random valid count, has
 #: probability ``1 / jobs``.
 P_RESET, P_ZERO = 0.1, 0.01
+
+
+def raise_probability(n_jobs: int, nodes_with_room: int) -> float:
+    """Per-job raise probability that puts upstream's mutation rate into our per-job genome.
+
+    Upstream (artifact ``simulator/pollux.py``, ``Problem._mutation`` step 3) raises each
+    (job, node) cell of a child with probability ``1 / (jobs that fit on that node)`` (plus
+    as much again among the jobs already on it): about one raise per node with free room, per
+    child and generation. A job fits on every node with room, so its expected raises are
+    ``nodes_with_room / n_jobs``; our genome has one count per job, so a job is raised with
+    probability ``min(1, nodes_with_room / n_jobs)`` (at least ``1 / n_jobs``: one raise per
+    child, the rate before World v2, when no node has room). [ours] Upstream counts the room
+    in each child; we count it once per round in the cluster (usable training servers with a
+    free GPU), so the draws stay one sparse block per search."""
+    n = max(int(n_jobs), 1)
+    return min(1.0, max(int(nodes_with_room), 1) / n)
 
 
 def bernoulli_cells(rng: np.random.Generator, N: int, p: float) -> np.ndarray:
@@ -373,11 +394,14 @@ def block_sizes(generations: int, P: int, n: int) -> list[int]:
     return [min(per, generations - k) for k in range(0, generations, per)]
 
 
-def draw_block(rng: np.random.Generator, G: int, P: int, n: int) -> DrawBlock:
+def draw_block(
+    rng: np.random.Generator, G: int, P: int, n: int, p_inc: float | None = None
+) -> DrawBlock:
     """Draw ``G`` generations' random choices, in this order: ``G (2P + P/2)`` uniforms (per
     generation: binary tournaments, then crossover points), then three independent Bernoulli
     processes over the block's cells (:func:`bernoulli_cells`): reset (``P_RESET``), zero
-    (``P_ZERO``) and raise (``1 / n``), and one uniform per raised cell."""
+    (``P_ZERO``) and raise (``p_inc``, default ``1 / n``; :func:`raise_probability`), and one
+    uniform per raised cell."""
     half = P // 2
     R = rng.random(G * (2 * P + half)).reshape(G, 2 * P + half)
     tour = (R[:, : 2 * P] * P).astype(np.intp).reshape(G, P, 2)
@@ -385,7 +409,7 @@ def draw_block(rng: np.random.Generator, G: int, P: int, n: int) -> DrawBlock:
     N = G * P * n
     reset = bernoulli_cells(rng, N, P_RESET)
     zero = bernoulli_cells(rng, N, P_ZERO)
-    inc = bernoulli_cells(rng, N, 1.0 / n)
+    inc = bernoulli_cells(rng, N, 1.0 / n if p_inc is None else p_inc)
     u = rng.random(inc.size)
     ends = np.arange(G + 1, dtype=np.int64) * (P * n)
     return DrawBlock(
@@ -424,11 +448,14 @@ class GAProblem:
         cap: int,
         p: float,
         inel_run: np.ndarray,
+        p_inc: float | None = None,
     ):
         self.jobs = jobs
         self.g, self.lo, self.hi, self.base = g, lo, hi, base
         self.S, self.factor, self.cap, self.p = S, factor, cap, p
         self.inel_run = inel_run
+        #: probability that a child's job is raised, per generation (:func:`raise_probability`)
+        self.p_inc = 1.0 / max(len(jobs), 1) if p_inc is None else float(p_inc)
         n = len(jobs)
         V = S.shape[1]  # counts 0..V-1 (V - 1 = the largest w_max)
         self._V = V
@@ -538,7 +565,7 @@ class GAProblem:
         neg = np.empty(2 * P)
         term, fix1, unit_g, g, cap = self._term, self._fix1, self._unit_g, self.g, self.cap
         for G in block_sizes(generations, P, n):
-            d = draw_block(rng, G, P, n)
+            d = draw_block(rng, G, P, n, self.p_inc)
             # cells relative to their generation, and the reset values
             gen_offs = np.arange(G, dtype=np.int64) * Pn
             reset = d.reset_cells - np.repeat(gen_offs, np.diff(d.reset_at))

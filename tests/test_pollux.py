@@ -214,7 +214,7 @@ def _reference_search(prob: GAProblem, pop, generations, rng):
     span, cols, half = (hi + 1).astype(np.float64), np.arange(n), P // 2
     draws = []
     for G in block_sizes(generations, P, n):
-        block = draw_block(rng, G, P, n)
+        block = draw_block(rng, G, P, n, prob.p_inc)
         draws += [block.generation(t, P, n) for t in range(G)]
     for d in draws:
         a = d.tournament
@@ -252,7 +252,8 @@ def _ref_case(seed: int, tight: bool = False):
     factor = rs.random(n)
     # tight: the starting allocation is over capacity (capacity shrank), repair must still run
     cap = max(1, int((base * g).sum()) // 2) if tight else int(rs.integers(8, 64))
-    prob = GAProblem(list(range(n)), g, lo, hi, base, S, factor, cap, -1.0, ir)
+    p_inc = (None, 0.3, 1.0)[seed % 3]  # 1 / n, upstream's rate in a roomy cluster, every job
+    prob = GAProblem(list(range(n)), g, lo, hi, base, S, factor, cap, -1.0, ir, p_inc)
     start = prob.repair(rs.integers(0, 9, (40, n)))
     start[0] = base
     if tight:  # a starting row that repair step 1 would change (above its job's range)

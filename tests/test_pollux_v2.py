@@ -86,3 +86,42 @@ def test_pollux_elastic_keeps_inelastic_requests():
     sim = _range_case(pol)
     lo, hi, _ = _ranges(pol, sim)
     assert lo == [4, 1] and hi == [4, 96]  # inelastic: its request; elastic: up to the limits
+
+
+def test_raise_probability_is_upstreams_rate_per_job():
+    from aryl_gym.agents.pollux import raise_probability
+
+    # about one raise per node with room: nodes / jobs per job, capped at 1, floor 1 / jobs
+    assert raise_probability(100, 64) == pytest.approx(0.64)
+    assert raise_probability(10, 64) == 1.0
+    assert raise_probability(450, 0) == pytest.approx(1 / 450)
+    assert raise_probability(0, 5) == 1.0
+
+
+def test_raised_cells_follow_the_per_job_rate_statistically():
+    from aryl_gym.agents.pollux import draw_block
+
+    rng = np.random.default_rng(11)
+    P, n, G, p = 20, 50, 200, 0.16  # 8 nodes with room, 50 jobs
+    d = draw_block(rng, G, P, n, p)
+    N = G * P * n
+    k = d.inc_cells.size
+    assert abs(k - N * p) < 5 * np.sqrt(N * p * (1 - p))
+    per_child = np.bincount((d.inc_cells // n) % P, minlength=P) / G  # raises per child per gen
+    assert per_child.mean() == pytest.approx(n * p, rel=0.02)  # = nodes with room (8)
+
+
+def test_policy_counts_nodes_with_room():
+    # 4 servers of 4 GPUs, one 4-worker job running on one server: 3 servers have room
+    cfg = small_config(train_servers=4, train_gpus=4, inf_servers=0)
+    jobs = [job(i, work=1e5, w=4, w_min=4) for i in range(6)]
+    sim = make_sim(cfg, jobs)
+    pol = PolluxPolicy(generations=1)
+    pol.reset(sim.seed)
+    sim.begin(pol)
+    assert pol.problem(sim.view).p_inc == pytest.approx(4 / 6)  # empty cluster: 4 nodes
+    pol._max_seen = {0: 4}
+    sim.step(pol)  # Pollux places something; count what has room now
+    room = int((sim.srv_free[:4] > 0).sum())
+    assert pol.problem(sim.view).p_inc == pytest.approx(min(1.0, max(room, 1) / 6))
+    assert PolluxPolicy(upstream_mutation=False).problem(sim.view).p_inc == pytest.approx(1 / 6)
