@@ -49,14 +49,12 @@ scenario without loaning (section 7.4).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 from aryl_gym.agents._alloc import fit_targets
 from aryl_gym.agents.base import BasePolicy, register
-from aryl_gym.agents.pollux_model import scaling_of, tuning_table
-from aryl_gym.sim.goodput import app_for
+from aryl_gym.agents.pollux_fit import JobModel, Limits, tuned_rows
 
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.view import TRAIN, ClusterView, Decision, PlacementOptions
@@ -118,26 +116,81 @@ class PolluxPolicy(BasePolicy):
     def reset(self, seed: int | None = None) -> None:
         self._prev_pop: np.ndarray | None = None  # (P, n_prev) final population
         self._prev_jobs: list[int] = []
-        self._tables: dict[int, np.ndarray] = {}
         self._reallocs: dict[int, int] = {}
         self._attained: dict[int, float] = {}  # GPU-seconds of service, by job
         self._max_seen: dict[int, int] = {}  # most workers each job has run with (exploration)
         self._last_now: float | None = None
-        self._sent: set[int] = set()  # jobs whose tuning table the simulator has
-        # per-job constants (g, lo, hi, submit, relaunch overhead, resizable) and goodput rows
-        # G[0..hi] by (job, pool), with the speed they were built for
+        # per-job constants (g, lo, hi, submit, relaunch overhead, resizable)
         self._static: dict[int, tuple[int, int, int, float, float, int]] = {}
-        self._rows: dict[tuple[int, int], tuple[float, np.ndarray]] = {}
+        # the fitted goodput models (agents/pollux_fit.py), the jobs' batch-size facts, and
+        # cached rows: job -> (model version, PGNS bucket, top, goodput row, batch row)
+        self._models: dict[int, JobModel] = {}
+        self._limits: dict[int, Limits] = {}
+        self._rows: dict[int, tuple[int, int, int, np.ndarray, np.ndarray]] = {}
+        self._lam_sent: dict[int, float] = {}  # batch factor last sent, by job
         self.last_objective: tuple[float, float] | None = None  # (start, best) of last round
 
     # -- model ---------------------------------------------------------------------------------
-    def table(self, view: ClusterView, j: int) -> np.ndarray:
-        t = self._tables.get(j)
-        if t is None:
-            spec = view.jobs[j]
-            t = tuning_table(spec, self.data_root) if self.tune else np.ones(spec.w_max + 1)
-            self._tables[j] = t
-        return t
+    def limits(self, view: ClusterView, j: int) -> Limits:
+        lim = self._limits.get(j)
+        if lim is None:
+            lim = self._limits[j] = Limits(view.jobs[j])
+        return lim
+
+    def observe(self, view: ClusterView) -> None:
+        """Take every running job's report (:meth:`ClusterView.measure`) into its model."""
+        for j in view.running():
+            m = view.measure(j)
+            if m is None:
+                continue
+            mod = self._models.get(j)
+            if mod is None:
+                mod = self._models[j] = JobModel()
+            mod.observe(m)
+
+    def goodput_rows(self, view: ClusterView, jobs: list[int], top: np.ndarray) -> np.ndarray:
+        """``G[i, 0..top_i]``: the modelled goodput of ``jobs[i]`` at each worker count, at the
+        batch the model says is best there (any per-job scale: the GA uses ratios). A job
+        without a fitted model is linear (upstream's speedup before any profile). Rows are
+        cached until the model refits, the PGNS moves by 1% or ``top`` changes."""
+        n = len(jobs)
+        W = int(top.max()) if n else 0
+        G = np.zeros((n, W + 1))
+        todo: list[int] = []
+        keys: list[tuple[int, int]] = []
+        for i, j in enumerate(jobs):
+            t = int(top[i])
+            mod = self._models.get(j)
+            if mod is None or mod.params is None:
+                G[i, : t + 1] = np.arange(t + 1, dtype=np.float64)
+                continue
+            bucket = int(round(100.0 * math.log(max(mod.pgns, 1e-12))))
+            hit = self._rows.get(j)
+            if hit is not None and hit[0] == mod.version and hit[1] == bucket and hit[2] == t:
+                G[i, : t + 1] = hit[3]
+                continue
+            todo.append(i)
+            keys.append((mod.version, bucket))
+        if todo:
+            sel = [jobs[i] for i in todo]
+            Wt = int(top[todo].max())
+            params = np.array([self._models[j].params for j in sel])
+            phi = np.array([self._models[j].pgns for j in sel])
+            lim = [self.limits(view, j) for j in sel]
+            gp, lam = tuned_rows(params, lim, phi, Wt, self.tune)
+            for k, i in enumerate(todo):
+                t = int(top[i])
+                row, lrow = gp[k, : t + 1].copy(), lam[k, : t + 1].copy()
+                self._rows[jobs[i]] = (keys[k][0], keys[k][1], t, row, lrow)
+                G[i, : t + 1] = row
+        return G
+
+    def batch_for(self, j: int, w: int) -> float:
+        """The batch factor the model picks for job ``j`` at ``w`` workers (1 without one)."""
+        hit = self._rows.get(j)
+        if not self.tune or hit is None or w <= 0 or w >= hit[4].size:
+            return 1.0
+        return float(hit[4][w])
 
     def _update_attained(self, view: ClusterView) -> None:
         now = view.now
@@ -165,32 +218,10 @@ class PolluxPolicy(BasePolicy):
             spec = view.jobs[j]
             relaunch = view.config.sim.relaunch_for(spec.family)
             lo, hi, res = view.limits(j)
-            c = app_for(spec.family, spec.app)
-            blim = int(c.max_batch // (c.min_local * spec.g))
-            hi = max(min(hi, blim), lo)
+            hi = max(min(hi, self.limits(view, j).workers()), lo)
             st = (int(spec.g), lo, hi, float(spec.submit), relaunch, int(res))
             self._static[j] = st
         return st
-
-    def _goodput_row(self, view: ClusterView, j: int, pool: int, hi: int) -> np.ndarray:
-        """``G[0..hi]`` of job ``j`` on ``pool`` in work units per second: inside ``w_max`` the
-        simulator's rate times the tuning multiplier, beyond it the simulator's rate there
-        (cached; rebuilt if the pool's speed or ``hi`` changed)."""
-        speed = view.speed(j, pool)
-        hit = self._rows.get((j, pool))
-        if hit is not None and hit[0] == speed and hit[1].size == hi + 1:
-            return hit[1]
-        spec = view.jobs[j]
-        t = self.table(view, j)
-        top = min(hi, spec.w_max)
-        w = np.arange(1, top + 1)
-        sc = scaling_of(spec)  # the job's own curve (JobSpec.scaling), ones if linear
-        row = np.zeros(hi + 1)
-        row[1 : top + 1] = w * speed * sc[w] * t[np.minimum(w, len(t) - 1)]
-        for k in range(top + 1, hi + 1):
-            row[k] = view.rate(j, k, pool) * t[-1]
-        self._rows[(j, pool)] = (speed, row)
-        return row
 
     def problem(self, view: ClusterView) -> GAProblem:
         """Build this round's optimisation problem (jobs in Pollux's priority order)."""
@@ -214,19 +245,15 @@ class PolluxPolicy(BasePolicy):
             hi = np.maximum(np.minimum(hi, np.maximum(2 * seen, 1)), lo)
         base = np.asarray(view.workers)[ja].astype(np.int64)
         running = np.asarray(view.state)[ja] == JobState.RUNNING
-        pools = np.where(running, np.asarray(view.pool)[ja], TRAIN)
         cap = view.capacity(TRAIN)
         # Upstream: "change base goodput to fair-share goodput", at the fair count whatever the
         # exploration cap (the model is evaluated there, the GA never goes past hi).
         fair = np.clip(np.ceil(cap / np.maximum(g * max(n, 1), 1)), lo, hi_full).astype(np.int64)
         fair = np.where(lo == hi_full, hi_full, fair)
         top = np.maximum(hi, fair)
-        wmax = int(top.max()) if n else 0
-        # Goodput table G[j, w] in work units per second, w = 0..top_j (0 beyond).
-        G = np.zeros((n, wmax + 1))
-        for i, j in enumerate(jobs):
-            row = self._goodput_row(view, j, int(pools[i]), int(top[i]))
-            G[i, : row.size] = row
+        # Modelled goodput G[j, w], w = 0..top_j (0 beyond), from the fitted models.
+        self.observe(view)
+        G = self.goodput_rows(view, jobs, top)
         base_gp = G[np.arange(n), fair]
         G = G[:, : int(hi.max()) + 1] if n else G
         share = g / max(cap, 1)
@@ -272,13 +299,19 @@ class PolluxPolicy(BasePolicy):
         targets = {j: t for j, t in targets.items() if t != int(view.workers[j])}
         for j in targets:
             self._reallocs[j] = self._reallocs.get(j, 0) + 1
-        speedup: dict[int, Sequence[float] | np.ndarray] = {}
+        # Batch-size tuning (co-adaptation): each job trains at the batch its model picks for
+        # the workers it will have; the simulator runs the true goodput of that batch.
+        batch: dict[int, float] = {}
         if self.tune:
             for j in jobs:
-                if j not in self._sent:
-                    speedup[j] = self.table(view, j)
-                    self._sent.add(j)
-        return Decision(targets=targets, order=order, speedup=speedup)
+                w = targets.get(j, int(view.workers[j]))
+                if w <= 0:
+                    continue
+                lam = self.batch_for(j, w)
+                if lam != self._lam_sent.get(j, 1.0):
+                    batch[j] = lam
+                    self._lam_sent[j] = lam
+        return Decision(targets=targets, order=order, batch=batch or None)
 
     def _initial_population(self, prob: GAProblem) -> np.ndarray:
         P = self.pop_size

@@ -359,7 +359,8 @@ def test_generation_draws_follow_the_mutation_law():
 def test_exploration_cap_doubles_replicas_per_reallocation():
     """Upstream JobInfo.max_replicas = max(2 x most replicas profiled, 1): 1, 2, 4, 8 ..."""
     cfg = small_config(train_servers=4, train_gpus=4, inf_servers=0)
-    sim = make_sim(cfg, [job(0, work=1e6, w=16, w_min=1, elastic=True)])
+    # bert (large PGNS): the fitted model sees growth pay off
+    sim = make_sim(cfg, [job(0, work=1e6, w=16, w_min=1, elastic=True, family="bert")])
     pol = PolluxPolicy(generations=30, tune=False)
     pol.reset(sim.seed)
     sim.begin(pol)
