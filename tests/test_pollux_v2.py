@@ -133,6 +133,7 @@ def test_policy_counts_nodes_with_room():
 @pytest.mark.parametrize("app", ["imagenet", "cifar10", "deepspeech2"])
 def test_fit_recovers_known_parameters_from_noiseless_samples(app):
     from aryl_gym.agents.pollux_fit import fit_perf_params, predict_times
+
     from aryl_gym.sim.goodput import APP_CURVES
 
     c = APP_CURVES[app]
@@ -160,7 +161,6 @@ def test_fit_follows_upstreams_rules_for_what_samples_cannot_tell():
 
 def _one_job_running(family="cnn", w=4, batch=None):
     from aryl_gym.sim.view import Decision
-
     from tests.helpers import ScriptedPolicy
 
     cfg = small_config(train_servers=4, train_gpus=4, inf_servers=0)
