@@ -60,9 +60,13 @@ def predict_times(params: np.ndarray, n: np.ndarray, atomic: np.ndarray):
 def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """Least-squares ``y = a + b x`` with ``a, b >= 1e-8`` (one distinct ``x``: ``b`` at its
     bound, ``a`` the mean)."""
-    if np.unique(x).size < 2:
-        return max(float(np.mean(y)), 1e-8), 1e-8
-    b, a = np.polyfit(x, y, 1)
+    xm, ym = float(x.mean()), float(y.mean())
+    dx = x - xm
+    var = float(dx @ dx)
+    if var <= 1e-12 * max(xm * xm, 1.0) * x.size:  # one distinct x
+        return max(ym, 1e-8), 1e-8
+    b = float(dx @ (y - ym)) / var
+    a = ym - b * xm
     if b < 1e-8:
         return max(float(np.mean(y)), 1e-8), 1e-8
     if a < 1e-8:  # through the origin's bound
@@ -71,8 +75,8 @@ def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(a), float(b)
 
 
-#: golden-section iterations for gamma in [1, 10] (final bracket 9 x 0.618^40 ~ 4e-8)
-_GOLDEN_STEPS = 40
+#: golden-section iterations for gamma in [1, 10] (final bracket 9 x 0.618^30 ~ 5e-6)
+_GOLDEN_STEPS = 30
 
 
 def fit_perf_params(n, atomic, compute_time, step_time, sync_time) -> np.ndarray:
@@ -112,12 +116,20 @@ def fit_perf_params(n, atomic, compute_time, step_time, sync_time) -> np.ndarray
     if not inter.any():
         x[2] = max(x[2], x[4] * 1.1)
         x[3] = max(x[3], x[5] * 1.1)
+    x[6] = 1.0 + 1e-3  # upstream's starting gamma; kept when no sample has an all-reduce
+    if not np.any(n > 1):
+        return x
     log_s = np.log(ts)
+    tc_hat, _ = predict_times(x, n, u)  # compute and all-reduce do not depend on gamma
+    x[6] = 1.0
+    _, s1 = predict_times(x, n, u)
+    tn_hat = np.maximum(s1 - tc_hat, 1e-8)
+    k = len(ts)
 
     def err(gam: float) -> float:
-        x[6] = gam
-        _, step = predict_times(x, n, u)
-        return math.sqrt(float(np.mean((np.log(step) - log_s) ** 2))) + 1e-3 * (gam - 1.0) ** 2
+        step = (tc_hat**gam + tn_hat**gam) ** (1.0 / gam)
+        d = np.log(step) - log_s
+        return math.sqrt(float(d @ d) / k) + 1e-3 * (gam - 1.0) ** 2
 
     a, b = 1.0, 10.0
     r = (math.sqrt(5.0) - 1.0) / 2.0
@@ -164,7 +176,7 @@ class JobModel:
     __slots__ = ("samples", "params", "pgns", "version")
 
     def __init__(self) -> None:
-        self.samples: dict[tuple[int, float], tuple[float, float, float]] = {}
+        self.samples: dict[tuple[int, int], tuple[float, float, float, float]] = {}
         self.params: np.ndarray | None = None
         self.pgns = 0.0
         self.version = 0  # bumped at every refit
@@ -172,13 +184,16 @@ class JobModel:
     def observe(self, m: Measurement) -> bool:
         """Take a report; refit when its configuration is new. Returns whether it refitted."""
         self.pgns = float(m.pgns)
-        key = (int(round(m.gpus)), round(float(m.atomic_batch), 3))
+        # upstream's profile key: (replicas, integer atomic batch)
+        key = (int(round(m.gpus)), int(round(float(m.atomic_batch))))
         if key in self.samples:
             return False
-        self.samples[key] = (float(m.compute_time), float(m.step_time), float(m.sync_time))
+        self.samples[key] = (
+            float(m.atomic_batch), float(m.compute_time), float(m.step_time), float(m.sync_time)
+        )
         ks = np.array(list(self.samples), dtype=np.float64)
         vs = np.array(list(self.samples.values()), dtype=np.float64)
-        self.params = fit_perf_params(ks[:, 0], ks[:, 1], vs[:, 0], vs[:, 1], vs[:, 2])
+        self.params = fit_perf_params(ks[:, 0], vs[:, 0], vs[:, 1], vs[:, 2], vs[:, 3])
         self.version += 1
         return True
 
