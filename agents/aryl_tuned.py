@@ -29,6 +29,7 @@ import math
 import numpy as np
 from aryl_gym.agents.aryl import ArylPolicy
 from aryl_gym.agents.base import BasePolicy, register
+from aryl_gym.agents.pollux import PGNS_BUCKET
 from aryl_gym.agents.pollux_fit import JobModel, Limits, tuned_rows
 from aryl_gym.agents.pollux_model import scaling_of
 
@@ -57,7 +58,7 @@ class ArylTunedPolicy(ArylPolicy):
         mod = self._models.get(j)
         if mod is None or mod.params is None:
             return None
-        bucket = int(round(100.0 * math.log(max(mod.pgns, 1e-12))))
+        bucket = int(round(math.log(max(mod.pgns, 1e-12)) / PGNS_BUCKET))
         hit = self._tuned.get(j)
         if hit is not None and hit[0] == mod.version and hit[1] == bucket:
             return hit[2], hit[3]

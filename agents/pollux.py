@@ -60,6 +60,11 @@ from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.view import TRAIN, ClusterView, Decision, PlacementOptions
 
 
+#: a job's modelled goodput rows are rebuilt when its PGNS has moved by this much in log space
+#: (5%; PGNS grows by 10x to 1000x over a job's life)
+PGNS_BUCKET = 0.05
+
+
 class PolluxPolicy(BasePolicy):
     """Goodput-driven genetic search over allocations (see the module docstring).
 
@@ -152,7 +157,8 @@ class PolluxPolicy(BasePolicy):
         """``G[i, 0..top_i]``: the modelled goodput of ``jobs[i]`` at each worker count, at the
         batch the model says is best there (any per-job scale: the GA uses ratios). A job
         without a fitted model is linear (upstream's speedup before any profile). Rows are
-        cached until the model refits, the PGNS moves by 1% or ``top`` changes."""
+        cached until the model refits, the PGNS moves by :data:`PGNS_BUCKET` (5%) or ``top``
+        changes [ours, for speed: upstream re-evaluates at every step]."""
         n = len(jobs)
         W = int(top.max()) if n else 0
         G = np.zeros((n, W + 1))
@@ -164,7 +170,7 @@ class PolluxPolicy(BasePolicy):
             if mod is None or mod.params is None:
                 G[i, : t + 1] = np.arange(t + 1, dtype=np.float64)
                 continue
-            bucket = int(round(100.0 * math.log(max(mod.pgns, 1e-12))))
+            bucket = int(round(math.log(max(mod.pgns, 1e-12)) / PGNS_BUCKET))
             hit = self._rows.get(j)
             if hit is not None and hit[0] == mod.version and hit[1] == bucket and hit[2] == t:
                 G[i, : t + 1] = hit[3]
@@ -541,15 +547,19 @@ class GAProblem:
         tot = x.sum(axis=1) if self._unit_g else x @ self.g
         over = np.flatnonzero(tot > self.cap)
         if over.size:
-            sub = x[over]
+            whole = over.size == x.shape[0]  # (usual at upstream's rate) no gather, no scatter
+            sub = x if whole else x[over]
             cum = (sub if self._unit_g else sub * self.g).cumsum(axis=1)
-            k = (cum > self.cap).argmax(axis=1)  # first job past capacity
+            past = cum > self.cap
+            k = past.argmax(axis=1)  # first job past capacity
             rows = np.arange(over.size)
-            prev = np.where(k > 0, cum[rows, k - 1], 0)
-            left = (self.cap - prev) // self.g[k]
-            sub[np.arange(x.shape[1])[None, :] > k[:, None]] = 0
-            sub[rows, k] = self._fix2[self._offs[k] + left]
-            x[over] = sub
+            gk = self.g[k]
+            prev = cum[rows, k] - sub[rows, k] * gk  # GPUs of the jobs before k
+            left = (self.cap - prev) // gk
+            sub *= ~past  # k and the jobs after it lose theirs ...
+            sub[rows, k] = self._fix2[self._offs[k] + left]  # ... and k gets what is left
+            if not whole:
+                x[over] = sub
         return x
 
     def search(
