@@ -1,49 +1,57 @@
 """Pollux-style scheduler (Qiao et al., "Pollux: Co-adaptive Cluster Scheduling for
-Goodput-Optimized Deep Learning", OSDI '21, section 4.2 "PolluxSched").
+Goodput-Optimized Deep Learning", OSDI '21, section 4.2 "PolluxSched"), as published: facts from
+its artifact (petuum/adaptdl ``osdi21-artifact``: ``simulator/pollux.py``, ``simulator.py``,
+``goodput.py``); docs/baselines.md ("Pollux") has the side-by-side table.
 
-Each round (paper 4.2; upstream ``simulator/pollux.py`` at the artifact commit):
+Every 60 s at every scale (``decision_interval_s = 60``, ``event_driven = False``: upstream's
+``--interval 60``; its decision depends on job age, attained service and fresh random draws, so
+no round is skipped), Pollux:
 
-1. **Goodput model** per job (:mod:`aryl_gym.agents.pollux_model`): ``G_j(w)`` = the
-   simulator's rate ``w x speed x scaling_j[w]`` (the job's own scaling curve,
-   ``JobSpec.scaling``; profiles-derived for Pollux workloads, linear otherwise) times the
-   batch-size-tuning multiplier ``m_j[w]`` (goodput at the tuned batch over goodput at the job's
-   reference batch, at the same ``w``). The tables are handed to the
-   simulator in ``Decision.speedup``, so tuning shows up in progress exactly as the policy
-   models it (the job's "co-adaptation", paper section 3).
-2. **Speedup** ``SPEEDUP_j(w) = G_j(w) / G_j(fair)`` with ``fair`` the job's fair share
+1. **Observes and fits** (:mod:`aryl_gym.agents.pollux_fit`). Every running job reports its
+   configuration, step/compute/all-reduce times and gradient noise scale
+   (:meth:`~aryl_gym.sim.view.ClusterView.measure`); a new configuration refits the job's
+   throughput model (upstream ``fit_perf_params``); the efficiency uses the PGNS the job reported
+   last (it grows with progress). A job never seen running is linear in workers (upstream's
+   speedup before any profile). The simulator runs the true curve; Pollux plans on its fit.
+2. **Models goodput** ``G_j(w)`` at the best batch for ``w`` workers (tuning over the job's batch
+   limits), for ``w`` up to its range (step 5).
+3. **Speedup** ``SPEEDUP_j(w) = G_j(w) / G_j(fair)`` with ``fair`` the job's fair share
    ``ceil(GPUs / (g_j x jobs))`` (upstream: "change base goodput to fair-share goodput"),
    scaled by the job's dominant share x servers as upstream does.
-3. **Re-allocation penalty** (paper 4.2, "re-allocation penalty"; upstream ``delay``): a job
-   whose allocation changes has its speedup multiplied by
-   ``max(age - reallocs x delay, 0) / (age + delay)``. ``delay`` is the overhead our simulator
-   really charges for that change [ours; upstream uses 30 s for all]: ``scale_overhead_s`` for
-   a running job that changes size, the relaunch overhead for a restart, the first-start
-   overhead for a new job.
-4. **Genetic algorithm** maximising the generalised (power) mean with ``p = -1`` of the
+4. **Re-allocation penalty** (paper 4.2; upstream ``delay``): a job whose allocation changes has
+   its speedup multiplied by ``max(age - reallocs x delay, 0) / (age + delay)``. ``delay`` is the
+   overhead our simulator really charges for that change [ours; upstream uses 30 s for all].
+5. **Replica range** (upstream ``get_pollux_job_info``): every job 0 or 1 .. ``min(max(2 x most
+   workers it has run with, 1), 64 // g, max_batch // (min_local x g))`` (the exploration cap,
+   the parallelism ceiling, the batch-size limit; ``explore=False`` lifts the first). The
+   engine's ``elasticity = "all"`` lets every job run anywhere in 1 .. ``w_ceil`` and resize
+   while running. ``pollux-elastic`` (``elasticity = "elastic"``) is the reading in which only
+   elastic families resize and an inelastic job runs at its request or not at all.
+6. **Genetic algorithm** maximising the generalised (power) mean with ``p = -1`` of the
    penalised speedups over *all* active jobs (jobs at 0 count with speedup 0 + 1e-3, as
    upstream). Population ``pop_size`` (default 100) over ``generations`` (default 100; the Aryl
    paper used 250 at production scale: ``pollux-250``). Individuals are vectors of per-job worker
    counts (vectorised with numpy as a 2-D array, population x jobs). Operators follow upstream,
    adapted from per-node to per-job counts: binary tournaments, single-point crossover over the
    job order, mutation (reset a job to its current allocation with probability 0.1, zero it with
-   probability 0.01, raise it to a random valid count with probability 1/jobs), and repair
-   (clamp to the job's range, a count below ``w_min`` becomes 0, then capacity enforced by a
+   probability 0.01, raise it to a random valid count with probability ``min(1, nodes with room
+   / jobs)``: upstream raises each (job, node) cell with probability 1 / (jobs that fit on the
+   node), about one raise per node with room, :func:`raise_probability`), and repair (clamp to
+   the job's range, a count below its low end becomes 0, then capacity enforced by a
    cumulative sum over the job order, earlier jobs keep theirs). Survival is elitist (parents +
    offspring, best ``pop_size`` kept), so the result is never worse than the starting allocation
    on the GA's own objective. Jobs are ordered as upstream: least attained GPU-service first,
    then submission. The final population seeds the next round (upstream ``_prev_states``).
    Randomness comes only from ``view.rng``.
-5. **Exploration cap** (upstream ``simulator.py``, ``JobInfo.max_replicas``): a job may get
-   at most ``max(2 x the most workers it has run with, 1)`` workers (never below its ``w_min``),
-   so it grows by at most doubling per re-allocation (``explore=False`` lifts it).
-6. The chosen counts are made placeable with a trial placement (:func:`agents._alloc.fit_targets`).
+7. **Batch size** (co-adaptation): each job trains at the batch its model picks for the workers it
+   will have (``Decision.batch``); the simulator runs the true goodput of that batch.
+8. The chosen counts are made placeable with a trial placement (:func:`agents._alloc.fit_targets`).
 
-Adaptations [ours]: our jobs have a worker size ``g`` and a range ``[w_min, w_max]`` (an
-inelastic job is 0 or ``w_max``), so the GA works on worker counts per job instead of replicas
-per node, and placement is left to the shared engine (best fit). Pollux allows scale to zero
-and back; so do we (preemption with the simulator's relaunch cost). Pollux does not loan
-inference servers (``uses_loaning`` False): the Aryl paper compares schedulers in the Basic
-scenario without loaning (section 7.4).
+Adaptations [ours]: our jobs have a worker size ``g``, so the GA works on worker counts per job
+instead of replicas per node, and placement is left to the shared engine (best fit). Pollux
+allows scale to zero and back; so do we (preemption with the simulator's relaunch cost). Pollux
+does not loan inference servers (``uses_loaning`` False): the Aryl paper compares schedulers in
+the Basic scenario without loaning (section 7.4).
 """
 
 from __future__ import annotations
@@ -59,7 +67,6 @@ from aryl_gym.agents.pollux_fit import JobModel, Limits, tuned_rows
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.view import TRAIN, ClusterView, Decision, PlacementOptions
 
-
 #: a job's modelled goodput rows are rebuilt when its PGNS has moved by this much in log space
 #: (5%; PGNS grows by 10x to 1000x over a job's life)
 PGNS_BUCKET = 0.05
@@ -72,9 +79,13 @@ class PolluxPolicy(BasePolicy):
         pop_size: individuals in the population (upstream 100).
         generations: GA generations per round (upstream 100; Aryl paper 250).
         p: exponent of the generalised mean (upstream -1).
-        tune: batch-size tuning on (multiplier tables sent to the simulator).
-        data_root: folder that holds ``traces/`` for Pollux-workload jobs.
+        tune: batch-size tuning on (``Decision.batch`` from the fitted model).
+        data_root: kept for compatibility (the model needs no trace files).
         explore: upstream's exploration cap (module docstring, step 5).
+        elasticity: ``"all"`` (upstream, every job resizable in 1 .. ``w_ceil``) or
+            ``"elastic"`` (``pollux-elastic``: inelastic jobs keep their request).
+        upstream_mutation: raise probability ``min(1, nodes with room / jobs)`` (upstream's
+            rate, :func:`raise_probability`); False: ``1 / jobs`` (World v1).
     """
 
     uses_loaning = False
@@ -333,7 +344,7 @@ class PolluxPolicy(BasePolicy):
 
 #: Mutation probabilities per cell (upstream ``_mutate``): reset to the current allocation,
 #: zero (applied after the reset); a third one, raise to a random valid count, has
-#: probability ``1 / jobs``.
+#: probability :func:`raise_probability` (``GAProblem.p_inc``).
 P_RESET, P_ZERO = 0.1, 0.01
 
 
@@ -463,8 +474,8 @@ class GAProblem:
     Speed [ours, same law]: every per-job rule is a lookup table indexed by ``job x count``
     (counts are small integers), built once per round. A generation gathers the tournament
     winners' rows, splices them at the crossover points, and applies the mutations only to the
-    cells they hit (about 11% of cells plus one per child), drawn sparsely for many
-    generations at once (:func:`draw_block`; the same per-cell law as one uniform per cell and
+    cells they hit (about 11% of cells, plus the raised ones: ``p_inc`` of them), drawn sparsely
+    for many generations at once (:func:`draw_block`; the same per-cell law as one uniform per cell and
     rule, a different stream). Repair then needs the valid-count rule only at the raised cells
     (every parent, 0 and the current allocation already satisfy it) and the capacity cut only
     in the children over capacity: the cumulative-sum rule keeps a row up to the first job that
@@ -571,7 +582,7 @@ class GAProblem:
         over at one point (child ``i`` takes its own parent before the point, its partner's
         after; child ``i + P/2`` the reverse); each child's cells are reset to the current
         allocation (0.1), zeroed (0.01) and raised to a uniform count in ``[current, hi]``
-        (``1/n``); children are repaired; parents and children compete for ``P`` places
+        (``p_inc``); children are repaired; parents and children compete for ``P`` places
         (stable: a parent wins ties). Random choices: :func:`draw_block`, in blocks of
         :func:`block_sizes` generations.
         """
