@@ -552,10 +552,11 @@ class GAProblem:
     def _repair(self, pop: np.ndarray) -> np.ndarray:
         return self._cut(self._fix1.take(pop + self._offs))
 
-    def _cut(self, x: np.ndarray) -> np.ndarray:
+    def _cut(self, x: np.ndarray, tot: np.ndarray | None = None) -> np.ndarray:
         """The capacity step of :meth:`repair` on rows whose counts are already valid (repair
         step 1 leaves them unchanged), in place: only rows over capacity change."""
-        tot = x.sum(axis=1) if self._unit_g else x @ self.g
+        if tot is None:  # GPUs per row (the search passes the ones it has computed)
+            tot = x.sum(axis=1) if self._unit_g else x @ self.g
         over = np.flatnonzero(tot > self.cap)
         if over.size:
             whole = over.size == x.shape[0]  # (usual at upstream's rate) no gather, no scatter
@@ -652,8 +653,10 @@ class GAProblem:
                     flat[c] = fix1[cur + offs_cell[c]] if valid else cur
                 if not valid:
                     kids[...] = self.repair(kids)
-                elif (kids.sum(axis=1) if unit_g else kids @ g).max() > cap:
-                    self._cut(kids)
+                else:
+                    tot = kids.sum(axis=1) if unit_g else kids @ g
+                    if tot.max() > cap:
+                        self._cut(kids, tot)
                 np.add(kids, offs, out=ib)
                 term.take(ib, out=tb, mode="clip")
                 allf[P:] = self._mean(tb.sum(axis=1), n)

@@ -282,16 +282,16 @@ class _CountingProblem(GAProblem):
 
     cut_rows = 0
 
-    def _cut(self, x):
+    def _cut(self, x, tot=None):
         tot = (x * self.g).sum(axis=1)
         self.cut_rows += int((tot > self.cap).sum())
-        return super()._cut(x)
+        return super()._cut(x, tot)
 
 
 class _NoCutProblem(GAProblem):
     """A wrong capacity step: the row is left whole instead of cut (a planted bug)."""
 
-    def _cut(self, x):
+    def _cut(self, x, tot=None):
         return x
 
 
