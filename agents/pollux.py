@@ -1,64 +1,75 @@
 """Pollux-style scheduler (Qiao et al., "Pollux: Co-adaptive Cluster Scheduling for
-Goodput-Optimized Deep Learning", OSDI '21, section 4.2 "PolluxSched").
+Goodput-Optimized Deep Learning", OSDI '21, section 4.2 "PolluxSched"), as published: facts from
+its artifact (petuum/adaptdl ``osdi21-artifact``: ``simulator/pollux.py``, ``simulator.py``,
+``goodput.py``); docs/baselines.md ("Pollux") has the side-by-side table.
 
-Each round (paper 4.2; upstream ``simulator/pollux.py`` at the artifact commit):
+Every 60 s at every scale (``decision_interval_s = 60``, ``event_driven = False``: upstream's
+``--interval 60``; its decision depends on job age, attained service and fresh random draws, so
+no round is skipped), Pollux:
 
-1. **Goodput model** per job (:mod:`aryl_gym.agents.pollux_model`): ``G_j(w)`` = the
-   simulator's rate ``w x speed x scaling_j[w]`` (the job's own scaling curve,
-   ``JobSpec.scaling``; profiles-derived for Pollux workloads, linear otherwise) times the
-   batch-size-tuning multiplier ``m_j[w]`` (goodput at the tuned batch over goodput at the job's
-   reference batch, at the same ``w``). The tables are handed to the
-   simulator in ``Decision.speedup``, so tuning shows up in progress exactly as the policy
-   models it (the job's "co-adaptation", paper section 3).
-2. **Speedup** ``SPEEDUP_j(w) = G_j(w) / G_j(fair)`` with ``fair`` the job's fair share
+1. **Observes and fits** (:mod:`aryl_gym.agents.pollux_fit`). Every running job reports its
+   configuration, step/compute/all-reduce times and gradient noise scale
+   (:meth:`~aryl_gym.sim.view.ClusterView.measure`); a new configuration refits the job's
+   throughput model (upstream ``fit_perf_params``); the efficiency uses the PGNS the job reported
+   last (it grows with progress). A job never seen running is linear in workers (upstream's
+   speedup before any profile). The simulator runs the true curve; Pollux plans on its fit.
+2. **Models goodput** ``G_j(w)`` at the best batch for ``w`` workers (tuning over the job's batch
+   limits), for ``w`` up to its range (step 5).
+3. **Speedup** ``SPEEDUP_j(w) = G_j(w) / G_j(fair)`` with ``fair`` the job's fair share
    ``ceil(GPUs / (g_j x jobs))`` (upstream: "change base goodput to fair-share goodput"),
    scaled by the job's dominant share x servers as upstream does.
-3. **Re-allocation penalty** (paper 4.2, "re-allocation penalty"; upstream ``delay``): a job
-   whose allocation changes has its speedup multiplied by
-   ``max(age - reallocs x delay, 0) / (age + delay)``. ``delay`` is the overhead our simulator
-   really charges for that change [ours; upstream uses 30 s for all]: ``scale_overhead_s`` for
-   a running job that changes size, the relaunch overhead for a restart, the first-start
-   overhead for a new job.
-4. **Genetic algorithm** maximising the generalised (power) mean with ``p = -1`` of the
+4. **Re-allocation penalty** (paper 4.2; upstream ``delay``): a job whose allocation changes has
+   its speedup multiplied by ``max(age - reallocs x delay, 0) / (age + delay)``. ``delay`` is the
+   overhead our simulator really charges for that change [ours; upstream uses 30 s for all].
+5. **Replica range** (upstream ``get_pollux_job_info``): every job 0 or 1 .. ``min(max(2 x most
+   workers it has run with, 1), 64 // g, max_batch // (min_local x g))`` (the exploration cap,
+   the parallelism ceiling, the batch-size limit; ``explore=False`` lifts the first). The
+   engine's ``elasticity = "all"`` lets every job run anywhere in 1 .. ``w_ceil`` and resize
+   while running. ``pollux-elastic`` (``elasticity = "elastic"``) is the reading in which only
+   elastic families resize and an inelastic job runs at its request or not at all.
+6. **Genetic algorithm** maximising the generalised (power) mean with ``p = -1`` of the
    penalised speedups over *all* active jobs (jobs at 0 count with speedup 0 + 1e-3, as
    upstream). Population ``pop_size`` (default 100) over ``generations`` (default 100; the Aryl
    paper used 250 at production scale: ``pollux-250``). Individuals are vectors of per-job worker
    counts (vectorised with numpy as a 2-D array, population x jobs). Operators follow upstream,
    adapted from per-node to per-job counts: binary tournaments, single-point crossover over the
    job order, mutation (reset a job to its current allocation with probability 0.1, zero it with
-   probability 0.01, raise it to a random valid count with probability 1/jobs), and repair
-   (clamp to the job's range, a count below ``w_min`` becomes 0, then capacity enforced by a
+   probability 0.01, raise it to a random valid count with probability ``min(1, nodes with room
+   / jobs)``: upstream raises each (job, node) cell with probability 1 / (jobs that fit on the
+   node), about one raise per node with room, :func:`raise_probability`), and repair (clamp to
+   the job's range, a count below its low end becomes 0, then capacity enforced by a
    cumulative sum over the job order, earlier jobs keep theirs). Survival is elitist (parents +
    offspring, best ``pop_size`` kept), so the result is never worse than the starting allocation
    on the GA's own objective. Jobs are ordered as upstream: least attained GPU-service first,
    then submission. The final population seeds the next round (upstream ``_prev_states``).
    Randomness comes only from ``view.rng``.
-5. **Exploration cap** (upstream ``simulator.py``, ``JobInfo.max_replicas``): a job may get
-   at most ``max(2 x the most workers it has run with, 1)`` workers (never below its ``w_min``),
-   so it grows by at most doubling per re-allocation (``explore=False`` lifts it).
-6. The chosen counts are made placeable with a trial placement (:func:`agents._alloc.fit_targets`).
+7. **Batch size** (co-adaptation): each job trains at the batch its model picks for the workers it
+   will have (``Decision.batch``); the simulator runs the true goodput of that batch.
+8. The chosen counts are made placeable with a trial placement (:func:`agents._alloc.fit_targets`).
 
-Adaptations [ours]: our jobs have a worker size ``g`` and a range ``[w_min, w_max]`` (an
-inelastic job is 0 or ``w_max``), so the GA works on worker counts per job instead of replicas
-per node, and placement is left to the shared engine (best fit). Pollux allows scale to zero
-and back; so do we (preemption with the simulator's relaunch cost). Pollux does not loan
-inference servers (``uses_loaning`` False): the Aryl paper compares schedulers in the Basic
-scenario without loaning (section 7.4).
+Adaptations [ours]: our jobs have a worker size ``g``, so the GA works on worker counts per job
+instead of replicas per node, and placement is left to the shared engine (best fit). Pollux
+allows scale to zero and back; so do we (preemption with the simulator's relaunch cost). Pollux
+does not loan inference servers (``uses_loaning`` False): the Aryl paper compares schedulers in
+the Basic scenario without loaning (section 7.4).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 from aryl_gym.agents._alloc import fit_targets
 from aryl_gym.agents.base import BasePolicy, register
-from aryl_gym.agents.pollux_model import scaling_of, tuning_table
+from aryl_gym.agents.pollux_fit import JobModel, Limits, tuned_rows
 
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.view import TRAIN, ClusterView, Decision, PlacementOptions
+
+#: a job's modelled goodput rows are rebuilt when its PGNS has moved by this much in log space
+#: (5%; PGNS grows by 10x to 1000x over a job's life)
+PGNS_BUCKET = 0.05
 
 
 class PolluxPolicy(BasePolicy):
@@ -68,14 +79,22 @@ class PolluxPolicy(BasePolicy):
         pop_size: individuals in the population (upstream 100).
         generations: GA generations per round (upstream 100; Aryl paper 250).
         p: exponent of the generalised mean (upstream -1).
-        tune: batch-size tuning on (multiplier tables sent to the simulator).
-        data_root: folder that holds ``traces/`` for Pollux-workload jobs.
+        tune: batch-size tuning on (``Decision.batch`` from the fitted model).
+        data_root: kept for compatibility (the model needs no trace files).
         explore: upstream's exploration cap (module docstring, step 5).
+        elasticity: ``"all"`` (upstream, every job resizable in 1 .. ``w_ceil``) or
+            ``"elastic"`` (``pollux-elastic``: inelastic jobs keep their request).
+        upstream_mutation: raise probability ``min(1, nodes with room / jobs)`` (upstream's
+            rate, :func:`raise_probability`); False: ``1 / jobs`` (World v1).
     """
 
     uses_loaning = False
     placement = PlacementOptions(elastic_prefer_inference=False, group_flexible=False)
-    event_driven = True
+    #: upstream re-optimises every 60 s (artifact ``simulator.py --interval 60``) at every scale,
+    #: and its decision depends on job age, attained service and fresh random draws: no round is
+    #: skipped (the engine's round is this interval, not the scenario's ``sim.interval``)
+    decision_interval_s = 60.0
+    event_driven = False
 
     def __init__(
         self,
@@ -86,6 +105,8 @@ class PolluxPolicy(BasePolicy):
         name: str = "pollux",
         data_root: str | None = None,
         explore: bool = True,
+        elasticity: str = "all",
+        upstream_mutation: bool = True,
     ):
         if pop_size < 2 or pop_size % 2:
             raise ValueError(f"pop_size must be an even number >= 2, got {pop_size}")
@@ -100,31 +121,93 @@ class PolluxPolicy(BasePolicy):
         self.name = name
         self.data_root = data_root
         self.explore = explore
+        if elasticity not in ("limited", "elastic", "all"):
+            raise ValueError(f"elasticity must be limited, elastic or all, got {elasticity!r}")
+        #: the worker ranges the engine enforces (Simulator.set_elasticity): "all" = upstream,
+        #: every job 1..w_ceil and resizable; "elastic" = only elastic families resize
+        self.elasticity = elasticity
+        self.upstream_mutation = upstream_mutation
         self.reset()
 
     def reset(self, seed: int | None = None) -> None:
         self._prev_pop: np.ndarray | None = None  # (P, n_prev) final population
         self._prev_jobs: list[int] = []
-        self._tables: dict[int, np.ndarray] = {}
         self._reallocs: dict[int, int] = {}
         self._attained: dict[int, float] = {}  # GPU-seconds of service, by job
         self._max_seen: dict[int, int] = {}  # most workers each job has run with (exploration)
         self._last_now: float | None = None
-        self._sent: set[int] = set()  # jobs whose tuning table the simulator has
-        # per-job constants (g, w_min, w_max, submit, relaunch overhead) and goodput rows
-        # G[0..w_max] by (job, pool), with the speed they were built for
-        self._static: dict[int, tuple[int, int, int, float, float]] = {}
-        self._rows: dict[tuple[int, int], tuple[float, np.ndarray]] = {}
+        # per-job constants (g, lo, hi, submit, relaunch overhead, resizable)
+        self._static: dict[int, tuple[int, int, int, float, float, int]] = {}
+        # the fitted goodput models (agents/pollux_fit.py), the jobs' batch-size facts, and
+        # cached rows: job -> (model version, PGNS bucket, top, goodput row, batch row)
+        self._models: dict[int, JobModel] = {}
+        self._limits: dict[int, Limits] = {}
+        self._rows: dict[int, tuple[int, int, int, np.ndarray, np.ndarray]] = {}
+        self._lam_sent: dict[int, float] = {}  # batch factor last sent, by job
         self.last_objective: tuple[float, float] | None = None  # (start, best) of last round
 
     # -- model ---------------------------------------------------------------------------------
-    def table(self, view: ClusterView, j: int) -> np.ndarray:
-        t = self._tables.get(j)
-        if t is None:
-            spec = view.jobs[j]
-            t = tuning_table(spec, self.data_root) if self.tune else np.ones(spec.w_max + 1)
-            self._tables[j] = t
-        return t
+    def limits(self, view: ClusterView, j: int) -> Limits:
+        lim = self._limits.get(j)
+        if lim is None:
+            lim = self._limits[j] = Limits(view.jobs[j])
+        return lim
+
+    def observe(self, view: ClusterView) -> None:
+        """Take every running job's report (:meth:`ClusterView.measure`) into its model."""
+        for j in view.running():
+            m = view.measure(j)
+            if m is None:
+                continue
+            mod = self._models.get(j)
+            if mod is None:
+                mod = self._models[j] = JobModel()
+            mod.observe(m)
+
+    def goodput_rows(self, view: ClusterView, jobs: list[int], top: np.ndarray) -> np.ndarray:
+        """``G[i, 0..top_i]``: the modelled goodput of ``jobs[i]`` at each worker count, at the
+        batch the model says is best there (any per-job scale: the GA uses ratios). A job
+        without a fitted model is linear (upstream's speedup before any profile). Rows are
+        cached until the model refits, the PGNS moves by :data:`PGNS_BUCKET` (5%) or ``top``
+        changes [ours, for speed: upstream re-evaluates at every step]."""
+        n = len(jobs)
+        W = int(top.max()) if n else 0
+        G = np.zeros((n, W + 1))
+        todo: list[int] = []
+        keys: list[tuple[int, int]] = []
+        for i, j in enumerate(jobs):
+            t = int(top[i])
+            mod = self._models.get(j)
+            if mod is None or mod.params is None:
+                G[i, : t + 1] = np.arange(t + 1, dtype=np.float64)
+                continue
+            bucket = int(round(math.log(max(mod.pgns, 1e-12)) / PGNS_BUCKET))
+            hit = self._rows.get(j)
+            if hit is not None and hit[0] == mod.version and hit[1] == bucket and hit[2] == t:
+                G[i, : t + 1] = hit[3]
+                continue
+            todo.append(i)
+            keys.append((mod.version, bucket))
+        if todo:
+            sel = [jobs[i] for i in todo]
+            Wt = int(top[todo].max())
+            params = np.array([self._models[j].params for j in sel])
+            phi = np.array([self._models[j].pgns for j in sel])
+            lim = [self.limits(view, j) for j in sel]
+            gp, lam = tuned_rows(params, lim, phi, Wt, self.tune)
+            for k, i in enumerate(todo):
+                t = int(top[i])
+                row, lrow = gp[k, : t + 1].copy(), lam[k, : t + 1].copy()
+                self._rows[jobs[i]] = (keys[k][0], keys[k][1], t, row, lrow)
+                G[i, : t + 1] = row
+        return G
+
+    def batch_for(self, j: int, w: int) -> float:
+        """The batch factor the model picks for job ``j`` at ``w`` workers (1 without one)."""
+        hit = self._rows.get(j)
+        if not self.tune or hit is None or w <= 0 or w >= hit[4].size:
+            return 1.0
+        return float(hit[4][w])
 
     def _update_attained(self, view: ClusterView) -> None:
         now = view.now
@@ -140,30 +223,22 @@ class PolluxPolicy(BasePolicy):
                 )
         self._last_now = now
 
-    def _job_static(self, view: ClusterView, j: int) -> tuple[int, int, int, float, float]:
+    def _job_static(self, view: ClusterView, j: int) -> tuple[int, int, int, float, float, int]:
+        """``(g, lo, hi, submit, relaunch overhead, resizable)`` of job ``j``: ``[lo, hi]`` is
+        upstream's replica range (artifact ``get_pollux_job_info``: ``max_replicas = min(64,
+        max_batch_size // min_local_bsz)`` replicas) in workers: the engine's range for the
+        policy's ``elasticity`` (``hi`` = the ceiling ``64 // g`` under ``"all"``), cut to the
+        batch-size limit ``max_batch // (min_local x g)`` of the job's application. The
+        exploration cap is applied per round in :meth:`problem`."""
         st = self._static.get(j)
         if st is None:
             spec = view.jobs[j]
             relaunch = view.config.sim.relaunch_for(spec.family)
-            st = (int(spec.g), int(spec.w_min), int(spec.w_max), float(spec.submit), relaunch)
+            lo, hi, res = view.limits(j)
+            hi = max(min(hi, self.limits(view, j).workers()), lo)
+            st = (int(spec.g), lo, hi, float(spec.submit), relaunch, int(res))
             self._static[j] = st
         return st
-
-    def _goodput_row(self, view: ClusterView, j: int, pool: int) -> np.ndarray:
-        """``G[0..w_max]`` of job ``j`` on ``pool`` in work units per second: the simulator's
-        rate times the tuning multiplier (cached; rebuilt if the pool's speed changed)."""
-        speed = view.speed(j, pool)
-        hit = self._rows.get((j, pool))
-        if hit is not None and hit[0] == speed:
-            return hit[1]
-        spec = view.jobs[j]
-        t = self.table(view, j)
-        w = np.arange(1, spec.w_max + 1)
-        sc = scaling_of(spec)  # the job's own curve (JobSpec.scaling), ones if linear
-        row = np.zeros(spec.w_max + 1)
-        row[1:] = w * speed * sc[w] * t[np.minimum(w, len(t) - 1)]
-        self._rows[(j, pool)] = (speed, row)
-        return row
 
     def problem(self, view: ClusterView) -> GAProblem:
         """Build this round's optimisation problem (jobs in Pollux's priority order)."""
@@ -174,30 +249,30 @@ class PolluxPolicy(BasePolicy):
         order = sorted(range(len(jobs)), key=lambda i: (att.get(jobs[i], 0.0), stat[i][3], jobs[i]))
         jobs = [jobs[i] for i in order]
         n = len(jobs)
-        st = np.array([stat[i] for i in order], dtype=np.float64).reshape(n, 5)
+        st = np.array([stat[i] for i in order], dtype=np.float64).reshape(n, 6)
         ja = np.array(jobs, dtype=np.int64)
         g = st[:, 0].astype(np.int64)
         lo = st[:, 1].astype(np.int64)
         hi = hi_full = st[:, 2].astype(np.int64)
+        resizable = st[:, 5] > 0
         if self.explore:
             # Upstream JobInfo.max_replicas = max(2 x most replicas profiled so far, 1): a job
-            # grows at most by doubling per re-allocation (never below its own w_min).
+            # grows at most by doubling per re-allocation (never below its own range's low end).
             seen = np.array([self._max_seen.get(j, 0) for j in jobs], dtype=np.int64)
             hi = np.maximum(np.minimum(hi, np.maximum(2 * seen, 1)), lo)
         base = np.asarray(view.workers)[ja].astype(np.int64)
         running = np.asarray(view.state)[ja] == JobState.RUNNING
-        pools = np.where(running, np.asarray(view.pool)[ja], TRAIN)
-        # A running inelastic job may only keep its size or stop.
         cap = view.capacity(TRAIN)
-        wmax = int(hi_full.max()) if n else 0
-        # Goodput table G[j, w] in work units per second (sim rate x tuning multiplier).
-        G = np.zeros((n, wmax + 1))
-        for i, j in enumerate(jobs):
-            row = self._goodput_row(view, j, int(pools[i]))
-            G[i, : row.size] = row
+        # Upstream: "change base goodput to fair-share goodput", at the fair count whatever the
+        # exploration cap (the model is evaluated there, the GA never goes past hi).
         fair = np.clip(np.ceil(cap / np.maximum(g * max(n, 1), 1)), lo, hi_full).astype(np.int64)
         fair = np.where(lo == hi_full, hi_full, fair)
+        top = np.maximum(hi, fair)
+        # Modelled goodput G[j, w], w = 0..top_j (0 beyond), from the fitted models.
+        self.observe(view)
+        G = self.goodput_rows(view, jobs, top)
         base_gp = G[np.arange(n), fair]
+        G = G[:, : int(hi.max()) + 1] if n else G
         share = g / max(cap, 1)
         n_srv = int(view.usable(TRAIN).sum())
         S = G / np.maximum(base_gp, 1e-12)[:, None] * (share * n_srv)[:, None]
@@ -216,8 +291,11 @@ class PolluxPolicy(BasePolicy):
                 age + delay > 0, np.maximum(age - restarts * delay, 0.0) / (age + delay), 1.0
             )
         factor = np.where(delay <= 0, 1.0, factor)
-        inel_run = running & (lo == hi)
-        return GAProblem(jobs, g, lo, hi, base, S, factor, cap, self.p, inel_run)
+        inel_run = running & ~resizable
+        usable = view.usable(TRAIN)
+        room = int(np.count_nonzero(np.asarray(view.srv_free)[usable] > 0))
+        p_inc = raise_probability(n, room) if self.upstream_mutation else None
+        return GAProblem(jobs, g, lo, hi, base, S, factor, cap, self.p, inel_run, p_inc)
 
     # -- decision ------------------------------------------------------------------------------
     def decide(self, view: ClusterView) -> Decision:
@@ -238,13 +316,19 @@ class PolluxPolicy(BasePolicy):
         targets = {j: t for j, t in targets.items() if t != int(view.workers[j])}
         for j in targets:
             self._reallocs[j] = self._reallocs.get(j, 0) + 1
-        speedup: dict[int, Sequence[float] | np.ndarray] = {}
+        # Batch-size tuning (co-adaptation): each job trains at the batch its model picks for
+        # the workers it will have; the simulator runs the true goodput of that batch.
+        batch: dict[int, float] = {}
         if self.tune:
             for j in jobs:
-                if j not in self._sent:
-                    speedup[j] = self.table(view, j)
-                    self._sent.add(j)
-        return Decision(targets=targets, order=order, speedup=speedup)
+                w = targets.get(j, int(view.workers[j]))
+                if w <= 0:
+                    continue
+                lam = self.batch_for(j, w)
+                if lam != self._lam_sent.get(j, 1.0):
+                    batch[j] = lam
+                    self._lam_sent[j] = lam
+        return Decision(targets=targets, order=order, batch=batch or None)
 
     def _initial_population(self, prob: GAProblem) -> np.ndarray:
         P = self.pop_size
@@ -260,8 +344,24 @@ class PolluxPolicy(BasePolicy):
 
 #: Mutation probabilities per cell (upstream ``_mutate``): reset to the current allocation,
 #: zero (applied after the reset); a third one, raise to a random valid count, has
-#: probability ``1 / jobs``.
+#: probability :func:`raise_probability` (``GAProblem.p_inc``).
 P_RESET, P_ZERO = 0.1, 0.01
+
+
+def raise_probability(n_jobs: int, nodes_with_room: int) -> float:
+    """Per-job raise probability that puts upstream's mutation rate into our per-job genome.
+
+    Upstream (artifact ``simulator/pollux.py``, ``Problem._mutation`` step 3) raises each
+    (job, node) cell of a child with probability ``1 / (jobs that fit on that node)`` (plus
+    as much again among the jobs already on it): about one raise per node with free room, per
+    child and generation. A job fits on every node with room, so its expected raises are
+    ``nodes_with_room / n_jobs``; our genome has one count per job, so a job is raised with
+    probability ``min(1, nodes_with_room / n_jobs)`` (at least ``1 / n_jobs``: one raise per
+    child, the rate before World v2, when no node has room). [ours] Upstream counts the room
+    in each child; we count it once per round in the cluster (usable training servers with a
+    free GPU), so the draws stay one sparse block per search."""
+    n = max(int(n_jobs), 1)
+    return min(1.0, max(int(nodes_with_room), 1) / n)
 
 
 def bernoulli_cells(rng: np.random.Generator, N: int, p: float) -> np.ndarray:
@@ -344,11 +444,14 @@ def block_sizes(generations: int, P: int, n: int) -> list[int]:
     return [min(per, generations - k) for k in range(0, generations, per)]
 
 
-def draw_block(rng: np.random.Generator, G: int, P: int, n: int) -> DrawBlock:
+def draw_block(
+    rng: np.random.Generator, G: int, P: int, n: int, p_inc: float | None = None
+) -> DrawBlock:
     """Draw ``G`` generations' random choices, in this order: ``G (2P + P/2)`` uniforms (per
     generation: binary tournaments, then crossover points), then three independent Bernoulli
     processes over the block's cells (:func:`bernoulli_cells`): reset (``P_RESET``), zero
-    (``P_ZERO``) and raise (``1 / n``), and one uniform per raised cell."""
+    (``P_ZERO``) and raise (``p_inc``, default ``1 / n``; :func:`raise_probability`), and one
+    uniform per raised cell."""
     half = P // 2
     R = rng.random(G * (2 * P + half)).reshape(G, 2 * P + half)
     tour = (R[:, : 2 * P] * P).astype(np.intp).reshape(G, P, 2)
@@ -356,7 +459,7 @@ def draw_block(rng: np.random.Generator, G: int, P: int, n: int) -> DrawBlock:
     N = G * P * n
     reset = bernoulli_cells(rng, N, P_RESET)
     zero = bernoulli_cells(rng, N, P_ZERO)
-    inc = bernoulli_cells(rng, N, 1.0 / n)
+    inc = bernoulli_cells(rng, N, 1.0 / n if p_inc is None else p_inc)
     u = rng.random(inc.size)
     ends = np.arange(G + 1, dtype=np.int64) * (P * n)
     return DrawBlock(
@@ -371,8 +474,8 @@ class GAProblem:
     Speed [ours, same law]: every per-job rule is a lookup table indexed by ``job x count``
     (counts are small integers), built once per round. A generation gathers the tournament
     winners' rows, splices them at the crossover points, and applies the mutations only to the
-    cells they hit (about 11% of cells plus one per child), drawn sparsely for many
-    generations at once (:func:`draw_block`; the same per-cell law as one uniform per cell and
+    cells they hit (about 11% of cells, plus the raised ones: ``p_inc`` of them), drawn sparsely
+    for many generations at once (:func:`draw_block`; the same per-cell law as one uniform per cell and
     rule, a different stream). Repair then needs the valid-count rule only at the raised cells
     (every parent, 0 and the current allocation already satisfy it) and the capacity cut only
     in the children over capacity: the cumulative-sum rule keeps a row up to the first job that
@@ -395,11 +498,14 @@ class GAProblem:
         cap: int,
         p: float,
         inel_run: np.ndarray,
+        p_inc: float | None = None,
     ):
         self.jobs = jobs
         self.g, self.lo, self.hi, self.base = g, lo, hi, base
         self.S, self.factor, self.cap, self.p = S, factor, cap, p
         self.inel_run = inel_run
+        #: probability that a child's job is raised, per generation (:func:`raise_probability`)
+        self.p_inc = 1.0 / max(len(jobs), 1) if p_inc is None else float(p_inc)
         n = len(jobs)
         V = S.shape[1]  # counts 0..V-1 (V - 1 = the largest w_max)
         self._V = V
@@ -446,21 +552,26 @@ class GAProblem:
     def _repair(self, pop: np.ndarray) -> np.ndarray:
         return self._cut(self._fix1.take(pop + self._offs))
 
-    def _cut(self, x: np.ndarray) -> np.ndarray:
+    def _cut(self, x: np.ndarray, tot: np.ndarray | None = None) -> np.ndarray:
         """The capacity step of :meth:`repair` on rows whose counts are already valid (repair
         step 1 leaves them unchanged), in place: only rows over capacity change."""
-        tot = x.sum(axis=1) if self._unit_g else x @ self.g
+        if tot is None:  # GPUs per row (the search passes the ones it has computed)
+            tot = x.sum(axis=1) if self._unit_g else x @ self.g
         over = np.flatnonzero(tot > self.cap)
         if over.size:
-            sub = x[over]
+            whole = over.size == x.shape[0]  # (usual at upstream's rate) no gather, no scatter
+            sub = x if whole else x[over]
             cum = (sub if self._unit_g else sub * self.g).cumsum(axis=1)
-            k = (cum > self.cap).argmax(axis=1)  # first job past capacity
+            past = cum > self.cap
+            k = past.argmax(axis=1)  # first job past capacity
             rows = np.arange(over.size)
-            prev = np.where(k > 0, cum[rows, k - 1], 0)
-            left = (self.cap - prev) // self.g[k]
-            sub[np.arange(x.shape[1])[None, :] > k[:, None]] = 0
-            sub[rows, k] = self._fix2[self._offs[k] + left]
-            x[over] = sub
+            gk = self.g[k]
+            prev = cum[rows, k] - sub[rows, k] * gk  # GPUs of the jobs before k
+            left = (self.cap - prev) // gk
+            sub *= ~past  # k and the jobs after it lose theirs ...
+            sub[rows, k] = self._fix2[self._offs[k] + left]  # ... and k gets what is left
+            if not whole:
+                x[over] = sub
         return x
 
     def search(
@@ -472,7 +583,7 @@ class GAProblem:
         over at one point (child ``i`` takes its own parent before the point, its partner's
         after; child ``i + P/2`` the reverse); each child's cells are reset to the current
         allocation (0.1), zeroed (0.01) and raised to a uniform count in ``[current, hi]``
-        (``1/n``); children are repaired; parents and children compete for ``P`` places
+        (``p_inc``); children are repaired; parents and children compete for ``P`` places
         (stable: a parent wins ties). Random choices: :func:`draw_block`, in blocks of
         :func:`block_sizes` generations.
         """
@@ -509,7 +620,7 @@ class GAProblem:
         neg = np.empty(2 * P)
         term, fix1, unit_g, g, cap = self._term, self._fix1, self._unit_g, self.g, self.cap
         for G in block_sizes(generations, P, n):
-            d = draw_block(rng, G, P, n)
+            d = draw_block(rng, G, P, n, self.p_inc)
             # cells relative to their generation, and the reset values
             gen_offs = np.arange(G, dtype=np.int64) * Pn
             reset = d.reset_cells - np.repeat(gen_offs, np.diff(d.reset_at))
@@ -542,8 +653,10 @@ class GAProblem:
                     flat[c] = fix1[cur + offs_cell[c]] if valid else cur
                 if not valid:
                     kids[...] = self.repair(kids)
-                elif (kids.sum(axis=1) if unit_g else kids @ g).max() > cap:
-                    self._cut(kids)
+                else:
+                    tot = kids.sum(axis=1) if unit_g else kids @ g
+                    if tot.max() > cap:
+                        self._cut(kids, tot)
                 np.add(kids, offs, out=ib)
                 term.take(ib, out=tb, mode="clip")
                 allf[P:] = self._mean(tb.sum(axis=1), n)
@@ -576,3 +689,8 @@ def _pollux() -> BasePolicy:
 @register("pollux-250")
 def _pollux250() -> BasePolicy:
     return PolluxPolicy(generations=250, name="pollux-250")
+
+
+@register("pollux-elastic")
+def _pollux_elastic() -> BasePolicy:
+    return PolluxPolicy(name="pollux-elastic", elasticity="elastic")

@@ -34,10 +34,12 @@ def _spliced(sim: Simulator, util: np.ndarray | None) -> np.ndarray | None:
 
 def _replace_at(round_index: int, seed: int, box: dict[str, Any]):
     """An ``on_round`` hook: at the first round >= ``round_index``, replace the future by the one
-    of ``seed`` and keep what the brute-force twin needs in ``box``."""
+    of ``seed`` and keep what the brute-force twin needs in ``box``. The hook waits for the
+    first arrival too (a policy that decides every round, as Pollux, reaches round 150 before
+    it)."""
 
     def hook(sim: Simulator) -> None:
-        if sim.round_index >= round_index and not box:
+        if sim.round_index >= round_index and sim.now > sim.submit[0] and not box:
             fut, util = fresh_future(sim, seed)
             box.update(fut=fut, util=_spliced(sim, util))
             box["k"] = sim.replace_future(fut, util)

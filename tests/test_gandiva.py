@@ -51,12 +51,16 @@ def test_random_differs_across_seeds():
     assert a.jcts != b.jcts
 
 
-def test_aryl_tuned_sends_tables_and_beats_or_ties_untuned_rates():
+def test_aryl_tuned_tunes_every_job_inelastic_ones_too():
+    """Aryl+TunedJobs (World v2 reading): every job Aryl runs is modelled and trains at the batch
+    its model picks, not only the elastic ones; no rate tables are sent."""
     from aryl_gym.scenario import make_episode
 
     sim = make_episode("tiny", 0).simulator()
     pol = make_policy("aryl+tuned")
     res = sim.run(pol)
-    elastic = [j.id for j in sim.jobs if j.elastic]
-    assert elastic and all(j in sim.rate_mult for j in elastic)
-    assert res.jobs_completed == res.jobs_total
+    assert res.jobs_completed == res.jobs_total and not sim.rate_mult
+    inelastic = [j.id for j in sim.jobs if not j.elastic]
+    tuned = {j for j, lam in pol._lam_sent.items() if lam != 1.0}
+    assert inelastic and all(j in pol._models for j in inelastic)
+    assert tuned & set(inelastic)  # inelastic jobs get tuned batches too

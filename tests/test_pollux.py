@@ -214,7 +214,7 @@ def _reference_search(prob: GAProblem, pop, generations, rng):
     span, cols, half = (hi + 1).astype(np.float64), np.arange(n), P // 2
     draws = []
     for G in block_sizes(generations, P, n):
-        block = draw_block(rng, G, P, n)
+        block = draw_block(rng, G, P, n, prob.p_inc)
         draws += [block.generation(t, P, n) for t in range(G)]
     for d in draws:
         a = d.tournament
@@ -252,7 +252,8 @@ def _ref_case(seed: int, tight: bool = False):
     factor = rs.random(n)
     # tight: the starting allocation is over capacity (capacity shrank), repair must still run
     cap = max(1, int((base * g).sum()) // 2) if tight else int(rs.integers(8, 64))
-    prob = GAProblem(list(range(n)), g, lo, hi, base, S, factor, cap, -1.0, ir)
+    p_inc = (None, 0.3, 1.0)[seed % 3]  # 1 / n, upstream's rate in a roomy cluster, every job
+    prob = GAProblem(list(range(n)), g, lo, hi, base, S, factor, cap, -1.0, ir, p_inc)
     start = prob.repair(rs.integers(0, 9, (40, n)))
     start[0] = base
     if tight:  # a starting row that repair step 1 would change (above its job's range)
@@ -281,16 +282,16 @@ class _CountingProblem(GAProblem):
 
     cut_rows = 0
 
-    def _cut(self, x):
+    def _cut(self, x, tot=None):
         tot = (x * self.g).sum(axis=1)
         self.cut_rows += int((tot > self.cap).sum())
-        return super()._cut(x)
+        return super()._cut(x, tot)
 
 
 class _NoCutProblem(GAProblem):
     """A wrong capacity step: the row is left whole instead of cut (a planted bug)."""
 
-    def _cut(self, x):
+    def _cut(self, x, tot=None):
         return x
 
 
@@ -358,7 +359,8 @@ def test_generation_draws_follow_the_mutation_law():
 def test_exploration_cap_doubles_replicas_per_reallocation():
     """Upstream JobInfo.max_replicas = max(2 x most replicas profiled, 1): 1, 2, 4, 8 ..."""
     cfg = small_config(train_servers=4, train_gpus=4, inf_servers=0)
-    sim = make_sim(cfg, [job(0, work=1e6, w=16, w_min=1, elastic=True)])
+    # bert (large PGNS): the fitted model sees growth pay off
+    sim = make_sim(cfg, [job(0, work=1e6, w=16, w_min=1, elastic=True, family="bert")])
     pol = PolluxPolicy(generations=30, tune=False)
     pol.reset(sim.seed)
     sim.begin(pol)

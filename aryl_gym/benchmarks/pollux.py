@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from aryl_gym.agents.base import make_policy
-from aryl_gym.agents.pollux import GAProblem
+from aryl_gym.agents.pollux import GAProblem, raise_probability
 from aryl_gym.config import ConfigError
 from aryl_gym.scenario import make_episode
 
@@ -107,7 +107,7 @@ def bench_pollux_sample(
     cpu_ms = 1e3 * sum(cpu_round[late]) / max(len(cpu_round[late]), 1)
     decs = [d for d in dec_round[late] if d > 0]
     cfg = ep.config
-    total_rounds = math.ceil(cfg.workload.duration_hours * 3600.0 / cfg.sim.interval)
+    total_rounds = math.ceil(cfg.workload.duration_hours * 3600.0 / sim.interval)
     return _row(
         scenario,
         name,
@@ -126,7 +126,88 @@ def bench_pollux_sample(
     )
 
 
-def bench_pollux_kernel(n: int = 450, generations: int = 250, seed: int = 0) -> dict[str, Any]:
+class _Handover:
+    """A policy that runs ``warm`` until ``at`` seconds, then ``main`` (timing its decisions).
+
+    It carries ``main``'s round length, loaning and placement from the start; the engine's
+    worker ranges stay ``warm``'s (``"limited"``) until the handover, when they become
+    ``main``'s (:meth:`~aryl_gym.sim.engine.Simulator.set_elasticity`). So a given scenario and
+    seed reach the same cluster state at the handover whatever ``main`` is, and the per-decision
+    cost of two versions of a policy can be compared on it."""
+
+    def __init__(self, sim: Any, warm: Any, main: Any, at: float):
+        self.sim, self.warm, self.main, self.at = sim, warm, main, at
+        self.name = getattr(main, "name", "main")
+        self.uses_loaning = main.uses_loaning
+        self.placement = main.placement
+        self.event_driven = False
+        self.decision_interval_s = getattr(main, "decision_interval_s", None) or 60.0
+        self.cpu: list[float] = []
+        self.active = 0
+
+    def reset(self, seed: int | None = None) -> None:
+        self.warm.reset(seed)
+        self.main.reset(seed)
+
+    def reclaim(self, view: Any, n: int) -> Any:
+        return None
+
+    def decide(self, view: Any) -> Any:
+        if view.now < self.at:
+            return self.warm.decide(view)
+        if not self.cpu:
+            self.sim.set_elasticity(str(getattr(self.main, "elasticity", "limited")))
+            self.active = len(view.active())
+        c = time.process_time()
+        d = self.main.decide(view)
+        self.cpu.append(time.process_time() - c)
+        return d
+
+
+def bench_pollux_decisions(
+    scenario: str = "production",
+    name: str = "pollux-250",
+    warm: str = "fifo-backfill",
+    warm_hours: float = 48.0,
+    rounds: int = 10,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """CPU time per decision of ``name`` on a busy cluster: ``warm`` runs the first
+    ``warm_hours`` (60 s rounds, ``"limited"`` ranges), then ``name`` decides ``rounds`` rounds
+    in a row (:class:`_Handover`). ``decision_ms_mean`` is the mean CPU ms of those decisions,
+    ``decision_ms_max`` the largest; the first (which fits a model for every running job) is
+    included. The state at the handover does not depend on ``name``, so versions compare."""
+
+    ep = make_episode(scenario, seed)
+    sim = ep.simulator()
+    pol = _Handover(sim, make_policy(warm), make_policy(name), warm_hours * 3600.0)
+    pol.reset(sim.seed)
+    sim.begin(pol)
+    tic, cpu0 = time.perf_counter(), time.process_time()
+    while not sim.done and len(pol.cpu) < rounds:
+        sim.step(pol)
+    wall, cpu = time.perf_counter() - tic, time.process_time() - cpu0
+    dec = pol.cpu
+    return _row(
+        scenario,
+        name,
+        seed,
+        run=f"{len(dec)} decisions after {warm_hours:g} h of {warm}",
+        jobs=len(ep.jobs),
+        rounds=len(dec),
+        decision_rounds=len(dec),
+        active_jobs=pol.active,
+        decision_ms_mean=1e3 * sum(dec) / max(len(dec), 1),
+        decision_ms_max=1e3 * max(dec, default=0.0),
+        cpu_ms_per_round=1e3 * sum(dec) / max(len(dec), 1),
+        wall_s=wall,
+        cpu_s=cpu,
+    )
+
+
+def bench_pollux_kernel(
+    n: int = 450, generations: int = 250, seed: int = 0, nodes_with_room: int | None = None
+) -> dict[str, Any]:
     """Time the GA search alone on a synthetic production-size round (module docstring)."""
 
     rs = np.random.default_rng(seed)
@@ -137,8 +218,9 @@ def bench_pollux_kernel(n: int = 450, generations: int = 250, seed: int = 0) -> 
     base = np.where(rs.random(n) < 0.9, w, 0)
     base = np.where(np.cumsum(base * g) <= 0.97 * cap, base, 0)
     S = np.concatenate([np.zeros((n, 1)), np.cumsum(rs.random((n, int(hi.max()))), 1)], 1)
+    p_inc = None if nodes_with_room is None else raise_probability(n, nodes_with_room)
     prob = GAProblem(
-        list(range(n)), g, w, hi, base, S, rs.random(n), cap, -1.0, (w == hi) & (base > 0)
+        list(range(n)), g, w, hi, base, S, rs.random(n), cap, -1.0, (w == hi) & (base > 0), p_inc
     )
     pop = np.tile(base, (100, 1))
     pop[1:] = prob.repair(rs.integers(0, hi + 1, (99, n)))
@@ -150,7 +232,8 @@ def bench_pollux_kernel(n: int = 450, generations: int = 250, seed: int = 0) -> 
         cpus.append(time.process_time() - cpu)
     return _row(
         "synthetic",
-        f"GA {generations} generations",
+        f"GA {generations} generations"
+        + ("" if nodes_with_room is None else f", {nodes_with_room} nodes with room"),
         seed,
         run=f"GA search, {n} jobs",
         active_jobs=n,
@@ -199,5 +282,7 @@ def bench_pollux(
         )
     if sample:
         rows.append(bench_pollux_sample(seed=seed))
+        rows.append(bench_pollux_decisions(seed=seed))
         rows.append(bench_pollux_kernel(seed=seed))
+        rows.append(bench_pollux_kernel(seed=seed, nodes_with_room=64))
     return rows

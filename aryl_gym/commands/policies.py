@@ -25,14 +25,18 @@ DESCRIPTIONS = {
     "aryl-default-reclaim": "Aryl with the simple reclaim rule (fewest busy GPUs first)",
     "aryl-trainfirst": "Aryl whose elastic jobs prefer training servers (diagnostic, ours)",
     "aryl-preempt": "Aryl that preempts jobs >= 2x longer than a queued job that does not fit (ours)",
-    "aryl+tuned": "Aryl with Pollux-style batch-size tuning (paper 7.4 Aryl+TunedJobs)",
+    "aryl+tuned": "Aryl with Pollux's runtime batch-size tuning on every job (paper 7.4 "
+    "Aryl+TunedJobs)",
     "aryl+tuned-loan": "aryl+tuned with capacity loaning",
     "afs": "AFS-L (Hwang et al., NSDI '21), unbounded: elastic jobs up to the ceiling w_ceil",
     "afs-all": "AFS-L with every job resizable from 1 worker up to w_ceil (reading of afs)",
     "afs-bounded": "AFS-L inside each job's own worker range [w_min, w_max] (World v1 afs)",
     "afs-loan": "afs (unbounded) with capacity loaning",
-    "pollux": "Pollux (Qiao et al., OSDI '21): goodput model and genetic search, 100 generations",
+    "pollux": "Pollux (Qiao et al., OSDI '21): fitted goodput model, batch tuning and genetic "
+    "search every 60 s over every job's 0..64-GPU range, 100 generations",
     "pollux-250": "Pollux with 250 generations, as the Aryl paper ran it",
+    "pollux-elastic": "pollux where only elastic families resize (inelastic jobs keep their "
+    "request; reading)",
     "gandiva": "Gandiva-style opportunistic grow and shrink into idle GPUs",
     "random": "uniformly random valid targets (seeded)",
 }

@@ -41,7 +41,7 @@ import numpy as np
 from aryl_gym.config import ConfigError, ScenarioConfig
 from aryl_gym.metrics import episode_result
 from aryl_gym.progress import progress_bar
-from aryl_gym.sim.goodput import JobCurve, app_for
+from aryl_gym.sim.goodput import JobCurve, app_for, observe
 from aryl_gym.sim.index import FreeIndex
 from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.loaning import LoanController
@@ -52,6 +52,7 @@ from aryl_gym.sim.view import (
     TRAIN,
     ClusterView,
     Decision,
+    Measurement,
     PlacementOptions,
     PlacementReport,
     Policy,
@@ -304,6 +305,20 @@ class Simulator:
                 app_for(spec.family, spec.app), spec.g, spec.w_req, spec.w_max, ref
             )
         return c
+
+    def measure(self, j: int) -> Measurement | None:
+        """What running job ``j`` reports about itself now (:class:`~aryl_gym.sim.view.
+        Measurement`; None when it does not run or makes no progress)."""
+        if self.state.item(j) != _RUNNING:
+            return None
+        r = float(self.rate[j])
+        if not r > 0:
+            return None
+        w = int(self.workers.item(j))
+        lam = float(self.batch_lam.get(j, 1.0))
+        p = self.progress(j)
+        o = observe(self.job_curve(j), w, lam, p, r)
+        return Measurement(workers=w, batch=lam, rate=r, progress=p, **o)
 
     def progress(self, j: int) -> float:
         """Share of job ``j``'s true work done, in [0, 1]."""

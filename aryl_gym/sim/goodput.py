@@ -159,7 +159,7 @@ class JobCurve:
     ``ref_batch``: its global batch at ``w_req`` (None: the application's initial batch).
     """
 
-    __slots__ = ("curve", "g", "w_max", "u_ref")
+    __slots__ = ("curve", "g", "w_max", "u_ref", "w_req")
 
     def __init__(self, curve: AppCurve, g: int, w_req: int, w_max: int,
                  ref_batch: float | None = None):
@@ -168,6 +168,7 @@ class JobCurve:
         self.w_max = w_max
         b0 = curve.init_batch if ref_batch is None else float(ref_batch)
         self.u_ref = min(max(b0 / (w_req * g), curve.min_local), curve.max_local)
+        self.w_req = w_req
 
     def beyond(self, w: int, p: float) -> float:
         """``G(w g, u_ref, p) / G(w_max g, u_ref, p)`` for ``w > w_max`` (< ``w / w_max``)."""
@@ -189,6 +190,45 @@ class JobCurve:
         lo = max(c.min_local, c.init_batch / n) / self.u_ref
         hi = min(c.max_local * 16.0, c.max_batch / n) / self.u_ref
         return lo, max(hi, lo)
+
+
+def observe(curve: JobCurve, w: int, lam: float, p: float, rate: float) -> dict[str, float]:
+    """What a job's training loop reports (AdaptDL: step and sync time of its configuration,
+    gradient statistics) when it runs ``w`` workers at local batch factor ``lam`` at progress
+    ``p`` with the simulator's true rate ``rate`` (work units per second).
+
+    The step time is the one that reproduces ``rate``: goodput in samples per second is
+    ``kappa x rate`` with ``kappa`` the job's samples per work unit (its application's
+    throughput at its reference configuration, ``w_req`` workers at ``u_ref``, per worker), and
+    throughput is goodput over the statistical efficiency ``E(B, p)``; the time of one
+    optimizer step of global batch ``B`` is ``B / throughput``. It is split into the atomic
+    step (compute and all-reduce, overlapped) and accumulation steps (compute only) in the true
+    curve's proportions, and reported as the atomic step time, its compute time and its
+    all-reduce time. So a
+    policy that fits the throughput model to these samples recovers the simulator's rates at
+    the configurations it has seen (inside ``w_max`` the paper's linear rate, beyond it and at a
+    tuned batch the profiles' curve)."""
+    c = curve.curve
+    n = w * curve.g
+    lo, hi = curve.lam_range(w)
+    lam = lo if lam < lo else (hi if lam > hi else lam)
+    u = lam * curve.u_ref
+    B = n * u
+    phi = c.phi(p)
+    eff = (phi + c.init_batch) / (phi + B)
+    accum = max(math.ceil(u / c.max_local - 1e-9) - 1, 0)
+    atomic = u / (accum + 1)
+    st, net = c.step_time(n, atomic)
+    compute = c.alpha_c + c.beta_c * atomic
+    t_true = st + compute * accum
+    kappa = c.throughput(curve.w_req * curve.g, curve.u_ref) / curve.w_req
+    total = B * eff / (kappa * rate)
+    s = total / t_true
+    return {
+        "gpus": float(n), "local_batch": u, "atomic_batch": atomic, "accum_steps": float(accum),
+        "step_time": s * st, "compute_time": s * compute, "sync_time": s * net if n > 1 else 0.0,
+        "pgns": phi, "efficiency": eff,
+    }
 
 
 def ceiling_workers(g: int, w_max: int, ceiling_gpus: int = CEILING_GPUS) -> int:

@@ -12,7 +12,7 @@ imports them): the modules of :mod:`aryl_gym.sim` form no import circle.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -108,6 +108,9 @@ class SimState(PlacementState, Protocol):
     def rate_mixed(self, j: int, w: int, w_inf: int) -> float: ...
 
     def is_mixed(self, j: int) -> bool: ...
+
+    # World v2: what a running job reports (a aryl_gym.sim.view.Measurement, or None)
+    def measure(self, j: int) -> Any: ...
 
 
 __all__ = ["PlacementState", "SimState", "WorkerDicts"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -83,6 +83,41 @@ class Decision:
     #: tuning (Pollux, Aryl+TunedJobs) chooses it; the simulator, not the policy, decides
     #: what it is worth.
     batch: dict[int, float] | None = None
+
+
+class Measurement(NamedTuple):
+    """What a running job reports about itself (:meth:`ClusterView.measure`), as AdaptDL's
+    training loop reports to Pollux: its configuration, the time of an optimizer step there,
+    and its gradient noise scale. Nothing else about its goodput curve is visible.
+
+    Attributes:
+        workers: workers now; ``gpus`` = workers x GPUs per worker (replicas).
+        batch: the local batch factor in force (``Decision.batch``; 1 = the reference batch).
+        local_batch: local batch in samples (the factor times the reference local batch, cut
+            to the job's limits); ``atomic_batch`` and ``accum_steps``: how it is computed
+            (gradient accumulation above the largest batch that fits a GPU).
+        step_time: seconds of one atomic step with the all-reduce; ``compute_time``: its
+            forward and backward pass (an accumulation step takes that long); ``sync_time``: its
+            all-reduce (0 on one GPU; overlapped with compute, so the step is shorter than
+            their sum).
+        pgns: gradient noise scale in samples at the job's progress now (grows with progress).
+        efficiency: statistical efficiency of the global batch relative to the initial batch.
+        rate: true progress rate (work units per second); ``progress``: share of work done.
+    """
+
+    workers: int
+    batch: float
+    rate: float
+    progress: float
+    gpus: float
+    local_batch: float
+    atomic_batch: float
+    accum_steps: float
+    step_time: float
+    compute_time: float
+    sync_time: float
+    pgns: float
+    efficiency: float
 
 
 @dataclass
@@ -269,6 +304,14 @@ class ClusterView:
         m = self._sim.usable_mask(pool)
         return int((self._sim.srv_free[m] // g).sum())
 
+    def limits(self, j: int) -> tuple[int, int, bool]:
+        """``(lo, hi, resizable)``: the worker range the placement engine enforces for job ``j``
+        under the running policy's ``elasticity`` (``[w_min, w_max]``, or up to the ceiling
+        ``w_ceil``; :meth:`~aryl_gym.sim.engine.Simulator.set_elasticity`) and whether the job may
+        change size while it runs."""
+        s = self._sim
+        return int(s.lim_lo_list[j]), int(s.lim_hi_list[j]), bool(s.resizable_list[j])
+
     def allowed_pools(self, j: int) -> tuple[int, ...]:
         """Pools job ``j`` may run in (inference only when type-agnostic and servers are loaned)."""
         return self._sim.allowed_pools(j)
@@ -290,6 +333,12 @@ class ClusterView:
     def is_mixed(self, j: int) -> bool:
         """Whether job ``j`` runs on both GPU types now."""
         return self._sim.is_mixed(j)
+
+    def measure(self, j: int) -> Measurement | None:
+        """What running job ``j`` reports about itself now (:class:`Measurement`: its
+        configuration, step time, gradient noise scale, true rate); None when it does not run.
+        Read-only; the simulator's own goodput curve stays hidden."""
+        return self._sim.measure(j)
 
     def pred_time(self, j: int, w: int, pool: int) -> float:
         """Predicted remaining running time (s) of job ``j`` at ``w`` workers on ``pool``."""
