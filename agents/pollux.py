@@ -694,3 +694,10 @@ def _pollux250() -> BasePolicy:
 @register("pollux-elastic")
 def _pollux_elastic() -> BasePolicy:
     return PolluxPolicy(name="pollux-elastic", elasticity="elastic")
+
+
+@register("pollux-250-elastic")
+def _pollux250_elastic() -> BasePolicy:
+    """``pollux-250`` under the reading that only elastic families resize (the reproduction's
+    ``@pollux-elastic`` rows: the same 250 generations, only the range differs)."""
+    return PolluxPolicy(generations=250, name="pollux-250-elastic", elasticity="elastic")

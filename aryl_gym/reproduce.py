@@ -124,6 +124,8 @@ READINGS: dict[str, str] = {
     "item-pause": "knapsack item value charges the resize pause (aryl-pause)",
     "afs-elastic": "AFS unbounded for elastic jobs (afs)",
     "afs-all": "AFS unbounded for every job (afs-all)",
+    "pollux-all": "Pollux resizes every job (upstream's range; pollux-250)",
+    "pollux-elastic": "Pollux resizes only elastic families (pollux-250-elastic)",
 }
 
 
@@ -153,6 +155,21 @@ _NGQ = RowSpec("nogroup-queue", "average queuing without flexible grouping (Basi
                "basic", "aryl-nogroup", "aryl", "avg_queue_time_total",
                "aryl-nogroup / aryl, with loaning (paper Table 6: up to +10%, Basic)",
                reading=("queue-total",))
+_PAM = RowSpec("pollux-aryl-median", "Pollux-250 vs Aryl: median JCT, Pollux / Aryl", 1.20, "x",
+               "basic", "pollux-250", "aryl-noloan", "median_jct",
+               "pollux-250 / aryl-noloan: no capacity loaning (paper 7.4, Basic)", reading=("pollux-all",))
+_PAP = RowSpec("pollux-aryl-p95", "Pollux-250 vs Aryl: p95 JCT, Pollux / Aryl", 1.25, "x",
+               "basic", "pollux-250", "aryl-noloan", "p95_jct",
+               "pollux-250 / aryl-noloan: no capacity loaning (paper 7.4, Basic)", reading=("pollux-all",))
+_PTM = RowSpec("pollux-tuned-median", "Pollux vs Aryl+TunedJobs: median JCT, Pollux / Aryl+Tuned",
+               1.32, "x", "basic", "pollux-250", "aryl+tuned", "median_jct",
+               "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Basic)", reading=("pollux-all",))
+_PTP = RowSpec("pollux-tuned-p95", "Pollux vs Aryl+TunedJobs: p95 JCT, Pollux / Aryl+Tuned",
+               1.37, "x", "basic", "pollux-250", "aryl+tuned", "p95_jct",
+               "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Basic)", reading=("pollux-all",))
+_PTS = RowSpec("pollux-tuned-scalings", "scaling events, Pollux / Aryl+TunedJobs (Ideal)", 1.76, "x",
+               "ideal", "pollux-250", "aryl+tuned", "scaling_events",
+               "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Ideal)", reading=("pollux-all",))
 
 ROWS: tuple[RowSpec, ...] = (
     _Q,
@@ -163,23 +180,18 @@ ROWS: tuple[RowSpec, ...] = (
     _alt(_J, "item-pause", den="aryl-pause", variant="baseline / aryl-pause, with loaning"),
     _U,
     _alt(_U, "strict-fifo", den="fifo", variant="max over hours of aryl / fifo hourly usage"),
-    RowSpec("pollux-aryl-median", "Pollux-250 vs Aryl: median JCT, Pollux / Aryl", 1.20, "x",
-            "basic", "pollux-250", "aryl-noloan", "median_jct",
-            "pollux-250 / aryl-noloan: no capacity loaning (paper 7.4, Basic)"),
-    RowSpec("pollux-aryl-p95", "Pollux-250 vs Aryl: p95 JCT, Pollux / Aryl", 1.25, "x",
-            "basic", "pollux-250", "aryl-noloan", "p95_jct",
-            "pollux-250 / aryl-noloan: no capacity loaning (paper 7.4, Basic)"),
+    _PAM,
+    _alt(_PAM, "pollux-elastic", num="pollux-250-elastic", variant="pollux-250-elastic / aryl-noloan"),
+    _PAP,
+    _alt(_PAP, "pollux-elastic", num="pollux-250-elastic", variant="pollux-250-elastic / aryl-noloan"),
     _AFS,
     _alt(_AFS, "afs-all", num="afs-all", variant="afs-all / aryl-noloan: no capacity loaning"),
-    RowSpec("pollux-tuned-median", "Pollux vs Aryl+TunedJobs: median JCT, Pollux / Aryl+Tuned",
-            1.32, "x", "basic", "pollux-250", "aryl+tuned", "median_jct",
-            "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Basic)"),
-    RowSpec("pollux-tuned-p95", "Pollux vs Aryl+TunedJobs: p95 JCT, Pollux / Aryl+Tuned",
-            1.37, "x", "basic", "pollux-250", "aryl+tuned", "p95_jct",
-            "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Basic)"),
-    RowSpec("pollux-tuned-scalings", "scaling events, Pollux / Aryl+TunedJobs (Ideal)", 1.76, "x",
-            "ideal", "pollux-250", "aryl+tuned", "scaling_events",
-            "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Ideal)"),
+    _PTM,
+    _alt(_PTM, "pollux-elastic", num="pollux-250-elastic", variant="pollux-250-elastic / aryl+tuned"),
+    _PTP,
+    _alt(_PTP, "pollux-elastic", num="pollux-250-elastic", variant="pollux-250-elastic / aryl+tuned"),
+    _PTS,
+    _alt(_PTS, "pollux-elastic", num="pollux-250-elastic", variant="pollux-250-elastic / aryl+tuned (Ideal)"),
     RowSpec("nogroup-preemption", "preemption ratio without flexible grouping (Ideal)", 2.13, "%",
             "ideal", "aryl-nogroup", "aryl", "preemption_ratio",
             "aryl-nogroup / aryl, with loaning (paper Table 6: up to +113%, Ideal)"),
@@ -840,7 +852,7 @@ def ray_executor(tasks: Sequence[Task], workers: int, address: str | None = None
 
 #: rough relative cost of one episode by policy, to start the long ones first (measured on
 #: production: afs ~4x aryl-noloan, afs-all ~13x)
-_COST = {"pollux-250": 100.0, "pollux": 50.0, "afs": 4.0, "afs-all": 13.0, "aryl+tuned": 2.0}
+_COST = {"pollux-250": 100.0, "pollux-250-elastic": 60.0, "pollux": 50.0, "afs": 4.0, "afs-all": 13.0, "aryl+tuned": 2.0}
 
 
 def _cost(t: Task) -> float:
