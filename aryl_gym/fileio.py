@@ -230,3 +230,38 @@ class DirLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+#: the file recording which command owns an output folder
+OWNER_FILE = ".aryl-gym-owner"
+
+#: files that mark a folder written by a command before owner markers existed
+_LEGACY_MARKS = {
+    "leaderboard": ("leaderboard.json", "leaderboard.md"),
+    "reproduce": ("reproduction.md",),
+}
+
+
+def claim_folder(folder: Path, command: str, what: str = "--out") -> None:
+    """Record that ``command`` writes ``folder`` (``DIR/.aryl-gym-owner``); a folder owned by
+    another command is a ConfigError, so no command writes into (or resumes) another's results.
+    Call it while holding the folder's :class:`DirLock`."""
+    folder = Path(folder)
+    mark = folder / OWNER_FILE
+    owner = None
+    try:
+        owner = mark.read_text(encoding="utf-8").strip() or None
+    except FileNotFoundError:
+        for other, names in _LEGACY_MARKS.items():
+            if other != command and any((folder / n).exists() for n in names):
+                owner = other
+                break
+    except OSError as exc:
+        raise _config_error(f"{mark}: cannot read the folder's owner: {exc.strerror or exc}") from None
+    if owner is not None and owner != command:
+        raise _config_error(
+            f"{what} {folder}: this folder holds the results of `aryl-gym {owner}` (see {mark.name}); "
+            f"`aryl-gym {command}` does not write into another command's folder. Choose another {what}"
+        )
+    if owner is None:
+        atomic_write_text(mark, command + "\n")

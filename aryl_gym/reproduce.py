@@ -724,12 +724,25 @@ class TaskOutput:
     message: str = ""
 
 
+def cache_hash(task: Task) -> str:
+    """The cache key's hash: the config hash, and for a learned agent (``agent:SOURCE``) also the
+    SHA-256 of the files it is loaded from (model, config, normalisation), so replacing a model
+    file under the same path is another episode, never the old cached numbers."""
+    if not task.policy.startswith(AGENT_PREFIX):
+        return task.hash
+    from aryl_gym.leaderboard.provenance import agent_files_digest
+
+    files = agent_files_digest(task.policy[len(AGENT_PREFIX):])
+    text = json.dumps({"config": task.hash, "files": files}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def cache_path(out: Path, task: Task) -> Path:
     from aryl_gym.leaderboard.runner import slug
 
     return (
         out / "episodes" / slug(task.config.name) / slug(task.policy)
-        / f"seed{task.seed}-{task.hash}.json"
+        / f"seed{task.seed}-{cache_hash(task)}.json"
     )
 
 
@@ -785,30 +798,107 @@ def _run_learned(task: Task) -> EpisodeResult:
 
 
 def result_from_cache(d: Mapping[str, Any]) -> EpisodeResult:
-    res = EpisodeResult.from_dict(dict(d))
+    d = dict(d)
+    for k, f in EpisodeResult.__dataclass_fields__.items():
+        if d.get(k, 0) is None and f.type in ("float", float):
+            d[k] = math.nan  # written as null (JSON has no NaN)
+    res = EpisodeResult.from_dict(d)
     res.arrival_hours = float(d.get("arrival_hours") or 0.0)  # type: ignore[attr-defined]
     return res
 
 
-def read_cached(path: Path) -> dict[str, Any] | None:
+class CacheError(ConfigError):
+    """A cached episode file that cannot be trusted (damaged, edited, or another episode's)."""
+
+
+def result_digest(result: Mapping[str, Any]) -> str:
+    """16 hex digits of SHA-256 over a cached result (written beside it: edits are detected)."""
+    text = json.dumps(result, sort_keys=True, default=_json_default)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+#: the metrics every cached result must carry (the fields of EpisodeResult without a default)
+_REQUIRED = tuple(
+    k for k, f in EpisodeResult.__dataclass_fields__.items()
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+)
+#: figures that are NaN (null in JSON) only when no job finished
+_JCT_FIELDS = ("avg_jct", "median_jct", "p95_jct", "makespan")
+
+
+def check_cached_result(r: Any) -> str | None:
+    """Why a cached result cannot be used, or ``None``."""
+    if not isinstance(r, dict):
+        return f'"result" is {type(r).__name__}, not an object'
+    missing = [k for k in _REQUIRED if k not in r]
+    if missing:
+        more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
+        return f"missing metric(s) {', '.join(missing[:5])}{more}"
+    fields = EpisodeResult.__dataclass_fields__
+    for k, v in r.items():
+        f = fields.get(k)
+        if f is None or f.type not in ("int", "float", "int | None", "bool", int, float, bool):
+            continue
+        if f.type in ("bool", bool):
+            if not isinstance(v, bool):
+                return f"{k} is {v!r}, not true/false"
+            continue
+        if v is None:
+            if f.type in ("int", int):
+                return f"{k} is null"
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"{k} is {v!r}, not a number"
+        if not math.isfinite(v) or v < 0:
+            return f"{k} is {v!r} (a metric is never negative)"
+    done = r.get("jobs_completed")
+    for k in _JCT_FIELDS:
+        if r.get(k) is None and isinstance(done, int) and done > 0:
+            return f"{k} is null although {done} job(s) completed"
+    return None
+
+
+def read_cached(path: Path, expect: Task | None = None) -> dict[str, Any] | None:
+    """The cached episode at ``path``; ``None`` when there is none. A file that exists but is
+    damaged, edited after writing or holds another episode is a :class:`CacheError` naming it."""
+    hint = (f"delete it (rm {path}) to run that episode again, or rerun with --fresh to recompute "
+            "every episode")
     try:
         with open(path, encoding="utf-8") as fh:
             d = json.load(fh)
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return None
-    return d if isinstance(d, dict) and "result" in d else None
+    except OSError as exc:
+        raise CacheError(f"{path}: cannot read the cached episode: {exc.strerror or exc}; {hint}") from None
+    except ValueError as exc:
+        raise CacheError(f"{path}: damaged cached episode (not valid JSON: {exc}); {hint}") from None
+    if not isinstance(d, dict) or "result" not in d:
+        raise CacheError(f'{path}: damaged cached episode (no "result" object); {hint}')
+    why = check_cached_result(d["result"])
+    if why is None and "digest" in d and d["digest"] != result_digest(d["result"]):
+        why = "its numbers were changed after it was written (digest mismatch)"
+    if why is None and expect is not None:
+        for k, want in (("policy", expect.policy), ("seed", expect.seed), ("config_hash", cache_hash(expect))):
+            if k in d and d[k] != want:
+                why = f"it holds another episode ({k} {d[k]!r}, expected {want!r})"
+                break
+    if why is not None:
+        raise CacheError(f"{path}: damaged cached episode: {why}; {hint}")
+    return d
 
 
 def write_cached(path: Path, task: Task, result: Mapping[str, Any], commit: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
+    res = json.loads(json.dumps(dict(result), default=_json_default))
     payload = {
         "scenario": task.config.name,
         "policy": task.policy,
         "seed": task.seed,
-        "config_hash": task.hash,
+        "config_hash": cache_hash(task),
         "commit": commit,
-        "result": dict(result),
+        "digest": result_digest(res),
+        "result": res,
     }
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(payload, fh, default=_json_default)
@@ -907,7 +997,7 @@ def run_tasks(
             seen.add(t.key)
             uniq.append(t)
     for t in uniq:
-        c = None if fresh else read_cached(cache_path(out, t))
+        c = None if fresh else read_cached(cache_path(out, t), t)
         if c is not None:
             results[t] = result_from_cache(c["result"])
             stats.cached += 1

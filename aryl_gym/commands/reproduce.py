@@ -144,7 +144,17 @@ def run(args: argparse.Namespace) -> int:
             rp.sweep_configs(configs, key, v)  # a bad value fails here, with its key
     if args.write_docs:
         docs_path()  # fail before running anything
-    out.mkdir(parents=True, exist_ok=True)
+    from aryl_gym.fileio import DirLock, claim_folder
+    from aryl_gym.leaderboard.runner import prepare_out_dir
+
+    # one run per --out at a time (the leaderboard's lock), and never another command's folder
+    with DirLock(prepare_out_dir(out)):
+        claim_folder(out, "reproduce")
+        return _run_locked(args, rp, scale, out, specs, sweeps, configs)
+
+
+def _run_locked(args: argparse.Namespace, rp: Any, scale: Any, out: Path, specs: Any, sweeps: Any,
+                configs: Any) -> int:
     cmd = _command_line(args, out)
     progress = "lines" if (args.no_progress or args.json) else "bar"
 

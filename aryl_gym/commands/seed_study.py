@@ -42,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
     from aryl_gym.config import ConfigError
 
     # runner imports pydantic: only when a config is validated
-    from aryl_gym.leaderboard.runner import METRIC_TYPES, run_suite
+    from aryl_gym.fileio import DirLock, claim_folder
+    from aryl_gym.leaderboard.episodes import check_entrant
+    from aryl_gym.leaderboard.runner import METRIC_TYPES, prepare_out_dir, run_suite
 
     # seed_study imports pydantic: only when a config is validated
     from aryl_gym.leaderboard.seed_study import recommendation, render, study
@@ -75,15 +77,22 @@ def run(args: argparse.Namespace) -> int:
             },
             source="<seed-study arguments>",
         )
-        summary = run_suite(
-            suite,
-            Path(args.out),
-            workers=args.workers or max(1, os.cpu_count() or 1),
-            resume=not args.fresh,
-            overwrite=args.fresh,
-            progress=False,
-            keep_timeline=False,
-        )
+        for e in suite.entrants:  # an agent that cannot run is an error here, not a dropped row
+            why = check_entrant(e, suite.env_id)
+            if why:
+                raise ConfigError(f"--agent {e.name}={e.source}: {why}")
+        out = prepare_out_dir(args.out)
+        with DirLock(out):  # the leaderboard's lock; a folder of another command is refused
+            claim_folder(out, "seed-study")
+            summary = run_suite(
+                suite,
+                out,
+                workers=args.workers or max(1, os.cpu_count() or 1),
+                resume=not args.fresh,
+                overwrite=args.fresh,
+                progress=False,
+                keep_timeline=False,
+            )
     except (ConfigError, ValueError) as exc:
         print(f"aryl-gym seed-study: error: {exc}", file=sys.stderr)
         return 2

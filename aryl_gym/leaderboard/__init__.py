@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aryl_gym.fileio import DirLock
+from aryl_gym.fileio import DirLock, claim_folder
 from aryl_gym.leaderboard.report import render_console, write_report
 from aryl_gym.leaderboard.runner import (
     RunOptions,
@@ -87,6 +87,7 @@ def run_leaderboard(
     say = log or (lambda m: print(m, file=sys.stderr))
     # the folder stays locked while the tables, plots and logs are written too
     with DirLock(prepare_out_dir(out_dir)):
+        claim_folder(Path(out_dir), "leaderboard")
         return _run_leaderboard_locked(suite, out_dir, opts, plots, tensorboard, say)
 
 
