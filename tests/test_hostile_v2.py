@@ -191,3 +191,101 @@ def test_seed_study_with_a_missing_agent_file_is_an_error(tmp_path: Path,
                        "--agent", f"x={tmp_path}/missing.zip", "--out", str(tmp_path / "o")], capsys)
     assert rc == 2 and "missing.zip" in err and "not found" in err
     assert not (tmp_path / "o" / "results.csv").exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# train --resume: never overwrite a run's later state
+# ----------------------------------------------------------------------------------------------
+def _fake_run(tmp_path: Path, ckpts: list[int], model: int | None) -> Path:
+    """A run folder with a real config.yaml and SB3-like .zip files holding only their step count."""
+    import zipfile
+
+    import yaml
+
+    from aryl_gym.train.config import load_train_config
+
+    run = tmp_path / "runs" / "tiny__maskable_ppo__0__x"
+    (run / "checkpoints").mkdir(parents=True)
+    cfg = load_train_config("maskable_ppo", scenario="tiny")
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+    def save(p: Path, n: int) -> None:
+        with zipfile.ZipFile(p, "w") as zf:
+            zf.writestr("data", json.dumps({"num_timesteps": n}))
+
+    for n in ckpts:
+        save(run / "checkpoints" / f"rl_model_{n}_steps.zip", n)
+    if model is not None:
+        save(run / "model.zip", model)
+    return run
+
+
+@pytest.mark.parametrize(
+    "ckpts, model, resume, total, expect",
+    [
+        # was: trained 0 steps, exited 0 and overwrote model.zip with the 256-step weights
+        ([256, 512, 768, 1024], 1024, "rl_model_256_steps", 200, "error"),
+        ([256, 512], None, "rl_model_512_steps", 512, "error"),
+        # was: overwrote the run's later checkpoints (and ended at 1,280 steps)
+        ([256, 512, 768, 1024], 1024, "rl_model_256_steps", 1024, "new"),
+        ([256, 512], 512, "rl_model_256_steps", 2048, "new"),
+        # the run's last saved state: continues in the run
+        ([256, 512], None, "rl_model_512_steps", 2048, "same"),
+        ([256, 512], 512, "model", 2048, "same"),
+    ],
+)
+def test_train_resume_plan(tmp_path: Path, ckpts: list[int], model: int | None, resume: str, total: int,
+                           expect: str) -> None:
+    from aryl_gym.config import ConfigError
+    from aryl_gym.train.runner import resume_plan
+
+    run = _fake_run(tmp_path, ckpts, model)
+    ck = run / "model.zip" if resume == "model" else run / "checkpoints" / f"{resume}.zip"
+    if expect == "error":
+        with pytest.raises(ConfigError, match=r"is the run's total \(not extra steps\): nothing to train"):
+            resume_plan(ck, total)
+        return
+    run_dir, steps = resume_plan(ck, total)
+    assert steps == int(resume.split("_")[2]) if resume != "model" else steps == model
+    assert run_dir == (None if expect == "new" else run)
+
+
+def test_train_resume_with_nothing_to_train_exits_2_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("sb3_contrib")
+    run = _fake_run(tmp_path, [256, 512, 768, 1024], 1024)
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    rc, out, err = _cli(["train", "--resume", str(run / "checkpoints" / "rl_model_256_steps.zip"),
+                         "--timesteps", "200", "--quiet"], capsys)
+    assert rc == 2 and "nothing to train" in err and "--timesteps 456" in err and "Traceback" not in err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+def test_train_help_says_timesteps_is_the_total(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the run's total counted from its start, not extra steps" in out
+
+
+@pytest.mark.slow
+def test_train_resume_from_an_earlier_checkpoint_continues_in_a_new_run_folder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: resuming ``rl_model_128_steps.zip`` of a run at 512 with ``--timesteps 512``
+    overwrote the run's later checkpoints and its model.zip."""
+    pytest.importorskip("sb3_contrib")
+    base = ["--eval-freq", "0", "--n-envs", "1", "--set", "n_steps=128", "--set", "batch_size=64",
+            "--out", str(tmp_path / "runs"), "--quiet", "--json"]
+    rc, out, err = _cli(["train", "--config", "maskable_ppo", "--scenario", "tiny", "--timesteps", "512",
+                         "--checkpoint-freq", "128", *base], capsys)
+    assert rc == 0, err
+    run = Path(json.loads(out)["run_dir"])
+    before = {p: p.read_bytes() for p in run.rglob("*.zip")}
+    rc, out, err = _cli(["train", "--resume", str(run / "checkpoints" / "rl_model_128_steps.zip"),
+                         "--timesteps", "512", *base], capsys)
+    assert rc == 0, err
+    new = Path(json.loads(out)["run_dir"])
+    assert new != run and new.parent == run.parent
+    assert {p: p.read_bytes() for p in run.rglob("*.zip")} == before
+    assert json.loads((new / "summary.json").read_text())["num_timesteps"] == 512
+    assert json.loads((new / "args.json").read_text())["args"]["resumed_from"].endswith("rl_model_128_steps.zip")

@@ -23,13 +23,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="algorithm YAML (configs/algos/NAME.yaml) or its NAME, e.g. maskable_ppo")
     p.add_argument("--scenario", default=None, help="scenario name or YAML path (default testbed)")
     p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
-    p.add_argument("--timesteps", type=positive_int, default=None, help="total environment steps (overrides the config)")
+    p.add_argument("--timesteps", type=positive_int, default=None, help="total environment steps of the run (overrides the config); with --resume "
+                        "the run's total counted from its start, not extra steps: a checkpoint at "
+                        "40000 steps with --timesteps 100000 trains 60000 more")
     p.add_argument("--seed", type=seed_arg, default=None, help="training seed (env i starts at seed + i)")
     p.add_argument("--out", default="runs", help="parent folder of run folders (default runs/)")
     p.add_argument("--n-envs", type=positive_int, default=None, help="parallel envs (overrides the config)")
     p.add_argument("--vec-env", choices=("dummy", "subproc"), default=None)
     p.add_argument("--resume", default=None, metavar="CKPT",
-                   help="checkpoint .zip to continue from (keeps its step count)")
+                   help="checkpoint .zip to continue from (keeps its step count; continues in its run "
+                        "folder, or in a new one when the run already went further)")
     p.add_argument("--bc-demos", default=None, metavar="FILE",
                    help="demonstrations .npz (aryl-gym demos) for a behaviour-cloning warm start")
     p.add_argument("--init-from", default=None, metavar="MODEL",

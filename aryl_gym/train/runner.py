@@ -15,8 +15,10 @@ The run folder ``{out}/{scenario}__{algo}__{seed}__{time}`` (CleanRL naming) hol
     vecnormalize.pkl   observation statistics (only with normalize_obs)
 
 Resuming (``resume=CKPT``) loads the checkpoint, keeps its ``num_timesteps`` and trains with
-``reset_num_timesteps=False`` until ``total_timesteps``; a checkpoint inside
-``RUN/checkpoints/`` continues in ``RUN``.
+``reset_num_timesteps=False`` until ``total_timesteps`` (the run's total, not extra steps; a
+total at or below the checkpoint's count is an error, nothing is written); the last saved state
+of ``RUN`` continues in ``RUN``, an earlier checkpoint of a run that went further continues in a
+new run folder beside it (:func:`resume_plan`), so a run's later state is never overwritten.
 """
 
 from __future__ import annotations
@@ -278,6 +280,54 @@ def checkpoint_run_dir(ckpt: Path) -> Path | None:
     return None
 
 
+def saved_steps(model_zip: Path) -> int | None:
+    """The ``num_timesteps`` an SB3 model/checkpoint .zip was saved at (its ``data`` entry; the
+    ``rl_model_N_steps`` name as a fallback), or ``None`` when it cannot be told."""
+    import re
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(model_zip) as zf:
+            n = json.loads(zf.read("data")).get("num_timesteps")
+        if isinstance(n, int) and not isinstance(n, bool):
+            return n
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, AttributeError):
+        pass
+    m = re.search(r"_(\d+)_steps$", model_zip.stem)
+    return int(m.group(1)) if m else None
+
+
+def later_state(run_dir: Path, steps: int) -> list[tuple[int, Path]]:
+    """The run's saved models (checkpoints, ``model.zip``) beyond ``steps``, by step count."""
+    cands = list((run_dir / "checkpoints").glob("*.zip")) + [run_dir / "model.zip"]
+    found = []
+    for c in cands:
+        if c.is_file():
+            n = saved_steps(c)
+            if n is not None and n > steps:
+                found.append((n, c))
+    return sorted(found)
+
+
+def resume_plan(ckpt: Path, total: int) -> tuple[Path | None, int]:
+    """Where a resumed run continues (``RUN``, or ``None``: a new run folder) and from how many
+    steps. ``total`` is the run's total (``--timesteps``), not a number of extra steps: at or
+    below the checkpoint's count there is nothing to train, a ConfigError. A checkpoint of a run
+    that went further continues into a new run folder, so the run's later state is never
+    overwritten."""
+    steps = saved_steps(ckpt)
+    if steps is not None and total <= steps:
+        raise ConfigError(
+            f"--resume {ckpt}: the checkpoint is at {steps:,} steps and --timesteps {total:,} is the "
+            f"run's total (not extra steps): nothing to train, nothing written. Give a larger "
+            f"total, e.g. --timesteps {steps + total:,} to train {total:,} more"
+        )
+    run_dir = checkpoint_run_dir(ckpt)
+    if run_dir is not None and steps is not None and later_state(run_dir, steps):
+        return None, steps
+    return run_dir, steps or 0
+
+
 def _vecnormalize_for(ckpt: Path) -> Path | None:
     """The VecNormalize pickle saved next to a checkpoint or final model."""
     stem = ckpt.stem
@@ -367,7 +417,17 @@ def train(
     ckpt = Path(resume) if resume else None
     if ckpt is not None and not ckpt.exists():
         raise ConfigError(f"--resume {ckpt}: file not found (give a checkpoint .zip)")
-    run_dir = checkpoint_run_dir(ckpt) if ckpt is not None else None
+    run_dir = None
+    origin = None  # the run a checkpoint came from
+    if ckpt is not None:
+        origin = checkpoint_run_dir(ckpt)
+        run_dir, ck_steps = resume_plan(ckpt, int(cfg.total_timesteps))
+        if run_dir is None and origin is not None:
+            later = later_state(origin, ck_steps)
+            run_dir = new_run_dir(cfg, origin.parent)
+            say(f"{origin} went on to {later[-1][0]:,} steps ({later[-1][1].name}); resuming its "
+                f"{ck_steps:,}-step checkpoint in a new run folder {run_dir} (the run is left as it was)")
+            args = {**(args or {}), "resumed_from": str(ckpt)}
     if run_dir is None:
         run_dir = new_run_dir(cfg, out)
     write_run_files(run_dir, cfg, args or {})
@@ -417,8 +477,9 @@ def train(
         model.save(run_dir / "warm_start.zip")  # the step-0 policy, for comparisons with the RL phase
     if cfg.teacher.policy:
         mix = cfg.teacher.demos or demos
-        if mix is None and (run_dir / "demos.npz").is_file():  # resumed: the run's own recording
-            mix = str(run_dir / "demos.npz")
+        own = (origin or run_dir) / "demos.npz"
+        if mix is None and own.is_file():  # resumed: the run's own recording
+            mix = str(own)
         if cfg.teacher.demos and not Path(cfg.teacher.demos).is_file():
             raise ConfigError(f"teacher.demos {cfg.teacher.demos}: file not found (an `aryl-gym demos` .npz)")
         model.teacher_kwargs["demos"] = mix
