@@ -156,6 +156,22 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def check_output_file(path: str | os.PathLike[str], what: str = "output file") -> Path:
+    """``path`` as a :class:`Path` if a file can be written there, else a ConfigError saying why:
+    checked before any work, so a long run never ends by failing to save what it computed."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise _config_error(f"{p}: is a folder; give the path of the {what} (a file)")
+    if not parent.is_dir():
+        raise _config_error(
+            f"{p}: the folder {parent} does not exist; create it (mkdir -p {parent}) or give another {what} path"
+        )
+    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise _config_error(f"{p}: permission denied; give a writable {what} path")
+    return p
+
+
 def unique_backup(path: Path) -> Path:
     """A name ``PATH.bak-YYYYmmdd-HHMMSS-microseconds[-n]`` that does not exist yet."""
 

@@ -177,6 +177,13 @@ def main() -> None:
     against = [x.strip() for x in a.against.split(",") if x.strip()]
     scenarios = [x.strip() for x in a.scenario.split(",") if x.strip()]
     from aryl_gym.config import ConfigError, load_scenario
+    from aryl_gym.fileio import atomic_write_text, check_output_file
+
+    if a.json:
+        try:  # before any episode: the work is never lost to an unwritable --json
+            check_output_file(a.json, "--json file")
+        except ConfigError as exc:
+            p.error(f"--json: {exc}")
 
     for sc in scenarios:
         try:
@@ -190,8 +197,7 @@ def main() -> None:
                          tuple(a.sampled), a.world)
             results.append(r)
             if a.json:  # after every table, so a killed run keeps what it finished
-                with open(a.json, "w") as fh:
-                    json.dump(results, fh, indent=2)
+                atomic_write_text(a.json, json.dumps(results, indent=2))
             _print_table(r)
 
 

@@ -289,3 +289,20 @@ def test_train_resume_from_an_earlier_checkpoint_continues_in_a_new_run_folder(
     assert {p: p.read_bytes() for p in run.rglob("*.zip")} == before
     assert json.loads((new / "summary.json").read_text())["num_timesteps"] == 512
     assert json.loads((new / "args.json").read_text())["args"]["resumed_from"].endswith("rl_model_128_steps.zip")
+
+
+# ----------------------------------------------------------------------------------------------
+# scripts
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("where, match", [("missing-dir/x.json", "does not exist"), (".", "is a folder")])
+def test_eval_v1_checks_its_json_path_before_any_work(tmp_path: Path, where: str, match: str) -> None:
+    """Was: ``scripts/eval_v1.py --json missing-dir/x.json`` failed after the first load was
+    evaluated: the table was never printed and the work was lost."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "eval_v1.py"), "--agent", "ppo-v1",
+                        "--scenario", "tiny", "--seeds", "0", "--json", where],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--json" in r.stderr and match in r.stderr and "Traceback" not in r.stderr
+    assert "###" not in r.stdout  # nothing was evaluated
