@@ -306,3 +306,117 @@ def test_eval_v1_checks_its_json_path_before_any_work(tmp_path: Path, where: str
                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "--json" in r.stderr and match in r.stderr and "Traceback" not in r.stderr
     assert "###" not in r.stdout  # nothing was evaluated
+
+
+# ----------------------------------------------------------------------------------------------
+# leaderboard --suite RECLAIM: the regular suites' lock, backups, digests and resume
+# ----------------------------------------------------------------------------------------------
+@pytest.fixture()
+def reclaim_yaml(tmp_path: Path) -> Path:
+    p = tmp_path / "rs.yaml"
+    p.write_text("name: rsmall\nkind: reclaim\ndescription: small\n"
+                 "instances:\n  - {synthetic: 4, servers: [5, 8], seed: 3}\n"
+                 "policies: [optimum, aryl, default, random]\nnontrivial_only: false\n")
+    return p
+
+
+def _reclaim(yaml_path: Path, out: Path, *extra: str) -> list[str]:
+    return ["leaderboard", "--suite", str(yaml_path), "--out", str(out), "--no-progress", *extra]
+
+
+def test_reclaim_suite_overwrite_twice_keeps_both_backups(reclaim_yaml: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: ``--overwrite`` twice within a second lost the original results.csv (a one-second
+    backup stamp)."""
+    out = tmp_path / "o"
+    assert main(_reclaim(reclaim_yaml, out)) == 0
+    first = (out / "results.csv").read_text()
+    for _ in range(2):
+        assert main(_reclaim(reclaim_yaml, out, "--overwrite")) == 0
+    err = capsys.readouterr().err
+    baks = sorted(out.glob("results.csv.bak-*[0-9]"))
+    assert len(baks) == 2 and err.count("moved the previous results to") == 2
+    assert baks[0].read_text() == first
+
+
+def test_reclaim_suite_duplicate_agent_fails_before_moving_anything(reclaim_yaml: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: ``--overwrite --agent aryl=ppo-v1`` moved the results aside, then failed on the
+    duplicate name with no "moved" message; the next ``--resume`` silently started from zero."""
+    out = tmp_path / "o"
+    assert main(_reclaim(reclaim_yaml, out)) == 0
+    before = (out / "results.csv").read_text()
+    rc = main(_reclaim(reclaim_yaml, out, "--overwrite", "--agent", "aryl=ppo-v1"))
+    err = capsys.readouterr().err
+    assert rc == 2 and "already has an entrant named 'aryl'" in err
+    assert (out / "results.csv").read_text() == before and not list(out.glob("results.csv.bak-*"))
+
+
+def _no_ms(entrants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = [{k: v for k, v in e.items() if k not in ("ms_mean", "rank")} for e in entrants]
+    return sorted(rows, key=lambda e: e["entrant"])  # ties in gap are ordered by time
+
+
+def _rows(out: Path) -> list[str]:
+    return (out / "results.csv").read_text().splitlines()
+
+
+@pytest.mark.parametrize(
+    "damage, match",
+    [
+        # was: "could not convert string to float: ''" (no file or line); resume impossible
+        ("cut", "incomplete last row (line {last}"),
+        ("empty-field", "line {line}: preemptions: expected a whole number, got ''"),
+        # was: accepted, a gap of -219%
+        ("negative", "line {line}: preemptions: -972 is negative"),
+        # a plausible hand edit: caught by the row digests, as in regular suites
+        ("edited", "edited row(s): changed after they were written"),
+    ],
+)
+def test_reclaim_suite_resume_reports_damaged_rows_with_file_and_line(
+        reclaim_yaml: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: str, match: str) -> None:
+    out = tmp_path / "o"
+    assert main(_reclaim(reclaim_yaml, out)) == 0
+    good = _rows(out)
+    table = _no_ms(json.loads((out / "leaderboard.json").read_text())["entrants"])
+    lines = list(good)
+    i = next(k for k, ln in enumerate(lines) if ",aryl," in ln)  # an aryl row (not the optimum)
+    f = lines[i].split(",")
+    col = {c: k for k, c in enumerate(lines[0].split(","))}
+    if damage == "cut":
+        text = "\r\n".join(lines) + "\r\n" + lines[i][:20]
+    else:
+        if damage == "empty-field":
+            f[col["preemptions"]] = ""
+        elif damage == "negative":
+            f[col["preemptions"]] = "-972"
+        else:
+            f[col["overlap"]] = "0.5" if f[col["overlap"]] != "0.5" else "0.25"
+        lines[i] = ",".join(f)
+        text = "\r\n".join(lines) + "\r\n"
+    (out / "results.csv").write_text(text, newline="")
+    capsys.readouterr()
+    rc = main(_reclaim(reclaim_yaml, out, "--resume"))
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert str(out / "results.csv") in err
+    assert match.format(line=i + 1, last=len(lines) + 1) in err, err
+    assert "saved as" in err and list(out.glob("results.csv.bak-*"))
+    # the bad row was played again: the table is the undamaged one (but for decision times)
+    assert len(_rows(out)) == len(good)
+    assert _no_ms(json.loads((out / "leaderboard.json").read_text())["entrants"]) == table
+
+
+def test_reclaim_suite_refuses_a_folder_in_use(reclaim_yaml: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: no lock: two reclaim-suite runs at once wrote 241 rows, 120 of them duplicated."""
+    out = tmp_path / "o"
+    out.mkdir()
+    fd = os.open(out / ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        rc = main(_reclaim(reclaim_yaml, out))
+    finally:
+        os.close(fd)
+    err = capsys.readouterr().err
+    assert rc == 2 and "another aryl-gym run" in err and not (out / "results.csv").exists()

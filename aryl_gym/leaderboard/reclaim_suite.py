@@ -31,10 +31,10 @@ recorded snapshots ``snapshots/SCENARIO-seedN.npz`` (reused by later runs).
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -57,8 +57,16 @@ from aryl_gym.commands._common import table as text_table
 from aryl_gym.commands.reclaim_study import trivial
 from aryl_gym.config import ConfigError, load_yaml
 from aryl_gym.envs.reclaim import ArylReclaimEnv
+from aryl_gym.fileio import DirLock, atomic_write_text, claim_folder, unique_backup
 from aryl_gym.leaderboard.episodes import load_agent
-from aryl_gym.leaderboard.runner import AgentUnavailable
+from aryl_gym.leaderboard.results import (
+    CsvAppender,
+    RowSchema,
+    digest_path,
+    rewrite_rows,
+    scan_rows,
+)
+from aryl_gym.leaderboard.runner import AgentUnavailable, prepare_out_dir
 from aryl_gym.leaderboard.suites import Seeds, _check_name, suites_dir
 from aryl_gym.reclaim_snapshots import (
     load_snapshots,
@@ -333,13 +341,62 @@ class ReclaimOutputs:
     wall_s: float
 
 
-def _read_rows(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with open(path, newline="") as fh:
-        for r in csv.DictReader(fh):
-            if any(c not in r for c in CSV_COLUMNS):
-                raise ValueError(f"{path}: not a reclaim results file (columns {CSV_COLUMNS})")
-            rows.append(r)
+_INT_COLUMNS = ("servers", "n", "preemptions", "optimal_preemptions")
+_FLOAT_COLUMNS = ("overlap", "ms")
+
+
+def parse_reclaim_row(raw: Mapping[str, str]) -> dict[str, Any]:
+    """A reclaim results row (strings) -> typed values; ValueError naming the bad field."""
+    missing = [c for c in CSV_COLUMNS if raw.get(c) is None]
+    if missing:
+        raise ValueError(f"missing column(s) {', '.join(missing)}")
+    out: dict[str, Any] = dict(raw)
+    for c in ("suite", "instance", "entrant", "kind"):
+        if not raw[c]:
+            raise ValueError(f"{c}: empty")
+    for c in _INT_COLUMNS:
+        try:
+            out[c] = int(raw[c])
+        except ValueError:
+            raise ValueError(f"{c}: expected a whole number, got {raw[c]!r}") from None
+        if out[c] < 0:
+            raise ValueError(f"{c}: {out[c]} is negative")
+    for c in _FLOAT_COLUMNS:
+        try:
+            out[c] = float(raw[c])
+        except ValueError:
+            raise ValueError(f"{c}: expected a number, got {raw[c]!r}") from None
+        if not math.isfinite(out[c]) or out[c] < 0:
+            raise ValueError(f"{c}: {out[c]} is not a finite number >= 0")
+    if out["overlap"] > 1:
+        raise ValueError(f"overlap: {out['overlap']} is above 1")
+    if out["preemptions"] < out["optimal_preemptions"] and not out["note"]:
+        raise ValueError(f"preemptions: {out['preemptions']} is below the optimum's {out['optimal_preemptions']}")
+    return out
+
+
+#: the reclaim suite's results CSV, read and written by the leaderboard's machinery (digests,
+#: scan of damaged / duplicated / edited rows, atomic rewrite)
+RECLAIM_SCHEMA = RowSchema(CSV_COLUMNS, parse_reclaim_row, lambda r: (str(r["instance"]), str(r["entrant"])))
+
+
+def _resume_rows(csv_path: Path, say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The trustworthy rows of an existing reclaim CSV; the others are reported with their
+    lines, the file as it was is backed up, and their decisions are played again."""
+    scan = scan_rows(csv_path, RECLAIM_SCHEMA)
+    edited = set(scan.edited or [])
+    rows = [r for r, ln in zip(scan.rows, scan.lines) if ln not in edited]
+    if scan.problems:
+        bak = unique_backup(csv_path)
+        shutil.copy2(csv_path, bak)
+        for line in scan.describe():
+            say(f"{csv_path}: {line}")
+        say(f"kept {len(rows)} good row(s); the rows above are left out (played again). The file "
+            f"as it was is saved as {bak}")
+        rewrite_rows(csv_path, rows, RECLAIM_SCHEMA)
+    elif scan.edited is None and scan.rows:
+        say(f"note: {csv_path} has no {digest_path(csv_path).name} (written by an older version): "
+            "hand edits cannot be detected")
     return rows
 
 
@@ -351,22 +408,43 @@ def run_reclaim_suite(
     overwrite: bool = False,
     data_root: str | None = None,
     progress: bool = True,
+    log: Callable[[str], None] | None = None,
 ) -> ReclaimOutputs:
     wall0 = time.perf_counter()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path = out / "results.csv"
-    if csv_path.exists() and not (resume or overwrite):
-        raise ValueError(
-            f"{csv_path} exists; pass --resume to keep its finished rows or --overwrite to start afresh"
-        )
-    if csv_path.exists() and overwrite:
-        csv_path.rename(csv_path.with_name(f"results.csv.bak-{time.strftime('%Y%m%d-%H%M%S')}"))
+    say = log or (lambda m: print(m, file=sys.stderr, flush=True))
     agents = dict(suite.agents)
-    for k, v in (extra_agents or {}).items():
+    for k, v in (extra_agents or {}).items():  # checked before anything is moved
         if k in agents or k in suite.policies:
             raise ValueError(f"--agent {k}=...: the suite already has an entrant named {k!r}")
         agents[k] = v
+    out = prepare_out_dir(out_dir)
+    # the leaderboard's lock and folder discipline: one run per folder, backups that cannot
+    # collide, rows with digests
+    with DirLock(out):
+        claim_folder(out, "leaderboard")
+        return _run_locked(suite, out, agents, resume, overwrite, data_root, progress, say, wall0)
+
+
+def _run_locked(suite: ReclaimSuite, out: Path, agents: dict[str, str], resume: bool, overwrite: bool,
+                data_root: str | None, progress: bool, say: Callable[[str], None],
+                wall0: float) -> ReclaimOutputs:
+    csv_path = out / "results.csv"
+    has_rows = csv_path.exists() and csv_path.stat().st_size > 0
+    if has_rows and not (resume or overwrite):
+        raise ValueError(
+            f"{csv_path} exists; pass --resume to keep its finished rows or --overwrite to start afresh"
+        )
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    if has_rows and overwrite:
+        bak = unique_backup(csv_path)
+        os.replace(csv_path, bak)
+        dig = digest_path(csv_path)
+        if dig.exists():
+            os.replace(dig, bak.with_name(bak.name + ".digests"))
+        say(f"moved the previous results to {bak}")
+    elif has_rows:
+        for r in _resume_rows(csv_path, say):
+            done[(r["instance"], r["entrant"])] = r
     instances, notes = build_instances(suite, out / "snapshots", data_root)
     if not instances:
         raise ValueError(f"suite {suite.name}: no reclaim instances to play")
@@ -381,16 +459,8 @@ def run_reclaim_suite(
             entrants[name] = ("agent", _AgentPlayer(src, snaps))
         except (AgentUnavailable, ImportError, FileNotFoundError) as exc:
             notes.append(f"skipped agent {name} ({src}): {exc}")
-    done: dict[tuple[str, str], dict[str, Any]] = {}
-    if csv_path.exists():
-        for r in _read_rows(csv_path):
-            done[(r["instance"], r["entrant"])] = r
-    new_file = not csv_path.exists()
-    fh = open(csv_path, "a", newline="")
+    app = CsvAppender(csv_path, RECLAIM_SCHEMA)
     try:
-        w = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
-        if new_file:
-            w.writeheader()
         opt_pick: dict[int, list[int]] = {}
         for i, (key, sn) in enumerate(instances):
             if progress and i % 25 == 0:
@@ -430,11 +500,10 @@ def run_reclaim_suite(
                     "ms": ms,
                     "note": note,
                 }
-                w.writerow(row)
-                fh.flush()
+                app.append(row)
                 done[(key, name)] = row
     finally:
-        fh.close()
+        app.close()
     keys = {k for k, _ in instances}
     rows = [r for (k, _), r in done.items() if k in keys and r["entrant"] in entrants]
     agg = aggregate(rows, list(entrants))
@@ -449,7 +518,8 @@ def run_reclaim_suite(
     )
     table = render(agg)
     md = out / "leaderboard.md"
-    md.write_text(
+    atomic_write_text(
+        md,
         f"# Reclaim leaderboard: {suite.name}\n\n{suite.description}\n\n"
         f"{len(instances)} reclaim instances (up to {agg['servers_max']} loaned servers); "
         "gap = total preemptions / optimum's - 1 (paired bootstrap 95% CI over instances).\n\n"
@@ -459,7 +529,7 @@ def run_reclaim_suite(
         + "\n"
     )
     js = out / "leaderboard.json"
-    js.write_text(json.dumps(agg, indent=1, default=float))
+    atomic_write_text(js, json.dumps(agg, indent=1, default=float))
     return ReclaimOutputs(table, md, js, csv_path, rows, notes, time.perf_counter() - wall0)
 
 

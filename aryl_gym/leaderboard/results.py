@@ -16,7 +16,7 @@ import io
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,6 +116,20 @@ def parse_row(raw: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class RowSchema:
+    """What a results CSV holds: its columns, how a row (strings) is typed (ValueError when it
+    does not parse) and which episode a row is. The leaderboard's is :data:`LEADERBOARD`; the
+    reclaim suite has its own, and both share the scan, append, digest and rewrite code here."""
+
+    columns: Sequence[str]
+    parse: Callable[[Mapping[str, str]], dict[str, Any]]
+    key: Callable[[Mapping[str, Any]], Any]
+
+
+LEADERBOARD = RowSchema(COLUMNS, parse_row, row_key)
+
+
 def row_digest(values: Sequence[str]) -> str:
     """SHA-256 (16 hex digits) of a row's CSV fields as written (strings, in COLUMNS order)."""
     return hashlib.sha256(json.dumps(list(values)).encode()).hexdigest()[:16]
@@ -192,7 +206,7 @@ def _read_digests(csv_path: Path) -> set[str] | None:
         return set()
 
 
-def scan_rows(path: str | os.PathLike[str]) -> RowScan:
+def scan_rows(path: str | os.PathLike[str], schema: RowSchema = LEADERBOARD) -> RowScan:
     """Read a results CSV and classify its lines (see :class:`RowScan`).
 
     A header that is not this version's schema is a :class:`ConfigError`; a folder, an
@@ -219,16 +233,18 @@ def scan_rows(path: str | os.PathLike[str]) -> RowScan:
         header = []
     except csv.Error as exc:
         raise ConfigError(f"{p}: not a CSV file ({exc}); give a results.csv") from None
+    COLUMNS = list(schema.columns)  # noqa: N806 - this file's schema
     if header != COLUMNS:
         extra = sorted(set(header) - set(COLUMNS))
         miss = sorted(set(COLUMNS) - set(header))
         raise ConfigError(
             f"{p}: its columns are not this aryl-gym version's results schema "
             f"(missing: {', '.join(miss) or '-'}; unexpected: {', '.join(extra) or '-'}); "
-            "write to a fresh --out folder, or pass --fresh to move the old results aside"
+            "write to a fresh --out folder, or move the old results aside (leaderboard --overwrite, "
+            "seed-study --fresh)"
         )
     scan = RowScan(p, [], [], edited=[] if digests is not None else None)
-    first: dict[Key, tuple[int, list[str]]] = {}
+    first: dict[Any, tuple[int, list[str]]] = {}
     n_lines = text.count("\n") + (0 if ends_cleanly else 1)
     while True:
         try:
@@ -248,13 +264,13 @@ def scan_rows(path: str | os.PathLike[str]) -> RowScan:
                 scan.cut.append(ln)
             continue
         try:
-            row = parse_row(dict(zip(COLUMNS, fields)))
+            row = schema.parse(dict(zip(COLUMNS, fields)))
         except ValueError as exc:
             scan.damaged.append((ln, str(exc)))
             if last and not ends_cleanly:
                 scan.cut.append(ln)
             continue
-        k = row_key(row)
+        k = schema.key(row)
         edited = digests is not None and row_digest(fields) not in digests
         if k in first:
             if fields == first[k][1]:
@@ -297,13 +313,14 @@ class CsvAppender:
     changed by hand from one written here.
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, schema: RowSchema = LEADERBOARD):
         self.path = path
+        self.columns = list(schema.columns)
         new = not path.exists() or path.stat().st_size == 0
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._dfd = os.open(digest_path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if new:
-            self._write(self._fd, _csv_line(COLUMNS))
+            self._write(self._fd, _csv_line(self.columns))
         elif not _ends_with_newline(path):
             self._write(self._fd, "\n")  # a cut last line stays a line of its own
 
@@ -316,7 +333,7 @@ class CsvAppender:
         os.fsync(fd)
 
     def append(self, row: Mapping[str, Any]) -> None:
-        fields = [str(_fmt(row[c])) for c in COLUMNS]
+        fields = [str(_fmt(row[c])) for c in self.columns]
         self._write(self._dfd, row_digest(fields) + "\n")
         self._write(self._fd, _csv_line(fields))
 
@@ -343,13 +360,13 @@ def _ends_with_newline(path: Path) -> bool:
         return fh.read(1) == b"\n"
 
 
-def rewrite_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+def rewrite_rows(path: Path, rows: Sequence[Mapping[str, Any]], schema: RowSchema = LEADERBOARD) -> None:
     """Atomically replace ``path`` with exactly ``rows`` (and its digest file to match)."""
 
-    lines = [_csv_line(COLUMNS)]
+    lines = [_csv_line(list(schema.columns))]
     digests = []
     for r in rows:
-        fields = [str(_fmt(r[c])) for c in COLUMNS]
+        fields = [str(_fmt(r[c])) for c in schema.columns]
         lines.append(_csv_line(fields))
         digests.append(row_digest(fields) + "\n")
     atomic_write_text(digest_path(path), "".join(digests))
