@@ -126,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
         for e in envs:
             e.close()
         by_policy[agent.name] = [r for r, _, _ in out]
+        if args.baseline in (name, Path(name).stem, Path(name).name):
+            args.baseline = agent.name  # the ratios and the column name the agent as it is listed
         done(agent.name)
     scen = scenario or "testbed"
     refs = [r.strip() for r in args.against.split(",") if r.strip()]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from importlib.metadata import version
 from pathlib import Path
@@ -114,6 +114,30 @@ def _ci(point: float, lo: float, hi: float, n: int) -> dict[str, Any]:
     return {"value": point, "ci": [lo, hi], "seeds": n}
 
 
+def _mean_key(rank_by: str) -> Callable[[Mapping[str, Any]], tuple[int, float, str]]:
+    """Sort key of the ranking without intervals: by mean ``rank_by``; an entrant with unfinished
+    jobs after every entrant that finished all of them, one without a value last."""
+    higher = higher_is_better(rank_by)
+
+    def key(en: Mapping[str, Any]) -> tuple[int, float, str]:
+        m = en["metrics"][rank_by]["mean"]
+        if m is None:
+            return (2, 0.0, str(en["policy"]))
+        return (1 if en["jobs_unfinished"] else 0, -m if higher else m, str(en["policy"]))
+
+    return key
+
+
+def _finished_all(per_entrant: Mapping[str, Mapping[int, Mapping[str, Any]]], scenarios: Sequence[str],
+                  metric: Any) -> bool:
+    """Every episode of the entrant finished all its jobs and has a value to rank by."""
+    for scen in scenarios:
+        for r in (per_entrant.get(scen) or {}).values():
+            if int(r.get("jobs_unfinished") or 0) > 0 or metric(r) is None:
+                return False
+    return True
+
+
 def compare_entrants(
     per: Mapping[str, Mapping[str, Mapping[int, Mapping[str, Any]]]],
     names: Sequence[str],
@@ -169,7 +193,18 @@ def compare_entrants(
                 cache[(b, a)] = None
                 pairwise.append({"a": a, "b": b, "ratio": None, "ci": None, "seeds": len(seeds),
                                  "separated": False})
-    ranks = tie_ranks(names, better)
+    # An entrant that left jobs unfinished (or has no value to rank by) in some episode averages
+    # fewer, easier jobs: it ranks after every entrant that finished all of them, never tied
+    # with one (a policy that completes nothing used to share rank 1 with Aryl).
+    ranked = better
+    done = {n for n in names if _finished_all(per[n], scenarios, metric)}
+    if done and len(done) < len(names):
+        ranked = dict(better)
+        for a in done:
+            for b in names:
+                if b not in done:
+                    ranked[(a, b)], ranked[(b, a)] = True, False
+    ranks = tie_ranks(names, ranked)
     for n in names:
         st = stats_out[n]
         st["vs_baseline"] = (
@@ -258,11 +293,7 @@ def aggregate(
             for en in entries:
                 en.update(cmp["entrants"][en["policy"]])
 
-        def mean_key(en: dict[str, Any]) -> tuple[int, float, str]:
-            m = en["metrics"][rank_by]["mean"]
-            if m is None:
-                return (1, 0.0, en["policy"])
-            return (0, -m if higher else m, en["policy"])
+        mean_key = _mean_key(rank_by)
 
         if with_ci:
             entries.sort(key=lambda en: (en["rank"], *mean_key(en)))
@@ -493,7 +524,8 @@ def protocol_header(agg: Mapping[str, Any]) -> str:
         ]
     lines += [
         ("- † marks an entrant with unfinished jobs in some episode (its averages cover fewer "
-        "jobs and are not comparable). Decision time is wall-clock and machine dependent."),
+        "jobs and are not comparable): it ranks after every entrant that finished all its jobs, "
+        "never tied with one. Decision time is wall-clock and machine dependent."),
         ("- **Replay**: each row of `results.csv` records scenario, seed, entrant, env id and "
         "kwargs, config hash and commit; `aryl-gym leaderboard --validate results.csv` replays a "
         "sample and checks the metrics."),
