@@ -12,7 +12,6 @@ import json
 import os
 import sys
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 NAME = "seed-study"
