@@ -41,6 +41,11 @@ BUILTIN_MODULES = ("fifo", "aryl", "afs", "pollux", "gandiva", "random_policy", 
 _REGISTRY: dict[str, Callable[[], BasePolicy]] = {}
 #: plugin entry points that failed to load: name -> why (reported when the name is asked for)
 _BROKEN: dict[str, str] = {}
+#: plugin entry points registered: name -> entry point value
+_PLUGINS: dict[str, str] = {}
+#: plugin entry points whose name is already taken (a built-in, or another plugin): name -> why;
+#: asking for the name is then an error, never silently the other policy
+_CONFLICTS: dict[str, str] = {}
 _loaded = False
 
 
@@ -83,7 +88,15 @@ def load_plugins(force: bool = False) -> None:
                 raise
 
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in _REGISTRY:
+        if ep.name in _REGISTRY or ep.name in _CONFLICTS:
+            if _PLUGINS.get(ep.name) == ep.value:
+                continue  # this plugin, registered by an earlier scan
+            owner = (f"the plugin entry point {_PLUGINS[ep.name]!r}" if ep.name in _PLUGINS
+                     else "a built-in policy")
+            _CONFLICTS[ep.name] = (
+                f"the plugin entry point {ep.name} = {ep.value!r} uses the name of {owner}; "
+                "rename the plugin's entry point (a plugin never replaces another policy)"
+            )
             continue
         try:
             factory = ep.load()
@@ -95,6 +108,7 @@ def load_plugins(force: bool = False) -> None:
             continue
         _BROKEN.pop(ep.name, None)
         register(ep.name)(factory)
+        _PLUGINS[ep.name] = ep.value
     _loaded = True
 
 
@@ -103,9 +117,17 @@ def policy_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def plugin_problems() -> dict[str, str]:
+    """Installed plugin entry points that cannot be used: name -> why (broken or conflicting)."""
+    load_plugins()
+    return {**_BROKEN, **_CONFLICTS}
+
+
 def make_policy(name: str) -> BasePolicy:
     """A fresh policy by registry name; unknown names list the known ones."""
     load_plugins()
+    if name in _CONFLICTS:
+        raise ValueError(f"policy {name!r} is ambiguous: {_CONFLICTS[name]}")
     if name not in _REGISTRY:
         if name in _BROKEN:
             raise ValueError(f"policy plugin {name!r} is installed but broken: {_BROKEN[name]}")

@@ -487,3 +487,46 @@ def test_evaluate_table_names_the_real_reference(argv: list[str], label: str, fi
     col = head.split().index(label)
     row = next(ln for ln in lines[lines.index(head) + 2:] if ln.split()[0] == first)
     assert row.split()[col] == "1"
+
+
+# ----------------------------------------------------------------------------------------------
+# plugins
+# ----------------------------------------------------------------------------------------------
+@pytest.fixture
+def shadowing_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    import sys
+
+    from aryl_gym.agents import base
+
+    from .test_plugins import _install_plugin
+
+    root = _install_plugin(tmp_path / "site", "fifo = lifo_plugin:LastInFirstOut\n"
+                                              "raiser = lifo_plugin:broken\n")
+    base.load_plugins()  # the built-ins are registered before the registry is saved
+    saved = [dict(d) for d in (base._REGISTRY, base._BROKEN, base._PLUGINS, base._CONFLICTS)]
+    monkeypatch.syspath_prepend(str(root))
+    base.load_plugins(force=True)
+    yield base
+    for d, old in zip((base._REGISTRY, base._BROKEN, base._PLUGINS, base._CONFLICTS), saved):
+        d.clear()
+        d.update(old)
+    sys.modules.pop("lifo_plugin", None)
+
+
+def test_a_plugin_named_like_a_built_in_is_an_error(shadowing_plugin: Any,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a plugin named like a built-in was silently ignored (the built-in ran)."""
+    with pytest.raises(ValueError, match="'fifo' is ambiguous.*fifo = 'lifo_plugin:LastInFirstOut'.*built-in"):
+        shadowing_plugin.make_policy("fifo")
+    rc, _, err = _cli(["simulate", "--scenario", "tiny", "--policy", "fifo", "--no-progress"], capsys)
+    assert rc == 2 and "ambiguous" in err and "rename the plugin" in err and "Traceback" not in err
+    assert shadowing_plugin.make_policy("aryl").name  # the other policies are untouched
+
+
+def test_policies_lists_everything_despite_a_plugin_whose_factory_raises(
+        shadowing_plugin: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a plugin whose factory raises took ``aryl-gym policies`` down, listing nothing."""
+    rc, out, err = _cli(["policies"], capsys)
+    assert rc == 0 and "aryl " in out and "sjf " in out and "raiser" not in out
+    assert "plugin 'raiser' cannot be used: its factory failed: RuntimeError: never built" in err
+    assert "plugin 'fifo' cannot be used" in err and "Traceback" not in err

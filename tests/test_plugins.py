@@ -48,6 +48,7 @@ def plugin_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         tmp_path / "site",
         "lifo = lifo_plugin:LastInFirstOut\nghost = lifo_plugin:nothing_here\n",
     )
+    base.load_plugins()  # the built-ins are registered before the registry is saved
     monkeypatch.syspath_prepend(str(root))
     saved = dict(base._REGISTRY)
     yield root

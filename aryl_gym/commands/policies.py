@@ -48,16 +48,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # at run time: aryl-gym imports every command module to build its parser
+    import sys
+
     from aryl_gym.agents import make_policy, policy_names
+    from aryl_gym.agents.base import plugin_problems
 
     names = policy_names()
+    problems = plugin_problems()
     texts = {}
     for name in names:
         text = DESCRIPTIONS.get(name)
         if text is None:
-            doc = (type(make_policy(name)).__doc__ or "").strip().splitlines()
-            text = doc[0] if doc else ""
+            try:  # a plugin whose factory fails is named, and the list still prints
+                doc = (type(make_policy(name)).__doc__ or "").strip().splitlines()
+                text = doc[0] if doc else ""
+            except Exception as exc:  # noqa: BLE001 - a plugin's own error
+                problems.setdefault(name, f"its factory failed: {type(exc).__name__}: {exc}")
+                continue
         texts[name] = text
+    for name, why in sorted(problems.items()):
+        print(f"aryl-gym policies: warning: plugin {name!r} cannot be used: {why}", file=sys.stderr)
     if args.json:
         print(json.dumps(texts))
         return 0
