@@ -530,3 +530,31 @@ def test_policies_lists_everything_despite_a_plugin_whose_factory_raises(
     assert rc == 0 and "aryl " in out and "sjf " in out and "raiser" not in out
     assert "plugin 'raiser' cannot be used: its factory failed: RuntimeError: never built" in err
     assert "plugin 'fifo' cannot be used" in err and "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------------------------
+# calibrate --relevance
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        # was: --load-grid and --scenario silently ignored, every scenario run
+        (["--relevance", "--load-grid", "0.3-0.5"], "two different runs"),
+        (["--relevance", "--scenario", "tiny", "--scenarios", "testbed"], "drop --scenario"),
+        (["--scenarios", "testbed"], "--relevance only"),
+        (["--policies", "fifo"], "--relevance only"),
+        (["--relevance", "--scenarios", ""], "--scenarios is empty"),  # was: every scenario
+        (["--relevance", "--scenarios", " , "], "--scenarios is empty"),
+    ],
+)
+def test_calibrate_relevance_refuses_options_it_would_ignore(argv: list[str], match: str,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = _cli(["calibrate", *argv], capsys)
+    assert rc == 2 and match in err and "Traceback" not in err
+
+
+def test_calibrate_relevance_honours_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _cli(["calibrate", "--relevance", "--scenario", "tiny", "--seeds", "0", "--policies", "fifo",
+                         "--json"], capsys)
+    assert rc == 0, err
+    assert [r["scenario"] for r in json.loads(out)["rows"]] == ["tiny"]

@@ -39,6 +39,7 @@ ARRIVAL_TOL = 0.25
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_scenario_args(p, default="production")
+    p.set_defaults(scenario=None)  # None: not given (production); --relevance tells them apart
     p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--json", action="store_true")
     p.add_argument(
@@ -57,7 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--scenarios",
         default=None,
-        help="with --relevance: comma-separated scenarios (default: every generated scenario)",
+        help="with --relevance: comma-separated scenarios (default: every generated scenario; "
+        "--scenario X alone means X)",
     )
     p.add_argument(
         "--seeds",
@@ -91,7 +93,27 @@ def _arrival_rows(ep) -> list[dict]:
     return out
 
 
+def check_modes(args: argparse.Namespace) -> None:
+    """Options that would be silently ignored are errors: --relevance runs its own grid."""
+    if args.relevance and args.load_grid:
+        raise ValueError("--relevance and --load-grid are two different runs; give one of them")
+    if args.relevance and args.scenario is not None:
+        if args.scenarios is not None:
+            raise ValueError("--relevance takes its scenarios from --scenarios; drop --scenario")
+        args.scenarios = args.scenario  # --scenario X: the relevance of X
+    if args.scenarios is not None and not args.relevance:
+        raise ValueError("--scenarios applies to --relevance only (use --scenario)")
+    if args.policies is not None and not args.relevance:
+        raise ValueError("--policies applies to --relevance only")
+    for flag, v in (("--scenarios", args.scenarios), ("--policies", args.policies)):
+        if v is not None and not [x for x in v.split(",") if x.strip()]:
+            raise ValueError(f"{flag} is empty; give comma-separated names (or leave the flag out)")
+    if args.scenario is None:
+        args.scenario = "production"
+
+
 def run(args: argparse.Namespace) -> int:
+    check_modes(args)
     if args.relevance:
         return _run_relevance(args)
     if args.load_grid:
