@@ -65,6 +65,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except MemoryError:
         out_of_memory = True  # reported below, once the failed frames are released
+    except ModuleNotFoundError as exc:
+        # an optional extra that is not installed: name it (exit 2), never a traceback
+        from aryl_gym.extras import missing_extra
+
+        msg = missing_extra(exc)
+        if msg is None:
+            raise
+        print(f"aryl-gym {args.command}: error: {msg}", file=sys.stderr)
+        return 2
     except ImportError as exc:
         # a C extension that cannot be mapped under a memory limit
         if "failed to map" not in str(exc) and "Cannot allocate memory" not in str(exc):

@@ -782,7 +782,7 @@ def _run_learned(task: Task) -> EpisodeResult:
     try:
         from aryl_gym.agents.learned import load_agent
     except ImportError as exc:
-        raise _Unavailable(f"learned agents need aryl-gym[train]: {exc}") from None
+        raise _Unavailable(f"learned agents need the train extra, pip install 'aryl-gym[train]': {exc}") from None
     try:
         agent = load_agent(source)
     except (ImportError, ConfigError) as exc:

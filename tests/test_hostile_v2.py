@@ -558,3 +558,45 @@ def test_calibrate_relevance_honours_scenario(capsys: pytest.CaptureFixture[str]
                          "--json"], capsys)
     assert rc == 0, err
     assert [r["scenario"] for r in json.loads(out)["rows"]] == ["tiny"]
+
+
+# ----------------------------------------------------------------------------------------------
+# without the optional extras
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "missing, argv",
+    [
+        # was: ModuleNotFoundError tracebacks (sb3_contrib, torch), no extra named
+        ("sb3_contrib", ["evaluate", "--agent", "ppo-v1", "--scenario", "tiny", "--seeds", "0", "--no-progress"]),
+        ("torch", ["evaluate", "--agent", "ppo-v1", "--scenario", "tiny", "--seeds", "0", "--no-progress"]),
+        ("torch", ["train", "--config", "maskable_ppo", "--scenario", "tiny", "--timesteps", "64"]),
+        ("sb3_contrib", ["train", "--config", "maskable_ppo", "--scenario", "tiny", "--timesteps", "64"]),
+    ],
+)
+def test_a_command_needing_the_train_extra_names_it(missing: str, argv: list[str], tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, missing, None)  # "import sb3_contrib" now fails as if absent
+    rc, _, err = _cli(argv, capsys)
+    assert rc == 2 and "pip install 'aryl-gym[train]'" in err and missing in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_leaderboard_skips_learned_agents_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was: ``aryl-gym main`` without the train extra printed 48 FAILED lines, none naming it."""
+    import sys
+
+    from aryl_gym.extras import missing_extra
+    from aryl_gym.leaderboard.episodes import check_entrant
+    from aryl_gym.leaderboard.suites import Entrant
+
+    monkeypatch.setitem(sys.modules, "sb3_contrib", None)
+    why = check_entrant(Entrant("ppo-v1", "agent", "ppo-v1"), "aryl_gym/Aryl-v2")
+    assert why is not None and "pip install 'aryl-gym[train]'" in why and "sb3_contrib" in why
+    assert check_entrant(Entrant("aryl", "policy", "aryl"), "aryl_gym/Aryl-v2") is None
+    # a module of no extra is a bug, not a missing extra: it is not hidden
+    assert missing_extra(ModuleNotFoundError("x", name="numpy")) is None
+    assert "aryl-gym[plots]" in (missing_extra(ModuleNotFoundError("x", name="matplotlib.pyplot")) or "")

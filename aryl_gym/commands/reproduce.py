@@ -144,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
             rp.sweep_configs(configs, key, v)  # a bad value fails here, with its key
     if args.write_docs:
         docs_path()  # fail before running anything
+    # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.fileio import DirLock, claim_folder
     from aryl_gym.leaderboard.runner import prepare_out_dir
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import yaml
@@ -107,12 +108,16 @@ def build_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        # an optional dependency: its absence is handled here
-        from aryl_gym.train.runner import train
-    except ModuleNotFoundError as exc:  # pragma: no cover - extra not installed
-        print(f"aryl-gym train needs the train extra (pip install -e '.[train]'): {exc}")
+    # at run time: aryl-gym imports every command module to build its parser
+    from aryl_gym.extras import install_hint, missing_modules
+
+    miss = missing_modules()
+    if miss:  # before any work (a missing extra is otherwise found deep in the run)
+        print(f"aryl-gym train: error: training needs {', '.join(miss)}: {install_hint('train')}",
+              file=sys.stderr)
         return 2
+    # runner imports pydantic: only when a config is validated
+    from aryl_gym.train.runner import train
     cfg = build_config(args)
     res = train(
         cfg,

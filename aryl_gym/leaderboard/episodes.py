@@ -135,6 +135,13 @@ def check_entrant(entrant: Entrant, env_id: str) -> str | None:
         return f"env {env_id} is not registered (aryl_gym.envs not installed in this checkout yet)"
     src = entrant.source
     kind = source_kind(src)
+    if kind != "import":  # a saved stable-baselines3 model: the train extra
+        # extras imports nothing heavy: only find_spec
+        from aryl_gym.extras import learned_agents_unavailable
+
+        why = learned_agents_unavailable()
+        if why:
+            return why
     if kind == "path":
         if not os.path.exists(src):
             return f"model file {src} not found"

@@ -28,9 +28,11 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import subprocess
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -283,9 +285,6 @@ def checkpoint_run_dir(ckpt: Path) -> Path | None:
 def saved_steps(model_zip: Path) -> int | None:
     """The ``num_timesteps`` an SB3 model/checkpoint .zip was saved at (its ``data`` entry; the
     ``rl_model_N_steps`` name as a fallback), or ``None`` when it cannot be told."""
-    import re
-    import zipfile
-
     try:
         with zipfile.ZipFile(model_zip) as zf:
             n = json.loads(zf.read("data")).get("num_timesteps")
