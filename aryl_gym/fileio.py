@@ -10,7 +10,9 @@ naming the file and the fix instead of a traceback. YAML is read with :class:`St
 from __future__ import annotations
 
 import errno
+import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -55,6 +57,45 @@ StrictLoader.add_constructor(
     yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
     _construct_mapping,  # type: ignore[arg-type]
 )
+
+
+# YAML 1.1 (PyYAML) reads a number in exponent form without a dot (``1e-4``, ``8e-1``, ``1e5``)
+# as a string; YAML 1.2 and every other parser read it as a number. StrictLoader does too, so a
+# YAML file and a command-line value (``--set learning_rate=1e-4``) read the same numbers.
+StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def load_yaml_value(text: str) -> Any:
+    """One value given on the command line (``--set KEY=VALUE``), read as YAML by
+    :class:`StrictLoader` (so ``1e-4`` is a number, as in the YAML files)."""
+    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
+
+
+def parse_number(text: str, what: str = "value", integer: bool = False) -> int | float:
+    """The one number parser of the command-line flags: an integer, a decimal or scientific
+    notation (``1e-4``, ``8e-1``, ``1e5``); NaN and infinity are refused, and with ``integer``
+    a value that is not whole (``1.5``, ``1e-4``). A ValueError says what was expected."""
+    t = str(text).strip().replace("_", "")
+    kind = "a whole number" if integer else "a number"
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    try:
+        v = float(t)
+    except ValueError:
+        raise ValueError(f"{what}: expected {kind} (e.g. 10, 0.5, 1e-4), got {text!r}") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{what}: expected a finite number, got {text!r}")
+    if integer:
+        if not v.is_integer() or abs(v) > 2**53:
+            raise ValueError(f"{what}: expected {kind}, got {text!r}")
+        return int(v)
+    return v
 
 
 def check_readable_file(path: str | os.PathLike[str], what: str = "file") -> Path:

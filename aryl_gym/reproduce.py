@@ -54,6 +54,7 @@ from aryl_gym.config import (
     load_scenario,
     validate_scenario,
 )
+from aryl_gym.fileio import load_yaml_value
 from aryl_gym.metrics import EpisodeResult
 from aryl_gym.stats import RatioStat, paired_bootstrap_ratio, paired_ratio_ci  # noqa: F401 - the statistics, in aryl_gym.stats
 
@@ -668,7 +669,7 @@ def parse_sweep(text: str) -> tuple[str, list[Any]]:
         if not v:
             continue
         try:
-            out.append(yaml.safe_load(v))
+            out.append(load_yaml_value(v))  # as in the YAML files: 1e-4 is a number
         except yaml.YAMLError:
             raise ValueError(f"--sweep {key}: cannot read value {v!r}") from None
     if not out:

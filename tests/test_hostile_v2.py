@@ -600,3 +600,58 @@ def test_leaderboard_skips_learned_agents_naming_the_extra(monkeypatch: pytest.M
     # a module of no extra is a bug, not a missing extra: it is not hidden
     assert missing_extra(ModuleNotFoundError("x", name="numpy")) is None
     assert "aryl-gym[plots]" in (missing_extra(ModuleNotFoundError("x", name="matplotlib.pyplot")) or "")
+
+
+# ----------------------------------------------------------------------------------------------
+# one number parser: scientific notation everywhere
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text, value",
+    [("1e-4", 1e-4), ("8e-1", 0.8), ("1e5", 100000.0), ("-2E3", -2000.0), ("1.0e-3", 1e-3), ("10", 10),
+     ("0.5", 0.5), ("abc", "abc"), ("lin_3e-4", "lin_3e-4"), ("e5", "e5")],
+)
+def test_yaml_values_read_scientific_notation(text: str, value: Any, tmp_path: Path) -> None:
+    """Was: ``1e-4`` and ``8e-1`` were strings (YAML 1.1), so ``--set learning_rate=1e-4``, the
+    example of ``train --help``, failed; now the command line and the YAML files agree."""
+    from aryl_gym.fileio import load_yaml_file, load_yaml_value
+
+    assert load_yaml_value(text) == value and type(load_yaml_value(text)) is type(value)
+    p = tmp_path / "x.yaml"
+    p.write_text(f"k: {text}\n")
+    assert load_yaml_file(p) == {"k": value}
+
+
+@pytest.mark.parametrize(
+    "text, integer, value",
+    [("1e-4", False, 1e-4), ("8e-1", False, 0.8), ("1e5", True, 100000), ("100_000", True, 100000),
+     ("12", True, 12), ("1.5", True, ValueError), ("1e-4", True, ValueError), ("nan", False, ValueError),
+     ("inf", False, ValueError), ("abc", False, ValueError), ("", False, ValueError)],
+)
+def test_parse_number(text: str, integer: bool, value: Any) -> None:
+    from aryl_gym.fileio import parse_number
+
+    if value is ValueError:
+        with pytest.raises(ValueError, match="expected"):
+            parse_number(text, "--x", integer=integer)
+    else:
+        v = parse_number(text, "--x", integer=integer)
+        assert v == value and (type(v) is int) == integer
+
+
+def test_train_help_example_and_integer_flags_in_scientific_notation(capsys: pytest.CaptureFixture[str]) -> None:
+    from aryl_gym.cli import build_parser
+    from aryl_gym.commands.train import build_config
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert "--set learning_rate=1e-4" in " ".join(capsys.readouterr().out.split())
+    args = build_parser().parse_args(["train", "--config", "maskable_ppo", "--scenario", "tiny",
+                                      "--timesteps", "2e5", "--set", "learning_rate=1e-4",
+                                      "--set", "clip_range=8e-1"])
+    assert args.timesteps == 200000
+    cfg = build_config(args)
+    assert cfg.hyperparams["learning_rate"] == 1e-4 and cfg.hyperparams["clip_range"] == 0.8
+    assert cfg.total_timesteps == 200000
+    with pytest.raises(SystemExit) as exc:  # argparse's own usage error
+        main(["train", "--config", "maskable_ppo", "--timesteps", "1.5"])
+    assert exc.value.code == 2 and "integer >= 1, got '1.5'" in capsys.readouterr().err

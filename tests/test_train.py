@@ -164,8 +164,11 @@ def test_unknown_keys_are_errors(tmp_path):
 
     with pytest.raises(ConfigError, match="learning_rat"):
         check_hyperparams(PPO, cfg.hyperparams)
-    # YAML 1.1 reads 1e-4 (no dot) as text: a clear error before SB3's assertion
+    # 1e-4 (no dot) is a number, as in YAML 1.2 (issue 34; PyYAML's YAML 1.1 reads it as text)
     p.write_text("algo: ppo\ndefault:\n  hyperparams: {learning_rate: 1e-4, device: cpu}\n")
+    assert load_train_config(p, "tiny").hyperparams["learning_rate"] == 1e-4
+    # a number quoted as text: a clear error before SB3's assertion
+    p.write_text("algo: ppo\ndefault:\n  hyperparams: {learning_rate: '1e-4', device: cpu}\n")
     cfg = load_train_config(p, "tiny")
     assert cfg.hyperparams["learning_rate"] == "1e-4"
     with pytest.raises(ConfigError, match=r"learning_rate: '1e-4' is text, not a number.*learning_rate: 1.0e-04"):
@@ -233,9 +236,11 @@ def test_stub_training_logs_cluster_tags_checkpoints_and_resumes(tmp_path):
     assert tags["eval/avg_jct"][0][1] == pytest.approx(_stub_result(0, 0).avg_jct, rel=1e-6)
     ckpts = sorted((run / "checkpoints").glob("rl_model_*_steps.zip"))
     assert ckpts
-    # resume: continues from the checkpoint's step count, in the same run folder
-    ck = ckpts[0]
+    # resume: the run's last checkpoint continues from its step count, in the same run folder
+    # (an earlier one of a run that went further continues in a new folder: test_hostile_v2)
+    ck = max(ckpts, key=lambda c: int(c.stem.split("_")[-2]))
     n0 = int(ck.stem.split("_")[-2])
+    assert n0 >= res.num_timesteps
     res2 = train(cfg.replace(total_timesteps=1024), resume=ck, verbose=0)
     assert res2.run_dir == run
     assert res2.num_timesteps >= 1024

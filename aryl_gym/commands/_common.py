@@ -7,6 +7,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from aryl_gym.fileio import parse_number
+
 #: the most seeds one ``--seeds`` may name (a range beyond this is almost surely a typo)
 MAX_SEEDS = 100_000
 #: seeds are the simulator's numpy seeds: non-negative, below 2**63
@@ -76,7 +78,7 @@ def seed_arg(text: str) -> int:
 def positive_int(text: str) -> int:
     """An integer >= 1."""
     try:
-        v = int(text)
+        v = int(parse_number(text, integer=True))  # 1e5 and 100000 alike
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
     if v < 1:
@@ -87,7 +89,7 @@ def positive_int(text: str) -> int:
 def nonneg_int(text: str) -> int:
     """An integer >= 0."""
     try:
-        v = int(text)
+        v = int(parse_number(text, integer=True))  # 1e5 and 100000 alike
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
     if v < 0:

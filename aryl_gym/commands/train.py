@@ -11,8 +11,6 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
-
 from aryl_gym.commands._common import nonneg_int, positive_int, seed_arg, seeds_arg
 
 NAME = "train"
@@ -54,6 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def build_config(args: argparse.Namespace):
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.config import ConfigError
+    from aryl_gym.fileio import load_yaml_value
 
     # config imports pydantic: only when a config is validated
     from aryl_gym.train.config import load_train_config
@@ -89,7 +88,7 @@ def build_config(args: argparse.Namespace):
             if "=" not in item:
                 raise ConfigError(f"--{opt} {item!r}: expected KEY=VALUE")
             k, v = item.split("=", 1)
-            kv[k.strip()] = yaml.safe_load(v)
+            kv[k.strip()] = load_yaml_value(v)  # as in the YAML files: 1e-4 is a number
         if kv:
             overrides[key] = kv
     if args.config is None:

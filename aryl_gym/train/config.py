@@ -403,13 +403,13 @@ def check_hyperparams(
         if isinstance(v, str) and v.startswith("lin_"):  # a schedule: checked here, built later
             parse_schedule(k, v, source)
             continue
-        if isinstance(v, str):  # YAML 1.1 reads 1e-4 (no dot) as text, not a number
+        if isinstance(v, str):  # a number quoted as text (1e-4 unquoted is a number: fileio)
             try:
                 num = float(v)
             except ValueError:
                 continue  # a genuine string (e.g. a device or a schedule name)
             raise ConfigError(
-                f"{source}: hyperparameter {k}: {v!r} is text, not a number (YAML reads a number "
-                f"in exponent form without a dot as a string); write {num!r} as e.g. "
+                f"{source}: hyperparameter {k}: {v!r} is text, not a number (quoted, or read as "
+                f"text by another YAML reader); write {num!r} as e.g. "
                 f"{k}: {_yaml_float(num)}"
             )

@@ -43,6 +43,7 @@ import yaml
 from gymnasium import spaces
 
 from aryl_gym.config import ConfigError
+from aryl_gym.fileio import load_yaml_file
 from aryl_gym.train.bc import pretrain, record_demos
 from aryl_gym.train.config import (
     TrainConfig,
@@ -270,7 +271,7 @@ def write_run_files(run_dir: Path, cfg: TrainConfig, args: dict[str, Any]) -> No
 
 
 def load_run_config(run_dir: Path) -> TrainConfig:
-    data = yaml.safe_load((run_dir / "config.yaml").read_text())
+    data = load_yaml_file(run_dir / "config.yaml", "run config")
     return config_from_run_dict(data, str(run_dir / "config.yaml"))
 
 
