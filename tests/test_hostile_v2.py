@@ -655,3 +655,33 @@ def test_train_help_example_and_integer_flags_in_scientific_notation(capsys: pyt
     with pytest.raises(SystemExit) as exc:  # argparse's own usage error
         main(["train", "--config", "maskable_ppo", "--timesteps", "1.5"])
     assert exc.value.code == 2 and "integer >= 1, got '1.5'" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------
+# train: a bad config is an error before any work
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "extra, yaml_text, match",
+    [
+        # was: UnboundLocalError deep in SB3's rollout collection
+        ([], "algo: maskable_ppo\ndefault:\n  hyperparams: {n_steps: 0}\n", "n_steps: 0 must be at least 1"),
+        ([], "algo: maskable_ppo\ndefault:\n  hyperparams: {batch_size: -4}\n", "batch_size: -4 must be at least 1"),
+        # was: SB3's AssertionError "The learning rate schedule must be a float or a callable"
+        (["--set", "learning_rate=abc"], None, "learning_rate: 'abc' is not a number"),
+        (["--set", "clip_range=wide"], None, "clip_range: 'wide' is not a number"),
+        # was: TypeError from the env creator
+        (["--env", "nope=1"], None, "the env rejects them: unknown env option 'nope'"),
+        (["--env", "window=-3"], None, "the env rejects them"),
+    ],
+)
+def test_train_bad_config_is_an_error_before_any_work(extra: list[str], yaml_text: str | None, match: str,
+                                                      tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("sb3_contrib")
+    cfg = "maskable_ppo"
+    if yaml_text is not None:
+        (tmp_path / "c.yaml").write_text(yaml_text)
+        cfg = str(tmp_path / "c.yaml")
+    rc, _, err = _cli(["train", "--config", cfg, "--scenario", "tiny", "--timesteps", "64",
+                       "--out", str(tmp_path / "runs"), "--quiet", *extra], capsys)
+    assert rc == 2 and match in err and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists()

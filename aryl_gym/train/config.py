@@ -382,13 +382,21 @@ def _yaml_float(x: float) -> str:
     return f"{float(m)!r}e{e}"
 
 
+#: hyperparameters that are a number or a ``lin_START`` schedule
+_SCHEDULE_PARAMS = ("learning_rate", "clip_range", "clip_range_vf")
+#: hyperparameters that count something: at least 1 (0 used to fail deep inside SB3)
+_POSITIVE_COUNTS = ("n_steps", "batch_size", "n_epochs", "gradient_steps", "buffer_size", "train_freq")
+
+
 def check_hyperparams(
     algo_cls: type, hyperparams: Mapping[str, Any], source: str = "config", model_cls: type | None = None
 ) -> None:
     """Every hyperparameter must be an argument of the algorithm's constructor (or a named
     argument of ``model_cls``'s, a ``model_class`` built in its place)."""
 
-    params = set(inspect.signature(algo_cls).parameters)
+    sig = inspect.signature(algo_cls).parameters
+    params = set(sig)
+    sig_defaults = {k: p.default for k, p in sig.items()}
     if model_cls is not None:
         named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
         params |= {k for k, p in inspect.signature(model_cls).parameters.items() if p.kind in named}
@@ -400,13 +408,24 @@ def check_hyperparams(
                 f"{source}: hyperparameter {k!r} is not an argument of {algo_cls.__name__}. "
                 f"Allowed: {', '.join(sorted(allowed))}"
             )
+        if k in _POSITIVE_COUNTS and isinstance(v, (int, float)) and not isinstance(v, bool) and not v >= 1:
+            raise ConfigError(f"{source}: hyperparameter {k}: {v!r} must be at least 1")
         if isinstance(v, str) and v.startswith("lin_"):  # a schedule: checked here, built later
             parse_schedule(k, v, source)
             continue
+        default = sig_defaults.get(k, inspect.Parameter.empty)
+        numeric = k in _SCHEDULE_PARAMS or (
+            isinstance(default, (int, float)) and not isinstance(default, bool))
         if isinstance(v, str):  # a number quoted as text (1e-4 unquoted is a number: fileio)
             try:
                 num = float(v)
             except ValueError:
+                if numeric:
+                    raise ConfigError(
+                        f"{source}: hyperparameter {k}: {v!r} is not a number"
+                        f"{' (or a lin_START schedule)' if k in _SCHEDULE_PARAMS else ''}; "
+                        f"{algo_cls.__name__}'s default is {default!r}"
+                    ) from None
                 continue  # a genuine string (e.g. a device or a schedule name)
             raise ConfigError(
                 f"{source}: hyperparameter {k}: {v!r} is text, not a number (quoted, or read as "

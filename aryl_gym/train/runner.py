@@ -193,6 +193,21 @@ def teacher_kwargs(cfg: TrainConfig) -> dict[str, Any]:
             "demos": t.demos}
 
 
+def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
+    """What SB3 or the env would reject deep inside a run, as a ConfigError before any work:
+    the hyperparameters (names, numbers, counts >= 1) and the env kwargs (one env is built)."""
+    cls = model_class(cfg)
+    check_hyperparams(algo_class(cfg.algo), cfg.hyperparams, f"algo config ({cfg.algo})",
+                      cls if cfg.model_class else None)
+    try:
+        env = EnvFactory(cfg, data_root)()
+    except (TypeError, ValueError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        first = first.split(" was raised from the environment creator")[0]
+        raise ConfigError(f"env_kwargs {dict(cfg.env_kwargs)}: the env rejects them: {first}") from None
+    env.close()
+
+
 def build_model(cfg: TrainConfig, venv: Any, verbose: int = 0) -> Any:
     cls = model_class(cfg)
     check_hyperparams(algo_class(cfg.algo), cfg.hyperparams, f"algo config ({cfg.algo})",
@@ -413,6 +428,7 @@ def train(
     )
 
     say = progress or (lambda s: print(s, flush=True) if verbose else None)
+    preflight(cfg, data_root)  # a bad config fails here, before a run folder is made
     torch.set_num_threads(max(int(cfg.torch_threads), 1))
     ckpt = Path(resume) if resume else None
     if ckpt is not None and not ckpt.exists():
