@@ -377,6 +377,29 @@ def one_torch_thread() -> None:
         torch.set_num_threads(1)
 
 
+def _read_run_config(path: Path) -> dict[str, Any]:
+    """A run's training config beside its model; damaged (not YAML, empty, not a mapping, a
+    mapping of the wrong shape) is a ConfigError naming the file, not a traceback."""
+    # fileio has no heavy imports; imported where it is used
+    from aryl_gym.fileio import load_yaml_file
+
+    data = load_yaml_file(path, "training config")
+    fix = ("restore it from the run (or delete it to load the model with default env settings, "
+           "which must then match the model)")
+    if data is None:
+        raise ConfigError(f"{path}: the training config is empty; {fix}")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: not a training config (a YAML mapping with algo, env_id, "
+                          f"env_kwargs, ...; found a {type(data).__name__}); {fix}")
+    for k in ("env_kwargs", "deploy_env_kwargs", "policy_kwargs"):
+        if data.get(k) is not None and not isinstance(data[k], dict):
+            raise ConfigError(f"{path}: {k} must be a mapping, found {data[k]!r}; {fix}")
+    for k in ("algo", "env_id"):
+        if data.get(k) is not None and not isinstance(data[k], str):
+            raise ConfigError(f"{path}: {k} must be a name, found {data[k]!r}; {fix}")
+    return data
+
+
 def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:
     """Load a shipped agent by name (``ppo-testbed``) or a model/run folder by path.
 
@@ -396,7 +419,7 @@ def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:
     else:
         model_path, cfg_path, vn_path = resolve_agent_path(name_or_path)
         if cfg_path is not None:
-            config = yaml.safe_load(cfg_path.read_text()) or {}
+            config = _read_run_config(cfg_path)
     algo = str(config.get("algo", "")) or None
     # config imports pydantic: only when a config is validated
     from aryl_gym.train.config import ALGOS, algo_class

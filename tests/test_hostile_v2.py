@@ -685,3 +685,26 @@ def test_train_bad_config_is_an_error_before_any_work(extra: list[str], yaml_tex
                        "--out", str(tmp_path / "runs"), "--quiet", *extra], capsys)
     assert rc == 2 and match in err and "Traceback" not in err, err
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("", "the training config is empty"),
+        ("algo: [unclosed\n", "not valid YAML"),  # was: yaml ParserError traceback
+        ("- 1\n- 2\n", "not a training config"),  # was: AttributeError 'list' object has no attribute 'get'
+        ("algo: 5\n", "algo must be a name, found 5"),
+        ("algo: maskable_ppo\nenv_kwargs: [1]\n", "env_kwargs must be a mapping"),
+    ],
+)
+def test_evaluate_a_run_with_a_damaged_config(text: str, match: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(ROOT / "agents" / "pretrained" / "ppo-v1.zip", run / "model.zip")
+    (run / "config.yaml").write_text(text)
+    rc, _, err = _cli(["evaluate", "--agent", str(run), "--scenario", "tiny", "--seeds", "0", "--no-progress"],
+                      capsys)
+    assert rc == 2 and match in err and str(run / "config.yaml") in err and "Traceback" not in err
