@@ -139,16 +139,15 @@ def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: l
 def loads_arg(text: str) -> list[float | None]:
     """``0.9,1.3`` -> [0.9, 1.3]; ``default`` -> [None] (each scenario's own load); anything else
     is an argparse error saying what is expected."""
+    from aryl_gym.load_grid import parse_loads
+
     if text.strip() == "default":
         return [None]
-    try:
-        loads = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        loads = []
-    if not loads or not all(x > 0 for x in loads):
+    try:  # the load grid's parser: distinct loads in (0, 10] (1e9 used to allocate 968 GiB)
+        return list(parse_loads(text))
+    except ValueError as exc:
         raise argparse.ArgumentTypeError(
-            f"--loads {text!r}: comma-separated positive numbers, e.g. 0.9,1.3, or default (the scenario's own load)")
-    return list(loads)
+            f"{str(exc).replace('--load-grid', '--loads')}; e.g. 0.9,1.3, or default (the scenario's own load)") from None
 
 
 def main() -> None:
@@ -187,9 +186,30 @@ def main() -> None:
 
     for sc in scenarios:
         try:
-            load_scenario(sc)
+            cfg = load_scenario(sc)
         except (ConfigError, OSError, ValueError) as exc:
             p.error(f"--scenario {sc!r}: {exc}")
+        fixed = (f"replays a trace ({cfg.workload.trace})" if cfg.workload.trace else
+                 f"fixes workload.num_jobs={cfg.workload.num_jobs}" if cfg.workload.num_jobs is not None else None)
+        if fixed and a.loads != [None]:  # every load would be the same episodes, reported as different
+            p.error(f"--loads: scenario {sc!r} {fixed}, so workload.load does not change its episodes; "
+                    "use --loads default")
+    # every entrant is checked before any episode: an unknown agent or reference used to fail
+    # after the others had played
+    from aryl_gym.agents import policy_names
+    from aryl_gym.agents.learned import resolve_agent_path
+
+    for x in a.agent:
+        path = x.rpartition("=")[2]
+        try:
+            resolve_agent_path(path)
+        except (ConfigError, OSError, ValueError) as exc:
+            p.error(f"--agent {x!r}: {exc}")
+    known = set(policy_names()) | {"random"} | set(labels)
+    for name in against:
+        if name not in known:
+            p.error(f"--against {name!r}: neither a policy, random nor an --agent label "
+                    f"(labels: {', '.join(labels)}; policies: {', '.join(policy_names())})")
     results = []
     for scenario in scenarios:
         for load in a.loads:

@@ -708,3 +708,33 @@ def test_evaluate_a_run_with_a_damaged_config(text: str, match: str, tmp_path: P
     rc, _, err = _cli(["evaluate", "--agent", str(run), "--scenario", "tiny", "--seeds", "0", "--no-progress"],
                       capsys)
     assert rc == 2 and match in err and str(run / "config.yaml") in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        # was: a traceback after the other entrants had played
+        (["--agent", "nope"], "--agent 'nope': unknown agent 'nope'"),
+        (["--agent", "ppo-v1", "--against", "aryl,nope"], "--against 'nope': neither a policy"),
+        # was: a 968 GiB allocation
+        (["--agent", "ppo-v1", "--loads", "1e9"], "--loads '1e9': load 1e+09 is not in (0, 10]"),
+        (["--agent", "ppo-v1", "--loads", "0.5,0.5"], "listed twice"),
+        # was: two identical "loads" reported (tiny fixes num_jobs)
+        (["--agent", "ppo-v1", "--scenario", "tiny", "--loads", "0.5,2.0"], "fixes workload.num_jobs=30"),
+    ],
+)
+def test_eval_v1_checks_every_entrant_and_load_before_any_episode(
+        argv: list[str], match: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    from .helpers import load_script
+
+    mod = load_script("eval_v1")
+    played: list[Any] = []
+    monkeypatch.setattr(mod, "evaluate", lambda *a, **k: played.append(a))
+    monkeypatch.setattr(sys, "argv", ["eval_v1.py", *argv, "--seeds", "0"])
+    with pytest.raises(SystemExit) as exc:
+        mod.main()
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and match in err and "Traceback" not in err
+    assert played == []
