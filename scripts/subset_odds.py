@@ -17,7 +17,9 @@ n a reader would use says how much a single small evaluation can mislead.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -32,17 +34,26 @@ def pooled(paths: list[str], labels: dict[int | None, str], vs: str, load: float
     agent's label or ``vs`` is a ValueError naming the labels it has."""
     xs: list[float] = []
     ys: list[float] = []
+    seen: dict[str, str] = {}  # content digest -> the file that gave it
     for i, path in enumerate(paths):
         try:
-            runs = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
+            raw = Path(path).read_bytes()
+            runs = json.loads(raw)
+        except (OSError, ValueError) as exc:
             raise ValueError(f"{path}: not a readable eval_v1.py --json file ({exc})") from None
+        digest = hashlib.sha256(raw).hexdigest()
+        if digest in seen:  # the same seeds would be pooled twice
+            raise ValueError(f"{path}: the same results as {seen[digest]} (given twice?); each file may "
+                             "be pooled once")
+        seen[digest] = path
         if not isinstance(runs, list):
             raise ValueError(f"{path}: expected a list of loads (eval_v1.py --json), got {type(runs).__name__}")
         label = labels.get(i, labels.get(None))
         for r in runs:
-            if not isinstance(r, dict) or "avg_jct" not in r or "load" not in r:
+            if not isinstance(r, dict) or not isinstance(r.get("avg_jct"), dict) or "load" not in r:
                 raise ValueError(f"{path}: an entry without load/avg_jct; is it an eval_v1.py --json file?")
+            if isinstance(r["load"], bool) or not isinstance(r["load"], (int, float)):
+                raise ValueError(f"{path}: load {r['load']!r} is not a number")
             if abs(float(r["load"]) - load) > 1e-9:
                 continue
             have = sorted(r["avg_jct"])
@@ -50,12 +61,24 @@ def pooled(paths: list[str], labels: dict[int | None, str], vs: str, load: float
                 if name not in r["avg_jct"]:
                     raise ValueError(f"{path} (load {load}): no entry {name!r}; it has {', '.join(have)} "
                                      f"(use --agent {i}:LABEL for this file)")
-            x, y = r["avg_jct"][label], r["avg_jct"][vs]
+            x, y = (_jcts(r["avg_jct"][n], f"{path} (load {load}) {n!r}") for n in (label, vs))
             if len(x) != len(y):
                 raise ValueError(f"{path}: {label!r} and {vs!r} have different seed counts")
             xs.extend(map(float, x))
             ys.extend(map(float, y))
     return np.array(xs), np.array(ys)
+
+
+def _jcts(values: object, where: str) -> list[float]:
+    """Per-seed avg JCTs: a list of finite numbers > 0 (a NaN, zero or negative JCT, or a seed
+    whose value is missing, would bias the pooled ratio silently)."""
+    if not isinstance(values, list):
+        raise ValueError(f"{where}: expected a list of per-seed avg JCTs, got {values!r}")
+    for k, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{where}: seed #{k} has avg JCT {v!r}; every value must be a finite "
+                             "number > 0 (an episode that finished no job has none: drop that file or entry)")
+    return [float(v) for v in values]
 
 
 def subset_odds(x: np.ndarray, y: np.ndarray, n: int, draws: int = 2000, reps: int = 2000,

@@ -738,3 +738,34 @@ def test_eval_v1_checks_every_entrant_and_load_before_any_episode(
     err = capsys.readouterr().err
     assert exc.value.code == 2 and match in err and "Traceback" not in err
     assert played == []
+
+
+@pytest.mark.parametrize(
+    "runs, twice, match",
+    [
+        # was: TypeError tracebacks
+        ([{"load": 0.9, "avg_jct": {"x": None, "aryl": [1.0]}}], False, "expected a list of per-seed avg JCTs"),
+        ([{"load": 0.9, "avg_jct": {"x": [[1.0]], "aryl": [1.0]}}], False, "seed #0 has avg JCT [1.0]"),
+        ([{"load": 0.9, "avg_jct": None}], False, "an entry without load/avg_jct"),
+        ([{"load": None, "avg_jct": {"x": [1.0], "aryl": [1.0]}}], False, "load None is not a number"),
+        # was: accepted silently
+        ([{"load": 0.9, "avg_jct": {"x": [float("nan")], "aryl": [1.0]}}], False, "seed #0 has avg JCT nan"),
+        ([{"load": 0.9, "avg_jct": {"x": [1.0, 0.0], "aryl": [1.0, 1.0]}}], False, "seed #1 has avg JCT 0.0"),
+        ([{"load": 0.9, "avg_jct": {"x": [1.0], "aryl": [-3.0]}}], False, "seed #0 has avg JCT -3.0"),
+        ([{"load": 0.9, "avg_jct": {"x": [1.0], "aryl": [2.0]}}], True, "given twice"),
+    ],
+)
+def test_subset_odds_refuses_bad_values_and_a_file_pooled_twice(runs: Any, twice: bool, match: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from .helpers import load_script
+
+    so = load_script("subset_odds")
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(runs))
+    files = [str(a)]
+    if twice:
+        (tmp_path / "copy.json").write_text(a.read_text())
+        files.append(str(tmp_path / "copy.json"))
+    assert so.main([*files, "--agent", "x", "--load", "0.9", "--n", "1", "--draws", "5"]) == 2
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err
