@@ -100,7 +100,8 @@ def load_plugins(force: bool = False) -> None:
             continue
         try:
             factory = ep.load()
-        except Exception as exc:  # noqa: BLE001 - a broken plugin must not hide the others
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken plugin must not hide the others
+            # (a module calling sys.exit() at import used to end every command, even gym.make)
             _BROKEN[ep.name] = f"entry point {ep.value!r} failed to load: {type(exc).__name__}: {exc}"
             continue
         if not callable(factory):

@@ -769,3 +769,37 @@ def test_subset_odds_refuses_bad_values_and_a_file_pooled_twice(runs: Any, twice
     assert so.main([*files, "--agent", "x", "--load", "0.9", "--n", "1", "--draws", "5"]) == 2
     err = capsys.readouterr().err
     assert match in err and "Traceback" not in err
+
+
+def test_a_plugin_that_exits_at_import_is_named_and_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a plugin module calling ``sys.exit()`` at import took down every command (and
+    ``gym.make``)."""
+    import sys
+
+    import gymnasium as gym
+    from aryl_gym.agents import base
+
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "quitter.py").write_text("import sys\nsys.exit(3)\n")
+    info = root / "quitter-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: quitter\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{base.ENTRY_POINT_GROUP}]\nquit = quitter:Policy\n")
+    base.load_plugins()
+    saved = [dict(d) for d in (base._REGISTRY, base._BROKEN, base._PLUGINS, base._CONFLICTS)]
+    monkeypatch.syspath_prepend(str(root))
+    try:
+        base.load_plugins(force=True)
+        assert "aryl" in base.policy_names()
+        rc, out, err = _cli(["policies"], capsys)
+        assert rc == 0 and "aryl " in out and "plugin 'quit' cannot be used" in err and "SystemExit" in err
+        with pytest.raises(ValueError, match="'quit' is installed but broken.*SystemExit: 3"):
+            base.make_policy("quit")
+        gym.make("aryl_gym/Aryl-v2", scenario="tiny").reset(seed=0)
+    finally:
+        for d, old in zip((base._REGISTRY, base._BROKEN, base._PLUGINS, base._CONFLICTS), saved):
+            d.clear()
+            d.update(old)
+        sys.modules.pop("quitter", None)
