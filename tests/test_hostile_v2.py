@@ -803,3 +803,18 @@ def test_a_plugin_that_exits_at_import_is_named_and_skipped(tmp_path: Path, monk
             d.clear()
             d.update(old)
         sys.modules.pop("quitter", None)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--rows", ""],  # was: every row ran
+        ["--rows", " , "],
+        ["--study", "prediction-error", "--policies", ""],
+        ["--study", "hetero", "--scenario", ""],
+    ],
+)
+def test_reproduce_empty_lists_are_errors(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = _cli(["reproduce", "--scale", "tiny", *argv, "--out", str(tmp_path / "o")], capsys)
+    assert rc == 2 and "is empty" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()

@@ -129,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym import reproduce as rp
 
+    for flag, v in (("--rows", args.rows), ("--policies", args.policies), ("--scenario", args.scenario)):
+        if v is not None and not [x for x in v.split(",") if x.strip()]:
+            # was: an empty --rows ran every row
+            raise ValueError(f"{flag} is empty; give comma-separated names (or leave the flag out)")
     if args.study and (args.rows or args.sweep):
         raise ValueError("--study runs its own grid; drop --rows and --sweep")
     if (args.policies or args.scenario) and not args.study:
