@@ -818,3 +818,28 @@ def test_reproduce_empty_lists_are_errors(argv: list[str], tmp_path: Path, capsy
     rc, _, err = _cli(["reproduce", "--scale", "tiny", *argv, "--out", str(tmp_path / "o")], capsys)
     assert rc == 2 and "is empty" in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
+
+
+def test_train_interrupted_saves_a_checkpoint_and_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a Ctrl-C in ``train`` saved nothing and named no checkpoint to resume from."""
+    sb3c = pytest.importorskip("sb3_contrib")
+    real_learn = sb3c.MaskablePPO.learn
+    calls: list[int] = []
+
+    def learn_then_ctrl_c(self: Any, *a: Any, **k: Any) -> Any:
+        calls.append(1)
+        real_learn(self, total_timesteps=64, callback=k.get("callback"), reset_num_timesteps=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sb3c.MaskablePPO, "learn", learn_then_ctrl_c)
+    rc, out, err = _cli(["train", "--config", "maskable_ppo", "--scenario", "tiny", "--timesteps", "4096",
+                         "--set", "n_steps=64", "--set", "batch_size=32", "--eval-freq", "0", "--n-envs", "1",
+                         "--out", str(tmp_path / "runs"), "--quiet"], capsys)
+    assert rc == 130 and calls
+    (ck,) = (tmp_path / "runs").glob("*/checkpoints/rl_model_64_steps.zip")
+    assert f"interrupted at 64 steps: saved {ck}" in err
+    assert f"aryl-gym train --resume {ck} --timesteps 4096" in err
+    from aryl_gym.train.runner import resume_plan
+
+    assert resume_plan(ck, 4096) == (ck.parent.parent, 64)  # it continues the same run

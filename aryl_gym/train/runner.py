@@ -31,6 +31,7 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 import time
 import zipfile
 from collections.abc import Callable
@@ -191,6 +192,32 @@ def teacher_kwargs(cfg: TrainConfig) -> dict[str, Any]:
     return {"coef": t.coef, "epochs": t.epochs, "learning_rate": t.learning_rate,
             "batch_size": t.batch_size, "decay_steps": t.decay_steps, "demo_share": t.demo_share,
             "demos": t.demos}
+
+
+def _save_interrupted(model: Any, venv: Any, run_dir: Path, total: int, eval_cb: Any) -> Path:
+    """Save an interrupted run's model as a checkpoint (and its VecNormalize statistics) and
+    print the command that continues it."""
+    # stable-baselines3 (the train extra, torch): imported when used
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    n = int(model.num_timesteps)
+    ck = run_dir / "checkpoints" / f"rl_model_{n}_steps.zip"
+    ck.parent.mkdir(parents=True, exist_ok=True)
+    model.save(ck)
+    if isinstance(venv, VecNormalize):
+        venv.save(str(ck.parent / f"rl_model_vecnormalize_{n}_steps.pkl"))
+    print(f"\ninterrupted at {n:,} steps: saved {ck}; continue with\n"
+          f"  aryl-gym train --resume {ck} --timesteps {total}", file=sys.stderr, flush=True)
+    if eval_cb is not None:
+        try:
+            eval_cb.finish()  # stop background evaluations
+        except Exception:  # noqa: BLE001 - the interruption is what is reported
+            pass
+    try:
+        venv.close()
+    except Exception:  # noqa: BLE001 - the interruption is what is reported
+        pass
+    return ck
 
 
 def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
@@ -549,12 +576,16 @@ def train(
     remaining = max(int(cfg.total_timesteps) - start_steps, 0)
     tic = time.perf_counter()
     if remaining > 0:
-        model.learn(
-            total_timesteps=remaining,
-            callback=CallbackList(callbacks),
-            log_interval=cfg.log_interval,
-            reset_num_timesteps=ckpt is None,
-        )
+        try:
+            model.learn(
+                total_timesteps=remaining,
+                callback=CallbackList(callbacks),
+                log_interval=cfg.log_interval,
+                reset_num_timesteps=ckpt is None,
+            )
+        except KeyboardInterrupt:  # Ctrl-C: keep what was trained, say how to go on
+            _save_interrupted(model, venv, run_dir, int(cfg.total_timesteps), eval_cb)
+            raise
     wall = time.perf_counter() - tic
     if eval_cb is not None:
         if getattr(eval_cb, "model", None) is None:  # learn() never ran (no steps left to train)
