@@ -171,6 +171,9 @@ def test_reproduce_damaged_cache_through_the_cli(cached_episode: tuple[Path, dic
         ({".aryl-gym-owner": "seed-study\n"}, ["reproduce", "--scale", "tiny", "--seeds", "1",
                                                "--rows", "queue-aryl-baseline"], "aryl-gym seed-study"),
         ({"reproduction.md": "# r\n"}, ["leaderboard", "--suite", "quick"], "aryl-gym reproduce"),
+        ({".aryl-gym-owner": "leaderboard\n"}, ["train", "--config", "maskable_ppo", "--scenario", "tiny",
+                                                "--timesteps", "64"], "aryl-gym leaderboard"),
+        ({".aryl-gym-owner": "train\n"}, ["leaderboard", "--suite", "quick"], "aryl-gym train"),
     ],
 )
 def test_no_command_writes_into_another_commands_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -44,7 +44,7 @@ import yaml
 from gymnasium import spaces
 
 from aryl_gym.config import ConfigError
-from aryl_gym.fileio import load_yaml_file
+from aryl_gym.fileio import claim_folder, load_yaml_file
 from aryl_gym.train.bc import pretrain, record_demos
 from aryl_gym.train.config import (
     TrainConfig,
@@ -278,6 +278,13 @@ def run_name(cfg: TrainConfig) -> str:
 
 
 def new_run_dir(cfg: TrainConfig, out: str | Path) -> Path:
+    """A fresh run folder under ``out``, a folder of training runs (never another command's
+    results folder: :func:`~aryl_gym.fileio.claim_folder`)."""
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot create the folder: {exc.strerror or exc}") from None
+    claim_folder(Path(out), "train")
     base = Path(out) / run_name(cfg)
     d = base
     i = 1
