@@ -366,9 +366,41 @@ def validate_scenario(cfg: ScenarioConfig) -> None:
     scenario_from_dict(_as_input(cfg), source=cfg.source)
 
 
+#: The largest scenario built without ``ARYL_GYM_ALLOW_HUGE=1`` (README, "Size limits"); the
+#: production scenario (3,584 GPUs, about 50,000 jobs, 4,320 rounds) is far inside. Beyond them
+#: an episode would take hours and gigabytes before saying anything.
+SIZE_LIMITS = {"num_jobs": 2_000_000, "servers": 100_000, "gpus_per_server": 64, "rounds": 10_000_000}
+SIZE_OVERRIDE_ENV = "ARYL_GYM_ALLOW_HUGE"
+
+
+def check_size(cfg: ScenarioConfig) -> None:
+    """A ConfigError before any work when the scenario is beyond :data:`SIZE_LIMITS` (jobs,
+    servers, GPUs per server, rounds = the longer of ``workload.duration_hours`` and
+    ``sim.horizon_hours`` over ``sim.interval``); ``ARYL_GYM_ALLOW_HUGE=1`` lifts the limits."""
+    if os.environ.get(SIZE_OVERRIDE_ENV, "") not in ("", "0"):
+        return
+    c, w = cfg.cluster, cfg.workload
+    hours = max(float(w.duration_hours), float(cfg.sim.horizon_hours or 0.0))
+    found = {
+        "num_jobs": (w.num_jobs or 0, "workload.num_jobs"),
+        "servers": (c.train_servers + c.inf_servers, "cluster.train_servers + cluster.inf_servers"),
+        "gpus_per_server": (max(c.train_gpus_per_server, c.inf_gpus_per_server), "GPUs per server"),
+        "rounds": (hours * 3600.0 / float(cfg.sim.interval),
+                   "rounds (workload.duration_hours or sim.horizon_hours x 3600 / sim.interval)"),
+    }
+    for key, (v, what) in found.items():
+        if v > SIZE_LIMITS[key]:
+            raise ConfigError(
+                f"{cfg.source}: {what} is {v:,.0f}, above the limit of {SIZE_LIMITS[key]:,} (an "
+                "episode of this size would take hours and gigabytes); check the value, or set "
+                f"{SIZE_OVERRIDE_ENV}=1 to run it anyway"
+            )
+
+
 def _cross_check(cfg: ScenarioConfig) -> None:
     """The rules that involve more than one field."""
     src = cfg.source
+    check_size(cfg)
     c = cfg.cluster
     for key, gpu in (("train_gpu", c.train_gpu), ("inf_gpu", c.inf_gpu)):
         if gpu not in cfg.gpu_types:

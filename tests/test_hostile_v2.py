@@ -846,3 +846,58 @@ def test_train_interrupted_saves_a_checkpoint_and_names_it(tmp_path: Path, monke
     from aryl_gym.train.runner import resume_plan
 
     assert resume_plan(ck, 4096) == (ck.parent.parent, 64)  # it continues the same run
+
+
+# ----------------------------------------------------------------------------------------------
+# size guards: refused before any work, with the override named
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "yaml_text, match",
+    [
+        # was: 11 GB after 2 minutes, no message
+        ("workload: {num_jobs: 100000000}", "workload.num_jobs is 100,000,000, above the limit of 2,000,000"),
+        ("cluster: {train_servers: 1000000}", "train_servers + cluster.inf_servers is 1,000,004"),
+        ("cluster: {train_gpus_per_server: 1000000}", "GPUs per server is 1,000,000, above the limit of 64"),
+        ("workload: {duration_hours: 100000000}", "rounds (workload.duration_hours"),
+        ("sim: {interval: 1e-7}", "above the limit of 10,000,000"),
+        ("sim: {horizon_hours: 1e9}", "above the limit of 10,000,000"),
+    ],
+)
+def test_a_huge_scenario_is_refused_before_any_work(yaml_text: str, match: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from aryl_gym.config import ConfigError
+
+    monkeypatch.delenv("ARYL_GYM_ALLOW_HUGE", raising=False)
+    p = tmp_path / "big.yaml"
+    p.write_text(f"name: big\n{yaml_text}\n")
+    rc, _, err = _cli(["simulate", "--scenario", str(p), "--policy", "fifo", "--no-progress"], capsys)
+    assert rc == 2 and match in err and "ARYL_GYM_ALLOW_HUGE=1" in err
+    monkeypatch.setenv("ARYL_GYM_ALLOW_HUGE", "1")  # the override: loads (not run here)
+    try:
+        load_scenario(str(p))
+    except ConfigError as exc:  # pragma: no cover - would be a failure
+        raise AssertionError(exc) from None
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--seeds", "100000000"], "--seeds 100,000,000: at most 10,000"),
+        (["--sweep", "workload.num_jobs=100000000"], "workload.num_jobs is 100,000,000"),
+    ],
+)
+def test_reproduce_size_guards(argv: list[str], match: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("ARYL_GYM_ALLOW_HUGE", raising=False)
+    rc, _, err = _cli(["reproduce", "--scale", "tiny", *argv, "--out", str(tmp_path / "o"), "--no-progress"], capsys)
+    assert rc == 2 and match in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_device_as_a_data_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: ``inference.csv: /dev/zero`` read forever."""
+    p = tmp_path / "dev.yaml"
+    p.write_text("name: dev\ninference: {mode: csv, csv: /dev/zero}\n")
+    rc, _, err = _cli(["simulate", "--scenario", str(p), "--policy", "fifo", "--no-progress"], capsys)
+    assert rc == 2 and "/dev/zero: not a regular file" in err

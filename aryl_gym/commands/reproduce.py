@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shlex
 import shutil
 import sys
@@ -26,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from aryl_gym.commands._common import positive_int
+
+#: the most seeds per policy ``--seeds`` takes (README, "Size limits")
+MAX_SEEDS = 10_000
 
 NAME = "reproduce"
 HELP = "reproduce the paper's headline table (paired by seed, 95% CI), sweeps and studies"
@@ -129,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym import reproduce as rp
 
+    if args.seeds is not None and args.seeds > MAX_SEEDS and os.environ.get("ARYL_GYM_ALLOW_HUGE", "") in ("", "0"):
+        # was: 100000000 built a task list until memory ran out, with no message
+        raise ValueError(f"--seeds {args.seeds:,}: at most {MAX_SEEDS:,} seeds per policy (check the value, "
+                         "or set ARYL_GYM_ALLOW_HUGE=1 to run it anyway)")
     for flag, v in (("--rows", args.rows), ("--policies", args.policies), ("--scenario", args.scenario)):
         if v is not None and not [x for x in v.split(",") if x.strip()]:
             # was: an empty --rows ran every row

@@ -28,7 +28,7 @@ def resolve_data_path(path: str, data_root: str | os.PathLike[str] | None = None
     p = Path(path)
     try:
         if p.is_absolute() or p.exists():
-            return p
+            return _regular(p)
     except OSError as exc:  # e.g. a file name longer than the system allows
         raise ConfigError(f"{str(path)[:80]}...: not a usable path ({exc.strerror or exc}); "
                           "check the file name") from None
@@ -43,4 +43,12 @@ def resolve_data_path(path: str, data_root: str | os.PathLike[str] | None = None
         raise ConfigError(
             f"{full}: not found (data root {root}); check --data-root or {DATA_ROOT_ENV}"
         )
-    return full
+    return _regular(full)
+
+
+def _regular(p: Path) -> Path:
+    """``p`` unless it exists and is a device, a FIFO or a socket: reading ``/dev/zero`` as a
+    data file never ends (a folder or a missing file is left to the reader's own message)."""
+    if p.exists() and not p.is_file() and not p.is_dir():
+        raise ConfigError(f"{p}: not a regular file (a device, FIFO or socket); give a data file")
+    return p
