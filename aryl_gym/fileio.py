@@ -69,10 +69,65 @@ StrictLoader.add_implicit_resolver(
 )
 
 
+#: the most nodes a YAML document may hold with its aliases expanded: a "billion laughs" anchor
+#: bomb is a few lines that expand to gigabytes when the config is copied or written out
+MAX_YAML_NODES = 1_000_000
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """Nodes of ``root`` with every alias expanded (shared nodes counted at each use), computed
+    without expanding; a recursive alias counts as too many."""
+    size: dict[int, int] = {}
+    busy: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if key in size:
+            continue
+        kids: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            kids = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            kids = [n for kv in node.value for n in kv]
+        if done:
+            busy.discard(key)
+            size[key] = min(1 + sum(size[id(k)] for k in kids), MAX_YAML_NODES + 1)
+            continue
+        if key in busy:
+            return MAX_YAML_NODES + 1  # recursive
+        busy.add(key)
+        stack.append((node, True))
+        for k in kids:
+            if id(k) in busy:
+                return MAX_YAML_NODES + 1
+            if id(k) not in size:
+                stack.append((k, False))
+    return size[id(root)]
+
+
+def _load_capped(text: str, where: str) -> Any:
+    """``yaml.load(text, StrictLoader)`` with the alias expansion capped (:data:`MAX_YAML_NODES`)."""
+    loader = StrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        n = _expanded_size(node)
+        if n > MAX_YAML_NODES:
+            raise _config_error(
+                f"{where}: its anchors and aliases (&name / *name) expand to more than "
+                f"{MAX_YAML_NODES:,} values (an alias bomb, or a recursive alias); write the values out"
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def load_yaml_value(text: str) -> Any:
     """One value given on the command line (``--set KEY=VALUE``), read as YAML by
     :class:`StrictLoader` (so ``1e-4`` is a number, as in the YAML files)."""
-    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
+    return _load_capped(text, repr(text[:40]))
 
 
 def parse_number(text: str, what: str = "value", integer: bool = False) -> int | float:
@@ -161,7 +216,7 @@ def load_yaml_file(path: str | os.PathLike[str], what: str = "YAML file") -> Any
     """Parse ``path`` with :class:`StrictLoader`; every failure is a ConfigError naming the file."""
     text = read_text(path, what)
     try:
-        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
+        return _load_capped(text, str(Path(path)))
     except yaml.YAMLError as exc:
         raise _config_error(f"{Path(path)}: not valid YAML: {exc}") from None
 

@@ -901,3 +901,37 @@ def test_a_device_as_a_data_file_is_refused(tmp_path: Path, capsys: pytest.Captu
     p.write_text("name: dev\ninference: {mode: csv, csv: /dev/zero}\n")
     rc, _, err = _cli(["simulate", "--scenario", str(p), "--policy", "fifo", "--no-progress"], capsys)
     assert rc == 2 and "/dev/zero: not a regular file" in err
+
+
+BOMB = "".join(
+    f"    {k}: &{k} [{', '.join([f'*{p}'] * 10) if p else ', '.join(['1'] * 10)}]\n"
+    for p, k in zip(["", *"abcdefgh"], "abcdefghi")
+)
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["policy_kwargs", "env_kwargs"],
+)
+def test_a_yaml_alias_bomb_in_a_training_config_is_refused_at_once(where: str, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: 3 GB at 60 s (the same bomb in a scenario was rejected at once)."""
+    p = tmp_path / "bomb.yaml"
+    p.write_text(f"algo: maskable_ppo\ndefault:\n  {where}:\n{BOMB}")
+    rc, _, err = _cli(["train", "--config", str(p), "--scenario", "tiny", "--timesteps", "64",
+                       "--out", str(tmp_path / "runs")], capsys)
+    assert rc == 2 and "expand to more than 1,000,000 values" in err and str(p) in err
+
+
+def test_yaml_alias_cap_everywhere(tmp_path: Path) -> None:
+    from aryl_gym.config import ConfigError
+    from aryl_gym.fileio import load_yaml_file, load_yaml_value
+
+    with pytest.raises(ConfigError, match="expand to more than"):
+        load_yaml_value("{" + BOMB.replace("\n", ", ").replace("    ", "").rstrip(", ") + "}")
+    (tmp_path / "rec.yaml").write_text("a: &a [1, *a]\n")
+    with pytest.raises(ConfigError, match="recursive alias"):
+        load_yaml_file(tmp_path / "rec.yaml")
+    # ordinary aliases still work
+    (tmp_path / "ok.yaml").write_text("a: &a {x: 1e-4}\nb: *a\n")
+    assert load_yaml_file(tmp_path / "ok.yaml") == {"a": {"x": 1e-4}, "b": {"x": 1e-4}}
