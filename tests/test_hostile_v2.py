@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from aryl_gym import reproduce as rp
@@ -935,3 +936,33 @@ def test_yaml_alias_cap_everywhere(tmp_path: Path) -> None:
     # ordinary aliases still work
     (tmp_path / "ok.yaml").write_text("a: &a {x: 1e-4}\nb: *a\n")
     assert load_yaml_file(tmp_path / "ok.yaml") == {"a": {"x": 1e-4}, "b": {"x": 1e-4}}
+
+
+def test_a_sequential_agent_repeating_an_invalid_action_ends_its_episode() -> None:
+    """Was: an invalid action is a no-op that never advances time, so an agent repeating one
+    never ended its episode (a hang with no message)."""
+    import gymnasium as gym
+
+    from aryl_gym.envs.allocation import MAX_INVALID_STREAK
+
+    env = gym.make("aryl_gym/Aryl-v2", scenario="tiny", action_mode="sequential", window=4)
+    env.reset(seed=0)
+    t0 = env.unwrapped.sim.now
+    n = 0
+    while n < 10 * MAX_INVALID_STREAK:
+        _, _, term, trunc, info = env.step(-1)  # out of range: invalid
+        n += 1
+        assert info["invalid"] == 1
+        if term or trunc:
+            break
+    assert trunc and not term and n == MAX_INVALID_STREAK
+    assert info["invalid_streak"] == MAX_INVALID_STREAK and env.unwrapped.sim.now == t0
+    assert info["episode_result"].jobs_unfinished > 0
+    # a valid action in between resets the count
+    env.reset(seed=0)
+    for _ in range(MAX_INVALID_STREAK - 1):
+        env.step(-1)
+    mask = env.unwrapped.action_masks()
+    env.step(int(np.flatnonzero(mask)[0]))
+    _, _, term, trunc, info = env.step(-1)
+    assert not trunc and env.unwrapped.invalid_streak <= 1

@@ -125,6 +125,11 @@ def accrued_job_time(sim: Simulator, t: float) -> float:
     return accrued(sim.submit, sim.finish, t)
 
 
+#: invalid actions in a row at one simulated time after which an episode is truncated (an agent
+#: repeating an invalid action never advances time; docs/env.md)
+MAX_INVALID_STREAK = 1000
+
+
 def plain_seed(seed: object) -> object:
     """A numpy integer seed as a Python int (Gymnasium accepts only the latter); other values
     are left for Gymnasium to accept or reject."""
@@ -336,6 +341,7 @@ class ArylEnv(gym.Env):
         self.steps = 0
         self.decision_point = 0
         self.invalid_total = 0
+        self.invalid_streak = 0  # invalid actions in a row at one simulated time
         self.backfilled = 0  # jobs started by backfill=True this episode
         self._finished = False
         self._rules_at: float | None = None  # when the stall and thrash rules last said no
@@ -538,12 +544,17 @@ class ArylEnv(gym.Env):
             self.substep += 1
         self.steps += 1
         self.invalid_total += invalid
+        # an agent that repeats an invalid action never moves the clock: counted, and the
+        # episode ends (truncated) after MAX_INVALID_STREAK of them in a row (docs/env.md)
+        self.invalid_streak = self.invalid_streak + 1 if invalid and decision is None and sim.now == t0 else 0
         reward, comp = self._tracker.step(invalid, sim.n_queued)
         terminated = sim.done
         truncated = False
         rule = None
         if not terminated:
             if self.max_steps is not None and self.steps >= self.max_steps or sim.horizon_reached():
+                truncated = True
+            elif self.invalid_streak >= MAX_INVALID_STREAK:
                 truncated = True
             elif sim.now == self._rules_at:
                 pass  # a sub-step: both rules said no at this very time already (same state)
@@ -564,6 +575,8 @@ class ArylEnv(gym.Env):
             else:
                 truncated = True
         info = self._info(comp, invalid, report)
+        if self.invalid_streak >= MAX_INVALID_STREAK:
+            info["invalid_streak"] = self.invalid_streak
         if charge is not None:
             info["end_charge"] = charge
         info["elapsed"] = sim.now - t0  # simulated seconds this step covered (0 for a sub-step)
