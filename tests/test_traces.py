@@ -123,6 +123,9 @@ BAD_CASES = [
     (",100.0,1,100.0,v", "missing-value", "timestamp"),
     ("2017-10-01 00:00:00,-5.0,1,-5.0,v", "nonpositive-duration", "duration"),
     ("2017-10-01 00:00:00,0.0,1,0.0,v", "nonpositive-duration", "duration"),
+    # issue 34: a duration of 1e11 s or 1e308 s ran for ever
+    ("2017-10-01 00:00:00,1e11,1,1e11,v", "huge-duration", "duration"),
+    ("2017-10-01 00:00:00,1e308,1,1e308,v", "huge-duration", "duration"),
     ("2017-10-01 00:00:00,10.0,0,0.0,v", "zero-gpus", "num_gpus"),
     ("2017-10-01 00:00:00,abc,1,100.0,v", "bad-number", "duration"),
     ("2017-10-01 00:00:00,10.0,2,99.0,v", "inconsistent", "gpu_time"),

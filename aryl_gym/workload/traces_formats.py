@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -556,11 +557,22 @@ def num_checks(chk: RowChecks, a: pa.Array, col: str, kind: str = "float") -> np
     return vals
 
 
+#: the longest job a trace row may give (one year, in seconds) unless ARYL_GYM_ALLOW_HUGE=1: a
+#: duration of 1e11 s made the episode run for ever (README, "Size limits")
+MAX_DURATION_S = 365 * 24 * 3600.0
+
+
 def duration_check(chk: RowChecks, col: str, d: np.ndarray) -> None:
     with np.errstate(invalid="ignore"):
         m = ~(d > 0) & np.isfinite(d)
     chk.flag(m, col, "nonpositive-duration", lambda i: f"duration {d[i]:g} s is not positive",
              "a job must run for more than 0 s; drop or correct the row")
+    if os.environ.get("ARYL_GYM_ALLOW_HUGE", "") in ("", "0"):
+        with np.errstate(invalid="ignore"):
+            big = np.isfinite(d) & (d > MAX_DURATION_S)
+        chk.flag(big, col, "huge-duration",
+                 lambda i: f"duration {d[i]:g} s is more than a year ({MAX_DURATION_S:g} s)",
+                 "check the value and units.duration (or set ARYL_GYM_ALLOW_HUGE=1)")
 
 
 def gpus_check(chk: RowChecks, col: str, g: np.ndarray) -> None:
