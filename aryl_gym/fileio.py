@@ -36,6 +36,8 @@ class StrictLoader(yaml.SafeLoader):
 def _construct_mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: dict[Any, Any] = {}
     for key_node, _value in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # a merge key (<<: *base): its keys may be overridden here, as YAML says
         key = loader.construct_object(key_node, deep=deep)
         try:
             first = seen.get(key)

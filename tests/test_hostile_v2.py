@@ -966,3 +966,16 @@ def test_a_sequential_agent_repeating_an_invalid_action_ends_its_episode() -> No
     env.step(int(np.flatnonzero(mask)[0]))
     _, _, term, trunc, info = env.step(-1)
     assert not trunc and env.unwrapped.invalid_streak <= 1
+
+
+def test_yaml_merge_keys_work_and_duplicates_still_fail(tmp_path: Path) -> None:
+    """Was: ``<<: *base`` failed with "could not determine a constructor for the tag merge"."""
+    from aryl_gym.config import ConfigError
+    from aryl_gym.fileio import load_yaml_file
+
+    p = tmp_path / "m.yaml"
+    p.write_text("base: &b {x: 1, y: 2}\nd:\n  <<: *b\n  y: 3\n")
+    assert load_yaml_file(p) == {"base": {"x": 1, "y": 2}, "d": {"x": 1, "y": 3}}
+    p.write_text("d:\n  y: 1\n  y: 2\n")
+    with pytest.raises(ConfigError, match="duplicate key 'y'"):
+        load_yaml_file(p)
