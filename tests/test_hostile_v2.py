@@ -979,3 +979,10 @@ def test_yaml_merge_keys_work_and_duplicates_still_fail(tmp_path: Path) -> None:
     p.write_text("d:\n  y: 1\n  y: 2\n")
     with pytest.raises(ConfigError, match="duplicate key 'y'"):
         load_yaml_file(p)
+
+
+def test_seed_study_duplicate_agent_names_are_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: ``--agent x=A --agent x=B`` kept B and dropped A with no note."""
+    rc, _, err = _cli(["seed-study", "--scenario", "tiny", "--seeds", "0-1", "--policies", "fifo,aryl",
+                       "--agent", "x=ppo-v1", "--agent", "x=ppo-testbed", "--out", str(tmp_path / "o")], capsys)
+    assert rc == 2 and "--agent x=...: the name is given twice" in err and not (tmp_path / "o").exists()

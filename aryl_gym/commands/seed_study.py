@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
             if "=" not in a:
                 raise ConfigError(f"--agent takes NAME=SOURCE, got {a!r}")
             name, src = a.split("=", 1)
+            if name in agents:  # was: the later one replaced the earlier silently
+                raise ConfigError(f"--agent {name}=...: the name is given twice; names must be unique")
             agents[name] = src
         seeds: Any = args.seeds if "-" in args.seeds else [int(s) for s in args.seeds.split(",")]
         suite = suite_from_dict(
