@@ -122,9 +122,14 @@ def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: l
                                  "geo_mean": st.mean, "t_lo": st.lo, "t_hi": st.hi}
             cp, clo, chi = paired_bootstrap_ratio(cens[label], cens[name])
             rows[label][name].update(censored_ratio=cp, censored_lo=clo, censored_hi=chi)
+            if len(seeds) < 2:  # one seed has no spread: an interval of zero width would mislead
+                for k in ("boot_lo", "boot_hi", "t_lo", "t_hi", "censored_lo", "censored_hi"):
+                    rows[label][name][k] = None
             both = done[label] & done[name]  # the seeds where both finish every job
             if both.any() and not both.all():
                 fp, flo, fhi = paired_bootstrap_ratio(jct[label][both], jct[name][both])
+                if both.sum() < 2:
+                    flo = fhi = None
                 rows[label][name].update(finished_seeds=int(both.sum()), finished_ratio=fp,
                                          finished_lo=flo, finished_hi=fhi)
     return {"scenario": scenario, "world": world, "load": load, "seeds": seeds, "agents": labels,
@@ -244,11 +249,16 @@ def _print_table(r: dict) -> None:
     print("|---|---|---|---|---|---|---|")
     for label, vs in r["vs"].items():
         for name, v in vs.items():
-            fin = (f"{v['finished_ratio']:.3f} [{v['finished_lo']:.3f}, {v['finished_hi']:.3f}] "
+            fin = (f"{v['finished_ratio']:.3f} {_ci(v['finished_lo'], v['finished_hi'])} "
                    f"({v['finished_seeds']} seeds)" if "finished_ratio" in v else "(all seeds)")
-            print(f"| {label} | {name} | {v['ratio_of_means']:.3f} | [{v['boot_lo']:.3f}, {v['boot_hi']:.3f}] | "
-                  f"{v['geo_mean']:.3f} [{v['t_lo']:.3f}, {v['t_hi']:.3f}] | {fin} | "
-                  f"{v['censored_ratio']:.3f} [{v['censored_lo']:.3f}, {v['censored_hi']:.3f}] |", flush=True)
+            print(f"| {label} | {name} | {v['ratio_of_means']:.3f} | {_ci(v['boot_lo'], v['boot_hi'])} | "
+                  f"{v['geo_mean']:.3f} {_ci(v['t_lo'], v['t_hi'])} | {fin} | "
+                  f"{v['censored_ratio']:.3f} {_ci(v['censored_lo'], v['censored_hi'])} |", flush=True)
+
+
+def _ci(lo: float | None, hi: float | None) -> str:
+    """``[lo, hi]``, or why there is no interval (one seed has no spread)."""
+    return "[n/a: one seed]" if lo is None or hi is None else f"[{lo:.3f}, {hi:.3f}]"
 
 
 if __name__ == "__main__":

@@ -986,3 +986,18 @@ def test_seed_study_duplicate_agent_names_are_an_error(tmp_path: Path, capsys: p
     rc, _, err = _cli(["seed-study", "--scenario", "tiny", "--seeds", "0-1", "--policies", "fifo,aryl",
                        "--agent", "x=ppo-v1", "--agent", "x=ppo-testbed", "--out", str(tmp_path / "o")], capsys)
     assert rc == 2 and "--agent x=...: the name is given twice" in err and not (tmp_path / "o").exists()
+
+
+def test_eval_v1_one_seed_has_no_interval(capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: one seed printed intervals of zero width ([0.893, 0.893]), as if certain."""
+    pytest.importorskip("sb3_contrib")
+    from .helpers import load_script
+
+    mod = load_script("eval_v1")
+    r = mod.evaluate(["ppo-v1"], "tiny", None, [0], ["aryl"])
+    v = r["vs"]["ppo-v1"]["aryl"]
+    assert v["boot_lo"] is None and v["t_hi"] is None and v["censored_lo"] is None
+    assert v["ratio_of_means"] > 0
+    mod._print_table(r)
+    out = capsys.readouterr().out
+    assert "[n/a: one seed]" in out
