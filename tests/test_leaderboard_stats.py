@@ -126,6 +126,10 @@ def test_aggregate_without_rliable(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert [e["rank"] for e in agg["scenarios"]["tiny"]["entrants"]] == [1, 2, 3, 4]
     assert agg["protocol"]["intervals"] is None
     assert "aryl-gym[stats]" in md.read_text()
+    # the terminal table says why it has no intervals too (issue 34: only leaderboard.md did)
+    from aryl_gym.leaderboard.report import render_console
+
+    assert "pip install 'aryl-gym[stats]'" in render_console(agg)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -665,7 +665,8 @@ def render_console(agg: Mapping[str, Any]) -> str:
                         r.append(_ratio(en["ratio_to_baseline"][k]))
             body.append(r)
         widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-        what = "mean ± std, paired 95% CIs, = shared rank" if ci else "mean ± std"
+        what = ("mean ± std, paired 95% CIs, = shared rank" if ci else
+                "mean ± std; no confidence intervals or tied ranks: pip install 'aryl-gym[stats]'")
         lines = [f"{scen} ({len(agg['protocol']['seeds'])} seeds, {what}; rank by {rank_by})"]
         lines.append("  ".join(h.ljust(w) if i == 1 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths))))
         lines.append("  ".join("-" * w for w in widths))
