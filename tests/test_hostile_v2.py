@@ -1001,3 +1001,18 @@ def test_eval_v1_one_seed_has_no_interval(capsys: pytest.CaptureFixture[str]) ->
     mod._print_table(r)
     out = capsys.readouterr().out
     assert "[n/a: one seed]" in out
+
+
+def test_seed_study_stale_rows_name_its_own_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a resumed seed study whose scenario changed said "(or --overwrite)", a flag the
+    seed study does not have (its flag is --fresh)."""
+    scen = tmp_path / "mine.yaml"
+    text = (ROOT / "configs" / "scenarios" / "tiny.yaml").read_text().replace("name: tiny", "name: mine")
+    scen.write_text(text)
+    argv = ["seed-study", "--scenario", str(scen), "--seeds", "0-1", "--policies", "fifo,aryl",
+            "--workers", "1", "--out", str(tmp_path / "o")]
+    rc, _, err = _cli(argv, capsys)
+    assert rc == 0, err
+    scen.write_text(text.replace("num_jobs: 30", "num_jobs: 31"))
+    rc, _, err = _cli(argv, capsys)
+    assert rc == 2 and "another configuration" in err and "seed-study --fresh" in err

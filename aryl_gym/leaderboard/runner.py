@@ -241,7 +241,8 @@ def _run_suite_locked(
                     raise StaleResultsError(
                         f"{csv_path}: the row for {k} was made with another configuration (hash "
                         f"{r['config_hash']}, now {t.config_hash}); its numbers would not be "
-                        "comparable. Use a fresh --out (or --overwrite)"
+                        "comparable. Use a fresh --out (or move the old rows aside: leaderboard "
+                        "--overwrite, seed-study --fresh)"
                     )
                 if r["commit"] != t.commit:
                     summary.stale_commit_rows += 1
