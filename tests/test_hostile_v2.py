@@ -1016,3 +1016,18 @@ def test_seed_study_stale_rows_name_its_own_flag(tmp_path: Path, capsys: pytest.
     scen.write_text(text.replace("num_jobs: 30", "num_jobs: 31"))
     rc, _, err = _cli(argv, capsys)
     assert rc == 2 and "another configuration" in err and "seed-study --fresh" in err
+
+
+def test_leaderboard_one_seed_score_has_no_zero_width_interval() -> None:
+    """Was: with one seed the score IQM had an interval of zero width, as if certain."""
+    from aryl_gym.leaderboard import report
+    from aryl_gym.stats import available
+
+    if not available():
+        pytest.skip("the stats extra is not installed")
+    per = {n: {"testbed": {0: {"avg_jct": j, "jct_lower_bound": 1000.0, "jobs_unfinished": 0}}}
+           for n, j in (("aryl", 4000.0), ("fifo", 8000.0))}
+    cmp = report.compare_entrants(per, ["aryl", "fifo"], ["testbed"], "avg_jct", "fifo", "aryl")
+    sc = cmp["entrants"]["aryl"]["score_iqm"]
+    assert sc["value"] == pytest.approx(0.25) and sc["ci"] == [None, None]
+    assert report.fmt_ci(sc) == "0.250 [n/a: one seed]"

@@ -110,7 +110,7 @@ def _common_seeds(per_a: Mapping[str, Mapping[int, Any]], per_b: Mapping[str, Ma
     return sorted(set.intersection(*sets)) if sets else []
 
 
-def _ci(point: float, lo: float, hi: float, n: int) -> dict[str, Any]:
+def _ci(point: float, lo: float | None, hi: float | None, n: int) -> dict[str, Any]:
     return {"value": point, "ci": [lo, hi], "seeds": n}
 
 
@@ -157,7 +157,8 @@ def compare_entrants(
         seeds = _common_seeds(per[n], per[n], scenarios)
         m = _matrix(per[n], scenarios, seeds, episode_score) if seeds else None
         if m is not None and len(seeds) >= 1:
-            point, lo, hi = iqm_ci(m) if len(seeds) >= 2 else (iqm(m),) * 3
+            # one seed has no spread: no interval (a zero-width one would look certain)
+            point, lo, hi = iqm_ci(m) if len(seeds) >= 2 else (iqm(m), None, None)
             stats_out[n]["score_iqm"] = _ci(point, lo, hi, len(seeds))
         else:
             stats_out[n]["score_iqm"] = None
@@ -457,6 +458,8 @@ def fmt_ci(c: Mapping[str, Any] | None, digits: int = 3) -> str:
     v, (lo, hi) = c["value"], c["ci"]
     if v == lo == hi == 1.0:
         return "1"
+    if lo is None or hi is None:
+        return f"{v:.{digits}f} [n/a: one seed]"
     return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
