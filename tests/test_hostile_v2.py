@@ -1031,3 +1031,16 @@ def test_leaderboard_one_seed_score_has_no_zero_width_interval() -> None:
     sc = cmp["entrants"]["aryl"]["score_iqm"]
     assert sc["value"] == pytest.approx(0.25) and sc["ci"] == [None, None]
     assert report.fmt_ci(sc) == "0.250 [n/a: one seed]"
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--seeds", "0-1", "--policies", "aryl"], "at least two"),  # was: an empty table, exit 0
+        (["--seeds", "0", "--policies", "fifo,aryl"], "at least two seeds"),
+    ],
+)
+def test_seed_study_that_cannot_compare_says_why(argv: list[str], match: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _cli(["seed-study", "--scenario", "tiny", *argv, "--out", str(tmp_path / "o")], capsys)
+    assert rc == 2 and match in err and "pair a / b" not in out

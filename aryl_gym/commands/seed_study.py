@@ -78,6 +78,12 @@ def run(args: argparse.Namespace) -> int:
             },
             source="<seed-study arguments>",
         )
+        # was: an empty table and exit 0, with no reason
+        if len(suite.entrants) < 2:
+            raise ConfigError("the seed study compares pairs of entrants: give at least two "
+                              "(--policies a,b or --agent NAME=SOURCE)")
+        if len(suite.seeds) < 2:
+            raise ConfigError("the seed-to-seed spread needs at least two seeds (e.g. --seeds 2000-2019)")
         for e in suite.entrants:  # an agent that cannot run is an error here, not a dropped row
             why = check_entrant(e, suite.env_id)
             if why:
@@ -99,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     names = [e.name for e in suite.entrants]
     spreads = study(summary.rows, args.scenario, names, args.metric, args.delta)
+    if not spreads:
+        print(f"aryl-gym seed-study: error: no pair of entrants has {args.metric} on two common seeds "
+              f"(failed or unfinished episodes?); rows in {summary.csv_path}", file=sys.stderr)
+        return 1
     rec = recommendation(spreads)
     if args.json:
         print(json.dumps({"pairs": [asdict(p) for p in spreads], "recommendation": rec}, indent=1))
