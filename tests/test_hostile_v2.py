@@ -1044,3 +1044,16 @@ def test_seed_study_that_cannot_compare_says_why(argv: list[str], match: str, tm
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = _cli(["seed-study", "--scenario", "tiny", *argv, "--out", str(tmp_path / "o")], capsys)
     assert rc == 2 and match in err and "pair a / b" not in out
+
+
+def test_train_resume_from_a_cut_checkpoint_names_the_latest_good_one(tmp_path: Path) -> None:
+    """A kill during SB3's checkpoint save leaves a zip without its directory: resuming it used
+    to fail inside SB3's loader."""
+    from aryl_gym.config import ConfigError
+    from aryl_gym.train.runner import resume_plan
+
+    run = _fake_run(tmp_path, [256, 512], None)
+    cut = run / "checkpoints" / "rl_model_768_steps.zip"
+    cut.write_bytes((run / "checkpoints" / "rl_model_512_steps.zip").read_bytes()[:20])
+    with pytest.raises(ConfigError, match=r"not a complete model \.zip.*latest good one is .*rl_model_512_steps\.zip"):
+        resume_plan(cut, 2048)
