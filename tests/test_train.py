@@ -354,7 +354,7 @@ def test_smoke_training_on_tiny_writes_cluster_tags_and_a_loadable_model(tmp_pat
                "--eval-seeds", "1000,1001", "--checkpoint-freq", "1024", "--quiet",
                "--set", "n_steps=256", "--set", "batch_size=128", "--env", "stall_hours=2"])
     assert rc == 0
-    (run,) = out.iterdir()
+    (run,) = [p for p in out.iterdir() if p.is_dir()]  # beside .aryl-gym-owner
     assert run.name.startswith("tiny__maskable_ppo__3__")
     tags = _tb_tags(run)
     for t in ("cluster/avg_jct", "cluster/p95_jct", "cluster/avg_queue_time", "cluster/usage",
@@ -371,18 +371,22 @@ def test_smoke_training_on_tiny_writes_cluster_tags_and_a_loadable_model(tmp_pat
     assert agent.env_kwargs["stall_hours"] == 2
     res, _, _steps = run_agent(agent, env, seed=1000)
     assert res.seed == 1000 and res.jobs_total == 30 and res.invalid_decisions == 0
-    # resume from the first checkpoint continues the step count in the same run folder
+    # resume from the first checkpoint continues the step count; the run went further (its
+    # model.zip is at 2048), so it continues in a new run folder and the run is left as it was
     ck = min((run / "checkpoints").glob("rl_model_*_steps.zip"), key=lambda p: int(p.stem.split("_")[-2]))
+    before = (run / "model.zip").read_bytes()
     rc = main(["train", "--resume", str(ck), "--timesteps", "2560", "--quiet", "--eval-freq", "0"])
     assert rc == 0
+    assert (run / "model.zip").read_bytes() == before
+    (new,) = [p for p in out.iterdir() if p.is_dir() and p != run]
     import yaml
 
-    assert yaml.safe_load((run / "config.yaml").read_text())["total_timesteps"] == 2560
-    steps_logged = [s for s, _ in _tb_tags(run)["time/fps"]]
+    assert yaml.safe_load((new / "config.yaml").read_text())["total_timesteps"] == 2560
+    steps_logged = [s for s, _ in _tb_tags(new)["time/fps"]]
     assert max(steps_logged) >= 2560
     from stable_baselines3.common.save_util import load_from_zip_file
 
-    data, _, _ = load_from_zip_file(run / "model.zip")
+    data, _, _ = load_from_zip_file(new / "model.zip")
     # 1024 steps from the checkpoint + the rest up to 2560: the count continued, not restarted
     assert 2560 <= data["num_timesteps"] < 2560 + 512
 
