@@ -1057,3 +1057,32 @@ def test_train_resume_from_a_cut_checkpoint_names_the_latest_good_one(tmp_path: 
     cut.write_bytes((run / "checkpoints" / "rl_model_512_steps.zip").read_bytes()[:20])
     with pytest.raises(ConfigError, match=r"not a complete model \.zip.*latest good one is .*rl_model_512_steps\.zip"):
         resume_plan(cut, 2048)
+
+
+def test_evaluate_marks_an_episode_ended_early(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: ``evaluate`` on an episode that ended early (3 jobs finished, 66 not) reported the
+    finished jobs' avg JCT (928 s against Aryl's 4,739 s) in the table with no mark."""
+    import dataclasses
+
+    from aryl_gym.train import evaluation
+
+    real = evaluation.run_reference
+
+    def ended_early(name: str, *a: Any, **k: Any) -> Any:
+        res = real(name, *a, **k)
+        if name == "sjf":  # as if it had thrashed: most jobs unfinished, a flattering avg JCT
+            res = dataclasses.replace(res, jobs_unfinished=20, avg_jct=res.avg_jct / 5, thrashing=True)
+        return res
+
+    monkeypatch.setattr(evaluation, "run_reference", ended_early)
+    rc, out, err = _cli(["evaluate", "--agent", "aryl", "--against", "sjf", "--scenario", "tiny", "--seeds", "0",
+                         "--table", "--no-progress"], capsys)
+    assert rc == 0
+    assert "sjf †" in out and "† left jobs unfinished in some episode" in out
+    assert "aryl †" not in out
+    assert "WARNING sjf left jobs unfinished on 1 of 1 seed(s): 0 (thrashing, 20 jobs)" in err
+    rc, out, _ = _cli(["evaluate", "--agent", "aryl", "--against", "sjf", "--scenario", "tiny", "--seeds", "0",
+                       "--no-progress"], capsys)
+    rows = {r["policy"]: r for r in json.loads(out)["rows"]}
+    assert rows["sjf"]["jobs_unfinished"] == 20 and rows["sjf"]["avg_jct_censored"] > 0

@@ -152,7 +152,9 @@ def run(args: argparse.Namespace) -> int:
         p for p in by_policy if p != args.baseline
     ]
     rows = [
-        {"policy": r["policy"], "seed": r["seed"], **{m: r.get(m) for m in METRICS}}
+        {"policy": r["policy"], "seed": r["seed"], **{m: r.get(m) for m in METRICS},
+         # an episode ended early: its JCT with the unfinished jobs counted to the end
+         "jobs_unfinished": r.get("jobs_unfinished"), "avg_jct_censored": r.get("avg_jct_censored")}
         for name in order
         for r in rows_for(name, by_policy[name])
     ]
@@ -167,10 +169,14 @@ def run(args: argparse.Namespace) -> int:
         for name in order:
             m = mean_metrics(by_policy[name], keys)
             failed = sum(r.jobs_unfinished > 0 for r in by_policy[name])
-            body.append([name, *[m[k] for k in keys], (rat.get(name) or {}).get("avg_jct"),
-                         f"{failed}/{len(by_policy[name])}"])
+            body.append([name + (" †" if failed else ""), *[m[k] for k in keys],
+                         (rat.get(name) or {}).get("avg_jct"), f"{failed}/{len(by_policy[name])}"])
         print(f"scenario {scen}  seeds {','.join(map(str, args.seeds))}")
         print(table(body, ["policy", *keys, f"jct/{args.baseline}", "unfinished eps"]))
+        if any(r.jobs_unfinished > 0 for res in by_policy.values() for r in res):
+            # was: an episode ended early showed its finished jobs' avg JCT with no mark
+            print("† left jobs unfinished in some episode: its JCT figures average the finished jobs "
+                  "only and flatter it (the JSON's avg_jct_censored counts the others to the end)")
         return 0
     json.dump({"scenario": str(scen), "seeds": list(args.seeds), "rows": rows, "ratios": rat}, sys.stdout)
     print()
