@@ -549,6 +549,9 @@ def test_policies_lists_everything_despite_a_plugin_whose_factory_raises(
         (["--policies", "fifo"], "--relevance only"),
         (["--relevance", "--scenarios", ""], "--scenarios is empty"),  # was: every scenario
         (["--relevance", "--scenarios", " , "], "--scenarios is empty"),
+        # was: counted twice
+        (["--relevance", "--scenarios", "tiny,tiny"], "'tiny' is given twice"),
+        (["--relevance", "--scenarios", "tiny", "--policies", "fifo,fifo"], "'fifo' is given twice"),
     ],
 )
 def test_calibrate_relevance_refuses_options_it_would_ignore(argv: list[str], match: str,
@@ -816,11 +819,14 @@ def test_a_plugin_that_exits_at_import_is_named_and_skipped(tmp_path: Path, monk
         ["--rows", " , "],
         ["--study", "prediction-error", "--policies", ""],
         ["--study", "hetero", "--scenario", ""],
+        ["--rows", "queue-aryl-baseline,queue-aryl-baseline"],  # was: the row printed twice
+        ["--study", "prediction-error", "--policies", "aryl,aryl"],
     ],
 )
-def test_reproduce_empty_lists_are_errors(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_reproduce_empty_or_repeated_lists_are_errors(argv: list[str], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = _cli(["reproduce", "--scale", "tiny", *argv, "--out", str(tmp_path / "o")], capsys)
-    assert rc == 2 and "is empty" in err and "Traceback" not in err
+    assert rc == 2 and ("is empty" in err or "is given twice" in err) and "Traceback" not in err
     assert not (tmp_path / "o").exists()
 
 

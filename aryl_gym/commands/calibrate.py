@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from aryl_gym.commands._common import add_scenario_args, seed_arg, seeds_arg, table
+from aryl_gym.commands._common import add_scenario_args, names_list, seed_arg, seeds_arg, table
 
 NAME = "calibrate"
 HELP = "print the workload and the Baseline's figures beside the paper's calibration facts"
@@ -108,6 +108,8 @@ def check_modes(args: argparse.Namespace) -> None:
     for flag, v in (("--scenarios", args.scenarios), ("--policies", args.policies)):
         if v is not None and not [x for x in v.split(",") if x.strip()]:
             raise ValueError(f"{flag} is empty; give comma-separated names (or leave the flag out)")
+        if v is not None:
+            names_list(v, flag)  # a name given twice is an error (was: counted twice)
     if args.scenario is None:
         args.scenario = "production"
 

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aryl_gym.commands._common import positive_int
+from aryl_gym.commands._common import names_list, positive_int
 
 #: the most seeds per policy ``--seeds`` takes (README, "Size limits")
 MAX_SEEDS = 10_000
@@ -141,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
         if v is not None and not [x for x in v.split(",") if x.strip()]:
             # was: an empty --rows ran every row
             raise ValueError(f"{flag} is empty; give comma-separated names (or leave the flag out)")
+        if v is not None:
+            names_list(v, flag)  # a name given twice is an error (was: a row printed twice)
     if args.study and (args.rows or args.sweep):
         raise ValueError("--study runs its own grid; drop --rows and --sweep")
     if (args.policies or args.scenario) and not args.study:
