@@ -210,6 +210,10 @@ def main() -> None:
             resolve_agent_path(path)
         except (ConfigError, OSError, ValueError) as exc:
             p.error(f"--agent {x!r}: {exc}")
+    for flag, names in (("--agent", labels), ("--against", against), ("--scenario", scenarios)):
+        dup = sorted({x for x in names if names.count(x) > 1})
+        if dup:  # was: played and counted twice
+            p.error(f"{flag}: {dup[0]!r} is given twice; give each once (LABEL=PATH tells two entries apart)")
     known = set(policy_names()) | {"random"} | set(labels)
     for name in against:
         if name not in known:

@@ -728,6 +728,8 @@ def test_evaluate_a_run_with_a_damaged_config(text: str, match: str, tmp_path: P
         (["--agent", "ppo-v1", "--loads", "0.5,0.5"], "listed twice"),
         # was: two identical "loads" reported (tiny fixes num_jobs)
         (["--agent", "ppo-v1", "--scenario", "tiny", "--loads", "0.5,2.0"], "fixes workload.num_jobs=30"),
+        (["--agent", "ppo-v1", "--agent", "ppo-v1"], "--agent: 'ppo-v1' is given twice"),
+        (["--agent", "ppo-v1", "--against", "aryl,aryl"], "--against: 'aryl' is given twice"),
     ],
 )
 def test_eval_v1_checks_every_entrant_and_load_before_any_episode(
