@@ -1094,3 +1094,21 @@ def test_evaluate_marks_an_episode_ended_early(monkeypatch: pytest.MonkeyPatch,
                        "--no-progress"], capsys)
     rows = {r["policy"]: r for r in json.loads(out)["rows"]}
     assert rows["sjf"]["jobs_unfinished"] == 20 and rows["sjf"]["avg_jct_censored"] > 0
+
+
+def test_two_resumes_of_one_run_at_once_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two ``train --resume`` of one run at once would write the same checkpoints and model.zip."""
+    pytest.importorskip("sb3_contrib")
+    run = _fake_run(tmp_path, [256, 512], None)
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    fd = os.open(run / ".lock", os.O_RDWR | os.O_CREAT)
+    os.write(fd, b"777\n")
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        rc, _, err = _cli(["train", "--resume", str(run / "checkpoints" / "rl_model_512_steps.zip"),
+                           "--timesteps", "2048", "--quiet"], capsys)
+    finally:
+        os.close(fd)
+    assert rc == 2 and "another aryl-gym run (pid 777)" in err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == {
+        p: b for p, b in before.items()}

@@ -44,7 +44,7 @@ import yaml
 from gymnasium import spaces
 
 from aryl_gym.config import ConfigError
-from aryl_gym.fileio import claim_folder, load_yaml_file
+from aryl_gym.fileio import DirLock, claim_folder, load_yaml_file
 from aryl_gym.train.bc import pretrain, record_demos
 from aryl_gym.train.config import (
     TrainConfig,
@@ -456,18 +456,6 @@ def train(
     # torch (the train extra): imported when used
     import torch
 
-    # stable-baselines3 (the train extra, torch): imported when used
-    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
-    from stable_baselines3.common.logger import configure
-    from stable_baselines3.common.vec_env import VecNormalize
-
-    # callbacks imports stable_baselines3: imported when used
-    from aryl_gym.train.callbacks import (
-        ArylEvalCallback,
-        ClusterMetricsCallback,
-        HParamsTextCallback,
-    )
-
     say = progress or (lambda s: print(s, flush=True) if verbose else None)
     preflight(cfg, data_root)  # a bad config fails here, before a run folder is made
     torch.set_num_threads(max(int(cfg.torch_threads), 1))
@@ -487,6 +475,26 @@ def train(
             args = {**(args or {}), "resumed_from": str(ckpt)}
     if run_dir is None:
         run_dir = new_run_dir(cfg, out)
+    # one process per run folder: two resumes of one run at once would write the same files
+    with DirLock(run_dir, "run"):
+        return _train_locked(cfg, run_dir, ckpt, origin, args, data_root, verbose, say)
+
+
+def _train_locked(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, origin: Path | None,
+                  args: dict[str, Any] | None, data_root: str | None, verbose: int,
+                  say: Callable[[str], None]) -> RunResult:
+    # stable-baselines3 (the train extra, torch): imported when used
+    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    # callbacks imports stable_baselines3: imported when used
+    from aryl_gym.train.callbacks import (
+        ArylEvalCallback,
+        ClusterMetricsCallback,
+        HParamsTextCallback,
+    )
+
     write_run_files(run_dir, cfg, args or {})
 
     venv = make_vec_env(cfg, data_root)
