@@ -1112,3 +1112,28 @@ def test_two_resumes_of_one_run_at_once_are_refused(tmp_path: Path, capsys: pyte
     assert rc == 2 and "another aryl-gym run (pid 777)" in err
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".lock"} == {
         p: b for p, b in before.items()}
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        ("cut", "a damaged .npz (BadZipFile"),  # was: a zipfile.BadZipFile traceback
+        ("layout", "expected observations (obs/KEY arrays) and 'actions'"),
+        ("missing", "file not found"),
+    ],
+)
+def test_train_bad_demos_fail_before_a_run_folder(make: str, match: str, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a cut .npz gave a BadZipFile traceback, and every bad --bc-demos left a run folder."""
+    pytest.importorskip("sb3_contrib")
+    good = tmp_path / "d.npz"
+    np.savez(good, obs=np.zeros((100, 5)), act=np.zeros(100))
+    path = tmp_path / "x.npz"
+    if make == "cut":
+        path.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    elif make == "layout":
+        path = good
+    rc, _, err = _cli(["train", "--config", "maskable_ppo", "--scenario", "tiny", "--timesteps", "64",
+                       "--bc-demos", str(path), "--out", str(tmp_path / "runs"), "--quiet"], capsys)
+    assert rc == 2 and match in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()

@@ -17,6 +17,8 @@ updates.
 from __future__ import annotations
 
 import time
+import zipfile
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,8 +39,18 @@ _MASK_KEYS = ("masks", "action_masks", "action_mask")
 
 
 def load_demos(path: str | Path) -> tuple[dict[str, np.ndarray] | np.ndarray, np.ndarray, np.ndarray | None]:
-    """``(observations, actions, masks)`` from a demonstrations file."""
+    """``(observations, actions, masks)`` from a demonstrations file (a damaged or cut file is a
+    ConfigError naming it)."""
     p = Path(path)
+    try:
+        return _load_demos(p)
+    except (zipfile.BadZipFile, zlib.error, EOFError, KeyError) as exc:
+        # a file cut by an interruption or a copy: was a zipfile traceback
+        raise ConfigError(f"--bc-demos {p}: a damaged .npz ({type(exc).__name__}: {exc}); record it "
+                          "again with `aryl-gym demos`") from None
+
+
+def _load_demos(p: Path) -> tuple[dict[str, np.ndarray] | np.ndarray, np.ndarray, np.ndarray | None]:
     if not p.exists():
         raise ConfigError(f"--bc-demos {p}: file not found (write one with `aryl-gym demos`)")
     try:

@@ -45,7 +45,7 @@ from gymnasium import spaces
 
 from aryl_gym.config import ConfigError
 from aryl_gym.fileio import DirLock, claim_folder, load_yaml_file
-from aryl_gym.train.bc import pretrain, record_demos
+from aryl_gym.train.bc import load_demos, pretrain, record_demos
 from aryl_gym.train.config import (
     TrainConfig,
     algo_class,
@@ -226,6 +226,13 @@ def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
     cls = model_class(cfg)
     check_hyperparams(algo_class(cfg.algo), cfg.hyperparams, f"algo config ({cfg.algo})",
                       cls if cfg.model_class else None)
+    # the files the run reads, before a run folder exists (they used to fail after it was made)
+    if cfg.bc.demos:
+        load_demos(cfg.bc.demos)  # missing, damaged or of the wrong layout: a ConfigError
+    if cfg.teacher.demos and not Path(cfg.teacher.demos).is_file():
+        raise ConfigError(f"teacher.demos {cfg.teacher.demos}: file not found (an `aryl-gym demos` .npz)")
+    if cfg.init_from and not Path(cfg.init_from).is_file():
+        raise ConfigError(f"init_from {cfg.init_from}: file not found (a model .zip, e.g. RUN/warm_start.zip)")
     try:
         env = EnvFactory(cfg, data_root)()
     except (TypeError, ValueError) as exc:
