@@ -1065,6 +1065,8 @@ def test_train_resume_from_a_cut_checkpoint_names_the_latest_good_one(tmp_path: 
     cut.write_bytes((run / "checkpoints" / "rl_model_512_steps.zip").read_bytes()[:20])
     with pytest.raises(ConfigError, match=r"not a complete model \.zip.*latest good one is .*rl_model_512_steps\.zip"):
         resume_plan(cut, 2048)
+    with pytest.raises(ConfigError, match="is a folder; give a checkpoint .zip"):
+        resume_plan(run, 2048)
 
 
 def test_evaluate_marks_an_episode_ended_early(monkeypatch: pytest.MonkeyPatch,
@@ -1137,3 +1139,9 @@ def test_train_bad_demos_fail_before_a_run_folder(make: str, match: str, tmp_pat
                        "--bc-demos", str(path), "--out", str(tmp_path / "runs"), "--quiet"], capsys)
     assert rc == 2 and match in err and "Traceback" not in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_train_resume_of_a_missing_file_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: "no config.yaml in its run folder" for a checkpoint path that does not exist."""
+    rc, _, err = _cli(["train", "--resume", str(tmp_path / "nope.zip"), "--timesteps", "64"], capsys)
+    assert rc == 2 and "nope.zip: file not found" in err

@@ -91,6 +91,8 @@ def build_config(args: argparse.Namespace):
             kv[k.strip()] = load_yaml_value(v)  # as in the YAML files: 1e-4 is a number
         if kv:
             overrides[key] = kv
+    if args.resume and not Path(args.resume).exists():
+        raise ConfigError(f"--resume {args.resume}: file not found (give a checkpoint .zip)")
     if args.config is None:
         if not args.resume:
             raise ConfigError("give --config configs/algos/NAME.yaml (or --resume a checkpoint of a run)")

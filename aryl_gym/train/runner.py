@@ -371,13 +371,16 @@ def resume_plan(ckpt: Path, total: int) -> tuple[Path | None, int]:
     below the checkpoint's count there is nothing to train, a ConfigError. A checkpoint of a run
     that went further continues into a new run folder, so the run's later state is never
     overwritten."""
+    if ckpt.is_dir():
+        raise ConfigError(f"--resume {ckpt}: is a folder; give a checkpoint .zip (e.g. "
+                          "RUN/checkpoints/rl_model_N_steps.zip or RUN/model.zip)")
     if not zipfile.is_zipfile(ckpt):  # a save cut by a kill: the zip has no directory yet
         run = checkpoint_run_dir(ckpt)
         others = sorted((saved_steps(c) or -1, c) for c in (run / "checkpoints").glob("*.zip")
                         if c != ckpt and zipfile.is_zipfile(c)) if run is not None else []
         hint = f"; the latest good one is {others[-1][1]}" if others else ""
-        raise ConfigError(f"--resume {ckpt}: not a complete model .zip (its save was cut by an "
-                          f"interruption?){hint}")
+        raise ConfigError(f"--resume {ckpt}: not a complete model .zip (not a zip file, or its save "
+                          f"was cut by an interruption){hint}")
     steps = saved_steps(ckpt)
     if steps is not None and total <= steps:
         raise ConfigError(
