@@ -101,6 +101,7 @@ def test_checker_catches_work_going_backwards() -> None:
     assert np.isfinite(sim.now)
 
 
+@pytest.mark.slow  # a whole testbed episode of Pollux in 60 s rounds (about 12 s)
 def test_lower_bound_rule_allows_tuned_speedups() -> None:
     """Pollux's batch-size tuning (``Decision.batch`` since World v2; ``Decision.speedup`` > 1
     before) and its growth past ``w_max`` let a job finish before the untuned bound; on testbed
