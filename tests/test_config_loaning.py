@@ -83,6 +83,9 @@ def test_utilization_csv(tmp_path):
     p.write_text("time,utilization\n0,0.5\n600,0.8\n")
     u = load_utilization_csv(p, 300.0)
     assert list(u) == [0.5, 0.5, 0.8]
+    # a byte-order mark (spreadsheet exports) is read as the traces' readers read it
+    p.write_bytes(b"\xef\xbb\xbftime,utilization\n0,0.5\n600,0.8\n")
+    assert list(load_utilization_csv(p, 300.0)) == [0.5, 0.5, 0.8]
     p.write_text("time,utilization\n0,50\n")
     with pytest.raises(ConfigError, match=r"u.csv:2: column 'utilization'.*percentage"):
         load_utilization_csv(p)

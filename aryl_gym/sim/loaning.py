@@ -67,7 +67,7 @@ def load_utilization_csv(path: str | Path, sample_seconds: float = 300.0) -> np.
         raise ConfigError(f"{p}: utilization CSV not found")
     times: list[float] = []
     vals: list[float] = []
-    with open(p, newline="", encoding="utf-8") as fh:
+    with open(p, newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
         fields = reader.fieldnames or []
         for col in ("time", "utilization"):
