@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from .helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,3 +92,23 @@ def test_function_local_imports_say_why():
                 if not said:
                     silent.append(f"{mod}:{node.lineno}: {ast.unparse(node)}")
     assert silent == []
+
+
+def test_git_commit_is_defined_once() -> None:
+    """One implementation of the commit stamp: training's (``-dirty`` when tracked files changed)
+    calls the leaderboard's."""
+    import subprocess
+    from pathlib import Path
+
+    from aryl_gym.leaderboard.provenance import git_commit
+    from aryl_gym.train.runner import git_commit as train_commit
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
+    assert git_commit() == head
+    assert train_commit() in (head, head + "-dirty")
+    pkg = Path(__file__).resolve().parents[1] / "aryl_gym"
+    defs = [p for p in pkg.rglob("*.py") if "def git_commit(" in p.read_text(encoding="utf-8")]
+    assert len(defs) == 2  # the implementation and training's one-line wrapper

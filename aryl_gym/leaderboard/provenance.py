@@ -42,27 +42,31 @@ def source_kind(source: str) -> str:
 _COMMIT: str | None = None
 
 
-def git_commit() -> str:
-    """``git rev-parse HEAD`` of the checkout holding this package, or ``'unknown'``."""
+def git_commit(repo: Path | None = None, dirty: bool = False) -> str:
+    """``git rev-parse HEAD`` of the checkout holding this package (or of ``repo``), or
+    ``'unknown'``. With ``dirty``, ``-dirty`` is appended when tracked files have changes (a
+    training run records that; leaderboard rows and reports record the commit alone, cached)."""
     global _COMMIT
-    if _COMMIT is None:
-        root = Path(__file__).resolve().parents[2]
-        commit = "unknown"
-        if (root / ".git").exists():
-            try:
-                out = subprocess.run(
-                    ["git", "-C", str(root), "rev-parse", "HEAD"],
-                    capture_output=True,
-                    text=True,
-                    timeout=10,
-                    check=False,
-                )
-                if out.returncode == 0 and out.stdout.strip():
-                    commit = out.stdout.strip()
-            except (OSError, subprocess.SubprocessError):
-                pass
+    root = repo or Path(__file__).resolve().parents[2]
+    if repo is None and not dirty and _COMMIT is not None:
+        return _COMMIT
+    commit = "unknown"
+    if repo is None and not (root / ".git").exists():  # an installed package: no checkout of ours
+        return commit
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                             timeout=10, check=False)
+        if out.returncode == 0 and out.stdout.strip():
+            commit = out.stdout.strip()
+            if dirty:
+                st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                    capture_output=True, text=True, timeout=10, check=False)
+                commit += "-dirty" if st.stdout.strip() else ""
+    except (OSError, subprocess.SubprocessError):
+        pass
+    if repo is None and not dirty:
         _COMMIT = commit
-    return _COMMIT
+    return commit
 
 
 def scenario_fingerprint(cfg: ScenarioConfig) -> dict[str, Any]:

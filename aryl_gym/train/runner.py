@@ -30,7 +30,6 @@ import os
 import platform
 import re
 import shutil
-import subprocess
 import sys
 import time
 import zipfile
@@ -45,6 +44,7 @@ from gymnasium import spaces
 
 from aryl_gym.config import ConfigError
 from aryl_gym.fileio import DirLock, claim_folder, load_yaml_file
+from aryl_gym.leaderboard.provenance import git_commit as _git_commit
 from aryl_gym.train.bc import load_demos, pretrain, record_demos
 from aryl_gym.train.config import (
     TrainConfig,
@@ -262,22 +262,9 @@ def build_model(cfg: TrainConfig, venv: Any, verbose: int = 0) -> Any:
 # run folder
 # ---------------------------------------------------------------------------------------------
 def git_commit(repo: Path | None = None) -> str:
-    """``git rev-parse HEAD`` of the code (``-dirty`` if the tree has changes; ``unknown``)."""
-    root = repo or Path(__file__).resolve().parents[2]
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10,
-            check=False,
-        )
-        if head.returncode != 0:
-            return "unknown"
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root, capture_output=True, text=True, timeout=10, check=False,
-        )
-        return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    """``git rev-parse HEAD`` of the code, ``-dirty`` if tracked files have changes, or
+    ``unknown`` (the one implementation: :func:`aryl_gym.leaderboard.provenance.git_commit`)."""
+    return _git_commit(repo, dirty=True)
 
 
 def run_name(cfg: TrainConfig) -> str:
