@@ -30,7 +30,7 @@ import numpy as np
 from aryl_gym.agents.aryl import ArylPolicy
 from aryl_gym.agents.base import BasePolicy, register
 from aryl_gym.agents.pollux import PGNS_BUCKET
-from aryl_gym.agents.pollux_fit import JobModel, Limits, tuned_rows
+from aryl_gym.agents.pollux_fit import JobModel, Limits, observe_running, tuned_rows
 from aryl_gym.agents.pollux_model import scaling_of
 
 from aryl_gym.sim.view import ClusterView, Decision
@@ -101,14 +101,7 @@ class ArylTunedPolicy(ArylPolicy):
         return hit
 
     def decide(self, view: ClusterView) -> Decision:
-        for j in view.running():  # every running job reports; its model follows
-            meas = view.measure(j)
-            if meas is None:
-                continue
-            mod = self._models.get(j)
-            if mod is None:
-                mod = self._models[j] = JobModel()
-            mod.observe(meas)
+        observe_running(view, self._models)  # every running job reports; its model follows
         for j in view.active():
             self.tuning(view, j)  # refresh models' tables (and drop stale knapsack items)
         d = super().decide(view)

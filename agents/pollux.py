@@ -62,7 +62,7 @@ from typing import NamedTuple
 import numpy as np
 from aryl_gym.agents._alloc import fit_targets
 from aryl_gym.agents.base import BasePolicy, register
-from aryl_gym.agents.pollux_fit import JobModel, Limits, tuned_rows
+from aryl_gym.agents.pollux_fit import JobModel, Limits, observe_running, tuned_rows
 
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.view import TRAIN, ClusterView, Decision, PlacementOptions
@@ -155,14 +155,7 @@ class PolluxPolicy(BasePolicy):
 
     def observe(self, view: ClusterView) -> None:
         """Take every running job's report (:meth:`ClusterView.measure`) into its model."""
-        for j in view.running():
-            m = view.measure(j)
-            if m is None:
-                continue
-            mod = self._models.get(j)
-            if mod is None:
-                mod = self._models[j] = JobModel()
-            mod.observe(m)
+        observe_running(view, self._models)
 
     def goodput_rows(self, view: ClusterView, jobs: list[int], top: np.ndarray) -> np.ndarray:
         """``G[i, 0..top_i]``: the modelled goodput of ``jobs[i]`` at each worker count, at the

@@ -198,6 +198,19 @@ class JobModel:
         return True
 
 
+def observe_running(view, models: dict[int, JobModel]) -> None:
+    """Take every running job's report (``ClusterView.measure``) into its model in ``models``
+    (created on a job's first report); Pollux and Aryl+TunedJobs both keep their models so."""
+    for j in view.running():
+        m = view.measure(j)
+        if m is None:
+            continue
+        mod = models.get(j)
+        if mod is None:
+            mod = models[j] = JobModel()
+        mod.observe(m)
+
+
 def goodput(params, n, u, phi, b0, max_local):
     """Modelled goodput (samples per second x efficiency) at ``n`` replicas and local batch
     ``u`` (accumulation above ``max_local``); arguments broadcast."""

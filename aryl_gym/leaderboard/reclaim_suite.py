@@ -63,6 +63,7 @@ from aryl_gym.leaderboard.results import (
     CsvAppender,
     RowSchema,
     digest_path,
+    move_aside,
     rewrite_rows,
     scan_rows,
 )
@@ -436,12 +437,7 @@ def _run_locked(suite: ReclaimSuite, out: Path, agents: dict[str, str], resume: 
         )
     done: dict[tuple[str, str], dict[str, Any]] = {}
     if has_rows and overwrite:
-        bak = unique_backup(csv_path)
-        os.replace(csv_path, bak)
-        dig = digest_path(csv_path)
-        if dig.exists():
-            os.replace(dig, bak.with_name(bak.name + ".digests"))
-        say(f"moved the previous results to {bak}")
+        move_aside(csv_path, say)
     elif has_rows:
         for r in _resume_rows(csv_path, say):
             done[(r["instance"], r["entrant"])] = r

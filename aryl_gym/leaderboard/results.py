@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from aryl_gym.config import ConfigError
-from aryl_gym.fileio import atomic_write_bytes, atomic_write_text, check_readable_file
+from aryl_gym.fileio import (
+    atomic_write_bytes,
+    atomic_write_text,
+    check_readable_file,
+    unique_backup,
+)
 from aryl_gym.leaderboard.provenance import slug
 from aryl_gym.metrics import EpisodeResult
 
@@ -190,6 +195,17 @@ class RowScan:
             )
         return out
 
+
+
+def move_aside(csv_path: Path, say: Any) -> Path:
+    """Move a results file (and its digests) to a backup that cannot collide; say where."""
+    bak = unique_backup(csv_path)
+    os.replace(csv_path, bak)
+    dig = digest_path(csv_path)
+    if dig.exists():
+        os.replace(dig, bak.with_name(bak.name + ".digests"))
+    say(f"moved the previous results to {bak}")
+    return bak
 
 def _lines(xs: Sequence[int]) -> str:
     head = ", ".join(str(x) for x in xs[:8])

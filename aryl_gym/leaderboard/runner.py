@@ -66,6 +66,7 @@ from aryl_gym.leaderboard.results import (  # noqa: F401  (re-exported)
     RowScan,
     digest_path,
     make_series,
+    move_aside,
     read_rows,
     read_series,
     rewrite_rows,
@@ -219,12 +220,7 @@ def _run_suite_locked(
     summary = RunSummary(out, csv_path, rows=[])
     if csv_path.exists() and csv_path.stat().st_size > 0:
         if opts.overwrite:
-            bak = unique_backup(csv_path)
-            os.replace(csv_path, bak)
-            dig = digest_path(csv_path)
-            if dig.exists():
-                os.replace(dig, bak.with_name(bak.name + ".digests"))
-            say(f"moved the previous results to {bak}")
+            move_aside(csv_path, say)
         elif not opts.resume:
             raise ConfigError(
                 f"{csv_path} already exists; pass --resume to continue it (finished episodes are "
