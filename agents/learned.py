@@ -39,10 +39,28 @@ def shipped_agents() -> list[str]:
     return sorted(p.stem for p in PRETRAINED_DIR.glob("*.zip"))
 
 
+def is_rllib_source(name_or_path: str | Path) -> bool:
+    """An RLlib run folder or checkpoint (file tests only; no ray import)."""
+    p = Path(str(name_or_path))
+    return p.is_dir() and any((p / f).is_file() for f in (
+        "rllib.json", "rllib_checkpoint.json", "class_and_ctor_args.pkl"))
+
+
 def resolve_agent_path(name_or_path: str | Path) -> tuple[Path, Path | None, Path | None]:
-    """``(model.zip, config.yaml or None, vecnormalize.pkl or None)`` for a name or a path."""
+    """``(model.zip, config.yaml or None, vecnormalize.pkl or None)`` for a name or a path
+    (for an RLlib run folder or checkpoint: its RLModule's weights file in place of the zip)."""
     text = str(name_or_path)
     p = Path(text)
+    if is_rllib_source(p):
+        # rllib_backend imports neither ray nor torch at import
+        from aryl_gym.train.rllib_backend import module_state_file, rllib_module_dir, run_dir_of
+
+        mdir = rllib_module_dir(p)
+        state = module_state_file(mdir) if mdir is not None else None
+        if mdir is None or state is None:
+            raise ConfigError(f"RLlib checkpoint {p} holds no module weights")
+        run = run_dir_of(mdir)
+        return state, (_opt(run / "config.yaml") if run is not None else None), None
     if p.is_dir():
         model = p / "best_model.zip" if (p / "best_model.zip").exists() else p / "model.zip"
         if not model.exists():
@@ -407,6 +425,12 @@ def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:
     Loading sets torch to one thread in this process (:func:`one_torch_thread`): a loaded
     agent is for acting, one observation at a time; training sets its own ``torch_threads``.
     """
+
+    if is_rllib_source(name_or_path):
+        # an RLlib run folder or checkpoint (aryl-gym train --backend rllib): ray and torch
+        from aryl_gym.train.rllib_backend import load_rllib_agent
+
+        return load_rllib_agent(name_or_path)
 
     one_torch_thread()
 

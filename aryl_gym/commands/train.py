@@ -14,7 +14,7 @@ from pathlib import Path
 from aryl_gym.commands._common import nonneg_int, positive_int, seed_arg, seeds_arg
 
 NAME = "train"
-HELP = "train a learned agent with stable-baselines3 (run folder, TensorBoard, checkpoints)"
+HELP = "train a learned agent with stable-baselines3 or RLlib (run folder, TensorBoard, checkpoints)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,6 +47,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--verbose", action="store_true", help="also print SB3's log table")
     p.add_argument("--json", action="store_true", help='print {"run_dir": ...} as one JSON object')
+    p.add_argument("--backend", choices=("sb3", "rllib"), default="sb3",
+                   help="sb3 (default): stable-baselines3 in this process; rllib: RLlib's PPO "
+                        "with env runners on Ray (the rllib extra; docs/training.md)")
+    p.add_argument("--num-env-runners", type=nonneg_int, default=None, metavar="N",
+                   help="--backend rllib: env runner processes (default: the Ray cluster's CPUs "
+                        "minus one; 0 samples in this process); RAY_ADDRESS names the cluster")
 
 
 def build_config(args: argparse.Namespace):
@@ -108,7 +114,45 @@ def build_config(args: argparse.Namespace):
     return load_train_config(args.config, scenario=args.scenario, overrides=overrides)
 
 
+#: options of the SB3 path that the RLlib backend does not take
+_SB3_ONLY = (("vec_env", "--vec-env"), ("bc_demos", "--bc-demos"), ("init_from", "--init-from"),
+             ("bc_epochs", "--bc-epochs"))
+
+
+def run_rllib(args: argparse.Namespace) -> int:
+    """``--backend rllib``: :func:`aryl_gym.train.rllib_backend.train_rllib`."""
+    given = [flag for key, flag in _SB3_ONLY if getattr(args, key, None) is not None]
+    if given:
+        print(f"aryl-gym train: error: {', '.join(given)} belong to the SB3 backend; "
+              "--backend rllib does not take them", file=sys.stderr)
+        return 2
+    # rllib_backend imports neither ray nor torch until a run starts
+    from aryl_gym.train.rllib_backend import rllib_unavailable, train_rllib
+
+    why = rllib_unavailable()
+    if why:  # before any work
+        print(f"aryl-gym train: error: {why}", file=sys.stderr)
+        return 2
+    cfg = build_config(args)
+    res = train_rllib(
+        cfg,
+        out=args.out,
+        num_env_runners=args.num_env_runners,
+        resume=args.resume,
+        args={k: v for k, v in vars(args).items() if not k.startswith("_")},
+        data_root=args.data_root,
+        verbose=0 if args.quiet else (2 if args.verbose else 1),
+    )
+    print(json.dumps({"run_dir": str(res.run_dir)}) if args.json else res.run_dir)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "backend", "sb3") == "rllib":
+        return run_rllib(args)
+    if getattr(args, "num_env_runners", None) is not None:
+        print("aryl-gym train: error: --num-env-runners needs --backend rllib", file=sys.stderr)
+        return 2
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.extras import install_hint, missing_modules
 

@@ -135,7 +135,16 @@ def check_entrant(entrant: Entrant, env_id: str) -> str | None:
         return f"env {env_id} is not registered (aryl_gym.envs not installed in this checkout yet)"
     src = entrant.source
     kind = source_kind(src)
-    if kind != "import":  # a saved stable-baselines3 model: the train extra
+    learned = _learned_module() if kind == "path" else None
+    rllib = learned is not None and learned.is_rllib_source(src)
+    if rllib:  # an RLlib run or checkpoint: the rllib extra
+        # rllib_backend imports ray only to check that it is there
+        from aryl_gym.train.rllib_backend import rllib_unavailable
+
+        why = rllib_unavailable()
+        if why:
+            return why
+    elif kind != "import":  # a saved stable-baselines3 model: the train extra
         # extras imports nothing heavy: only find_spec
         from aryl_gym.extras import learned_agents_unavailable
 
