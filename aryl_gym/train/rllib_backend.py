@@ -573,9 +573,11 @@ def _learner_module(algo: Any, template: Any) -> Any:
     return template
 
 
-def resume_checkpoint(ckpt: Path, total: int) -> tuple[Path, int]:
-    """``(run folder, steps)`` of an RLlib checkpoint ``RUN/checkpoints/rllib_N_steps``; a total
-    at or below its steps is an error (``--timesteps`` is the run's total)."""
+def resume_checkpoint(ckpt: Path, total: int) -> tuple[Path, int, bool]:
+    """``(run folder, steps, continue in a new run folder?)`` of an RLlib checkpoint
+    ``RUN/checkpoints/rllib_N_steps``; a total at or below its steps is an error
+    (``--timesteps`` is the run's total). A checkpoint of a run that went further continues in
+    a new run folder beside ``RUN`` (as on the SB3 path), so the run's later state is kept."""
     if not (ckpt / "rllib_checkpoint.json").is_file():
         raise ConfigError(f"--resume {ckpt}: not an RLlib checkpoint folder (give "
                           "RUN/checkpoints/rllib_N_steps)")
@@ -590,7 +592,7 @@ def resume_checkpoint(ckpt: Path, total: int) -> tuple[Path, int]:
     if total <= steps:
         raise ConfigError(f"--resume {ckpt}: the checkpoint is at {steps:,} steps and --timesteps "
                           f"{total:,} is the run's total (not extra steps): nothing to train")
-    return run, steps
+    return run, steps, any(n > steps for n, _ in _checkpoints(run))
 
 
 def train_rllib(
@@ -623,12 +625,17 @@ def train_rllib(
                           f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     ckpt = Path(resume) if resume else None
     start_steps = 0
+    fresh = ckpt is None
     if ckpt is not None:
-        run_dir, start_steps = resume_checkpoint(ckpt, int(cfg.total_timesteps))
+        run_dir, start_steps, fresh = resume_checkpoint(ckpt, int(cfg.total_timesteps))
+        if fresh:
+            say(f"{run_dir} went on beyond {start_steps:,} steps; resuming its checkpoint in a new "
+                "run folder beside it (the run is left as it was)")
+            out = run_dir.parent
     torch.set_num_threads(max(int(cfg.torch_threads), 1))
     ray, started, n_runners = connect_ray(num_env_runners, address)
     try:
-        if ckpt is None:
+        if fresh:
             run_dir = new_rllib_run_dir(cfg, out)
         with DirLock(run_dir, "run"):
             return _train(cfg, run_dir, ckpt, start_steps, n_runners, settings, args, data_root,
