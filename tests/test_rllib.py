@@ -177,6 +177,7 @@ def test_module_masks_every_forward_pass(rllib: Any) -> None:
 
 def test_checkpoint_loads_as_agent(rllib: Any, tmp_path: Path) -> None:
     from aryl_gym.agents.learned import load_agent, resolve_agent_path
+
     from aryl_gym.rollout import run_agent
     from aryl_gym.train.rllib_backend import RLlibAgent
 
@@ -218,39 +219,57 @@ def test_checkpoint_loads_as_agent(rllib: Any, tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# a short training run (slow: Ray start-up and about 20,000 env steps)
+# a short training run (slow: Ray start-up and 100,000 env steps, about 3 minutes)
 # ---------------------------------------------------------------------------------------------
+def _paired(agent: Any, env: Any, seeds: range, deterministic: bool) -> np.ndarray:
+    """random's avg JCT minus the agent's, seed by seed (the same episode for both)."""
+    from aryl_gym.rollout import run_agent
+    from aryl_gym.train.evaluation import RandomMaskedAgent
+
+    ours = [run_agent(agent, env, s, deterministic=deterministic)[0].avg_jct for s in seeds]
+    rand = [run_agent(RandomMaskedAgent(s), env, s)[0].avg_jct for s in seeds]
+    return np.array(rand) - np.array(ours)
+
+
 @pytest.mark.slow
 def test_short_run_beats_random_on_paired_seeds(rllib: Any, tmp_path: Path) -> None:
     import ray
+    from aryl_gym.agents.learned import load_agent
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from aryl_gym.agents.learned import load_agent
-    from aryl_gym.rollout import run_agent
-    from aryl_gym.train.evaluation import RandomMaskedAgent
     from aryl_gym.train.rllib_backend import train_rllib
 
-    cfg = load_train_config("maskable_ppo", scenario="tiny", overrides={"checkpoint_freq": 10_000})
+    cfg = load_train_config("maskable_ppo", scenario="tiny",
+                            overrides={"total_timesteps": 100_000, "checkpoint_freq": 50_000,
+                                       "eval": {"freq": 25_000}})
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     try:
         res = train_rllib(cfg, out=tmp_path, num_env_runners=1, verbose=0)  # one remote runner
     finally:
         ray.shutdown()
     run = res.run_dir
-    assert res.num_timesteps >= 20_000
-    assert sorted(p.name for p in (run / "checkpoints").iterdir())[:1] == ["rllib_10240_steps"]
+    assert res.num_timesteps >= 100_000
+    # a checkpoint after the first iteration at or past 50,000 steps (512-step updates; a remote
+    # runner may hand in a few steps more), and the final one
+    cks = sorted(int(p.name.split("_")[1]) for p in (run / "checkpoints").iterdir())
+    assert 50_000 <= cks[0] < 50_000 + 600 and cks[-1] == res.num_timesteps
     assert (run / "module").is_dir() and (run / "best_module").is_dir()
     ea = EventAccumulator(str(run / "tb"))
     ea.Reload()
     tags = set(ea.Tags()["scalars"])
     assert {"cluster/avg_jct", "cluster/episodes", "eval/avg_jct", "eval/jct_ratio_to_aryl"} <= tags
     episodes = [e.value for e in ea.Scalars("cluster/episodes")]
-    assert episodes == sorted(episodes) and episodes[-1] > 100
+    assert episodes == sorted(episodes) and episodes[-1] > 500
 
-    agent = load_agent(str(run))
-    seeds = range(2000, 2030)  # held out: training draws from the run seed, evaluation 1000-1002
+    # held-out seeds (training draws from the run seed, evaluation plays 1000-1002). On tiny an
+    # untrained network's argmax already beats random (a fixed rule grants more steadily than
+    # random picks), so learning is judged on the *sampling* policy, which starts as masked
+    # uniform, i.e. as random: after training it must beat random by more than two standard
+    # errors of the paired difference (measured: 641 s +- 120 s at 100,000 steps).
+    agent = load_agent(str(run / "module"))
     env = agent.make_env(scenario="tiny")
-    ours = np.array([run_agent(agent, env, s)[0].avg_jct for s in seeds])
-    rand = np.array([run_agent(RandomMaskedAgent(s), env, s)[0].avg_jct for s in seeds])
-    diff = rand - ours  # paired: the same episode for both
-    assert diff.mean() > 2 * diff.std(ddof=1) / np.sqrt(len(diff)), (ours.mean(), rand.mean())
+    seeds = range(2000, 2120)
+    sampled = _paired(agent, env, seeds, deterministic=False)
+    assert sampled.mean() > 2 * sampled.std(ddof=1) / np.sqrt(len(seeds)), sampled.mean()
+    argmax = _paired(load_agent(str(run)), env, seeds, deterministic=True)  # best_module/
+    assert argmax.mean() > 0

@@ -40,12 +40,20 @@ def apply_mask(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask > 0.5, logits, torch.full_like(logits, MASKED_LOGIT))
 
 
-def _mlp(n_in: int, hiddens: list[int], n_out: int, act: type[nn.Module]) -> nn.Sequential:
+def _mlp(n_in: int, hiddens: list[int], n_out: int, act: type[nn.Module], out_gain: float) -> nn.Sequential:
+    """An MLP initialised as SB3's ``ActorCriticPolicy`` does (``ortho_init``): orthogonal
+    weights, gain sqrt(2) in the hidden layers and ``out_gain`` in the last one (0.01 for the
+    policy, so its first actions are close to uniform over the allowed ones; 1 for the value),
+    zero biases."""
     layers: list[nn.Module] = []
     for h in hiddens:
         layers += [nn.Linear(n_in, h), act()]
         n_in = h
     layers.append(nn.Linear(n_in, n_out))
+    linears = [m for m in layers if isinstance(m, nn.Linear)]
+    for i, lin in enumerate(linears):
+        nn.init.orthogonal_(lin.weight, gain=out_gain if i == len(linears) - 1 else math.sqrt(2))
+        nn.init.zeros_(lin.bias)
     return nn.Sequential(*layers)
 
 
@@ -53,7 +61,8 @@ class MaskedPPOTorchModule(TorchRLModule, ValueFunctionAPI):
     """PPO's actor-critic for a ``Dict`` observation with an ``action_mask`` key over a
     ``Discrete`` action space, as sb3-contrib's ``MaskablePPO`` with ``MultiInputPolicy`` builds
     it: every key of the observation (the mask included) flattened and concatenated in the
-    space's key order, then separate policy and value networks (``model_config``:
+    space's key order, then separate policy and value networks, initialised as SB3 does
+    (``model_config``:
     ``hiddens``, default ``[64, 64]``; ``activation``, default ``tanh``). The policy's logits
     of actions the mask refuses are set to :data:`MASKED_LOGIT` in every forward pass
     (inference, exploration and training), so such an action is never sampled and its
@@ -78,9 +87,9 @@ class MaskedPPOTorchModule(TorchRLModule, ValueFunctionAPI):
         act = _ACTIVATIONS[act_name]
         self.obs_keys = list(space.spaces)
         n_in = sum(int(math.prod(space.spaces[k].shape)) for k in self.obs_keys)
-        self.pi = _mlp(n_in, hiddens, int(self.action_space.n), act)
+        self.pi = _mlp(n_in, hiddens, int(self.action_space.n), act, 0.01)
         if not self.inference_only:
-            self.vf = _mlp(n_in, hiddens, 1, act)
+            self.vf = _mlp(n_in, hiddens, 1, act, 1.0)
 
     def features(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         """``(B, sum of key sizes)``: every key flattened, in the space's key order."""
