@@ -218,6 +218,25 @@ def test_checkpoint_loads_as_agent(rllib: Any, tmp_path: Path) -> None:
     env.close()
 
 
+def test_missing_extra_is_named(rllib: Any, monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from aryl_gym.cli import main
+    from aryl_gym.train.rllib_backend import load_rllib_agent, rllib_unavailable
+
+    monkeypatch.setitem(sys.modules, "ray.rllib", None)  # "import ray.rllib" now fails as if absent
+    assert rllib_unavailable() == ("the RLlib backend needs ray.rllib (ray[rllib] and torch): "
+                                   "pip install 'aryl-gym[rllib]'")
+    rc = main(["train", "--backend", "rllib", "--config", "maskable_ppo", "--scenario", "tiny",
+               "--out", str(tmp_path)])
+    assert rc == 2 and "pip install 'aryl-gym[rllib]'" in capsys.readouterr().err
+    mod = tmp_path / "m"
+    mod.mkdir()
+    (mod / "class_and_ctor_args.pkl").write_bytes(b"")
+    (mod / "module_state.pkl").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"aryl-gym\[rllib\]"):
+        load_rllib_agent(mod)
+
+
 # ---------------------------------------------------------------------------------------------
 # a short training run (slow: Ray start-up and 100,000 env steps, about 3 minutes)
 # ---------------------------------------------------------------------------------------------

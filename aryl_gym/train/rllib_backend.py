@@ -316,14 +316,14 @@ def load_rllib_agent(path: str | Path, seed: int = 0) -> RLlibAgent:
         raise ConfigError(f"{path}: the RLlib checkpoint has no module at {mdir}")
     why = rllib_unavailable()
     if why:
-        raise ModuleNotFoundError(why, name="ray")
+        raise ConfigError(why)  # names the rllib extra (a bare ModuleNotFoundError would name ray's)
     from ray.rllib.core.rl_module.rl_module import RLModule
 
     from aryl_gym.agents.learned import _read_run_config, one_torch_thread
 
     one_torch_thread()
-    module = RLModule.from_checkpoint(str(mdir))
-    module.eval()
+    module: Any = RLModule.from_checkpoint(str(mdir))
+    module.eval()  # a TorchRLModule (torch.nn.Module): inference mode
     run = run_dir_of(mdir)
     config: dict[str, Any] = {}
     if run is not None and (run / "config.yaml").is_file():
@@ -609,7 +609,7 @@ def train_rllib(
     (``model_path`` is the final module's folder)."""
     why = rllib_unavailable()
     if why:
-        raise ModuleNotFoundError(why, name="ray")
+        raise ConfigError(why)  # names the rllib extra (a bare ModuleNotFoundError would name ray's)
     import torch
 
     from aryl_gym.fileio import DirLock

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.core.columns import Columns
@@ -38,6 +39,11 @@ def apply_mask(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """``logits`` where ``mask`` allows the action (``mask > 0.5``), :data:`MASKED_LOGIT`
     elsewhere; shapes ``(B, n)`` both."""
     return torch.where(mask > 0.5, logits, torch.full_like(logits, MASKED_LOGIT))
+
+
+def _size(space: gym.Space[Any]) -> int:
+    """Entries of one observation key once flattened."""
+    return int(np.prod(space.shape or ()))
 
 
 def _mlp(n_in: int, hiddens: list[int], n_out: int, act: type[nn.Module], out_gain: float) -> nn.Sequential:
@@ -76,17 +82,17 @@ class MaskedPPOTorchModule(TorchRLModule, ValueFunctionAPI):
         if not isinstance(self.action_space, gym.spaces.Discrete):
             raise ValueError(f"{type(self).__name__} needs a Discrete action space (the env's "
                              f"'sequential' action mode); got {self.action_space}")
-        n_mask = int(math.prod(space.spaces[MASK_KEY].shape))
+        n_mask = _size(space.spaces[MASK_KEY])
         if n_mask != int(self.action_space.n):
             raise ValueError(f"the {MASK_KEY!r} has {n_mask} entries for {self.action_space.n} actions")
-        cfg = dict(self.model_config or {})
+        cfg: dict[str, Any] = dict(self.model_config or {})  # type: ignore[arg-type]
         hiddens = [int(h) for h in cfg.get("hiddens", [64, 64])]
         act_name = str(cfg.get("activation", "tanh")).lower()
         if act_name not in _ACTIVATIONS:
             raise ValueError(f"activation {act_name!r} unknown; choose one of {', '.join(_ACTIVATIONS)}")
         act = _ACTIVATIONS[act_name]
         self.obs_keys = list(space.spaces)
-        n_in = sum(int(math.prod(space.spaces[k].shape)) for k in self.obs_keys)
+        n_in = sum(_size(space.spaces[k]) for k in self.obs_keys)
         self.pi = _mlp(n_in, hiddens, int(self.action_space.n), act, 0.01)
         if not self.inference_only:
             self.vf = _mlp(n_in, hiddens, 1, act, 1.0)
