@@ -4,6 +4,8 @@
 ``ppo-testbed.yaml`` (the resolved training config: algorithm, scenario, env id and kwargs);
 ``load_agent("runs/RUN")`` a run folder (its ``best_model.zip`` if present, else ``model.zip``);
 ``load_agent("path/model.zip")`` a model file (its config is looked for beside it);
+``load_agent("runs/tiny__rllib_ppo__0__TIME")`` an RLlib run folder or checkpoint
+(:class:`RLlibAgent`, ``aryl-gym train --backend rllib``);
 ``load_agent("logs/ppo_mask/aryl_gym-Aryl-v0_1")`` an rl-baselines3-zoo experiment folder (or
 ``logs/ppo_mask``, or ``logs``: the latest experiment), see :func:`resolve_zoo_folder`. The returned
 :class:`LearnedAgent` has ``predict(obs, state=None, episode_start=None, deterministic=True)``
@@ -52,9 +54,6 @@ def resolve_agent_path(name_or_path: str | Path) -> tuple[Path, Path | None, Pat
     text = str(name_or_path)
     p = Path(text)
     if is_rllib_source(p):
-        # rllib_backend imports neither ray nor torch at import
-        from aryl_gym.train.rllib_backend import module_state_file, rllib_module_dir, run_dir_of
-
         mdir = rllib_module_dir(p)
         state = module_state_file(mdir) if mdir is not None else None
         if mdir is None or state is None:
@@ -428,8 +427,6 @@ def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:
 
     if is_rllib_source(name_or_path):
         # an RLlib run folder or checkpoint (aryl-gym train --backend rllib): ray and torch
-        from aryl_gym.train.rllib_backend import load_rllib_agent
-
         return load_rllib_agent(name_or_path)
 
     one_torch_thread()
@@ -470,3 +467,144 @@ def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:
         obs_norm.training = False
     name = Path(str(name_or_path)).stem if Path(str(name_or_path)).suffix else Path(str(name_or_path)).name
     return LearnedAgent(name=name, model=model, config=config, obs_norm=obs_norm, masked=ALGOS[algo][2])
+
+
+# ----------------------------------------------------------------------------------------------
+# RLlib runs (aryl-gym train --backend rllib, aryl_gym.train.rllib_backend)
+# ----------------------------------------------------------------------------------------------
+
+#: the file that marks a run folder as an RLlib run (and says what made it)
+RLLIB_MARKER = "rllib.json"
+#: where an RLlib Algorithm checkpoint keeps the policy's RLModule
+MODULE_IN_CHECKPOINT = Path("learner_group") / "learner" / "rl_module" / "default_policy"
+
+
+class RLlibAgent(LearnedAgent):
+    """A trained :class:`~aryl_gym.train.rllib_module.MaskedPPOTorchModule` (RLlib) as an SB3-style
+    agent: ``predict(obs, state, episode_start, deterministic, action_masks)``. Deterministic:
+    the argmax of the masked logits (ties to the lowest action), the mask from ``action_masks``
+    when given, else from the observation's ``action_mask``; otherwise a sample of the masked
+    softmax from the agent's own seeded generator. ``make_env`` builds the training env (the
+    run's ``config.yaml``) as for SB3 agents."""
+
+    def __init__(self, name: str, module: Any, config: Mapping[str, Any] | None = None,
+                 seed: int = 0):
+        super().__init__(name=name, model=module, config=dict(config or {}), masked=True)
+        self.rng = np.random.default_rng(seed)
+
+    def logits(self, observation: Mapping[str, Any], action_masks: Any = None) -> tuple[np.ndarray, bool]:
+        """``(masked logits (B, n), batched?)`` for one observation or a batch of them."""
+        import torch  # the rllib extra: only when an RLlib agent acts
+
+        # imports ray: only when an RLlib agent acts
+        from aryl_gym.train.rllib_module import MASK_KEY, apply_mask
+
+        mod = self.model
+        space = mod.observation_space.spaces
+        first = np.asarray(observation[MASK_KEY])
+        batched = first.ndim == len(space[MASK_KEY].shape) + 1
+        obs = {k: torch.as_tensor(np.asarray(observation[k], dtype=np.float32)).reshape(-1, *space[k].shape)
+               for k in mod.obs_keys}
+        with torch.inference_mode():
+            logits, _ = mod.masked_logits(obs)
+            if action_masks is not None:
+                m = torch.as_tensor(np.asarray(action_masks, dtype=np.float32)).reshape(logits.shape)
+                logits = apply_mask(logits, m)
+        return logits.numpy(), batched
+
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True, action_masks: Any = None) -> tuple[Any, Any]:
+        logits, batched = self.logits(observation, action_masks)
+        if deterministic:
+            act = logits.argmax(axis=-1)
+        else:
+            z = logits - logits.max(axis=-1, keepdims=True)
+            p = np.exp(z)
+            p /= p.sum(axis=-1, keepdims=True)
+            act = np.array([self.rng.choice(len(row), p=row) for row in p])
+        return (act if batched else act[0]), state
+
+    def __repr__(self) -> str:
+        return f"RLlibAgent(name={self.name!r}, scenario={self.scenario!r})"
+
+
+def rllib_module_dir(path: str | Path) -> Path | None:
+    """The RLModule checkpoint folder that ``path`` names, or ``None`` when ``path`` is not an
+    RLlib source (file tests only, no import): an RLlib run folder (``rllib.json``: its
+    ``best_module/``, else ``module/``, else its latest checkpoint's module), an Algorithm
+    checkpoint (``rllib_checkpoint.json`` and ``learner_group/``) or an RLModule checkpoint
+    (``class_and_ctor_args.pkl`` and ``module_state*``)."""
+    p = Path(path)
+    if not p.is_dir():
+        return None
+    if (p / RLLIB_MARKER).is_file():
+        for d in (p / "best_module", p / "module"):
+            if _is_module_dir(d):
+                return d
+        cks = rllib_checkpoints(p)
+        if cks:
+            return cks[-1][1] / MODULE_IN_CHECKPOINT
+        raise ConfigError(f"RLlib run {p} holds no module yet (best_module/, module/ or "
+                          "checkpoints/rllib_N_steps/); has it saved a checkpoint?")
+    if (p / "rllib_checkpoint.json").is_file() and (p / "learner_group").is_dir():
+        return p / MODULE_IN_CHECKPOINT
+    if _is_module_dir(p):
+        return p
+    return None
+
+
+def _is_module_dir(d: Path) -> bool:
+    return (d / "class_and_ctor_args.pkl").is_file() and any(d.glob("module_state*"))
+
+
+def module_state_file(module_dir: Path) -> Path | None:
+    """The weights file of an RLModule checkpoint (its bytes identify the agent)."""
+    return next(iter(sorted(module_dir.glob("module_state*"))), None)
+
+
+def run_dir_of(module_dir: Path) -> Path | None:
+    """The RLlib run folder holding ``module_dir`` (it has ``rllib.json``), if any."""
+    for d in [module_dir, *module_dir.parents][:8]:
+        if (d / RLLIB_MARKER).is_file():
+            return d
+    return None
+
+
+def load_rllib_agent(path: str | Path, seed: int = 0) -> RLlibAgent:
+    """The agent of an RLlib run folder or checkpoint (:func:`rllib_module_dir`); its env
+    settings from the run's ``config.yaml`` when the checkpoint sits in a run folder."""
+    mdir = rllib_module_dir(path)
+    if mdir is None:
+        raise ConfigError(f"{path}: not an RLlib run folder or checkpoint")
+    if not _is_module_dir(mdir):
+        raise ConfigError(f"{path}: the RLlib checkpoint has no module at {mdir}")
+    # extras imports nothing heavy at import
+    from aryl_gym.extras import rllib_unavailable
+
+    why = rllib_unavailable()
+    if why:
+        raise ConfigError(why)  # names the rllib extra (a bare ModuleNotFoundError would name ray's)
+    # ray (the rllib extra): only when an RLlib agent is loaded; no Ray instance is started
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    one_torch_thread()
+    module: Any = RLModule.from_checkpoint(str(mdir))
+    module.eval()  # a TorchRLModule (torch.nn.Module): inference mode
+    run = run_dir_of(mdir)
+    config: dict[str, Any] = {}
+    if run is not None and (run / "config.yaml").is_file():
+        config = _read_run_config(run / "config.yaml")
+    name = (run or Path(path)).name
+    return RLlibAgent(name, module, config, seed)
+
+
+
+def rllib_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """``(steps, folder)`` of an RLlib run's ``checkpoints/rllib_{N}_steps``, by steps."""
+    out = []
+    for d in (run_dir / "checkpoints").glob("rllib_*_steps"):
+        try:
+            out.append((int(d.name.split("_")[1]), d))
+        except ValueError:
+            continue
+    return sorted(out)

@@ -63,3 +63,18 @@ def learned_agents_unavailable() -> str | None:
     if not miss:
         return None
     return f"learned agents need {', '.join(miss)}: {install_hint('train')}"
+
+
+def rllib_unavailable() -> str | None:
+    """Why RLlib training or an RLlib agent cannot run here (naming the ``rllib`` extra), or
+    ``None``. Unlike :func:`missing_modules` this imports torch and ``ray.rllib`` when they are
+    installed (a half-installed ray[rllib] fails only on import); callers are about to use them."""
+    import importlib  # only here: the modules are imported to see that they load
+
+    for mod in ("torch", "ray.rllib"):
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            return (f"the RLlib backend needs {exc.name or mod} (ray[rllib] and torch): "
+                    f"{install_hint('rllib')}")
+    return None

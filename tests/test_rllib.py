@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from aryl_gym.agents.learned import rllib_module_dir
 
 from aryl_gym.config import ConfigError
 from aryl_gym.train.config import load_train_config
-from aryl_gym.train.rllib_backend import rllib_module_dir, rllib_settings
+from aryl_gym.train.rllib_backend import rllib_settings
 
 
 @pytest.fixture(scope="module")
@@ -176,10 +177,9 @@ def test_module_masks_every_forward_pass(rllib: Any) -> None:
 
 
 def test_checkpoint_loads_as_agent(rllib: Any, tmp_path: Path) -> None:
-    from aryl_gym.agents.learned import load_agent, resolve_agent_path
+    from aryl_gym.agents.learned import RLlibAgent, load_agent, resolve_agent_path
 
     from aryl_gym.rollout import run_agent
-    from aryl_gym.train.rllib_backend import RLlibAgent
 
     env = _tiny_env()
     mod = _module(rllib, env, seed=3)
@@ -220,8 +220,10 @@ def test_checkpoint_loads_as_agent(rllib: Any, tmp_path: Path) -> None:
 
 def test_missing_extra_is_named(rllib: Any, monkeypatch: pytest.MonkeyPatch,
                                 capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from aryl_gym.agents.learned import load_rllib_agent
+
     from aryl_gym.cli import main
-    from aryl_gym.train.rllib_backend import load_rllib_agent, rllib_unavailable
+    from aryl_gym.extras import rllib_unavailable
 
     monkeypatch.setitem(sys.modules, "ray.rllib", None)  # "import ray.rllib" now fails as if absent
     assert rllib_unavailable() == ("the RLlib backend needs ray.rllib (ray[rllib] and torch): "

@@ -126,13 +126,15 @@ def run_rllib(args: argparse.Namespace) -> int:
         print(f"aryl-gym train: error: {', '.join(given)} belong to the SB3 backend; "
               "--backend rllib does not take them", file=sys.stderr)
         return 2
-    # rllib_backend imports neither ray nor torch until a run starts
-    from aryl_gym.train.rllib_backend import rllib_unavailable, train_rllib
+    # at run time: aryl-gym imports every command module to build its parser
+    from aryl_gym.extras import rllib_unavailable
 
     why = rllib_unavailable()
     if why:  # before any work
         print(f"aryl-gym train: error: {why}", file=sys.stderr)
         return 2
+    # rllib_backend imports pydantic (the config); ray and torch only once a run starts
+    from aryl_gym.train.rllib_backend import train_rllib
     cfg = build_config(args)
     res = train_rllib(
         cfg,

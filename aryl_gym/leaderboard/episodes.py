@@ -138,8 +138,8 @@ def check_entrant(entrant: Entrant, env_id: str) -> str | None:
     learned = _learned_module() if kind == "path" else None
     rllib = learned is not None and learned.is_rllib_source(src)
     if rllib:  # an RLlib run or checkpoint: the rllib extra
-        # rllib_backend imports ray only to check that it is there
-        from aryl_gym.train.rllib_backend import rllib_unavailable
+        # extras: imports ray only to check that it loads
+        from aryl_gym.extras import rllib_unavailable
 
         why = rllib_unavailable()
         if why:

@@ -22,9 +22,10 @@ Ray has.
   same held-out protocol (:func:`aryl_gym.rollout.run_agent_batch` on ``eval.seeds``, the
   references run natively on the same seeds), ``rollout/``, ``train/`` (RLlib's learner
   figures) and ``time/fps``.
-* :class:`RLlibAgent` (:func:`load_rllib_agent`): a trained RLModule as an SB3-style agent
-  (masked argmax), which ``aryl_gym.agents.learned.load_agent`` returns for an RLlib run folder
-  or checkpoint, so ``aryl-gym evaluate`` and the leaderboard take RLlib runs like SB3 runs.
+* :class:`aryl_gym.agents.learned.RLlibAgent` (``aryl_gym.agents.learned.load_rllib_agent``): a trained RLModule as an
+  SB3-style agent (masked argmax), which ``aryl_gym.agents.learned.load_agent`` returns for an
+  RLlib run folder or checkpoint, so ``aryl-gym evaluate`` and the leaderboard take RLlib runs
+  like SB3 runs.
 
 Nothing here imports ray or torch at import time (``import aryl_gym`` never imports this
 module either); :mod:`aryl_gym.train.rllib_module` holds the classes that need them.
@@ -32,11 +33,12 @@ module either); :mod:`aryl_gym.train.rllib_module` holds the classes that need t
 
 from __future__ import annotations
 
-import importlib
+import csv
 import json
 import math
 import os
 import platform
+import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -46,21 +48,26 @@ from typing import Any
 import numpy as np
 import yaml
 
-from aryl_gym.agents.learned import LearnedAgent
+from aryl_gym.agents.learned import (
+    RLLIB_MARKER,
+    RLlibAgent,
+    rllib_checkpoints,
+    run_dir_of,
+)
 from aryl_gym.config import ConfigError
-from aryl_gym.extras import install_hint
+from aryl_gym.extras import rllib_unavailable
+from aryl_gym.fileio import DirLock, claim_folder
 from aryl_gym.metrics import view as metric_view
 from aryl_gym.train.config import TrainConfig, config_from_run_dict, scenario_key
+from aryl_gym.train.envs import EnvFactory, make_single_env, train_scenario
+from aryl_gym.train.evaluation import mean_metrics, run_agent_batch, run_reference
+from aryl_gym.train.runner import RunResult, git_commit
 
 #: the reference heuristics' figures logged beside the agent's (the SB3 path's: the times of
 #: aryl_gym.metrics' view "console")
 REFERENCE_FIGURES = tuple(m.name for m in metric_view("console") if m.unit == "s")
 #: the env name registered with Ray's registry (the creator builds the config's env)
 ENV_NAME = "aryl_gym_rllib"
-#: the file that marks a run folder as an RLlib run (and says what made it)
-MARKER = "rllib.json"
-#: where an Algorithm checkpoint keeps the policy's RLModule
-MODULE_IN_CHECKPOINT = Path("learner_group") / "learner" / "rl_module" / "default_policy"
 #: the run name's algorithm part (``{scenario}__rllib_ppo__{seed}__{time}``)
 RUN_ALGO = "rllib_ppo"
 
@@ -78,21 +85,6 @@ HYPERPARAMS = {
 }
 #: hyperparameters read elsewhere: n_steps (the rollout: n_steps * n_envs per update)
 _OTHER_HYPERPARAMS = ("n_steps",)
-
-
-# ---------------------------------------------------------------------------------------------
-# availability
-# ---------------------------------------------------------------------------------------------
-def rllib_unavailable() -> str | None:
-    """Why RLlib training or an RLlib agent cannot run here (naming the extra), or ``None``.
-    Imports ``ray.rllib`` and torch when they are installed (the caller is about to use them)."""
-    for mod in ("torch", "ray.rllib"):
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as exc:
-            return (f"the RLlib backend needs {exc.name or mod} (ray[rllib] and torch): "
-                    f"{install_hint('rllib')}")
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,15 +172,13 @@ def rllib_settings(cfg: TrainConfig) -> dict[str, Any]:
 def make_rllib_env(env_config: Mapping[str, Any]) -> Any:
     """Ray's env creator: the training env of the run config in ``env_config["train_config"]``
     (:func:`aryl_gym.train.envs.make_single_env`), on any env runner of any node."""
-    # envs imports the training wrappers: only on the env runners that build envs
-    from aryl_gym.train.envs import make_single_env
-
     cfg = config_from_run_dict(dict(env_config["train_config"]), "RLlib env config")
     return make_single_env(cfg, env_config.get("data_root"))
 
 
 def algo_config(cfg: TrainConfig, num_env_runners: int, data_root: str | None = None) -> Any:
     """RLlib's ``PPOConfig`` for ``cfg`` (the new API stack: RLModule, Learner, EnvRunner)."""
+    # ray (the rllib extra): only when a run is configured
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
@@ -214,143 +204,14 @@ def algo_config(cfg: TrainConfig, num_env_runners: int, data_root: str | None = 
 
 
 # ---------------------------------------------------------------------------------------------
-# the agent
-# ---------------------------------------------------------------------------------------------
-class RLlibAgent(LearnedAgent):
-    """A trained :class:`~aryl_gym.train.rllib_module.MaskedPPOTorchModule` as an SB3-style
-    agent: ``predict(obs, state, episode_start, deterministic, action_masks)``. Deterministic:
-    the argmax of the masked logits (ties to the lowest action), the mask from ``action_masks``
-    when given, else from the observation's ``action_mask``; otherwise a sample of the masked
-    softmax from the agent's own seeded generator. ``make_env`` builds the training env (the
-    run's ``config.yaml``) as for SB3 agents."""
-
-    def __init__(self, name: str, module: Any, config: Mapping[str, Any] | None = None,
-                 seed: int = 0):
-        super().__init__(name=name, model=module, config=dict(config or {}), masked=True)
-        self.rng = np.random.default_rng(seed)
-
-    def logits(self, observation: Mapping[str, Any], action_masks: Any = None) -> tuple[np.ndarray, bool]:
-        """``(masked logits (B, n), batched?)`` for one observation or a batch of them."""
-        import torch  # the rllib extra: only when an RLlib agent acts
-
-        from aryl_gym.train.rllib_module import MASK_KEY, apply_mask
-
-        mod = self.model
-        space = mod.observation_space.spaces
-        first = np.asarray(observation[MASK_KEY])
-        batched = first.ndim == len(space[MASK_KEY].shape) + 1
-        obs = {k: torch.as_tensor(np.asarray(observation[k], dtype=np.float32)).reshape(-1, *space[k].shape)
-               for k in mod.obs_keys}
-        with torch.inference_mode():
-            logits, _ = mod.masked_logits(obs)
-            if action_masks is not None:
-                m = torch.as_tensor(np.asarray(action_masks, dtype=np.float32)).reshape(logits.shape)
-                logits = apply_mask(logits, m)
-        return logits.numpy(), batched
-
-    def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
-                deterministic: bool = True, action_masks: Any = None) -> tuple[Any, Any]:
-        logits, batched = self.logits(observation, action_masks)
-        if deterministic:
-            act = logits.argmax(axis=-1)
-        else:
-            z = logits - logits.max(axis=-1, keepdims=True)
-            p = np.exp(z)
-            p /= p.sum(axis=-1, keepdims=True)
-            act = np.array([self.rng.choice(len(row), p=row) for row in p])
-        return (act if batched else act[0]), state
-
-    def __repr__(self) -> str:
-        return f"RLlibAgent(name={self.name!r}, scenario={self.scenario!r})"
-
-
-def rllib_module_dir(path: str | Path) -> Path | None:
-    """The RLModule checkpoint folder that ``path`` names, or ``None`` when ``path`` is not an
-    RLlib source (file tests only, no import): an RLlib run folder (``rllib.json``: its
-    ``best_module/``, else ``module/``, else its latest checkpoint's module), an Algorithm
-    checkpoint (``rllib_checkpoint.json`` and ``learner_group/``) or an RLModule checkpoint
-    (``class_and_ctor_args.pkl`` and ``module_state*``)."""
-    p = Path(path)
-    if not p.is_dir():
-        return None
-    if (p / MARKER).is_file():
-        for d in (p / "best_module", p / "module"):
-            if _is_module_dir(d):
-                return d
-        cks = _checkpoints(p)
-        if cks:
-            return cks[-1][1] / MODULE_IN_CHECKPOINT
-        raise ConfigError(f"RLlib run {p} holds no module yet (best_module/, module/ or "
-                          "checkpoints/rllib_N_steps/); has it saved a checkpoint?")
-    if (p / "rllib_checkpoint.json").is_file() and (p / "learner_group").is_dir():
-        return p / MODULE_IN_CHECKPOINT
-    if _is_module_dir(p):
-        return p
-    return None
-
-
-def _is_module_dir(d: Path) -> bool:
-    return (d / "class_and_ctor_args.pkl").is_file() and any(d.glob("module_state*"))
-
-
-def module_state_file(module_dir: Path) -> Path | None:
-    """The weights file of an RLModule checkpoint (its bytes identify the agent)."""
-    return next(iter(sorted(module_dir.glob("module_state*"))), None)
-
-
-def run_dir_of(module_dir: Path) -> Path | None:
-    """The RLlib run folder holding ``module_dir`` (it has ``rllib.json``), if any."""
-    for d in [module_dir, *module_dir.parents][:8]:
-        if (d / MARKER).is_file():
-            return d
-    return None
-
-
-def load_rllib_agent(path: str | Path, seed: int = 0) -> RLlibAgent:
-    """The agent of an RLlib run folder or checkpoint (:func:`rllib_module_dir`); its env
-    settings from the run's ``config.yaml`` when the checkpoint sits in a run folder."""
-    mdir = rllib_module_dir(path)
-    if mdir is None:
-        raise ConfigError(f"{path}: not an RLlib run folder or checkpoint")
-    if not _is_module_dir(mdir):
-        raise ConfigError(f"{path}: the RLlib checkpoint has no module at {mdir}")
-    why = rllib_unavailable()
-    if why:
-        raise ConfigError(why)  # names the rllib extra (a bare ModuleNotFoundError would name ray's)
-    from ray.rllib.core.rl_module.rl_module import RLModule
-
-    from aryl_gym.agents.learned import _read_run_config, one_torch_thread
-
-    one_torch_thread()
-    module: Any = RLModule.from_checkpoint(str(mdir))
-    module.eval()  # a TorchRLModule (torch.nn.Module): inference mode
-    run = run_dir_of(mdir)
-    config: dict[str, Any] = {}
-    if run is not None and (run / "config.yaml").is_file():
-        config = _read_run_config(run / "config.yaml")
-    name = (run or Path(path)).name
-    return RLlibAgent(name, module, config, seed)
-
-
-# ---------------------------------------------------------------------------------------------
 # the run
 # ---------------------------------------------------------------------------------------------
-def _checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
-    out = []
-    for d in (run_dir / "checkpoints").glob("rllib_*_steps"):
-        try:
-            out.append((int(d.name.split("_")[1]), d))
-        except ValueError:
-            continue
-    return sorted(out)
-
-
 def connect_ray(num_env_runners: int | None, address: str | None = None) -> tuple[Any, bool, int]:
     """``(ray, started here?, env runners)``: connect to the cluster at ``address`` (or
     ``RAY_ADDRESS``), else start a local Ray instance; the env runners default to the
     cluster's CPUs minus one (the driver trains), and more than the cluster's CPUs is an error
     (RLlib would wait for them forever)."""
-    import ray
+    import ray  # the rllib extra: only when a run starts
 
     address = address or os.environ.get("RAY_ADDRESS") or None
     started = False
@@ -379,8 +240,6 @@ def connect_ray(num_env_runners: int | None, address: str | None = None) -> tupl
 
 def new_rllib_run_dir(cfg: TrainConfig, out: str | Path) -> Path:
     """A fresh run folder ``{out}/{scenario}__rllib_ppo__{seed}__{time}`` (as the SB3 path's)."""
-    from aryl_gym.fileio import claim_folder
-
     try:
         Path(out).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -399,7 +258,7 @@ class _TB:
     """tensorboardX's SummaryWriter on ``tb/`` (comes with ray[rllib])."""
 
     def __init__(self, folder: Path):
-        from tensorboardX import SummaryWriter
+        from tensorboardX import SummaryWriter  # comes with ray[rllib]; imports torch
 
         self.w = SummaryWriter(str(folder))
 
@@ -467,9 +326,6 @@ class _Evaluation:
 
     def __init__(self, cfg: TrainConfig, run_dir: Path, tb: _TB, data_root: str | None,
                  say: Callable[[str], None]):
-        from aryl_gym.train.envs import EnvFactory, train_scenario
-        from aryl_gym.train.evaluation import mean_metrics, run_reference
-
         self.cfg, self.run_dir, self.tb, self.say = cfg, run_dir, tb, say
         self.seeds = [int(s) for s in cfg.eval.seeds]
         self.envs = [EnvFactory(cfg, data_root, evaluation=True)() for _ in self.seeds]
@@ -479,8 +335,6 @@ class _Evaluation:
         self.history: list[dict[str, float]] = []
         self.best = math.inf
         if (run_dir / "eval.csv").is_file():  # resumed: the best figure so far
-            import csv
-
             with open(run_dir / "eval.csv", newline="") as fh:
                 for row in csv.DictReader(fh):
                     try:
@@ -489,8 +343,7 @@ class _Evaluation:
                         pass
 
     def __call__(self, module: Any, steps: int) -> dict[str, float]:
-        from aryl_gym.train.evaluation import mean_metrics, run_agent_batch
-        from aryl_gym.train.rllib_module import CLUSTER_TAGS
+        from aryl_gym.train.rllib_module import CLUSTER_TAGS  # imports ray: during a run only
 
         tic = time.perf_counter()
         agent = RLlibAgent("eval", module, self.cfg.to_dict())
@@ -526,8 +379,6 @@ class _Evaluation:
         return row
 
     def _write(self, row: Mapping[str, float]) -> None:
-        import csv
-
         path = self.run_dir / "eval.csv"
         rows: list[dict[str, Any]] = []
         header: list[str] = []
@@ -551,8 +402,6 @@ class _Evaluation:
 
 def _save_module(module: Any, folder: Path) -> None:
     """An RLModule checkpoint written aside and renamed, so a kill never leaves half of one."""
-    import shutil
-
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     module.save_to_path(str(tmp))
@@ -566,7 +415,7 @@ def _save_module(module: Any, folder: Path) -> None:
 
 def _learner_module(algo: Any, template: Any) -> Any:
     """``template`` (a module of the run's spec, in the driver) with the learner's weights."""
-    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.core import DEFAULT_MODULE_ID  # the rllib extra: during a run only
 
     template.set_state(algo.learner_group.get_weights([DEFAULT_MODULE_ID])[DEFAULT_MODULE_ID])
     template.eval()
@@ -592,7 +441,7 @@ def resume_checkpoint(ckpt: Path, total: int) -> tuple[Path, int, bool]:
     if total <= steps:
         raise ConfigError(f"--resume {ckpt}: the checkpoint is at {steps:,} steps and --timesteps "
                           f"{total:,} is the run's total (not extra steps): nothing to train")
-    return run, steps, any(n > steps for n, _ in _checkpoints(run))
+    return run, steps, any(n > steps for n, _ in rllib_checkpoints(run))
 
 
 def train_rllib(
@@ -610,11 +459,7 @@ def train_rllib(
     why = rllib_unavailable()
     if why:
         raise ConfigError(why)  # names the rllib extra (a bare ModuleNotFoundError would name ray's)
-    import torch
-
-    from aryl_gym.fileio import DirLock
-    from aryl_gym.train.envs import make_single_env
-    from aryl_gym.train.runner import RunResult, git_commit
+    import torch  # the rllib extra: only when a run starts
 
     say: Callable[[str], None] = (lambda s: print(s, flush=True)) if verbose else (lambda s: None)
     settings = rllib_settings(cfg)  # a bad config fails here, before Ray starts
@@ -649,6 +494,7 @@ def _train(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, start_steps: int,
            settings: dict[str, Any], args: Mapping[str, Any] | None, data_root: str | None,
            say: Callable[[str], None], say_iter: Callable[[str], None], RunResult: Any,
            git_commit: Any, ray: Any) -> Any:
+    # torch and ray (the rllib extra): only when a run starts
     import torch
     from ray.tune.registry import register_env
 
@@ -669,7 +515,7 @@ def _train(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, start_steps: int,
         meta["resumed_from"] = str(ckpt)
     name = "args.json" if not (run_dir / "args.json").exists() else f"args-resume-{int(time.time())}.json"
     (run_dir / name).write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    (run_dir / MARKER).write_text(json.dumps({
+    (run_dir / RLLIB_MARKER).write_text(json.dumps({
         "backend": "rllib", "algorithm": "PPO", "ray": ray.__version__,
         "module": f"{MaskedPPOTorchModule.__module__}:{MaskedPPOTorchModule.__qualname__}",
         "settings": settings,
@@ -750,6 +596,5 @@ def _train(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, start_steps: int,
 
 
 __all__: Sequence[str] = (
-    "RLlibAgent", "algo_config", "connect_ray", "load_rllib_agent", "make_rllib_env",
-    "rllib_module_dir", "rllib_settings", "rllib_unavailable", "train_rllib",
+    "algo_config", "connect_ray", "make_rllib_env", "rllib_settings", "train_rllib",
 )
