@@ -91,6 +91,21 @@ def test_cli_argument_errors(argv: list[str], expect: str, capsys: pytest.Captur
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
+def test_env_runners_against_the_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a running cluster (here a stand-in with 3 CPUs): the default is its CPUs minus one
+    (the driver trains), more runners than CPUs is an error naming the fix."""
+    import types
+
+    from aryl_gym.train.rllib_backend import connect_ray
+
+    fake = types.SimpleNamespace(is_initialized=lambda: True, cluster_resources=lambda: {"CPU": 3.0})
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    assert connect_ray(None)[1:] == (False, 2)
+    assert connect_ray(0)[1:] == (False, 0) and connect_ray(3)[1:] == (False, 3)
+    with pytest.raises(ConfigError, match="--num-env-runners 4: the Ray cluster has 3 CPUs"):
+        connect_ray(4)
+
+
 def test_no_ray_at_import() -> None:
     code = ("import sys, aryl_gym, aryl_gym.commands.train, aryl_gym.train.rllib_backend, "
             "aryl_gym.agents.learned\n"

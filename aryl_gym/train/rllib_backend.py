@@ -208,9 +208,9 @@ def algo_config(cfg: TrainConfig, num_env_runners: int, data_root: str | None = 
 # ---------------------------------------------------------------------------------------------
 def connect_ray(num_env_runners: int | None, address: str | None = None) -> tuple[Any, bool, int]:
     """``(ray, started here?, env runners)``: connect to the cluster at ``address`` (or
-    ``RAY_ADDRESS``), else start a local Ray instance; the env runners default to the
-    cluster's CPUs minus one (the driver trains), and more than the cluster's CPUs is an error
-    (RLlib would wait for them forever)."""
+    ``RAY_ADDRESS``), else start a local Ray instance with at least ``num_env_runners`` CPUs;
+    the env runners default to the cluster's CPUs minus one (the driver trains), and more than
+    the cluster's CPUs is an error (RLlib would wait for them forever)."""
     import ray  # the rllib extra: only when a run starts
 
     address = address or os.environ.get("RAY_ADDRESS") or None
