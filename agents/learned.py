@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -347,8 +348,6 @@ def _traced_argmax(agent: LearnedAgent, pol: Any, obs_t: Any, m: Any) -> Any:
     ``agent``; None when the policy cannot be traced or the trace disagrees with the eager
     pass on the tracing input (then the caller runs eagerly; remembered per shape). The trace
     holds the policy's own parameter tensors, so in-place updates (training) reach it."""
-    import warnings
-
     import torch as th  # torch: the learned-agent parts only (the train extra)
 
     shapes = tuple((k, tuple(v.shape)) for k, v in obs_t.items()) if isinstance(obs_t, dict) else tuple(obs_t.shape)
