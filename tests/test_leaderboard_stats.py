@@ -91,16 +91,38 @@ def test_aggregate_ties_cis_and_markdown(tmp_path: Path) -> None:
     # the score IQM: lower bound 1000 / avg JCT, trimmed mean over the 10 seeds
     scores = sorted(1000.0 / r["avg_jct"] for r in _rows(["tiny"]) if r["policy"] == "aryl")
     assert ents["aryl"]["score_iqm"]["value"] == pytest.approx(np.mean(scores[2:8]))
+    # the optimality gap: 1 - mean(min(score, 1)) over the 10 seeds (every score is below 1)
+    assert ents["aryl"]["optimality_gap"]["value"] == pytest.approx(1 - np.mean(scores))
+    lo, hi = ents["aryl"]["optimality_gap"]["ci"]
+    assert lo < 1 - np.mean(scores) < hi
+    # P(better than aryl), brute force over every (entrant seed, aryl seed) pair of scores
+    by = {p: [1000.0 / r["avg_jct"] for r in _rows(["tiny"]) if r["policy"] == p] for p in ents}
+
+    def p_better(xs: list[float], ys: list[float]) -> float:
+        return sum(1.0 if u > v else 0.5 if u == v else 0.0 for u in xs for v in ys) / (len(xs) * len(ys))
+
+    for p in ("a", "b", "fifo"):
+        assert ents[p]["p_improvement"]["value"] == pytest.approx(p_better(by[p], by["aryl"]))
+        lo, hi = ents[p]["p_improvement"]["ci"]
+        assert 0.0 <= lo <= ents[p]["p_improvement"]["value"] <= hi <= 1.0
+    assert ents["aryl"]["p_improvement"] == {"value": 0.5, "ci": [0.5, 0.5], "seeds": 10}
+    # fifo (1.25 x aryl's JCT on every seed) loses most pairs, a (0.8 x) wins most
+    assert ents["fifo"]["p_improvement"]["value"] < 0.5 < ents["a"]["p_improvement"]["value"]
     # the order: by rank, then by mean
     assert [e["policy"] for e in agg["scenarios"]["tiny"]["entrants"]][2:] == ["aryl", "fifo"]
     pw = {(p["a"], p["b"]): p for p in agg["scenarios"]["tiny"]["pairwise"]}
     assert len(pw) == 6 and not pw[("a", "b")]["separated"] and pw[("fifo", "aryl")]["separated"]
     text = md.read_text()
     assert "x Baseline [95% CI]" in text and "x aryl [95% CI]" in text and "score IQM [95% CI]" in text
+    assert "optimality gap [95% CI]" in text and "P(better than aryl) [95% CI]" in text
+    assert "0.5 (itself)" in text and "closer to the episode's lower bound" in text
     assert "| 1= | a |" in text and "| 1= | b |" in text and "0.640 [0.640, 0.640]" in text
     assert "stratified bootstrap" in text
     data = json.loads(js.read_text())
     assert data["protocol"]["intervals"]["score"].startswith("jct_lower_bound / avg_jct")
+    assert data["protocol"]["intervals"]["optimality_gap"].startswith("1 - mean")
+    assert data["protocol"]["intervals"]["probability_of_improvement"].startswith("P(score of the entrant > score of aryl)")
+    assert data["scenarios"]["tiny"]["entrants"][0]["p_improvement"]["ci"][1] <= 1.0
     assert data["scenarios"]["tiny"]["entrants"][0]["rank_shared"] is True
     assert "1=" in render_console(agg)
 
@@ -115,6 +137,15 @@ def test_aggregate_overall_is_stratified_over_scenarios(tmp_path: Path) -> None:
     assert ov["a"]["vs_baseline"]["value"] == pytest.approx(0.64)
     assert ov["a"]["rank"] == ov["b"]["rank"] == 1 and ov["fifo"]["rank"] == 4
     assert ov["aryl"]["score_iqm"]["seeds"] == 10
+    # over scenarios: the gap pools every episode, P(better) is the mean of the per-scenario Ps
+    rows = _rows(["tiny", "testbed"])
+    sc = {(r["policy"], r["scenario"]): [] for r in rows}
+    for r in rows:
+        sc[(r["policy"], r["scenario"])].append(1000.0 / r["avg_jct"])
+    assert ov["b"]["optimality_gap"]["value"] == pytest.approx(1 - np.mean(sc[("b", "tiny")] + sc[("b", "testbed")]))
+    per_task = [np.mean([[1.0 if u > v else 0.5 if u == v else 0.0 for v in sc[("aryl", t)]] for u in sc[("b", t)]])
+                for t in ("tiny", "testbed")]
+    assert ov["b"]["p_improvement"]["value"] == pytest.approx(np.mean(per_task))
 
 
 def test_aggregate_without_rliable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
