@@ -148,6 +148,45 @@ def test_aggregate_overall_is_stratified_over_scenarios(tmp_path: Path) -> None:
     assert ov["b"]["p_improvement"]["value"] == pytest.approx(np.mean(per_task))
 
 
+@needs_rliable
+def test_interval_estimates_plot_draws_the_json_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    from rliable import plot_utils
+
+    from aryl_gym.leaderboard import plots
+
+    seen: dict[str, Any] = {}
+    real = plot_utils.plot_interval_estimates
+
+    def spy(points: Any, cis: Any, metric_names: Any, **kw: Any) -> Any:
+        seen.update(points=points, cis=cis, metrics=metric_names, algorithms=kw.get("algorithms"))
+        return real(points, cis, metric_names, **kw)
+
+    monkeypatch.setattr(plot_utils, "plot_interval_estimates", spy)
+
+    def en(policy: str, v: float, one_seed: bool = False) -> dict[str, Any]:
+        c = {"value": v, "ci": [None, None] if one_seed else [v - 0.1, v + 0.1], "seeds": 2}
+        gap = {"value": 1 - v, "ci": [None, None] if one_seed else [0.9 - v, 1.1 - v], "seeds": 2}
+        return {"policy": policy, "score_iqm": c, "optimality_gap": gap, "p_improvement": c}
+
+    agg = {"protocol": {"intervals": {"library": "rliable"}, "reference": "aryl"},
+           "scenarios": {"tiny": {"entrants": [en("a", 0.7), en("aryl", 0.5), en("c", 0.3, one_seed=True)]}}}
+    path = plots.interval_estimates_plot(tmp_path, _suite(["tiny"]), agg, plots._pyplot())
+    assert path == tmp_path / "interval_estimates.png" and path.read_bytes()[:4] == b"\x89PNG"
+    assert seen["metrics"] == ["score IQM (higher is better)", "optimality gap (lower is better)",
+                               "P(better than aryl)"]
+    assert seen["algorithms"] == ["aryl", "a"]  # c has no interval (one seed); best rank on top
+    assert seen["points"]["a"].tolist() == pytest.approx([0.7, 0.3, 0.7])
+    assert seen["cis"]["a"].shape == (2, 3)
+    assert seen["cis"]["a"].ravel().tolist() == pytest.approx([0.6, 0.2, 0.6, 0.8, 0.4, 0.8])
+    # without a reference: two panels; without intervals: no plot
+    agg["protocol"]["reference"] = None
+    plots.interval_estimates_plot(tmp_path, _suite(["tiny"]), agg, plots._pyplot())
+    assert len(seen["metrics"]) == 2
+    agg["protocol"]["intervals"] = None
+    assert plots.interval_estimates_plot(tmp_path, _suite(["tiny"]), agg, plots._pyplot()) is None
+
+
 def test_aggregate_without_rliable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import aryl_gym.leaderboard.report as report
     from aryl_gym.leaderboard.report import write_report
