@@ -261,11 +261,12 @@ def interval_estimates_plot(pdir: Path, suite: Suite, agg: Mapping[str, Any], pl
     points: dict[str, np.ndarray] = {}
     cis: dict[str, np.ndarray] = {}
     for en in entries:
-        vals = [en.get(k) for k, _ in panels]
-        if any(v is None or v["ci"][0] is None or v["ci"][1] is None for v in vals):
+        got = [en.get(k) for k, _ in panels]
+        vals: list[Mapping[str, Any]] = [v for v in got if v is not None and None not in v["ci"]]
+        if len(vals) < len(panels):
             continue  # no interval (one seed, or a missing scenario)
-        points[str(en["policy"])] = np.array([v["value"] for v in vals], dtype=float)
-        cis[str(en["policy"])] = np.array([v["ci"] for v in vals], dtype=float).T  # (2, metrics)
+        points[str(en["policy"])] = np.array([float(v["value"]) for v in vals])
+        cis[str(en["policy"])] = np.array([[float(c) for c in v["ci"]] for v in vals]).T  # (2, metrics)
     if not points:
         return None
     from rliable import plot_utils  # imports seaborn (a dependency of rliable)
