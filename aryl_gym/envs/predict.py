@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 
 from aryl_gym.agents import make_policy
+from aryl_gym.envs.options import resolve_reclaim
+from aryl_gym.sim.engine import default_reclaim
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.placement import plan
 
@@ -204,9 +206,6 @@ class ReclaimPredictor:
     callable ``(view, n) -> server ids``)."""
 
     def __init__(self, rule: Any = "aryl", env: Any = None):
-        # options imports the policy registry only: imported where it is used
-        from aryl_gym.envs.options import resolve_reclaim
-
         self.rule = resolve_reclaim(rule)
         self.env = env.unwrapped if hasattr(env, "unwrapped") and not hasattr(env, "need") else env
         self._plan: list[int] = []
@@ -220,8 +219,6 @@ class ReclaimPredictor:
         if not picks or self._plan[: len(picks)] != picks:  # a new reclaim: the rule decides
             sim = env.sim
             if self.rule is None:
-                from aryl_gym.sim.engine import default_reclaim
-
                 self._plan = [int(s) for s in default_reclaim(sim.view, need)]
             else:
                 self._plan = [int(s) for s in self.rule(sim.view, need)]
