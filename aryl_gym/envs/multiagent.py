@@ -65,7 +65,7 @@ def _int8_mask(space: spaces.Dict) -> spaces.Dict:
 
 
 def _zeros(space: spaces.Dict) -> dict[str, np.ndarray]:
-    return {k: np.zeros(sp.shape, sp.dtype) for k, sp in space.spaces.items()}
+    return {k: np.zeros(tuple(sp.shape or ()), dtype=sp.dtype) for k, sp in space.spaces.items()}
 
 
 def single_agent_observation(obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -218,7 +218,7 @@ class ArylParallelEnv(ParallelEnv):
         if agent != ALLOCATION:
             raise ValueError(f"unknown agent {agent!r}; agents: {', '.join(AGENTS)}")
         if self.alloc.held:
-            return np.zeros(self.observation_spaces[ALLOCATION]["action_mask"].shape, dtype=bool)  # type: ignore[index]
+            return np.zeros(self.alloc.codec.mask_size, dtype=bool)
         return self.alloc.action_masks()
 
     def _observe(self) -> dict[str, dict[str, np.ndarray]]:

@@ -218,10 +218,10 @@ class ReclaimPredictor:
             return 0
         if not picks or self._plan[: len(picks)] != picks:  # a new reclaim: the rule decides
             sim = env.sim
-            if self.rule is None:
-                self._plan = [int(s) for s in default_reclaim(sim.view, need)]
-            else:
-                self._plan = [int(s) for s in self.rule(sim.view, need)]
+            picked = self.rule(sim.view, need) if self.rule is not None else None
+            if picked is None:  # the simulator's default rule (as the loan phase would use it)
+                picked = default_reclaim(sim.view, need)
+            self._plan = [int(s) for s in picked]
         return self._plan[len(picks)] - int(env.n_train)
 
     def predict(self, observation: Any = None, state: Any = None, episode_start: Any = None,
