@@ -22,6 +22,7 @@ EXTRA_OF = {
     "rl_zoo3": "zoo",
     "optuna": "zoo",
     "ray": "ray",
+    "minari": "offline",
 }
 
 #: the modules a learned (stable-baselines3) agent is loaded with
