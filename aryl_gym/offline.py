@@ -237,6 +237,8 @@ def write_dataset(
     write them as Minari dataset ``dataset_id`` (under ``$MINARI_DATASETS_PATH``); returns the
     :class:`minari.MinariDataset`. An existing dataset is an error unless ``overwrite``."""
     minari = require_minari()
+    # at run time: minari is the offline extra; the env registry and the leaderboard's
+    # provenance are not needed to read a dataset id
     import gymnasium as gym
     from minari.data_collector import EpisodeBuffer
 

@@ -93,6 +93,7 @@ def _load_demos(p: Path) -> tuple[dict[str, np.ndarray] | np.ndarray, np.ndarray
 def _minari_demos(ref: str | Path) -> dict[str, Any]:
     """A Minari dataset's steps (:func:`aryl_gym.offline.load_minari_demos`); a missing dataset
     or extra is a ConfigError."""
+    # when a Minari dataset is named: minari (the offline extra) is imported by the reader
     from aryl_gym.extras import install_hint
     from aryl_gym.offline import load_minari_demos, minari_id
 
