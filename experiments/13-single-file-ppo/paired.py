@@ -63,7 +63,7 @@ def main(out: Path) -> None:
               f"episodes with unfinished jobs {[s for s, u in unf.items() if u]}")
         _CHARGED[("single", int(f.parent.name.removeprefix("seed")))] = ch
     for run in sorted(p.parent for p in out.glob("sb3/*/evaluate.json")):
-        s = int(json.loads((run / "args.json").read_text())["seed"])
+        s = int(json.loads((run / "args.json").read_text())["args"]["seed"])
         ch, unf = sb3_charged(run, seeds)
         print(f"seed{s} sb3: charged mean {np.mean(list(ch.values())):,.0f} s; "
               f"episodes with unfinished jobs {[e for e, u in unf.items() if u]}")
@@ -82,9 +82,9 @@ def table(out: Path) -> None:
     sb3: dict[int, dict[int, float]] = {}
     aryl: dict[int, float] = {}
     for f in sorted(out.glob("sb3/*/evaluate.json")):
-        s = json.loads((f.parent / "args.json").read_text())["seed"]
+        s = json.loads((f.parent / "args.json").read_text())["args"]["seed"]
         rows = json.loads(f.read_text())["rows"]
-        sb3[int(s)] = {int(r["seed"]): float(r["avg_jct"]) for r in rows if r["policy"] != "aryl"}
+        sb3[int(s)] = {int(r["seed"]): float(r["avg_jct"]) for r in rows if r["policy"] == "model"}
         aryl.update({int(r["seed"]): float(r["avg_jct"]) for r in rows if r["policy"] == "aryl"})
     train_seeds = sorted(set(single) & set(sb3))
     eval_seeds = sorted(aryl)
