@@ -24,6 +24,7 @@ EXTRA_OF = {
     "ray": "ray",
     "pettingzoo": "multiagent",
     "mo_gymnasium": "mo",
+    "minari": "offline",
 }
 
 #: the modules a learned (stable-baselines3) agent is loaded with
