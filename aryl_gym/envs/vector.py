@@ -323,7 +323,8 @@ class ArylVectorEnv(VectorEnv):
             setattr(env, name, v)
 
     def close_extras(self, **kwargs: Any) -> None:
-        for env in self.envs:
+        # an env whose __init__ failed (bad arguments) has no envs to close
+        for env in getattr(self, "envs", ()):
             env.close()
 
 
