@@ -516,6 +516,10 @@ class GAProblem:
         f2 = np.where(ir, np.where(f2 == b_, f2, 0), f2)
         self._fix1 = np.ascontiguousarray(f1, dtype=np.int64).reshape(-1)
         self._fix2 = np.ascontiguousarray(f2, dtype=np.int64).reshape(-1)
+        # the search keeps counts as int32 (half the memory traffic of int64; counts, offsets
+        # and GPU sums are far below 2**31, so every integer result is the same)
+        self._g32 = g.astype(np.int32)
+        self._offs32 = self._offs.astype(np.int32)
         # fitness terms: speedup, times the re-allocation factor where the count differs
         pen = np.where(v != b_, S * factor[:, None], S)
         if p == -1.0:
@@ -554,7 +558,7 @@ class GAProblem:
         if over.size:
             whole = over.size == x.shape[0]  # (usual at upstream's rate) no gather, no scatter
             sub = x if whole else x[over]
-            cum = (sub if self._unit_g else sub * self.g).cumsum(axis=1)
+            cum = (sub if self._unit_g else sub * self._g32).cumsum(axis=1)
             past = cum > self.cap
             k = past.argmax(axis=1)  # first job past capacity
             rows = np.arange(over.size)
@@ -598,20 +602,21 @@ class GAProblem:
         # Individuals live in 2P row slots; pos_slot[i] is the slot of population position i
         # (positions sorted best first after each survival), so survival moves no rows: the
         # surviving children are copied into the slots of the parents they displace.
-        X = np.concatenate([pop, pop])
+        X = np.concatenate([pop, pop]).astype(np.int32)
         pos_slot = np.arange(P)
         free = np.arange(P, 2 * P)
         # work buffers, reused every generation (fresh large temporaries cost page faults)
-        kids = np.empty((P, n), dtype=np.int64)
+        kids = np.empty((P, n), dtype=np.int32)
         flat = kids.reshape(-1)
-        sec = np.empty((half, n), dtype=np.int64)
+        sec = np.empty((half, n), dtype=np.int32)
         late = np.empty((half, n), dtype=bool)
-        ib = np.empty((P, n), dtype=np.int64)
+        ib = np.empty((P, n), dtype=np.int32)
+        offs32, g32 = self._offs32, self._g32
         tb = np.empty((P, n))
         allf = np.empty(2 * P)  # fitness of parents (positions), then children
         allf[:P] = fit
         neg = np.empty(2 * P)
-        term, fix1, unit_g, g, cap = self._term, self._fix1, self._unit_g, self.g, self.cap
+        term, fix1, unit_g, cap = self._term, self._fix1, self._unit_g, self.cap
         for G in block_sizes(generations, P, n):
             d = draw_block(rng, G, P, n, self.p_inc)
             # cells relative to their generation, and the reset values
@@ -640,17 +645,17 @@ class GAProblem:
                 if j > i:
                     c = d.inc_cells[i:j] - t * Pn
                     cur = flat[c]
-                    cur += (d.inc_u[i:j] * (span_cell[c] - cur)).astype(np.int64)
+                    cur += (d.inc_u[i:j] * (span_cell[c] - cur)).astype(np.int32)
                     # repair step 1 where it can change something: 0 and the current
                     # allocation pass it, so only the raised cells
                     flat[c] = fix1[cur + offs_cell[c]] if valid else cur
                 if not valid:
                     kids[...] = self.repair(kids)
                 else:
-                    tot = kids.sum(axis=1) if unit_g else kids @ g
+                    tot = kids.sum(axis=1) if unit_g else kids @ g32
                     if tot.max() > cap:
                         self._cut(kids, tot)
-                np.add(kids, offs, out=ib)
+                np.add(kids, offs32, out=ib)
                 term.take(ib, out=tb, mode="clip")
                 allf[P:] = self._mean(tb.sum(axis=1), n)
                 np.negative(allf, out=neg)
@@ -671,7 +676,7 @@ class GAProblem:
                     pos_slot = pos_slot[idx]
                 allf[:P] = allf[idx]
         fit = allf[:P].copy()
-        return X[pos_slot], fit
+        return X[pos_slot].astype(np.int64), fit
 
 
 @register("pollux")

@@ -22,6 +22,9 @@ EXTRA_OF = {
     "rl_zoo3": "zoo",
     "optuna": "zoo",
     "ray": "ray",
+    "pettingzoo": "multiagent",
+    "mo_gymnasium": "mo",
+    "minari": "offline",
 }
 
 #: the modules a learned (stable-baselines3) agent is loaded with

@@ -283,10 +283,14 @@ def unique_backup(path: Path) -> Path:
 
 
 class DirLock:
-    """An exclusive, non-blocking lock on an output folder (``fcntl.flock`` on ``DIR/.lock``).
+    """An exclusive, non-blocking lock on an output folder: a ``filelock.FileLock`` on
+    ``DIR/.lock`` (``fcntl.flock`` on POSIX).
 
-    The kernel drops the lock when the holder dies, so a killed run never leaves a stale lock.
-    The lock file records the holder's pid for the error message.
+    The kernel drops the lock when the holder dies, so a killed run never leaves a stale lock
+    (the file itself stays; its presence means nothing). The lock file records the holder's pid
+    for the error message: filelock 3.30 and later leave a held lock file untouched when an
+    acquisition fails (earlier ones opened it with ``O_TRUNC`` and erased the pid), hence the
+    ``filelock>=3.30`` dependency. The lock is re-entrant within a process.
     """
 
     #: folders locked by this process -> hold count (the lock is re-entrant within a process)
@@ -296,7 +300,7 @@ class DirLock:
         self.folder = Path(folder)
         self.path = self.folder / ".lock"
         self.what = what
-        self._fd: int | None = None
+        self._lock: Any = None  # the filelock.FileLock while held
         self._key = str(self.folder.resolve())
         self._nested = False
 
@@ -305,29 +309,49 @@ class DirLock:
             DirLock._held[self._key] += 1
             self._nested = True
             return self
+        # filelock: a core dependency, imported when a folder is locked
+        from filelock import FileLock, Timeout
+
+        # thread_local=False: one hold for the whole process, as the hold count above
+        lock = FileLock(self.path, mode=0o644, thread_local=False)
         try:
-            # an optional dependency: its absence is handled here
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX: no lock
-            return self
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            try:
-                holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
-            except OSError:
-                holder = "?"
-            os.close(fd)
+            lock.acquire(timeout=0)  # one attempt: a folder in use is an error, not a wait
+        except Timeout:
             raise _config_error(
-                f"{self.folder}: another aryl-gym run (pid {holder}) is writing to this {self.what} "
-                f"folder; wait for it to finish (or stop it), or choose another {self.what}"
+                f"{self.folder}: another aryl-gym run (pid {self._holder()}) is writing to this "
+                f"{self.what} folder; wait for it to finish (or stop it), or choose another {self.what}"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._fd = fd
+        self._record_pid()
+        self._lock = lock
         DirLock._held[self._key] = 1
         return self
+
+    def _holder(self) -> str:
+        """The pid the holder wrote into the lock file, or ``?``."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return "?"
+        try:
+            return os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+        except OSError:
+            return "?"
+        finally:
+            os.close(fd)
+
+    def _record_pid(self) -> None:
+        """Write this process's pid into the (held) lock file; the lock does not need it."""
+        try:
+            fd = os.open(self.path, os.O_WRONLY)
+        except OSError:  # pragma: no cover - a lock file we hold but cannot write
+            return
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:  # pragma: no cover - e.g. a region locked by the OS (Windows)
+            pass
+        finally:
+            os.close(fd)
 
     def release(self) -> None:
         if self._nested:
@@ -335,9 +359,9 @@ class DirLock:
             self._nested = False
             return
         DirLock._held.pop(self._key, None)
-        if self._fd is not None:
-            os.close(self._fd)  # closing drops the flock
-            self._fd = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def __enter__(self) -> DirLock:
         return self.acquire()

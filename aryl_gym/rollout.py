@@ -137,6 +137,7 @@ def play(
     after_reset: Callable[[Any], None] | None = None,
     on_step: Callable[[Step], None] | None = None,
     masks: bool = False,
+    on_reset: Callable[[Any, dict[str, Any]], None] | None = None,
 ) -> Rollout:
     """The rollout loop: ``reset(seed, options)``, then ``predict`` / ``step`` until the episode
     ends (or ``max_steps``); ``on_step(step)`` sees every :class:`Step` after ``env.step``, with
@@ -145,11 +146,14 @@ def play(
 
     ``agent.predict(obs, state=, episode_start=, deterministic=[, action_masks=])`` is SB3's
     signature; the env's action masks are passed when ``predict`` accepts ``action_masks``.
+    ``on_reset(obs, info)`` sees the reset's observation and info (a dataset keeps both).
     ``obs_transform`` maps raw observations to what the agent expects (e.g. a VecNormalize's
     ``normalize_obs``); ``after_reset(env)`` runs once after the reset (checks on the episode).
     """
     use_masks = _accepts_masks(agent.predict)
     obs, info = env.reset(seed=seed, options=dict(options) if options is not None else None)
+    if on_reset is not None:
+        on_reset(obs, info)
     if after_reset is not None:
         after_reset(env)
     total = 0.0

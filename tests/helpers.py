@@ -136,3 +136,21 @@ def play_thrasher(env, max_steps: int, check=None):  # type: ignore[no-untyped-d
         if term or trunc:
             return info, bool(trunc)
         assert steps < max_steps
+
+
+def tiny_loan_scenario(start_hour: float = 0.0) -> ScenarioConfig:
+    """``tiny`` with 8 inference servers and 5-minute noise on the inference series: loans
+    change often, so reclaims (and preemptions by them) happen in a 3-hour episode (Aryl on
+    seeds 0-2 at ``start_hour`` 0: 16-30 reclaimed servers, 3-5 preempted jobs; at 16: more
+    preemptions). ``tiny`` itself never loans a server (its 2 inference servers keep headroom)."""
+    import dataclasses
+
+    from aryl_gym.config import load_scenario
+
+    base = load_scenario("tiny")
+    return dataclasses.replace(
+        base,
+        name="tiny-loan",
+        cluster=dataclasses.replace(base.cluster, inf_servers=8),
+        inference=dataclasses.replace(base.inference, start_hour=start_hour, sample_noise=0.08),
+    )

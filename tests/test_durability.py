@@ -304,3 +304,31 @@ def test_leaderboard_json_and_validate_cli(tmp_path: Path, capsys: pytest.Captur
     rc = main(["leaderboard", "--validate", str(out), "--json", "--no-progress"])
     v = json.loads(capsys.readouterr().out)
     assert rc == 0 and v["ok"] and len(v["checks"]) == v["rows_total"] == 4
+
+
+def test_dirlock_records_its_pid_is_reentrant_and_keeps_the_holders_pid(tmp_path: Path) -> None:
+    """DirLock on filelock: the pid goes into DIR/.lock; nested holds in one process share the
+    lock; a refused attempt leaves the holder's pid in place (filelock < 3.30 truncated it), so
+    every refusal names the holder; a dead holder's lock is gone (no stale lock)."""
+    import fcntl
+
+    from aryl_gym.fileio import DirLock
+
+    with DirLock(tmp_path) as outer:
+        assert (tmp_path / ".lock").read_text() == f"{os.getpid()}\n"
+        with DirLock(tmp_path, "run"):  # re-entrant
+            pass
+        assert outer._lock is not None and outer._lock.is_locked  # still held by the outer
+    fd = os.open(tmp_path / ".lock", os.O_RDWR)  # another holder (its own open file)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # DirLock released: free to take
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, b"4242\n", 0)
+    try:
+        for _ in range(2):
+            with pytest.raises(ConfigError, match=r"another aryl-gym run \(pid 4242\) is writing to this --out"):
+                DirLock(tmp_path).acquire()
+        assert (tmp_path / ".lock").read_text() == "4242\n"
+    finally:
+        os.close(fd)  # the holder dies: the kernel drops its lock
+    with DirLock(tmp_path, "run"):
+        assert (tmp_path / ".lock").read_text() == f"{os.getpid()}\n"

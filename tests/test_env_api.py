@@ -208,10 +208,11 @@ def test_reward_components_and_weights():
     for _ in range(30):
         _, r, te, tr, info = env.step(_random_action(env, rng))
         c = info["reward_components"]
-        assert set(c) == {"jct", "queue", "preemption", "usage", "slowdown", "invalid"}
+        assert set(c) == {"jct", "queue", "preemption", "usage", "slowdown", "invalid", "loan_usage"}
         expect = c["jct"] + 0.5 * c["queue"] + 2.0 * c["preemption"] + c["usage"]
         assert np.isclose(r, expect)
         assert c["usage"] >= 0 and c["jct"] <= 0 and c["queue"] <= 0
+        assert 0 <= c["loan_usage"] <= c["usage"]  # the loaned part of usage
         if te or tr:
             break
     with pytest.raises(ValueError, match="unknown reward component"):

@@ -171,7 +171,10 @@ def test_e2e_table(e2e: dict[str, Any]) -> None:
 
 
 def test_e2e_plots(e2e: dict[str, Any]) -> None:
-    for name in ("usage_tiny.png", "jct_cdf_tiny.png", "queue_tiny.png", "performance_profile.png"):
+    from aryl_gym.stats import available
+
+    names = ["usage_tiny.png", "jct_cdf_tiny.png", "queue_tiny.png", "performance_profile.png"]
+    for name in names + (["interval_estimates.png"] if available() else []):
         p = e2e["out"] / "plots" / name
         assert p.exists() and p.stat().st_size > 5000, name
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

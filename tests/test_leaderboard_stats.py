@@ -68,6 +68,32 @@ def test_episode_score() -> None:
     assert episode_score({"jct_lower_bound": None, "avg_jct": 5.0}) is None
 
 
+def test_jct_lower_bound_by_hand() -> None:
+    """The bound the normalised score and the optimality gap are measured against: each job
+    alone, no queuing, at w_max on its fastest allowed GPU type (column 0 = V100, the only type
+    of a type-specific job) with its scaling efficiency at w_max; the episode's bound is their
+    mean (aryl_gym.metrics.lower_bounds, episode_result)."""
+    from types import SimpleNamespace
+
+    from aryl_gym.leaderboard.report import episode_score
+    from aryl_gym.metrics import lower_bounds
+
+    sim = SimpleNamespace(
+        n_jobs=3,
+        work=np.array([3600.0, 1200.0, 800.0]),        # GPU-seconds at speed 1
+        w_max=np.array([4, 2, 2]),
+        speeds=np.array([[1.0, 0.5], [0.5, 1.0], [0.5, 1.0]]),
+        type_agnostic=np.array([False, True, False]),
+        scaling=[None, None, (1.0, 1.0, 0.8)],          # job 2 runs at 80% efficiency on 2 GPUs
+    )
+    # 3600 / (4 x 1.0) = 900; 1200 / (2 x max(0.5, 1.0)) = 600 (the T4 is its fastest);
+    # 800 / (2 x 0.5 x 0.8) = 1000 (type-specific: V100 only, however slow it is there)
+    assert lower_bounds(sim).tolist() == pytest.approx([900.0, 600.0, 1000.0])
+    bound = float(lower_bounds(sim).mean())  # 2500 / 3
+    # an episode whose jobs took 1800, 600 and 1600 s: score = bound / avg JCT = 2500 / 4000
+    assert episode_score({"jct_lower_bound": bound, "avg_jct": (1800 + 600 + 1600) / 3}) == pytest.approx(0.625)
+
+
 @needs_rliable
 def test_aggregate_ties_cis_and_markdown(tmp_path: Path) -> None:
     from aryl_gym.leaderboard.report import render_console, write_report
@@ -91,16 +117,38 @@ def test_aggregate_ties_cis_and_markdown(tmp_path: Path) -> None:
     # the score IQM: lower bound 1000 / avg JCT, trimmed mean over the 10 seeds
     scores = sorted(1000.0 / r["avg_jct"] for r in _rows(["tiny"]) if r["policy"] == "aryl")
     assert ents["aryl"]["score_iqm"]["value"] == pytest.approx(np.mean(scores[2:8]))
+    # the optimality gap: 1 - mean(min(score, 1)) over the 10 seeds (every score is below 1)
+    assert ents["aryl"]["optimality_gap"]["value"] == pytest.approx(1 - np.mean(scores))
+    lo, hi = ents["aryl"]["optimality_gap"]["ci"]
+    assert lo < 1 - np.mean(scores) < hi
+    # P(better than aryl), brute force over every (entrant seed, aryl seed) pair of scores
+    by = {p: [1000.0 / r["avg_jct"] for r in _rows(["tiny"]) if r["policy"] == p] for p in ents}
+
+    def p_better(xs: list[float], ys: list[float]) -> float:
+        return sum(1.0 if u > v else 0.5 if u == v else 0.0 for u in xs for v in ys) / (len(xs) * len(ys))
+
+    for p in ("a", "b", "fifo"):
+        assert ents[p]["p_improvement"]["value"] == pytest.approx(p_better(by[p], by["aryl"]))
+        lo, hi = ents[p]["p_improvement"]["ci"]
+        assert 0.0 <= lo <= ents[p]["p_improvement"]["value"] <= hi <= 1.0
+    assert ents["aryl"]["p_improvement"] == {"value": 0.5, "ci": [0.5, 0.5], "seeds": 10}
+    # fifo (1.25 x aryl's JCT on every seed) loses most pairs, a (0.8 x) wins most
+    assert ents["fifo"]["p_improvement"]["value"] < 0.5 < ents["a"]["p_improvement"]["value"]
     # the order: by rank, then by mean
     assert [e["policy"] for e in agg["scenarios"]["tiny"]["entrants"]][2:] == ["aryl", "fifo"]
     pw = {(p["a"], p["b"]): p for p in agg["scenarios"]["tiny"]["pairwise"]}
     assert len(pw) == 6 and not pw[("a", "b")]["separated"] and pw[("fifo", "aryl")]["separated"]
     text = md.read_text()
     assert "x Baseline [95% CI]" in text and "x aryl [95% CI]" in text and "score IQM [95% CI]" in text
+    assert "optimality gap [95% CI]" in text and "P(better than aryl) [95% CI]" in text
+    assert "0.5 (itself)" in text and "closer to the episode's lower bound" in text
     assert "| 1= | a |" in text and "| 1= | b |" in text and "0.640 [0.640, 0.640]" in text
     assert "stratified bootstrap" in text
     data = json.loads(js.read_text())
     assert data["protocol"]["intervals"]["score"].startswith("jct_lower_bound / avg_jct")
+    assert data["protocol"]["intervals"]["optimality_gap"].startswith("1 - mean")
+    assert data["protocol"]["intervals"]["probability_of_improvement"].startswith("P(score of the entrant > score of aryl)")
+    assert data["scenarios"]["tiny"]["entrants"][0]["p_improvement"]["ci"][1] <= 1.0
     assert data["scenarios"]["tiny"]["entrants"][0]["rank_shared"] is True
     assert "1=" in render_console(agg)
 
@@ -115,6 +163,54 @@ def test_aggregate_overall_is_stratified_over_scenarios(tmp_path: Path) -> None:
     assert ov["a"]["vs_baseline"]["value"] == pytest.approx(0.64)
     assert ov["a"]["rank"] == ov["b"]["rank"] == 1 and ov["fifo"]["rank"] == 4
     assert ov["aryl"]["score_iqm"]["seeds"] == 10
+    # over scenarios: the gap pools every episode, P(better) is the mean of the per-scenario Ps
+    rows = _rows(["tiny", "testbed"])
+    sc = {(r["policy"], r["scenario"]): [] for r in rows}
+    for r in rows:
+        sc[(r["policy"], r["scenario"])].append(1000.0 / r["avg_jct"])
+    assert ov["b"]["optimality_gap"]["value"] == pytest.approx(1 - np.mean(sc[("b", "tiny")] + sc[("b", "testbed")]))
+    per_task = [np.mean([[1.0 if u > v else 0.5 if u == v else 0.0 for v in sc[("aryl", t)]] for u in sc[("b", t)]])
+                for t in ("tiny", "testbed")]
+    assert ov["b"]["p_improvement"]["value"] == pytest.approx(np.mean(per_task))
+
+
+@needs_rliable
+def test_interval_estimates_plot_draws_the_json_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    from rliable import plot_utils
+
+    from aryl_gym.leaderboard import plots
+
+    seen: dict[str, Any] = {}
+    real = plot_utils.plot_interval_estimates
+
+    def spy(points: Any, cis: Any, metric_names: Any, **kw: Any) -> Any:
+        seen.update(points=points, cis=cis, metrics=metric_names, algorithms=kw.get("algorithms"))
+        return real(points, cis, metric_names, **kw)
+
+    monkeypatch.setattr(plot_utils, "plot_interval_estimates", spy)
+
+    def en(policy: str, v: float, one_seed: bool = False) -> dict[str, Any]:
+        c = {"value": v, "ci": [None, None] if one_seed else [v - 0.1, v + 0.1], "seeds": 2}
+        gap = {"value": 1 - v, "ci": [None, None] if one_seed else [0.9 - v, 1.1 - v], "seeds": 2}
+        return {"policy": policy, "score_iqm": c, "optimality_gap": gap, "p_improvement": c}
+
+    agg = {"protocol": {"intervals": {"library": "rliable"}, "reference": "aryl"},
+           "scenarios": {"tiny": {"entrants": [en("a", 0.7), en("aryl", 0.5), en("c", 0.3, one_seed=True)]}}}
+    path = plots.interval_estimates_plot(tmp_path, _suite(["tiny"]), agg, plots._pyplot())
+    assert path == tmp_path / "interval_estimates.png" and path.read_bytes()[:4] == b"\x89PNG"
+    assert seen["metrics"] == ["score IQM (higher is better)", "optimality gap (lower is better)",
+                               "P(better than aryl)"]
+    assert seen["algorithms"] == ["aryl", "a"]  # c has no interval (one seed); best rank on top
+    assert seen["points"]["a"].tolist() == pytest.approx([0.7, 0.3, 0.7])
+    assert seen["cis"]["a"].shape == (2, 3)
+    assert seen["cis"]["a"].ravel().tolist() == pytest.approx([0.6, 0.2, 0.6, 0.8, 0.4, 0.8])
+    # without a reference: two panels; without intervals: no plot
+    agg["protocol"]["reference"] = None
+    plots.interval_estimates_plot(tmp_path, _suite(["tiny"]), agg, plots._pyplot())
+    assert len(seen["metrics"]) == 2
+    agg["protocol"]["intervals"] = None
+    assert plots.interval_estimates_plot(tmp_path, _suite(["tiny"]), agg, plots._pyplot()) is None
 
 
 def test_aggregate_without_rliable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from aryl_gym.agents.pollux import (
 )
 from aryl_gym.agents.pollux_model import family_model, load_profile, packed_placement
 
+from aryl_gym.config import ConfigError
 from aryl_gym.sim.view import Decision
 from aryl_gym.workload.paths import default_data_root
 from tests.helpers import ScriptedPolicy, job, make_sim, small_config
@@ -396,3 +398,58 @@ def test_bench_rows_share_keys_and_sample_extrapolates():
     cfg = make_episode("tiny", 0).config
     total = math.ceil(cfg.workload.duration_hours * 3600 / cfg.sim.interval)
     assert row["episode_cpu_s_est"] == pytest.approx(row["cpu_ms_per_round"] * total / 1e3)
+
+
+def _read_numeric_csv_by_hand(path: Path) -> dict[str, np.ndarray]:
+    """The per-cell ``float()`` reader the profiles had before pyarrow: the reference."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh)
+        header = next(reader)
+        cols: list[list[float]] = [[] for _ in header]
+        for row in reader:
+            if row:
+                for i, v in enumerate(row):
+                    cols[i].append(float(v))
+    return {h: np.asarray(c, dtype=np.float64) for h, c in zip(header, cols)}
+
+
+@needs_traces
+def test_profile_reader_equals_the_float_reader_on_every_shipped_profile():
+    from aryl_gym.workload.traces_pollux import _read_numeric_csv
+
+    files = sorted(PROFILES.glob("*/*.csv"))
+    assert len(files) >= 6 * 3
+    for f in files:
+        got, want = _read_numeric_csv(f), _read_numeric_csv_by_hand(f)
+        assert list(got) == list(want), f
+        for k in want:  # bit for bit
+            assert got[k].dtype == np.float64 and np.array_equal(got[k], want[k]), (f, k)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("a,b\n1,2\n\n3,x\n", r"x.csv:4: column 'b': not a number: 'x'"),      # a blank line counted
+    ("a,b\n1,2\n3\n4,y\n", r"x.csv:3: 1 fields, header has 2"),            # the first problem wins
+    ("a,b\n1,z\n3,4,5\n", r"x.csv:2: column 'b': not a number: 'z'"),
+    ("a,b\nq,r\n", r"x.csv:2: column 'a': not a number: 'q'"),               # left to right in a row
+    ("a,b\n1,\n", r"x.csv:2: column 'b': not a number: ''"),
+    ("", r"x.csv: empty profile file"),
+    ("\n1,2\n", r"x.csv: empty profile file"),
+    ("a,a\n1,2\n", r"x.csv:1: column 'a' appears twice in the header"),
+])
+def test_profile_reader_names_the_bad_cell(tmp_path: Path, text: str, match: str):
+    from aryl_gym.workload.traces_pollux import _read_numeric_csv
+
+    (tmp_path / "x.csv").write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        _read_numeric_csv(tmp_path / "x.csv")
+
+
+def test_profile_reader_reads_what_float_reads(tmp_path: Path):
+    from aryl_gym.workload.traces_pollux import _read_numeric_csv
+
+    (tmp_path / "x.csv").write_text("a,b\n1, 2.5 \n\n-3e2,.5\n+4,inf\n")
+    got = _read_numeric_csv(tmp_path / "x.csv")
+    assert got["a"].tolist() == [1.0, -300.0, 4.0] and got["b"].tolist() == [2.5, 0.5, float("inf")]
+    assert _read_numeric_csv(tmp_path / "x.csv").keys() == {"a", "b"}
+    with pytest.raises(ConfigError, match="Pollux profile file not found"):
+        _read_numeric_csv(tmp_path / "nope.csv")

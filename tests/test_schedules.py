@@ -72,3 +72,29 @@ def test_training_decays_the_learning_rate_to_zero(tmp_path):
     # update: 1e-3 * (1 - 256/768) after the first, 1e-3 * (1 - 512/768) after the second
     assert seen[1:] == pytest.approx([1e-3 * 2 / 3, 1e-3 / 3])
     assert model.policy.optimizer.param_groups[0]["lr"] == 0.0  # the last update, at the end
+
+
+def test_linear_schedule_equals_rl_zoo3s():
+    """The same numbers as rl-baselines3-zoo's ``linear_schedule`` for the same text."""
+    utils = pytest.importorskip("rl_zoo3.utils")
+    for text in ("lin_3.0e-4", "lin_0.2", "lin_1e-3", "lin_7.5"):
+        ours = parse_schedule("learning_rate", text)
+        theirs = utils.linear_schedule(text.split("_")[1])  # rl_zoo3's own parsing of lin_X
+        for p in (1.0, 0.75, 0.5, 1 / 3, 0.1, 0.0):
+            assert ours(p) == theirs(p)
+
+
+def test_a_pickled_schedule_loads_without_rl_zoo3(tmp_path):
+    """Why the schedule is ours: a saved model carries it by reference to its class, and it
+    must load where the zoo extra is absent."""
+    import subprocess
+    import sys
+
+    (tmp_path / "s.pkl").write_bytes(pickle.dumps(parse_schedule("learning_rate", "lin_3.0e-4")))
+    code = (
+        "import pickle, sys\n"
+        "sys.modules['rl_zoo3'] = None  # as if the zoo extra were not installed\n"
+        f"s = pickle.loads(open({str(tmp_path / 's.pkl')!r}, 'rb').read())\n"
+        "assert s(0.5) == 1.5e-4\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

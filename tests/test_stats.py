@@ -240,6 +240,88 @@ def test_score_distribution_equals_rliable() -> None:
     assert np.array_equal(st.score_distribution(s, taus), library.score_distributions(s, taus))
 
 
+def _brute_improvement(a: np.ndarray, b: np.ndarray) -> float:
+    """P(X > Y) by enumerating every (run of a, run of b) pair of every task; a tie is 1/2."""
+    per = []
+    for t in range(a.shape[1]):
+        wins = sum(1.0 if u > v else 0.5 if u == v else 0.0 for u in a[:, t] for v in b[:, t])
+        per.append(wins / (a.shape[0] * b.shape[0]))
+    return sum(per) / len(per)
+
+
+@needs_rliable
+def test_probability_of_improvement_hand_computed() -> None:
+    # task 1: x = 3, 5, 7 against y = 1, 4: 3>1, 5>1, 5>4, 7>1, 7>4 -> 5 of 6 pairs
+    # task 2: x = 1, 1 against y = 1, 2: two ties (1/2 each) of 4 pairs -> 1/4
+    # (runs may differ in number, 3 against 2)
+    assert st.probability_of_improvement([[3.0], [5.0], [7.0]], [[1.0], [4.0]]) == pytest.approx(5 / 6)
+    assert st.probability_of_improvement([[1.0], [1.0]], [[1.0], [2.0]]) == pytest.approx(0.25)
+    # both tasks at once: the mean over tasks (task 1 with x = 3, 5: 3>1, 5>1, 5>4 of 4 pairs)
+    both = st.probability_of_improvement([[3.0, 1.0], [5.0, 1.0]], [[1.0, 1.0], [4.0, 2.0]])
+    assert both == pytest.approx((3 / 4 + 1 / 4) / 2)
+    assert st.probability_of_improvement([1.0, 2.0], [1.0, 2.0]) == 0.5  # itself
+    assert st.probability_of_improvement([2.0, 3.0], [1.0, 1.5]) == 1.0
+    with pytest.raises(ValueError, match="same tasks"):
+        st.probability_of_improvement(np.ones((2, 2)), np.ones((2, 3)))
+
+
+@needs_rliable
+def test_fast_probability_of_improvement_equals_rliable_and_brute_force() -> None:
+    g = np.random.default_rng(2)
+    for nx, ny, tasks in [(1, 1, 1), (3, 2, 1), (5, 5, 2), (10, 7, 3)]:
+        for ties in (False, True):
+            x = g.integers(0, 4, (nx, tasks)).astype(float) if ties else g.uniform(size=(nx, tasks))
+            y = g.integers(0, 4, (ny, tasks)).astype(float) if ties else g.uniform(size=(ny, tasks))
+            ref = st.probability_of_improvement(x, y)
+            assert st.fast_probability_of_improvement(x, y) == pytest.approx(ref, abs=1e-12)
+            assert _brute_improvement(x, y) == pytest.approx(ref, abs=1e-12)
+
+
+@needs_rliable
+def test_probability_of_improvement_ci_by_brute_force() -> None:
+    """The interval is the percentile interval of the pair-counting statistic over resamples
+    that draw, per replication, the runs of x then the runs of y (each within its task) from
+    the given generator: rliable's StratifiedIndependentBootstrap, replayed by hand."""
+    g = np.random.default_rng(4)
+    x = g.integers(0, 5, (4, 2)).astype(float)
+    y = g.integers(0, 5, (3, 2)).astype(float)
+    rs = np.random.RandomState(7)
+    cols = np.arange(2)
+    vals = [
+        _brute_improvement(x[rs.choice(4, (4, 2)), cols], y[rs.choice(3, (3, 2)), cols])
+        for _ in range(300)
+    ]
+    before = np.random.get_state()[1].copy()
+    point, lo, hi = st.probability_of_improvement_ci(x, y, reps=300, rng=7)
+    assert np.array_equal(np.random.get_state()[1], before)  # the global generator untouched
+    assert point == pytest.approx(_brute_improvement(x, y))
+    assert (lo, hi) == (pytest.approx(np.percentile(vals, 2.5), abs=1e-12),
+                        pytest.approx(np.percentile(vals, 97.5), abs=1e-12))
+    assert st.probability_of_improvement_ci(x, y, reps=300, rng=7) == (point, lo, hi)  # same seed
+    # one clearly better entrant: every resample has P = 1
+    assert st.probability_of_improvement_ci([0.9, 0.8, 0.95], [0.5, 0.4, 0.6], reps=200) == (1.0, 1.0, 1.0)
+
+
+@needs_rliable
+def test_optimality_gap_hand_computed_and_ci_by_brute_force() -> None:
+    # 1 - mean(min(score, 1)): 0.5, 0.8 and 1.2 (clipped to 1) -> 1 - 2.3 / 3
+    assert st.optimality_gap([0.5, 0.8, 1.2]) == pytest.approx(1 - 2.3 / 3)
+    assert st.optimality_gap([[0.5, 1.0], [0.7, 0.9]]) == pytest.approx(1 - 3.1 / 4)
+    assert st.optimality_gap([1.0, 1.3]) == 0.0
+    assert st.optimality_gap([0.5], gamma=0.8) == pytest.approx(0.3)
+    # two runs of one task: a resample is (a, a), (a, b), (b, a) or (b, b), the gap 0.5, 0.25
+    # or 0: the percentile interval is exactly [0, 0.5]
+    assert st.optimality_gap_ci([0.5, 1.0]) == (pytest.approx(0.25), 0.0, 0.5)
+    # brute force: replay the draws (runs within each task) and take the percentiles
+    s = np.random.default_rng(5).uniform(0.3, 1.1, (6, 2))
+    rs = np.random.RandomState(11)
+    vals = [1 - np.minimum(s[rs.choice(6, (6, 2)), np.arange(2)], 1.0).mean() for _ in range(400)]
+    point, lo, hi = st.optimality_gap_ci(s, reps=400, rng=11)
+    assert point == pytest.approx(1 - np.minimum(s, 1.0).mean())
+    assert (lo, hi) == (pytest.approx(np.percentile(vals, 2.5), abs=1e-12),
+                        pytest.approx(np.percentile(vals, 97.5), abs=1e-12))
+
+
 def test_tie_ranks() -> None:
     names = ["a", "b", "c", "d"]
     # a beats c and d; b beats d; a and b are not separated, nor are b and c

@@ -478,6 +478,50 @@ def test_fast_masked_argmax_equals_sb3_deterministic_predict():
         assert np.shape(g1) == np.shape(w1) and int(g1) == int(w1)
 
 
+@needs_env
+def test_traced_masked_argmax_equals_eager_and_follows_weight_updates(monkeypatch):
+    """The TorchScript trace behind LearnedAgent.masked_argmax gives the eager pass's actions
+    (single and batched observations of the shipped set policy), holds the policy's own
+    parameters (an in-place update reaches it, as training's does), and a policy that cannot
+    be traced runs eagerly with the same actions."""
+    import torch as th
+    from aryl_gym.agents import learned
+    from aryl_gym.agents.learned import PRETRAINED_DIR, load_agent
+
+    if not (PRETRAINED_DIR / "ppo-v1.zip").exists():
+        pytest.skip("the shipped ppo-v1 weights are absent")
+    agent = load_agent("ppo-v1")
+    env = agent.make_env("testbed")
+    batch, masks = _masked_batch(env, 96)
+
+    def actions(trace: bool) -> tuple[np.ndarray, list[int]]:
+        agent.trace = trace
+        b, _ = agent.predict(batch, action_masks=masks)
+        one = [int(agent.predict({k: v[i] for k, v in batch.items()})[0]) for i in range(0, 96, 8)]
+        return b, one
+
+    traced, eager = actions(True), actions(False)
+    np.testing.assert_array_equal(traced[0], eager[0])
+    assert traced[1] == eager[1]
+    assert agent._traces and all(fn is not None for fn in agent._traces.values())  # traced, not fallen back
+    with th.no_grad():
+        for p in agent.model.policy.parameters():
+            p.mul_(-0.5)
+    flipped_traced, flipped_eager = actions(True), actions(False)
+    np.testing.assert_array_equal(flipped_traced[0], flipped_eager[0])
+    assert not np.array_equal(flipped_traced[0], traced[0])  # the update changed the actions
+
+    def no_trace(*a, **k):
+        raise RuntimeError("cannot trace")
+
+    fresh = load_agent("ppo-v1")
+    monkeypatch.setattr(th.jit, "trace", no_trace)
+    got, _ = fresh.predict(batch, action_masks=masks)
+    np.testing.assert_array_equal(got, eager[0])
+    assert list(fresh._traces.values()) == [None]
+    assert learned._TRACE_CACHE >= 2
+
+
 def test_config_records_demonstrations_then_warm_starts(tmp_path):
     # bc.policy without bc.demos: the run records the reference policy's demonstrations in the
     # training env into its own folder, clones them, and keeps the step-0 policy (one command

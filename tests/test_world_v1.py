@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aryl_gym.config import ConfigError, load_scenario
+from aryl_gym.config import ConfigError, WorkloadConfig, load_scenario
 from aryl_gym.metrics import hourly_queued_share
 from aryl_gym.relevance import summarize
 from aryl_gym.workload import fit
@@ -87,6 +87,62 @@ def test_zipf_fit_recovers_exponent() -> None:
     pmf = fit.zipf_pmf(2.3, 400)
     sizes = rng.choice(400, size=40_000, p=pmf) + 1
     assert fit.fit_zipf(sizes, 400) == pytest.approx(2.3, abs=0.03)
+
+
+def _golden_section_zipf(sizes: np.ndarray, s_max: int) -> float:
+    """The hand-written search fit_zipf used before scipy's minimize_scalar: the reference."""
+    mean_log = float(np.log(np.asarray(sizes, dtype=float)).mean())
+    logs = np.log(np.arange(1, s_max + 1, dtype=float))
+
+    def nll(a: float) -> float:
+        return a * mean_log + math.log(float(np.exp(-a * logs).sum()))
+
+    lo, hi = 1.01, 6.0
+    phi = (math.sqrt(5.0) - 1.0) / 2.0
+    for _ in range(100):
+        m1, m2 = hi - phi * (hi - lo), lo + phi * (hi - lo)
+        if nll(m1) < nll(m2):
+            hi = m2
+        else:
+            lo = m1
+    return 0.5 * (lo + hi)
+
+
+#: Philly's batches of multi-GPU jobs (fit.batches on philly.csv): {batch size: count}
+PHILLY_MULTI_BATCHES = {1: 3648, 2: 567, 3: 71, 4: 31, 5: 24, 6: 13, 7: 7, 8: 7, 9: 3, 10: 6, 11: 3, 12: 4,
+                        14: 3, 15: 1, 17: 1, 119: 1}
+
+
+def test_zipf_fit_equals_the_golden_section_search() -> None:
+    sizes = np.repeat(list(PHILLY_MULTI_BATCHES), list(PHILLY_MULTI_BATCHES.values()))
+    new = fit.fit_zipf(sizes, 119)
+    assert new == pytest.approx(_golden_section_zipf(sizes, 119), abs=1e-6)
+    assert round(new, 3) == WorkloadConfig().burst_multi_alpha == 3.088  # the shipped default
+    rng = np.random.default_rng(1)
+    for alpha, s_max in ((1.5, 50), (2.3, 400), (4.0, 10)):
+        s = rng.choice(s_max, size=2000, p=fit.zipf_pmf(alpha, s_max)) + 1
+        assert fit.fit_zipf(s, s_max) == pytest.approx(_golden_section_zipf(s, s_max), abs=1e-6)
+    # a sample all at size 1 pushes alpha to the upper bound, as before
+    assert fit.fit_zipf(np.ones(10), 5) == pytest.approx(6.0, abs=1e-4)
+
+
+@pytest.mark.slow
+def test_zipf_fit_on_philly_equals_the_golden_section_search() -> None:
+    from aryl_gym.workload.paths import default_data_root
+
+    root = default_data_root()
+    if root is None or not (root / fit.PHILLY_CSV).exists():
+        pytest.skip("philly.csv not found (set ARYL_GYM_DATA)")
+    times, _, gpus = fit.read_philly(root / fit.PHILLY_CSV)
+    order = np.argsort(times, kind="stable")
+    bs = fit.batches(times[order] - times[order][0])
+    sizes = np.array([len(b) for b in bs])
+    single = np.array([float(np.median(np.asarray(gpus)[order][b])) <= 1.0 for b in bs])
+    for mask, default in ((single, WorkloadConfig().burst_size_alpha), (~single, WorkloadConfig().burst_multi_alpha)):
+        s = sizes[mask]
+        new = fit.fit_zipf(s, int(s.max()))
+        assert new == pytest.approx(_golden_section_zipf(s, int(s.max())), abs=1e-6)
+        assert round(new, 3) == default
 
 
 def test_batches_split_on_ten_second_gaps() -> None:

@@ -11,7 +11,9 @@ agent's episodes. ``aryl-gym bench --only scale`` prints these rows with their t
   the mean of its two runs), each in a fresh process: "before" and "now" side by side.
 * ``vector``: ``gym.make_vec(id, num_envs=8)`` (the batched :class:`aryl_gym.envs.vector.ArylVectorEnv`)
   against 8 ``gym.make`` envs in Gymnasium's ``SyncVectorEnv``, same process, same settings
-  and actions; target: at least 1.5x.
+  and actions; target: at least 1.5x. A third row is the ceiling of any vector layer that
+  keeps one Python env per simulator: the 8 envs stepped by their own ``_step_core`` and
+  ``_write_obs`` into preallocated rows, nothing else.
 * ``episode``: one ``basic`` episode of the shipped ``ppo-v1`` through the env (CPU seconds,
   its torch forward passes included; target <= 10 s) and, unless ``--quick``, one
   ``production`` episode (target <= 2 minutes). Needs the ``train`` extra.
@@ -178,7 +180,47 @@ def bench_vector(num_envs: int = 8, scenario: str = "testbed", steps: int = 4_00
     out[1]["x SyncVectorEnv"] = ratio
     out[1]["target"] = 1.5
     out[1]["met"] = ratio >= 1.5
+    out.append(_envs_own_work(num_envs, scenario, steps, kw))
+    out[2]["x SyncVectorEnv"] = out[2]["steps/cpu-s"] / out[0]["steps/cpu-s"]
     return out
+
+
+def _envs_own_work(num_envs: int, scenario: str, steps: int, kw: dict[str, Any]) -> dict[str, Any]:
+    """The ceiling of any vector layer over these envs: N unwrapped envs stepped by their own
+    ``_step_core`` and ``_write_obs`` into preallocated rows, no infos merged, no autoreset
+    bookkeeping (a layer that keeps one Python env per simulator cannot be faster)."""
+    import aryl_gym  # noqa: F401
+
+    envs = [gym.make("aryl_gym/Aryl-v2", **kw).unwrapped for _ in range(num_envs)]
+    obs0, _ = envs[0].reset(seed=0)
+    buf = {k: np.zeros((num_envs, *v.shape), dtype=v.dtype) for k, v in obs0.items()}
+    rows = [{k: v[i] for k, v in buf.items()} for i in range(num_envs)]
+    for i, e in enumerate(envs):
+        o, _ = e.reset(seed=i)
+        for k in buf:
+            buf[k][i] = o[k]
+    rng = np.random.default_rng(0)
+
+    def step_all() -> None:
+        acts = _random_masked(buf["action_mask"], rng)
+        for i, e in enumerate(envs):
+            _, te, tr, _ = e._step_core(int(acts[i]))
+            if te or tr:
+                o, _ = e.reset()
+                for k in buf:
+                    buf[k][i] = o[k]
+            else:
+                e._write_obs(rows[i])
+
+    for _ in range(200):
+        step_all()
+    c0 = time.process_time()
+    for _ in range(steps // num_envs):
+        step_all()
+    cpu = time.process_time() - c0
+    n = steps // num_envs * num_envs
+    return {"vector env": "envs' own work (ceiling)", "num_envs": num_envs, "scenario": scenario,
+            "env steps": n, "steps/cpu-s": n / cpu}
 
 
 def bench_episode(scenario: str, agent: str = "ppo-v1", seed: int = 0) -> dict[str, Any]:

@@ -1,6 +1,9 @@
 """``aryl-gym demos``: record a reference policy acting through the env, for imitation learning.
 
-Writes one ``.npz`` with, per env step: ``obs_<key>`` for every observation key, ``actions``,
+``--format minari`` writes a Minari dataset instead (:mod:`aryl_gym.offline`: id
+``aryl_gym/{scenario}/{policy}-v0`` unless ``--dataset-id``, under ``--minari-path`` or
+``$MINARI_DATASETS_PATH``), which ``--bc-demos minari:ID`` reads back. The default ``--format
+npz`` writes one ``.npz`` with, per env step: ``obs_<key>`` for every observation key, ``actions``,
 ``masks`` (the boolean action mask the policy saw), ``rewards``, ``episode`` (index),
 ``terminated`` and ``truncated``; plus ``episode_seeds`` and ``policy``/``scenario``/
 ``action_mode`` strings. The policy decides on the simulator's full state
@@ -33,7 +36,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed_arg, default=0, help="episode seeds are seed, seed+1, ...")
     p.add_argument("--action-mode", default="sequential", choices=["sequential", "targets", "priority"])
     p.add_argument("--window", type=positive_int, default=16)
-    p.add_argument("--out", required=True, help="output .npz file (.npz is added when missing)")
+    p.add_argument("--format", choices=("npz", "minari"), default="npz",
+                   help="npz: one .npz file (--out); minari: a Minari dataset (the offline extra)")
+    p.add_argument("--out", default=None, help="output .npz file (.npz is added when missing; --format npz)")
+    p.add_argument("--dataset-id", default=None, metavar="ID",
+                   help="Minari dataset id (default aryl_gym/SCENARIO/POLICY-v0)")
+    p.add_argument("--minari-path", default=None, metavar="DIR",
+                   help="Minari datasets folder (default $MINARI_DATASETS_PATH, else ~/.minari/datasets)")
+    p.add_argument("--author", default="aryl-gym", help="the dataset's author (Minari metadata)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing Minari dataset of that id")
     add_json_arg(p)
 
 
@@ -96,7 +107,43 @@ def output_path(text: str) -> Path:
     return out
 
 
+def run_minari(args: argparse.Namespace) -> int:
+    """``--format minari``: write the episodes as a Minari dataset."""
+    # at run time: minari (the offline extra) is imported by the writer
+    from aryl_gym.offline import (
+        check_dataset_id,
+        datasets_path,
+        default_dataset_id,
+        summary,
+        write_dataset,
+    )
+
+    if args.out is not None:
+        raise ValueError("--out is for --format npz; a Minari dataset is named by --dataset-id "
+                         "and stored under --minari-path (or $MINARI_DATASETS_PATH)")
+    dataset_id = check_dataset_id(args.dataset_id or default_dataset_id(args.scenario, args.policy))
+    with datasets_path(args.minari_path):
+        ds = write_dataset(dataset_id, args.scenario, args.policy, args.episodes, args.seed,
+                           action_mode=args.action_mode, window=args.window, data_root=args.data_root,
+                           author=args.author, overwrite=args.overwrite)
+        info = summary(ds)
+    if args.json:
+        print(json.dumps(info))
+        return 0
+    print(f"wrote Minari dataset {info['dataset_id']} ({info['path']}): {info['episodes']} episodes, "
+          f"{info['steps']} steps of {args.policy} on {args.scenario}; read it with "
+          f"minari.load_dataset({info['dataset_id']!r}) or --bc-demos minari:{info['dataset_id']}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.format == "minari":
+        return run_minari(args)
+    for flag in ("dataset_id", "minari_path"):
+        if getattr(args, flag) is not None:
+            raise ValueError(f"--{flag.replace('_', '-')} is for --format minari")
+    if args.out is None:
+        raise ValueError("--out FILE is needed with --format npz (or use --format minari)")
     out = output_path(args.out)
     arrays = record(args.scenario, args.policy, args.episodes, args.seed, args.action_mode,
                     args.window, args.data_root)

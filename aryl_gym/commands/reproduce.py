@@ -56,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", choices=("paper", "mid", "tiny"), default="mid",
                    help="paper: production size; mid: basic/ideal (default); tiny: seconds (tests)")
     p.add_argument("--seeds", type=positive_int, default=None,
-                   help="seeds per policy (default: 3 at paper scale, 1 for pollux-250 there; 5 mid; 3 tiny)")
+                   help="seeds per policy (default: 3 at paper scale, every policy; 5 mid; 3 tiny)")
     p.add_argument("--first-seed", type=int, default=0, help="seeds are FIRST..FIRST+N-1 (default 0)")
     p.add_argument("--workers", type=positive_int, default=1, help="parallel episodes (default 1)")
     p.add_argument("--backend", choices=("local", "ray"), default="local",

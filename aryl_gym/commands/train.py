@@ -33,7 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="checkpoint .zip to continue from (keeps its step count; continues in its run "
                         "folder, or in a new one when the run already went further)")
     p.add_argument("--bc-demos", default=None, metavar="FILE",
-                   help="demonstrations .npz (aryl-gym demos) for a behaviour-cloning warm start")
+                   help="demonstrations for a behaviour-cloning warm start: an .npz (aryl-gym demos) "
+                        "or a Minari dataset, minari:ID (aryl-gym demos --format minari)")
     p.add_argument("--init-from", default=None, metavar="MODEL",
                    help="start from this model's weights (e.g. a run's warm_start.zip) instead of BC")
     p.add_argument("--bc-epochs", type=nonneg_int, default=None, help="behaviour-cloning epochs")
@@ -83,7 +84,8 @@ def build_config(args: argparse.Namespace):
         overrides["eval"] = ev
     bc: dict = {}
     if args.bc_demos:
-        bc["demos"] = str(Path(args.bc_demos))
+        # a Minari dataset id stays as written (it is no file path)
+        bc["demos"] = args.bc_demos if args.bc_demos.startswith("minari:") else str(Path(args.bc_demos))
     if args.bc_epochs is not None:
         bc["epochs"] = args.bc_epochs
     if bc:

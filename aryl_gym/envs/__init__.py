@@ -5,6 +5,8 @@
 * ``aryl_gym/ArylReclaim-v2`` -- reclaim: :class:`aryl_gym.envs.reclaim.ArylReclaimEnv`, World v2.
 * ``aryl_gym/Aryl-v1``, ``aryl_gym/ArylReclaim-v1`` -- the same classes on World v1 (the shipped
   scenarios with World v1's knob values), kept so results and agents made on it reproduce.
+* ``aryl_gym/ArylMO-v2`` (``-v1``) -- the multi-objective view: the allocation env with a vector
+  reward in MO-Gymnasium's API (:class:`aryl_gym.envs.mo.ArylMOEnv`; :data:`MO_ENTRIES`).
 
 ``gym.make("aryl_gym:Aryl-v2", scenario="testbed", action_mode="sequential")`` imports the package
 (and so registers) on its own: for that form the ids are also registered without the namespace
@@ -40,6 +42,15 @@ for _world in ("v2", "v1"):
         ENTRIES[f"{_name}-{_world}"] = (_entry, _vec, _world)
 
 
+#: The multi-objective views: id -> world version (:class:`aryl_gym.envs.mo.ArylMOEnv`). They are
+#: registered without Gymnasium's passive checker, as ``mo_gymnasium.make`` does for its own envs:
+#: the checker warns that a vector reward is not a float.
+MO_ENTRIES: dict[str, str] = {}
+for _world in ("v2", "v1"):
+    MO_ENTRIES[f"aryl_gym/ArylMO-{_world}"] = _world
+    MO_ENTRIES[f"ArylMO-{_world}"] = _world
+
+
 def vector_entry(env_id: str, num_envs: int = 1, **kwargs: Any) -> Any:
     """The vector entry point of ``env_id`` (``gym.make_vec`` calls it with ``num_envs`` and
     the env's arguments; ``workers=W`` splits the envs over W processes):
@@ -63,6 +74,10 @@ def register_envs() -> None:
                 disable_env_checker=False,
                 kwargs={"world_version": world},
             )
+    for env_id, world in MO_ENTRIES.items():
+        if env_id not in registry:
+            register(id=env_id, entry_point="aryl_gym.envs.mo:ArylMOEnv", disable_env_checker=True,
+                     kwargs={"world_version": world})
 
 
-__all__ = ["DEFAULT_ENV_ID", "ENTRIES", "ENV_IDS", "register_envs", "vector_entry"]
+__all__ = ["DEFAULT_ENV_ID", "ENTRIES", "ENV_IDS", "MO_ENTRIES", "register_envs", "vector_entry"]

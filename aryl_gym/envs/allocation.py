@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +278,13 @@ class ArylEnv(gym.Env):
         self.backfilled = 0
         self.decision_point = 0  # decision points reached in this episode
         self.substep = 0  # sub-steps inside the current decision point (sequential)
+        #: ``None`` (the default), or a test ``gate(sim)`` asked before each round is opened: when
+        #: it says True the env stops there, :attr:`held`, before the round's loan phase (the
+        #: two-agent view, :mod:`aryl_gym.envs.multiagent`, lets its reclaim agent pick then;
+        #: :meth:`act`, :meth:`resume`, :meth:`finish`)
+        self.round_gate: Callable[[Simulator], bool] | None = None
+        self.held = False
+        self._pending: tuple[float, Decision | None, int, PlacementReport | None] | None = None
 
     # -- configuration ------------------------------------------------------------------------
     def set_reclaim(self, reclaim: str | ReclaimFn | None) -> None:
@@ -344,10 +351,14 @@ class ArylEnv(gym.Env):
         self.invalid_streak = 0  # invalid actions in a row at one simulated time
         self.backfilled = 0  # jobs started by backfill=True this episode
         self._finished = False
+        self._pending = None
         self._rules_at: float | None = None  # when the stall and thrash rules last said no
         self._wall0 = time.perf_counter()
         self._tracker = RewardTracker(sim, self.weights, self.reward_scale)
         self._advance_to_decision()
+        if self.held:  # round_gate stopped before the first decision point: nothing to observe yet
+            spaces_ = self.observation_space.spaces  # type: ignore[attr-defined]
+            return {k: np.zeros(sp.shape, sp.dtype) for k, sp in spaces_.items()}, self._info({}, 0, None)
         return self._obs(), self._info({}, 0, None)
 
     def replace_future(
@@ -419,7 +430,12 @@ class ArylEnv(gym.Env):
         sim = self.sim
         assert sim is not None
         pol = self.policy
+        gate = self.round_gate
+        self.held = False
         while not self._ended():
+            if gate is not None and gate(sim):
+                self.held = True  # stopped before this round opens (round_gate)
+                return
             if sim.open_round(pol):
                 self._new_round()
                 return
@@ -532,9 +548,16 @@ class ArylEnv(gym.Env):
         stacked arrays with :meth:`_write_obs`)."""
         if self.sim is None:
             raise RuntimeError("call reset() before step()")
-        sim = self.sim
         if self._finished:
             raise RuntimeError("the episode has ended; call reset()")
+        if self.held or self._pending is not None:
+            raise RuntimeError("an action given to act() is not finished: resume() / finish() it first")
+        return self._finish_step(*self._act(action))
+
+    def _act(self, action) -> tuple[float, Decision | None, int, PlacementReport | None]:
+        """Decode ``action``; when it commits, place it and run to the next decision point."""
+        sim = self.sim
+        assert sim is not None
         t0 = sim.now
         decision, invalid = self.codec.decode(self, action)
         report = None
@@ -542,6 +565,53 @@ class ArylEnv(gym.Env):
             report = self._commit(decision)
         else:
             self.substep += 1
+        return t0, decision, invalid, report
+
+    # -- stepping in parts (the two-agent view, aryl_gym.envs.multiagent) ------------------------
+    def act(self, action) -> bool:
+        """The first part of :meth:`step`: decode ``action`` and, when it commits, run the
+        simulator to the next decision point, or stop before a round that :attr:`round_gate`
+        holds. Returns :attr:`held`; then :meth:`resume` (after what the gate waited for), and
+        :meth:`finish` once not held. ``act`` then ``finish`` is exactly :meth:`step` without
+        the observation."""
+        if self.sim is None:
+            raise RuntimeError("call reset() before act()")
+        if self._finished:
+            raise RuntimeError("the episode has ended; call reset()")
+        if self.held or self._pending is not None:
+            raise RuntimeError("the previous action is not finished: resume() / finish() it first")
+        self._pending = self._act(action)
+        return self.held
+
+    def resume(self) -> bool:
+        """Go on from a round that :attr:`round_gate` held (it must now let that round open) to
+        the next decision point or the next held round; returns :attr:`held`."""
+        if not self.held:
+            raise RuntimeError("resume(): the env is not held")
+        self._advance_to_decision()
+        return self.held
+
+    @property
+    def pending(self) -> bool:
+        """An action was :meth:`act`-ed and not yet :meth:`finish`-ed."""
+        return self._pending is not None
+
+    def finish(self) -> tuple[float, bool, bool, dict[str, Any]]:
+        """The rest of :meth:`step` for the action given to :meth:`act` (reward, episode end,
+        info): what :meth:`step` returns but the observation (:meth:`observation`)."""
+        if self._pending is None or self.held:
+            raise RuntimeError("finish(): no action to finish, or the env is held (resume() first)")
+        pending, self._pending = self._pending, None
+        return self._finish_step(*pending)
+
+    def observation(self) -> dict[str, np.ndarray]:
+        """The observation at the current decision point (what :meth:`step` returns)."""
+        return self._obs()
+
+    def _finish_step(self, t0: float, decision: Decision | None, invalid: int,
+                     report: PlacementReport | None) -> tuple[float, bool, bool, dict[str, Any]]:
+        sim = self.sim
+        assert sim is not None
         self.steps += 1
         self.invalid_total += invalid
         # an agent that repeats an invalid action never moves the clock: counted, and the

@@ -113,6 +113,19 @@ def check_jobs(jobs: object, where: str = "jobs") -> list[JobSpec] | None:
     return list(jobs)
 
 
+def placement_from_mapping(value: Mapping[str, Any]) -> PlacementOptions:
+    """``PlacementOptions`` from a dict of its fields (their JSON form); an unknown field or a
+    value that is not a bool is a ValueError naming it."""
+    names = [f.name for f in dataclasses.fields(PlacementOptions)]
+    unknown = [k for k in value if k not in names]
+    if unknown:
+        raise ValueError(f"unknown placement option {unknown[0]!r}; options: {', '.join(names)}")
+    bad = [k for k, v in value.items() if not isinstance(v, (bool, np.bool_))]
+    if bad:
+        raise ValueError(f"placement option {bad[0]!r} must be true or false, got {value[bad[0]]!r}")
+    return PlacementOptions(**{k: bool(v) for k, v in value.items()})
+
+
 def resolve_reclaim(reclaim: str | ReclaimFn | None) -> ReclaimFn | None:
     """``"aryl"`` (Aryl's reclaim when ``agents/reclaim.py`` or the ``aryl`` policy provides it,
     else the simulator's default), ``"default"``/``None`` (the simulator's default rule: fewest
@@ -164,8 +177,9 @@ class EnvOptions:
     allow_preempt: bool = _doc("actions may preempt running jobs", False)
     release: bool = _doc("'sequential' has release actions", True)
     uses_loaning: bool = _doc("accept loanable inference servers", True)
-    placement: PlacementOptions | None = _doc(
-        "placement options (None: Aryl's, elastic jobs prefer loaned servers, flexible grouping)", None)
+    placement: PlacementOptions | Mapping[str, bool] | None = _doc(
+        "placement options, or a dict of their fields (None: Aryl's, elastic jobs prefer loaned "
+        "servers, flexible grouping)", None)
     reclaim: str | ReclaimFn | None = _doc(
         "which loaned servers go back: 'aryl', 'aryl-optimal', 'default', a policy name or a callable",
         "aryl")
@@ -206,6 +220,8 @@ class EnvOptions:
         mw = self.max_workers
         if mw is not None and (isinstance(mw, bool) or not isinstance(mw, (int, np.integer)) or mw < 1):
             raise ValueError(f"max_workers must be an integer >= 1 or None, got {mw!r}")
+        if isinstance(self.placement, Mapping):  # JSON form, e.g. in a Minari dataset's env spec
+            put("placement", placement_from_mapping(self.placement))
         if self.placement is not None and not isinstance(self.placement, PlacementOptions):
             raise ValueError(
                 f"placement must be an aryl_gym.sim.view.PlacementOptions or None (Aryl's), "

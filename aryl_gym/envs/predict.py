@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 
 from aryl_gym.agents import make_policy
+from aryl_gym.envs.options import resolve_reclaim
+from aryl_gym.sim.engine import default_reclaim
 from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.placement import plan
 
@@ -190,6 +192,42 @@ class HeuristicPredictor:
                 )
             return np.asarray(a)[None, ...], state
         return a, state
+
+
+class ReclaimPredictor:
+    """A reclaim rule acting through a reclaim agent's action space: ``ArylReclaim-v2``
+    (:class:`~aryl_gym.envs.reclaim.ArylReclaimEnv`, simulator mode) or the ``reclaim`` agent of
+    the two-agent view (:class:`~aryl_gym.envs.multiagent.ArylParallelEnv`).
+
+    At a reclaim the rule chooses its ``n`` servers on the simulator's full state (as the loan
+    phase would call it), and the predictor emits them one per step, in the rule's order, as
+    server slots (server id minus the training servers). ``rule``: as the allocation env's
+    ``reclaim`` option (``"aryl"``, ``"aryl-optimal"``, ``"default"``, a policy name, or a
+    callable ``(view, n) -> server ids``)."""
+
+    def __init__(self, rule: Any = "aryl", env: Any = None):
+        self.rule = resolve_reclaim(rule)
+        self.env = env.unwrapped if hasattr(env, "unwrapped") and not hasattr(env, "need") else env
+        self._plan: list[int] = []
+
+    def act(self) -> int:
+        """The slot to pick now (0 when no reclaim is pending: the action is then ignored)."""
+        env = self.env
+        need, picks = int(env.need), list(env.picks)
+        if not need:
+            return 0
+        if not picks or self._plan[: len(picks)] != picks:  # a new reclaim: the rule decides
+            sim = env.sim
+            picked = self.rule(sim.view, need) if self.rule is not None else None
+            if picked is None:  # the simulator's default rule (as the loan phase would use it)
+                picked = default_reclaim(sim.view, need)
+            self._plan = [int(s) for s in picked]
+        return self._plan[len(picks)] - int(env.n_train)
+
+    def predict(self, observation: Any = None, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[int, Any]:
+        """SB3 signature; the observation is not read (the rule reads the simulator)."""
+        return self.act(), state
 
 
 def make_predictor(policy: str, env: Any, **kwargs: Any) -> HeuristicPredictor:

@@ -57,6 +57,69 @@ SERVER_FEATURES: tuple[str, ...] = (
 F_SERVER = len(SERVER_FEATURES)
 
 
+def reclaim_mask(sim: Simulator, n_train: int, n_inf: int, picks: Sequence[int], need: int) -> np.ndarray:
+    """The reclaim agent's action mask over the inference servers: loaned and not picked yet
+    (all True when nothing is to be picked)."""
+    if need == 0:
+        return np.ones(n_inf, dtype=bool)
+    m = sim.srv_loaned[n_train:].copy()
+    for s in picks:
+        m[s - n_train] = False
+    return m
+
+
+def reclaim_observation(
+    sim: Simulator,
+    builder: ObservationBuilder,
+    n_train: int,
+    n_inf: int,
+    picks: Sequence[int],
+    need: int,
+    mask: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """The reclaim agent's observation (``ArylReclaim-v2``'s, also the reclaim seat's of the
+    two-agent view): ``servers`` (:data:`SERVER_FEATURES` of the ``n_inf`` inference servers
+    after the first ``n_train`` servers), ``cluster`` (``builder``'s cluster features),
+    ``reclaim`` (servers still to pick, picks made; / ``n_inf``) and ``action_mask``."""
+    e = np.zeros(0, dtype=np.int64)
+    _, cluster, _ = builder.build(sim, e, e, e, fit_tables(sim))
+    S = np.zeros((n_inf, F_SERVER), dtype=np.float32)
+    picked = set(picks)
+    removed: dict[int, int] = {}
+    for s in picks:
+        for j, k in sim.srv_jobs[s].items():
+            removed[j] = removed.get(j, 0) + k
+    for i in range(n_inf):
+        s = n_train + i
+        cap = float(sim.srv_cap[s])
+        S[i, 0] = sim.srv_loaned[s]
+        S[i, 1] = s in picked
+        S[i, 2] = (cap - sim.srv_free[s]) / cap if sim.srv_loaned[s] else 0.0
+        S[i, 3] = sim.srv_base_gpus[s] / cap
+        S[i, 4] = sim.srv_flex_gpus[s] / cap
+        on = sim.srv_jobs[s]
+        S[i, 5] = min(len(on) / 8.0, 1.0)
+        cost = 0
+        if s not in picked:
+            for j, k in on.items():
+                r0 = removed.get(j, 0)
+                before = r0 > 0 and not (sim.elastic[j] and sim.workers[j] - r0 >= sim.w_min[j])
+                after = not (sim.elastic[j] and sim.workers[j] - r0 - k >= sim.w_min[j])
+                cost += int(after and not before)
+        S[i, 6] = min(cost / 8.0, 1.0)
+        S[i, 7] = sim.srv_base_gpus[s] == 0
+    rc = np.array(
+        [max(need - len(picks), 0) / n_inf, len(picks) / n_inf],
+        dtype=np.float32,
+    )
+    return {
+        "servers": S,
+        "cluster": cluster,
+        "reclaim": np.clip(rc, 0.0, 1.0),
+        "action_mask": mask.astype(np.float32),
+    }
+
+
 class _Proxy:
     """The allocator as the simulator sees it, with the agent's picks as its reclaim rule."""
 
@@ -423,12 +486,8 @@ class ArylReclaimEnv(gym.Env):
         sim = self.sim
         if sim is None:
             raise RuntimeError("call reset() before action_masks()")
-        if self.need == 0:
-            return np.ones(self.n_inf, dtype=bool)  # nothing to pick: any action ends the episode
-        m = sim.srv_loaned[self.n_train :].copy()
-        for s in self.picks:
-            m[s - self.n_train] = False
-        return m
+        # nothing to pick (need == 0): any action ends the episode
+        return reclaim_mask(sim, self.n_train, self.n_inf, self.picks, self.need)
 
     def step(self, action):
         if self.snaps is not None:
@@ -474,43 +533,8 @@ class ArylReclaimEnv(gym.Env):
     def _obs(self) -> dict[str, np.ndarray]:
         sim = self.sim
         assert sim is not None
-        e = np.zeros(0, dtype=np.int64)
-        _, cluster, _ = self._builder.build(sim, e, e, e, fit_tables(sim))
-        S = np.zeros((self.n_inf, F_SERVER), dtype=np.float32)
-        picked = set(self.picks)
-        removed: dict[int, int] = {}
-        for s in self.picks:
-            for j, k in sim.srv_jobs[s].items():
-                removed[j] = removed.get(j, 0) + k
-        for i in range(self.n_inf):
-            s = self.n_train + i
-            cap = float(sim.srv_cap[s])
-            S[i, 0] = sim.srv_loaned[s]
-            S[i, 1] = s in picked
-            S[i, 2] = (cap - sim.srv_free[s]) / cap if sim.srv_loaned[s] else 0.0
-            S[i, 3] = sim.srv_base_gpus[s] / cap
-            S[i, 4] = sim.srv_flex_gpus[s] / cap
-            on = sim.srv_jobs[s]
-            S[i, 5] = min(len(on) / 8.0, 1.0)
-            cost = 0
-            if s not in picked:
-                for j, k in on.items():
-                    r0 = removed.get(j, 0)
-                    before = r0 > 0 and not (sim.elastic[j] and sim.workers[j] - r0 >= sim.w_min[j])
-                    after = not (sim.elastic[j] and sim.workers[j] - r0 - k >= sim.w_min[j])
-                    cost += int(after and not before)
-            S[i, 6] = min(cost / 8.0, 1.0)
-            S[i, 7] = sim.srv_base_gpus[s] == 0
-        rc = np.array(
-            [max(self.need - len(self.picks), 0) / self.n_inf, len(self.picks) / self.n_inf],
-            dtype=np.float32,
-        )
-        return {
-            "servers": S,
-            "cluster": cluster,
-            "reclaim": np.clip(rc, 0.0, 1.0),
-            "action_mask": self.action_masks().astype(np.float32),
-        }
+        return reclaim_observation(sim, self._builder, self.n_train, self.n_inf, self.picks, self.need,
+                                   self.action_masks())
 
     def _info(self, comp: dict[str, float], invalid: int) -> dict[str, Any]:
         sim = self.sim

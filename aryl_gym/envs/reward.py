@@ -21,6 +21,10 @@ unweighted in ``info["reward_components"]``:
     ``-sum over jobs finished in the step of (JCT / lower bound - 1)``.
 ``invalid``
     ``-(invalid action parts in the step)``; weight 0 unless ``invalid_penalty`` is set.
+``loan_usage``
+    ``+(GPU-seconds used by training on loaned inference servers during the step) / (all GPUs x
+    scale)``: the loaned part of ``usage`` (weight 0 by default; an objective of the
+    multi-objective view, :mod:`aryl_gym.envs.mo`).
 
 ``scale`` defaults to 3600 s, so ``jct`` is in job-hours.
 
@@ -48,7 +52,8 @@ class RewardStep:
 
     ``accrued``: growth of the accrued job time ``A(t1) - A(t0)``; ``dt``: ``t1 - t0``;
     ``queued_after``: queued jobs after the decision; ``preemptions``: preemptions during the step;
-    ``busy_gpu_s``: GPU-seconds used by training during the step; ``total_gpus``: all GPUs;
+    ``busy_gpu_s``: GPU-seconds used by training during the step (``loan_gpu_s``: the part on
+    loaned inference servers); ``total_gpus``: all GPUs;
     ``finished_jct`` / ``finished_bound``: JCTs and lower bounds of the jobs that finished in the
     step; ``invalid``: invalid action parts; ``scale``: the reward scale; ``sim``: the simulator
     after the step (read only).
@@ -65,6 +70,7 @@ class RewardStep:
     invalid: int
     scale: float
     sim: Simulator
+    loan_gpu_s: float = 0.0
 
 
 def accrued(submit: np.ndarray, finish: np.ndarray, t: float) -> float:
@@ -142,6 +148,11 @@ def _invalid(s: RewardStep) -> float:
     return -float(s.invalid)
 
 
+@reward_component("loan_usage")
+def _loan_usage(s: RewardStep) -> float:
+    return s.loan_gpu_s / (s.total_gpus * s.scale)
+
+
 #: The built-in components (:func:`component_names` also lists registered extras).
 COMPONENTS: tuple[str, ...] = component_names()
 
@@ -212,6 +223,7 @@ class RewardTracker:
         self.preempt = int(sim.preempt_count.sum())
         self._total_gpus = float(sim.config.cluster.train_gpus + sim.config.cluster.inf_gpus)
         self.busy_gs = sim.acc.train_busy_gs + sim.acc.loan_used_gs
+        self.loan_gs = sim.acc.loan_used_gs
         self.total = 0.0
         # the non-zero weights, in the order of ``weights`` (the sum's order)
         self._weighted = [(k, wk) for k, wk in weights.items() if wk]
@@ -292,9 +304,11 @@ class RewardTracker:
             invalid=invalid,
             scale=self.scale,
             sim=sim,
+            loan_gpu_s=acc.loan_used_gs - self.loan_gs,
         )
         comp = {name: fn(step) for name, fn in self._components}
         self.t, self.a, self.preempt, self.busy_gs = t1, a1, pc, busy
+        self.loan_gs = acc.loan_used_gs
         r = 0.0
         for k, wk in self._weighted:
             r += wk * comp[k]

@@ -194,6 +194,8 @@ class ArylVectorEnv(VectorEnv):
         self._terms = np.zeros(n, dtype=np.bool_)
         self._truncs = np.zeros(n, dtype=np.bool_)
         self._autoreset_envs = np.zeros(n, dtype=np.bool_)
+        self._views: list[dict[str, np.ndarray]] = []
+        self._views_of: dict[str, np.ndarray] | None = None
         self._obs = self._new_obs()
 
     # -- helpers --------------------------------------------------------------------------------
@@ -202,8 +204,11 @@ class ArylVectorEnv(VectorEnv):
         return {k: np.zeros((self.num_envs, *sp[k].shape), dtype=sp[k].dtype) for k in self._keys}
 
     def _put(self, obs: dict[str, np.ndarray], i: int, single: dict[str, np.ndarray] | None) -> None:
-        if single is None:  # write straight into the rows
-            self.envs[i]._write_obs({k: obs[k][i] for k in self._keys})
+        if single is None:  # write straight into the rows (views made once per buffer set)
+            if self._views_of is not obs:
+                self._views = [{k: obs[k][r] for k in self._keys} for r in range(self.num_envs)]
+                self._views_of = obs
+            self.envs[i]._write_obs(self._views[i])
         else:
             for k in self._keys:
                 obs[k][i] = single[k]
@@ -318,7 +323,8 @@ class ArylVectorEnv(VectorEnv):
             setattr(env, name, v)
 
     def close_extras(self, **kwargs: Any) -> None:
-        for env in self.envs:
+        # an env whose __init__ failed (bad arguments) has no envs to close
+        for env in getattr(self, "envs", ()):
             env.close()
 
 

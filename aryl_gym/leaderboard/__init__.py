@@ -109,7 +109,7 @@ def _run_leaderboard_locked(
             # an optional dependency: its absence is handled here
             from aryl_gym.leaderboard.plots import make_plots
 
-            res.plots = make_plots(out, suite, summary.rows, series)
+            res.plots = make_plots(out, suite, summary.rows, series, data)
         except ImportError as exc:
             res.notes.append(f"no plots: {exc}")
     if tensorboard and summary.rows:

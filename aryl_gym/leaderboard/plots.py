@@ -14,7 +14,12 @@ For the suite:
   the fraction of episodes (seeds x scenarios) whose normalised score ``jct_lower_bound /
   avg_jct`` exceeds tau, with a 95% stratified bootstrap band (the band needs rliable, the
   ``stats`` extra; without it the curves are drawn alone). A curve above another is better over
-  the whole distribution of episodes, not only on average.
+  the whole distribution of episodes, not only on average. Drawn by rliable's
+  ``plot_utils.plot_performance_profiles``.
+* ``interval_estimates.png`` (beside it): rliable's ``plot_utils.plot_interval_estimates`` of
+  the leaderboard's score IQM, optimality gap and P(better than aryl), each entrant's point
+  estimate with its 95% stratified bootstrap interval, over all scenarios (or the one scenario);
+  the numbers are those of ``leaderboard.json`` (needs rliable).
 """
 
 from __future__ import annotations
@@ -61,8 +66,10 @@ def make_plots(
     suite: Suite,
     rows: Sequence[Mapping[str, Any]],
     series: Mapping[Key, Mapping[str, Any]],
+    agg: Mapping[str, Any] | None = None,
 ) -> list[Path]:
-    """Write the plots of every scenario under ``OUT/plots``; return the files written."""
+    """Write the plots of every scenario under ``OUT/plots``; return the files written. With
+    ``agg`` (the ``leaderboard.json`` structure) the interval estimates are drawn too."""
     plt = _pyplot()
     pdir = Path(out_dir) / "plots"
     pdir.mkdir(parents=True, exist_ok=True)
@@ -140,6 +147,10 @@ def make_plots(
     prof = performance_profile_plot(pdir, suite, rows, plt)
     if prof is not None:
         written.append(prof)
+    if agg is not None:
+        est = interval_estimates_plot(pdir, suite, agg, plt)
+        if est is not None:
+            written.append(est)
     return written
 
 
@@ -163,7 +174,8 @@ def profile_scores(suite: Suite, rows: Sequence[Mapping[str, Any]]) -> dict[str,
 def performance_profile_plot(
     pdir: Path, suite: Suite, rows: Sequence[Mapping[str, Any]], plt: Any
 ) -> Path | None:
-    """``performance_profile.png`` (see the module docstring), or None without scores."""
+    """``performance_profile.png`` (see the module docstring), or None without scores: drawn by
+    rliable's ``plot_utils.plot_performance_profiles``; without rliable, the curves alone."""
     scores = profile_scores(suite, rows)
     if not scores:
         return None
@@ -171,19 +183,33 @@ def performance_profile_plot(
     lo, hi = float(allv.min()), float(allv.max())
     pad = max(0.02 * (hi - lo), 1e-3)
     taus = np.linspace(lo - pad, hi + pad, 121)
-    if available():
-        prof, bands = performance_profile(scores, taus)
-    else:
-        prof = {k: score_distribution(m, taus) for k, m in scores.items()}
-        bands = {}
     fig, ax = plt.subplots(figsize=(8, 4.6))
-    for i, name in enumerate(scores):
-        (line,) = ax.plot(taus, prof[name], label=name, **_style(i, name, suite.baseline))
-        if name in bands:
-            ax.fill_between(taus, bands[name][0], bands[name][1], color=line.get_color(), alpha=0.15, lw=0)
+    xlabel = "normalised score τ  (JCT lower bound / average JCT; higher is better)"
+    ylabel = "fraction of episodes with score > τ"
+    styles = {name: _style(i, name, suite.baseline) for i, name in enumerate(scores)}
+    if available():
+        # rliable.plot_utils imports seaborn (a dependency of rliable): only when plotting
+        from rliable import plot_utils
+
+        prof, bands = performance_profile(scores, taus)
+        plot_utils.plot_performance_profiles(
+            prof, taus, performance_profile_cis=bands, ax=ax, xlabel=xlabel, ylabel=ylabel,
+            colors=_colors(suite),
+            linestyles={k: st["ls"] for k, st in styles.items()}, labelsize="medium",
+            ticklabelsize="medium", wrect=5, hrect=5,
+        )
+        # rliable draws every curve with one width: the Baseline's is drawn thicker here
+        for line in ax.get_lines():
+            if line.get_label() in styles:
+                line.set_linewidth(styles[str(line.get_label())]["lw"])
+    else:
+        bands = {}
+        for name, m in scores.items():
+            ax.plot(taus, score_distribution(m, taus), label=name, **styles[name])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
     n = {m.shape[0] * m.shape[1] for m in scores.values()}
-    ax.set_xlabel("normalised score τ  (JCT lower bound / average JCT; higher is better)")
-    ax.set_ylabel("fraction of episodes with score > τ")
     ax.set_ylim(0, 1.02)
     ax.set_title(
         f"{suite.name}: performance profile over {', '.join(suite.scenarios)} "
@@ -191,9 +217,77 @@ def performance_profile_plot(
         + ("; 95% stratified bootstrap bands)" if bands else ")"),
         fontsize=10,
     )
-    ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, plt, pdir / "performance_profile.png")
+
+
+def _colors(suite: Suite) -> dict[str, Any]:
+    """One colour per entrant, in the suite's order (rliable's default palette), so an entrant
+    has the same colour in every rliable plot."""
+    import seaborn as sns  # a dependency of rliable: only with the stats extra
+
+    names = [e.name for e in suite.entrants]
+    return dict(zip(names, sns.color_palette("colorblind", n_colors=len(names))))
+
+
+#: the panels of ``interval_estimates.png``: (leaderboard.json key, title)
+INTERVAL_PANELS: tuple[tuple[str, str], ...] = (
+    ("score_iqm", "score IQM (higher is better)"),
+    ("optimality_gap", "optimality gap (lower is better)"),
+    ("p_improvement", "P(better than {ref})"),
+)
+
+
+def interval_entrants(agg: Mapping[str, Any]) -> tuple[str, list[Mapping[str, Any]]]:
+    """(what they cover, entries) of the interval plot: the *All scenarios* comparison when the
+    suite has several scenarios, else the one scenario's entrants."""
+    if agg.get("overall"):
+        return "all scenarios", list(agg["overall"]["entrants"])
+    scen = next(iter(agg["scenarios"]), None)
+    if scen is None:
+        return "", []
+    return str(scen), list(agg["scenarios"][scen]["entrants"])
+
+
+def interval_estimates_plot(pdir: Path, suite: Suite, agg: Mapping[str, Any], plt: Any) -> Path | None:
+    """``interval_estimates.png``: rliable's ``plot_utils.plot_interval_estimates`` of the
+    leaderboard's score IQM, optimality gap and P(better than aryl), each with its 95% interval
+    (the numbers of ``leaderboard.json``). None without intervals (no rliable, or one seed)."""
+    if not available() or not agg["protocol"].get("intervals"):
+        return None
+    ref = agg["protocol"].get("reference")
+    panels = [(k, t.format(ref=ref)) for k, t in INTERVAL_PANELS if k != "p_improvement" or ref]
+    what, entries = interval_entrants(agg)
+    points: dict[str, np.ndarray] = {}
+    cis: dict[str, np.ndarray] = {}
+    for en in entries:
+        got = [en.get(k) for k, _ in panels]
+        vals: list[Mapping[str, Any]] = [v for v in got if v is not None and None not in v["ci"]]
+        if len(vals) < len(panels):
+            continue  # no interval (one seed, or a missing scenario)
+        points[str(en["policy"])] = np.array([float(v["value"]) for v in vals])
+        cis[str(en["policy"])] = np.array([[float(c) for c in v["ci"]] for v in vals]).T  # (2, metrics)
+    if not points:
+        return None
+    from rliable import plot_utils  # imports seaborn (a dependency of rliable)
+
+    # rliable draws the first algorithm at the bottom: best rank on top
+    algorithms = list(points)[::-1]
+    fig, _ = plot_utils.plot_interval_estimates(
+        points, cis, metric_names=[t for _, t in panels], algorithms=algorithms, colors=_colors(suite),
+        xlabel=f"{suite.name}, {what}: point estimate and 95% stratified bootstrap interval",
+        subfigure_width=3.6, row_height=0.45, xlabel_y_coordinate=-0.02 - 0.3 / max(len(points), 1),
+    )
+    for ax in fig.axes:
+        ax.title.set_fontsize("medium")
+        ax.tick_params(labelsize="small")
+    for text in fig.texts:  # the x label, written by rliable as figure text
+        text.set_fontsize("medium")
+        text.set_x(0.5)
+    path = pdir / "interval_estimates.png"
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
 
 
 def _save(fig: Any, plt: Any, path: Path) -> Path:

@@ -2,7 +2,7 @@
 
 Per scenario and entrant, every metric of SPEC 5 is summarised as mean +- sample standard
 deviation over the suite's seeds. The comparisons use rliable's estimators
-(:mod:`aryl_gym.stats`), always paired by seed:
+(:mod:`aryl_gym.stats`), paired by seed except where said:
 
 * **score**: the normalised score of an episode is ``jct_lower_bound / avg_jct`` (in (0, 1],
   higher is better: 1 would mean every job ran alone at its maximal width on its fastest GPU from
@@ -11,6 +11,16 @@ deviation over the suite's seeds. The comparisons use rliable's estimators
 * **x Baseline** / **x aryl**: the ratio of the entrant's mean ``rank_by`` to the Baseline's
   (``fifo``, the paper's "Baseline" of section 7) and to ``aryl``'s, over the seeds both have,
   with a paired stratified bootstrap 95% interval;
+* **optimality gap**: ``1 - mean(min(score, 1))`` over seeds (and scenarios), rliable's
+  ``aggregate_optimality_gap``: how far, on average, the average JCT falls short of the
+  episode's JCT lower bound, as a fraction of the average JCT (lower is better, 0 at the bound),
+  with a stratified bootstrap 95% interval;
+* **P(better than aryl)**: rliable's probability of improvement of the entrant over the
+  reference ``aryl`` on the normalised score, so *improvement* means a higher score, i.e. an
+  average JCT closer to its lower bound (lower JCT): per scenario the share of (entrant seed,
+  aryl seed) pairs where the entrant's score is higher, a tie counting 1/2, averaged over
+  scenarios; 0.5 is a draw. Its 95% interval comes from ``library.get_interval_estimates``,
+  which resamples the two entrants' seeds independently (the statistic is not paired);
 * **rank**: every pair of entrants is compared the same way; an entrant is *separated* from
   another when the 95% interval of their ratio excludes 1. ``rank = 1 + the number of entrants
   separated from it on the better side``, so entrants whose intervals overlap 1 share a rank
@@ -37,7 +47,20 @@ from aryl_gym.leaderboard.runner import METRIC_TYPES, WALL_METRICS, RunSummary, 
 from aryl_gym.leaderboard.suites import Suite
 from aryl_gym.metrics import METRICS, higher_is_better, metric
 from aryl_gym.metrics import view as metric_view
-from aryl_gym.stats import LEVEL, REPS, SEED, available, iqm, iqm_ci, ratio_ci, tie_ranks
+from aryl_gym.stats import (
+    LEVEL,
+    REPS,
+    SEED,
+    available,
+    iqm,
+    iqm_ci,
+    optimality_gap,
+    optimality_gap_ci,
+    probability_of_improvement,
+    probability_of_improvement_ci,
+    ratio_ci,
+    tie_ranks,
+)
 
 #: (metric, column title, format) of the Markdown table and of the short console table, in
 #: order (aryl_gym.metrics.METRICS, views "report" and "console")
@@ -72,6 +95,18 @@ def stats(values: Sequence[Any]) -> dict[str, Any]:
 REFERENCE = "aryl"
 #: the normalised score's definition (also written into leaderboard.json)
 SCORE_DEFINITION = "jct_lower_bound / avg_jct per episode (higher is better, at most 1)"
+#: the optimality gap's definition (rliable's aggregate_optimality_gap at gamma = 1)
+OPTIMALITY_GAP_DEFINITION = (
+    "1 - mean over seeds (and scenarios) of min(score, 1): the mean shortfall of the average JCT "
+    "from the JCT lower bound, as a fraction of the average JCT (lower is better, 0 = at the bound)"
+)
+#: the probability of improvement's definition (rliable's probability_of_improvement)
+IMPROVEMENT_DEFINITION = (
+    "P(score of the entrant > score of {ref}): per scenario, the share of (entrant seed, {ref} seed) "
+    "pairs where the entrant's normalised score is higher, i.e. its average JCT is closer to the "
+    "episode's lower bound (a tie counts 1/2), averaged over scenarios; above 0.5 means the "
+    "entrant usually beats {ref}"
+)
 
 
 def episode_score(row: Mapping[str, Any]) -> float | None:
@@ -138,6 +173,30 @@ def _finished_all(per_entrant: Mapping[str, Mapping[int, Mapping[str, Any]]], sc
     return True
 
 
+def _improvement(
+    per: Mapping[str, Mapping[str, Mapping[int, Mapping[str, Any]]]],
+    name: str,
+    reference: str,
+    scenarios: Sequence[str],
+) -> dict[str, Any] | None:
+    """P(score of ``name`` > score of ``reference``) over the seeds both finished on every
+    scenario, with rliable's 95% interval (:func:`aryl_gym.stats.probability_of_improvement_ci`);
+    the reference against itself is 0.5."""
+    seeds = _common_seeds(per[name], per[reference], scenarios)
+    if not seeds:
+        return None
+    if name == reference:
+        return _ci(0.5, 0.5, 0.5, len(seeds))
+    x = _matrix(per[name], scenarios, seeds, episode_score)
+    y = _matrix(per[reference], scenarios, seeds, episode_score)
+    if x is None or y is None:
+        return None
+    if len(seeds) < 2:
+        return _ci(probability_of_improvement(x, y), None, None, len(seeds))
+    point, lo, hi = probability_of_improvement_ci(x, y)
+    return _ci(point, lo, hi, len(seeds))
+
+
 def compare_entrants(
     per: Mapping[str, Mapping[str, Mapping[int, Mapping[str, Any]]]],
     names: Sequence[str],
@@ -160,8 +219,13 @@ def compare_entrants(
             # one seed has no spread: no interval (a zero-width one would look certain)
             point, lo, hi = iqm_ci(m) if len(seeds) >= 2 else (iqm(m), None, None)
             stats_out[n]["score_iqm"] = _ci(point, lo, hi, len(seeds))
+            point, lo, hi = optimality_gap_ci(m) if len(seeds) >= 2 else (optimality_gap(m), None, None)
+            stats_out[n]["optimality_gap"] = _ci(point, lo, hi, len(seeds))
         else:
             stats_out[n]["score_iqm"] = None
+            stats_out[n]["optimality_gap"] = None
+        stats_out[n]["p_improvement"] = _improvement(per, n, reference, scenarios) if (
+            reference is not None and reference in names) else None
 
     def metric(r: Mapping[str, Any]) -> float | None:
         v = r.get(rank_by)
@@ -343,6 +407,10 @@ def aggregate(
                 "library": "rliable " + _version("rliable"),
                 "score": SCORE_DEFINITION,
                 "score_aggregate": "interquartile mean over seeds (and scenarios)",
+                "optimality_gap": OPTIMALITY_GAP_DEFINITION,
+                "probability_of_improvement": (
+                    IMPROVEMENT_DEFINITION.format(ref=reference) if reference else None
+                ),
                 "ratio": "per scenario mean(entrant) / mean(other) over the seeds both have; "
                 "geometric mean over scenarios",
                 "bootstrap": f"stratified (seeds resampled within each scenario), paired by seed, "
@@ -510,6 +578,20 @@ def protocol_header(agg: Mapping[str, Any]) -> str:
             (f"- **score IQM**: the normalised score {iv['score']}; its interquartile mean over "
             "seeds, with a stratified bootstrap 95% interval (with fewer than 8 seeds the IQM "
             "trims nothing and equals the mean)."),
+            (f"- **optimality gap**: {iv.get('optimality_gap') or OPTIMALITY_GAP_DEFINITION}; "
+            "rliable's `aggregate_optimality_gap` (a score above 1 counts as 1: possible when "
+            "jobs ran beyond their w_max or with a tuned batch, or when jobs were left "
+            "unfinished), with a stratified bootstrap 95% interval."),
+        ]
+        if ref and iv.get("probability_of_improvement"):
+            lines.append(
+                f"- **P(better than {ref})**: {iv['probability_of_improvement']}; rliable's "
+                "`probability_of_improvement` (Mann-Whitney U over n_entrant x n_ref pairs, so "
+                "seeds are not paired here) with the interval of "
+                "`get_interval_estimates` (seeds of the two resampled independently within each "
+                "scenario)."
+            )
+        lines += [
             (f"- **Rank**: every pair of entrants is compared by the ratio of their mean "
             f"`{p['rank_by']}` ({order}), paired by seed, with a 95% bootstrap interval; an "
             "entrant is *separated* from another when that interval excludes 1. Rank = 1 + the "
@@ -555,14 +637,20 @@ def _seed_text(seeds: Sequence[int]) -> str:
 
 def _ci_head(agg: Mapping[str, Any]) -> list[str]:
     ref = agg["protocol"].get("reference")
-    return ["x Baseline [95% CI]"] + ([f"x {ref} [95% CI]"] if ref else []) + ["score IQM [95% CI]"]
+    return (["x Baseline [95% CI]"] + ([f"x {ref} [95% CI]"] if ref else [])
+            + ["score IQM [95% CI]", "optimality gap [95% CI]"]
+            + ([f"P(better than {ref}) [95% CI]"] if ref else []))
 
 
 def _ci_cells(agg: Mapping[str, Any], en: Mapping[str, Any]) -> list[str]:
+    ref = agg["protocol"].get("reference")
     cells = [fmt_ci(en.get("vs_baseline"))]
-    if agg["protocol"].get("reference"):
+    if ref:
         cells.append(fmt_ci(en.get("vs_reference")))
-    cells.append(fmt_ci(en.get("score_iqm")))
+    cells += [fmt_ci(en.get("score_iqm")), fmt_ci(en.get("optimality_gap"))]
+    if ref:
+        cells.append("0.5 (itself)" if en.get("policy") == ref and en.get("p_improvement")
+                     else fmt_ci(en.get("p_improvement")))
     return cells
 
 

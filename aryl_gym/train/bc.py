@@ -1,6 +1,7 @@
 """Behaviour cloning warm start from demonstrations (``aryl-gym demos``).
 
-The demonstrations are an ``.npz`` with the observations (one array per Dict key, stored as
+The demonstrations are a Minari dataset (``minari:ID``, written by ``aryl-gym demos --format
+minari``; :mod:`aryl_gym.offline`) or an ``.npz`` with the observations (one array per Dict key, stored as
 ``obs_KEY`` by ``aryl-gym demos``; ``obs/KEY`` and ``observations/KEY`` are accepted too),
 ``actions`` and the action ``masks`` at each step, optionally ``rewards`` with episode ends
 (``terminated``/``truncated`` or ``dones``). Record them with ``aryl-gym demos --policy aryl``
@@ -29,6 +30,7 @@ from aryl_gym.commands._bc_args import bc_parser
 from aryl_gym.config import ConfigError
 from aryl_gym.envs.observation import JOB_FEATURES
 from aryl_gym.envs.predict import HeuristicPredictor
+from aryl_gym.offline import MINARI_PREFIX, is_minari_ref
 from aryl_gym.rollout import ActAgent, Step, play, result_from_info
 from aryl_gym.train.config import load_train_config
 from aryl_gym.train.envs import make_single_env
@@ -39,8 +41,12 @@ _MASK_KEYS = ("masks", "action_masks", "action_mask")
 
 
 def load_demos(path: str | Path) -> tuple[dict[str, np.ndarray] | np.ndarray, np.ndarray, np.ndarray | None]:
-    """``(observations, actions, masks)`` from a demonstrations file (a damaged or cut file is a
-    ConfigError naming it)."""
+    """``(observations, actions, masks)`` from a demonstrations file, or from a Minari dataset
+    named ``minari:ID`` (:mod:`aryl_gym.offline`; a bare ``NAMESPACE/NAME-vN`` that is no file
+    and is a local dataset too). A damaged or cut file is a ConfigError naming it."""
+    if is_minari_ref(path):
+        d = _minari_demos(path)
+        return d["obs"], d["actions"], d["masks"]
     p = Path(path)
     try:
         return _load_demos(p)
@@ -84,19 +90,41 @@ def _load_demos(p: Path) -> tuple[dict[str, np.ndarray] | np.ndarray, np.ndarray
     return (obs if obs else flat_obs), act, (masks.astype(bool) if masks is not None else None)  # type: ignore[return-value]
 
 
+def _minari_demos(ref: str | Path) -> dict[str, Any]:
+    """A Minari dataset's steps (:func:`aryl_gym.offline.load_minari_demos`); a missing dataset
+    or extra is a ConfigError."""
+    # when a Minari dataset is named: minari (the offline extra) is imported by the reader
+    from aryl_gym.extras import install_hint
+    from aryl_gym.offline import load_minari_demos, minari_id
+
+    try:
+        return load_minari_demos(ref)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "minari":
+            raise ConfigError(f"--bc-demos {ref}: reading Minari datasets needs minari: "
+                              f"{install_hint('offline')}") from None
+        raise
+    except (FileNotFoundError, ValueError) as exc:
+        raise ConfigError(f"--bc-demos {MINARI_PREFIX}{minari_id(ref)}: {exc}") from None
+
+
 def discounted_returns(path: str | Path, gamma: float) -> np.ndarray | None:
     """Discounted reward-to-go per demonstration step, if the file has ``rewards`` and
     ``dones`` (episode ends); used to pretrain the value head alongside the actor."""
-    data = np.load(path, allow_pickle=False)
-    if "rewards" not in data.files:
-        return None
-    if "dones" in data.files:
-        d = data["dones"].astype(bool)
-    elif "terminated" in data.files and "truncated" in data.files:  # `aryl-gym demos` layout
-        d = data["terminated"].astype(bool) | data["truncated"].astype(bool)
+    if is_minari_ref(path):
+        md = _minari_demos(path)
+        d, r = md["dones"], md["rewards"].astype(np.float64)
     else:
-        return None
-    r = data["rewards"].astype(np.float64)
+        data = np.load(path, allow_pickle=False)
+        if "rewards" not in data.files:
+            return None
+        if "dones" in data.files:
+            d = data["dones"].astype(bool)
+        elif "terminated" in data.files and "truncated" in data.files:  # `aryl-gym demos` layout
+            d = data["terminated"].astype(bool) | data["truncated"].astype(bool)
+        else:
+            return None
+        r = data["rewards"].astype(np.float64)
     out = np.zeros_like(r)
     acc = 0.0
     for i in range(len(r) - 1, -1, -1):

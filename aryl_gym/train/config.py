@@ -94,7 +94,7 @@ class EvalConfig:
 class BCConfig:
     """Behaviour-cloning warm start from demonstrations (``aryl-gym demos``)."""
 
-    demos: str | None = None  # .npz path; None = record from ``policy`` below, or no warm start
+    demos: str | None = None  # .npz path or minari:ID; None = record from ``policy`` below, or no warm start
     # Without ``demos``: record ``episodes`` demonstrations of this reference policy (episode
     # seeds ``seed``..) in the training env into the run folder first (one-command reproduction)
     policy: str | None = None

@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from aryl_gym.offline import is_minari_ref
 from aryl_gym.rollout import ActAgent, Step, play, result_from_info
-from aryl_gym.train.bc import pretrain
+from aryl_gym.train.bc import load_demos, pretrain
 from aryl_gym.train.config import config_from_run_dict, dagger_worlds
 from aryl_gym.train.envs import make_single_env
 
@@ -93,16 +94,32 @@ def collect_student_states(
 
 
 def aggregate(paths: Sequence[str | Path], out: str | Path) -> int:
-    """Concatenate demonstration files (same keys) into ``out``; returns the number of rows."""
-    data = [np.load(p, allow_pickle=False) for p in paths]
-    keys = [k for k in data[0].files if k not in _PER_RUN_KEYS]
+    """Concatenate demonstration files (same keys) into ``out``; returns the number of rows. A
+    Minari dataset (``minari:ID``) enters in the layout of the rounds' files."""
+    data = [_demo_arrays(p) for p in paths]
+    keys = [k for k in data[0] if k not in _PER_RUN_KEYS]
     for p, d in zip(paths, data):
-        missing = [k for k in keys if k not in d.files]
+        missing = [k for k in keys if k not in d]
         if missing:
             raise ValueError(f"{p}: keys {missing} missing (all aggregated files need the same observation keys)")
     arrays = {k: np.concatenate([d[k] for d in data]) for k in keys}
     np.savez(out, **arrays)  # type: ignore[arg-type]
     return int(len(arrays["actions"]))
+
+
+def _demo_arrays(path: str | Path) -> dict[str, np.ndarray]:
+    """A demonstrations file's arrays by name (a Minari dataset as ``obs/KEY``, ``actions``,
+    ``masks``)."""
+    if is_minari_ref(path):
+        obs, actions, masks = load_demos(path)
+        assert isinstance(obs, dict)  # a Minari dataset of this env: Dict observations
+        out = {f"obs/{k}": v for k, v in obs.items()}
+        out["actions"] = np.asarray(actions, dtype=np.int64)
+        if masks is not None:
+            out["masks"] = masks
+        return out
+    with np.load(path, allow_pickle=False) as d:
+        return {k: d[k] for k in d.files}
 
 
 def rollout_config(cfg: Any, worlds: Any = None) -> Any:

@@ -45,6 +45,7 @@ from gymnasium import spaces
 from aryl_gym.config import ConfigError
 from aryl_gym.fileio import DirLock, claim_folder, load_yaml_file
 from aryl_gym.leaderboard.provenance import git_commit as _git_commit
+from aryl_gym.offline import is_minari_ref
 from aryl_gym.train.bc import load_demos, pretrain, record_demos
 from aryl_gym.train.config import (
     TrainConfig,
@@ -229,7 +230,9 @@ def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
     # the files the run reads, before a run folder exists (they used to fail after it was made)
     if cfg.bc.demos:
         load_demos(cfg.bc.demos)  # missing, damaged or of the wrong layout: a ConfigError
-    if cfg.teacher.demos and not Path(cfg.teacher.demos).is_file():
+    if cfg.teacher.demos and is_minari_ref(cfg.teacher.demos):
+        load_demos(cfg.teacher.demos)  # a Minari dataset that is missing: a ConfigError
+    elif cfg.teacher.demos and not Path(cfg.teacher.demos).is_file():
         raise ConfigError(f"teacher.demos {cfg.teacher.demos}: file not found (an `aryl-gym demos` .npz)")
     if cfg.init_from and not Path(cfg.init_from).is_file():
         raise ConfigError(f"init_from {cfg.init_from}: file not found (a model .zip, e.g. RUN/warm_start.zip)")
@@ -542,7 +545,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, origin: Pa
         own = (origin or run_dir) / "demos.npz"
         if mix is None and own.is_file():  # resumed: the run's own recording
             mix = str(own)
-        if cfg.teacher.demos and not Path(cfg.teacher.demos).is_file():
+        if cfg.teacher.demos and not (is_minari_ref(cfg.teacher.demos) or Path(cfg.teacher.demos).is_file()):
             raise ConfigError(f"teacher.demos {cfg.teacher.demos}: file not found (an `aryl-gym demos` .npz)")
         model.teacher_kwargs["demos"] = mix
         if mix is None and cfg.teacher.demo_share > 0:

@@ -5,6 +5,16 @@ number given at the start of training to 0 at ``total_timesteps``: SB3 calls the
 ``progress_remaining`` (1 at the start, 0 at the end). Only the hyperparameters SB3 takes as
 schedules accept it (:data:`SCHEDULED`); anything else written as text is a ConfigError naming
 the fix.
+
+The schedule is rl-baselines3-zoo's ``linear_schedule`` (``rl_zoo3.utils``): the same text, the
+same numbers (``tests/test_schedules.py`` checks them equal when rl_zoo3 is installed). It is not
+imported from there on purpose: SB3 pickles the schedule object into every saved ``model.zip``
+by reference to its class, so a model trained with ``rl_zoo3.utils.SimpleLinearSchedule`` could
+not be loaded where the ``zoo`` extra is absent (SB3's loader does not catch the
+``ModuleNotFoundError``), and importing ``rl_zoo3.utils`` costs about 2 s (it imports
+huggingface_sb3 and torch). A fallback chosen by what is installed would make the same config
+save models of two kinds. ``python -m aryl_gym.train.zoo`` (rl_zoo3's trainer) builds rl_zoo3's
+own from the same text.
 """
 
 from __future__ import annotations

@@ -101,8 +101,21 @@ def zipf_pmf(alpha: float, s_max: int) -> np.ndarray:
     return p / p.sum()
 
 
+#: the exponents :func:`fit_zipf` searches (a Zipf law on a finite range allows any alpha > 0;
+#: burst sizes of real traces fall between these)
+ZIPF_ALPHA_BOUNDS = (1.01, 6.0)
+
+
 def fit_zipf(sizes: np.ndarray, s_max: int) -> float:
-    """Maximum-likelihood exponent of a Zipf law on ``1..s_max`` (golden-section search)."""
+    """Maximum-likelihood exponent of a Zipf law on ``1..s_max``, in :data:`ZIPF_ALPHA_BOUNDS`.
+
+    The negative log-likelihood per observation, ``alpha mean(log s) + log sum_k k^-alpha``, is
+    convex in ``alpha``; ``scipy.optimize.minimize_scalar`` (bounded Brent) finds its minimum
+    (it replaced a hand-written golden-section search; the two agree to 1e-7 on the Philly
+    batch sizes, tests/test_world_v1.py)."""
+    # scipy.optimize: imported when a fit runs
+    from scipy.optimize import minimize_scalar
+
     sizes = np.asarray(sizes, dtype=np.float64)
     mean_log = float(np.log(sizes).mean())
     logs = np.log(np.arange(1, int(s_max) + 1, dtype=np.float64))
@@ -110,15 +123,8 @@ def fit_zipf(sizes: np.ndarray, s_max: int) -> float:
     def nll(a: float) -> float:  # per observation
         return a * mean_log + math.log(float(np.exp(-a * logs).sum()))
 
-    lo, hi = 1.01, 6.0
-    phi = (math.sqrt(5.0) - 1.0) / 2.0
-    for _ in range(100):
-        m1, m2 = hi - phi * (hi - lo), lo + phi * (hi - lo)
-        if nll(m1) < nll(m2):
-            hi = m2
-        else:
-            lo = m1
-    return 0.5 * (lo + hi)
+    res = minimize_scalar(nll, bounds=ZIPF_ALPHA_BOUNDS, method="bounded", options={"xatol": 1e-10})
+    return float(res.x)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,6 @@ yolov3 50 (yolov3's largest local batch is capped at 8).
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -54,29 +53,51 @@ POLLUX_MAX_LOCAL_BSZ: dict[str, int] = {"yolov3": 8}
 
 
 def _read_numeric_csv(path: Path) -> dict[str, np.ndarray]:
+    """A profile CSV as float64 columns by header name, read by pyarrow's CSV reader as the
+    trace loaders are (:func:`aryl_gym.workload.traces_formats.read_csv_table`: blank rows
+    ignored, cells trimmed). The first bad row, in file order, is a ConfigError naming
+    ``file:line``: a wrong number of fields, or a cell that is not a number (a number is what
+    Python's ``float`` reads, as before, except for ``_`` digit separators)."""
     if not path.exists():
         raise ConfigError(f"{path}: Pollux profile file not found")
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if not header:
+    # pyarrow (about 0.3 s to import): only when a profile is read
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from aryl_gym.workload.traces_formats import LoadReport, read_csv_table
+
+    with open(path, "rb") as fh:
+        if not fh.readline().strip():
             raise ConfigError(f"{path}: empty profile file")
-        cols: list[list[float]] = [[] for _ in header]
-        for row in reader:
-            if not row:
-                continue
-            if len(row) != len(header):
-                raise ConfigError(
-                    f"{path}:{reader.line_num}: {len(row)} fields, header has {len(header)}"
-                )
-            for i, v in enumerate(row):
-                try:
-                    cols[i].append(float(v))
-                except ValueError:
-                    raise ConfigError(
-                        f"{path}:{reader.line_num}: column '{header[i]}': not a number: {v!r}"
-                    ) from None
-    return {h: np.asarray(c, dtype=np.float64) for h, c in zip(header, cols)}
+    table = read_csv_table(path, [], ",", LoadReport(str(path), "pollux-profile"))
+    header = table.header
+    dup = next((h for h in header if header.count(h) > 1), None)
+    if dup is not None:
+        raise ConfigError(f"{path}:1: column '{dup}' appears twice in the header")
+    # the first problem in file order: (line, column index, message)
+    first: tuple[int, int, str] | None = None
+    if table.bad_width:
+        line, nfields = min(table.bad_width)
+        first = (line, -1, f"{path}:{line}: {nfields} fields, header has {len(header)}")
+    out: dict[str, np.ndarray] = {}
+    for i, h in enumerate(header):
+        col = table.cols[h]
+        try:
+            out[h] = np.asarray(pc.cast(col, pa.float64()), dtype=np.float64)
+            continue
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        for k, v in enumerate(col.to_pylist()):  # the error path: find the first bad cell
+            try:
+                pa.scalar(v, pa.string()).cast(pa.float64())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                line = int(table.lines[k])
+                if first is None or (line, i) < first[:2]:
+                    first = (line, i, f"{path}:{line}: column '{h}': not a number: {v!r}")
+                break
+    if first is not None:
+        raise ConfigError(first[2])
+    return out
 
 
 def _norm_placement(placement: tuple[int, ...]) -> tuple[int, ...]:

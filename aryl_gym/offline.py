@@ -1,0 +1,360 @@
+"""Minari datasets of reference policies acting through the env (``aryl-gym demos --format minari``).
+
+`Minari <https://minari.farama.org>`_ (0.5, the ``offline`` extra) is Farama's standard for
+offline-RL datasets: ``minari.load_dataset(ID)`` gives episodes with observations (``N + 1`` per
+episode: the reset observation, then one after every step), actions, rewards, terminations,
+truncations and infos, and ``dataset.recover_environment()`` rebuilds the env that made them.
+
+**Dataset ids** (:func:`default_dataset_id`): ``aryl_gym/{scenario}/{policy}-v{version}``, for
+example ``aryl_gym/testbed/aryl-v0``: the namespace ``aryl_gym``, the scenario (a YAML path by
+its file stem), the reference policy, and a version of the recording (bump it when you record
+the same scenario and policy again with other settings; Minari never overwrites a dataset).
+Characters Minari does not take in a name (``+``, ``.``) become ``-`` (``aryl+tuned`` ->
+``aryl-tuned``). Datasets live under ``$MINARI_DATASETS_PATH`` (default ``~/.minari/datasets``),
+``ID`` as a folder path below it.
+
+**What is stored.** Observations: the env's Dict observation, the action mask included (its
+``action_mask`` key, 1 where an action is allowed). Actions, rewards, terminations and
+truncations as the env returned them. Infos (one per observation; the reset's first):
+``reward_<component>`` for every reward component (``info["reward_components"]``, 0 at the
+reset), ``time``, ``elapsed``, ``decision_point``, ``substep``, ``invalid``, ``invalid_total``,
+``queued``, ``running``, ``done``, ``unplaced`` and ``window`` (the job ids in the window's
+slots). Each episode's metadata: its ``seed`` and reset ``options`` (``{"episode_seed": s}``),
+and the final scheduling figures (``episode_metrics``: avg JCT, queueing, usage, ...). The
+dataset's metadata: ``author``, ``algorithm_name`` (the policy), the env spec (id and every
+keyword argument, JSON: the policy's placement options and reclaim rule included, so
+``recover_environment()`` rebuilds the env the episodes were played in), ``requirements``
+(this aryl-gym version) and, under ``aryl_gym``: scenario, policy, action mode, window, world
+version, episode seeds, aryl-gym version and code commit.
+
+**Faithful.** Resetting the recovered env with an episode's ``seed`` and ``options`` and
+playing its actions gives its observations and rewards bit for bit (float32 observations and
+float64 rewards are stored as they are; ``tests/test_offline.py``).
+
+Behaviour cloning reads a dataset as ``--bc-demos minari:ID`` (:func:`load_minari_demos`).
+
+Minari 0.5's default storage (HDF5) and its step-by-step ``DataCollector`` need ``h5py`` and
+``jax``, which the extra does not install; the datasets here use Minari's ``arrow`` storage
+(pyarrow, a core dependency) and are written from whole episodes
+(``minari.create_dataset_from_buffers``). ``minari.load_dataset`` reads either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import re
+import shutil
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: the prefix that names a Minari dataset where a demonstrations file is expected
+MINARI_PREFIX = "minari:"
+#: the namespace of the datasets recorded here
+NAMESPACE = "aryl_gym"
+#: Minari's dataset id pattern, ``(namespace/)name(-vN)`` (minari.dataset.minari_dataset)
+_ID_RE = re.compile(r"^(?:[-_\w][-_\w/]*[-_\w]+/)?[-_\w]+?-v\d+$")
+#: scalar infos kept at every step (0 where the reset info lacks them)
+INFO_INT = ("decision_point", "substep", "invalid", "invalid_total", "queued", "running", "done", "unplaced")
+INFO_FLOAT = ("time", "elapsed")
+
+
+def require_minari() -> Any:
+    """``import minari``; without the ``offline`` extra a ModuleNotFoundError that
+    :func:`aryl_gym.extras.missing_extra` turns into one line naming it."""
+    import minari  # the offline extra
+
+    return minari
+
+
+def slug(text: str) -> str:
+    """A Minari-safe name part: letters, digits, ``_`` and ``-``; anything else becomes ``-``."""
+    out = re.sub(r"[^\w-]+", "-", text).strip("-")
+    if not out:
+        raise ValueError(f"cannot make a dataset name from {text!r}")
+    return out
+
+
+def default_dataset_id(scenario: str | Path, policy: str, version: int = 0) -> str:
+    """``aryl_gym/{scenario}/{policy}-v{version}``; a scenario YAML path by its file stem."""
+    name = str(scenario)
+    if name.endswith((".yaml", ".yml")) or os.sep in name or "/" in name:
+        name = Path(name).stem
+    return f"{NAMESPACE}/{slug(name)}/{slug(policy)}-v{int(version)}"
+
+
+def check_dataset_id(dataset_id: str) -> str:
+    """``dataset_id`` if Minari takes it (``namespace/name-vN``), else a ValueError saying how."""
+    if not _ID_RE.fullmatch(dataset_id):
+        raise ValueError(
+            f"bad Minari dataset id {dataset_id!r}: write it as NAMESPACE/NAME-vN with letters, digits, "
+            f"'_' and '-' (e.g. {NAMESPACE}/testbed/aryl-v0)")
+    return dataset_id
+
+
+@contextlib.contextmanager
+def datasets_path(path: str | Path | None) -> Iterator[None]:
+    """Point Minari at ``path`` (it reads ``$MINARI_DATASETS_PATH``) for the duration; ``None``
+    leaves the environment as it is."""
+    if path is None:
+        yield
+        return
+    old = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(Path(path).expanduser().resolve())
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("MINARI_DATASETS_PATH", None)
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = old
+
+
+def dataset_folder(dataset_id: str) -> Path:
+    """Where Minari keeps ``dataset_id`` now (``$MINARI_DATASETS_PATH`` or ``~/.minari/datasets``)."""
+    root = os.environ.get("MINARI_DATASETS_PATH") or os.path.join(os.path.expanduser("~"), ".minari", "datasets")
+    return Path(root) / dataset_id
+
+
+# ---------------------------------------------------------------------------------------------
+# recording
+# ---------------------------------------------------------------------------------------------
+def recording_env_kwargs(scenario: str | Path, policy: str, action_mode: str, window: int,
+                         data_root: str | None) -> dict[str, Any]:
+    """The env's keyword arguments for recording ``policy``, all JSON (a Minari env spec is
+    JSON): its loaning, placement options (a dict) and reclaim rule (the policy's name)."""
+    # at run time: the agents registry imports every policy module
+    from aryl_gym.envs.predict import policy_env_kwargs
+
+    pk = policy_env_kwargs(policy)
+    kw: dict[str, Any] = {
+        "scenario": str(scenario),
+        "action_mode": action_mode,
+        "window": int(window),
+        "uses_loaning": bool(pk["uses_loaning"]),
+        "placement": dataclasses.asdict(pk["placement"]),
+        "reclaim": policy,  # the policy's own reclaim rule (a pure function of the cluster view)
+    }
+    if data_root is not None:
+        kw["data_root"] = str(data_root)
+    return kw
+
+
+@dataclass
+class _Episode:
+    seed: int
+    obs: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    actions: list[int] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    terms: list[bool] = field(default_factory=list)
+    truncs: list[bool] = field(default_factory=list)
+    infos: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v) if math.isfinite(float(v)) else None
+    if isinstance(v, str) or v is None:
+        return v
+    return str(v)
+
+
+def record_episodes(env: Any, policy: str, seeds: Sequence[int]) -> list[_Episode]:
+    """Play reference ``policy`` (:class:`~aryl_gym.envs.predict.HeuristicPredictor`) in
+    ``env`` once per episode seed (``reset(seed=s, options={"episode_seed": s})``)."""
+    # at run time: the agents registry imports every policy module
+    from aryl_gym.envs.predict import HeuristicPredictor
+    from aryl_gym.rollout import Step, play
+
+    # the env's own reclaim rule (the policy's, by name) is the one a replay env gets
+    agent = HeuristicPredictor(policy, env, use_policy_reclaim=False)
+    out: list[_Episode] = []
+    for s in seeds:
+        ep = _Episode(seed=int(s))
+
+        def add_obs(obs: Any, ep: _Episode = ep) -> None:
+            for k, v in obs.items():
+                ep.obs.setdefault(k, []).append(np.array(v, copy=True))
+
+        def on_reset(obs: Any, info: dict[str, Any], ep: _Episode = ep) -> None:
+            add_obs(obs)
+            ep.infos.append(dict(info))
+
+        def keep(st: Step, ep: _Episode = ep) -> None:
+            add_obs(st.next_obs)
+            ep.actions.append(int(np.asarray(st.action).reshape(())))
+            ep.rewards.append(float(st.reward))
+            ep.terms.append(bool(st.terminated))
+            ep.truncs.append(bool(st.truncated))
+            ep.infos.append(dict(st.info))
+
+        ro = play(agent, env, seed=int(s), options={"episode_seed": int(s)}, on_reset=on_reset, on_step=keep)
+        ep.metrics = {k: _json_value(v) for k, v in dict(ro.info.get("episode_metrics", {})).items()}
+        out.append(ep)
+    return out
+
+
+def _infos(ep: _Episode, components: Sequence[str]) -> dict[str, Any]:
+    """Minari's info layout: one list per key, one entry per observation (reset first)."""
+    out: dict[str, Any] = {}
+    for k in components:
+        out[f"reward_{k}"] = [float(i.get("reward_components", {}).get(k, 0.0)) for i in ep.infos]
+    for k in INFO_FLOAT:
+        out[k] = [float(i.get(k, 0.0)) for i in ep.infos]
+    for k in INFO_INT:
+        out[k] = [int(i.get(k, 0)) for i in ep.infos]
+    if all("window" in i for i in ep.infos):
+        out["window"] = np.stack([np.asarray(i["window"], dtype=np.int64) for i in ep.infos])
+    return out
+
+
+def write_dataset(
+    dataset_id: str,
+    scenario: str | Path,
+    policy: str,
+    episodes: int,
+    seed: int,
+    action_mode: str = "sequential",
+    window: int = 16,
+    data_root: str | None = None,
+    author: str = "aryl-gym",
+    overwrite: bool = False,
+    description: str | None = None,
+) -> Any:
+    """Record ``episodes`` episodes of ``policy`` (episode seeds ``seed``, ``seed + 1``, ...) and
+    write them as Minari dataset ``dataset_id`` (under ``$MINARI_DATASETS_PATH``); returns the
+    :class:`minari.MinariDataset`. An existing dataset is an error unless ``overwrite``."""
+    minari = require_minari()
+    # at run time: minari is the offline extra; the env registry and the leaderboard's
+    # provenance are not needed to read a dataset id
+    import gymnasium as gym
+    from minari.data_collector import EpisodeBuffer
+
+    from aryl_gym import __version__
+    from aryl_gym.envs import DEFAULT_ENV_ID
+    from aryl_gym.leaderboard.provenance import git_commit
+
+    check_dataset_id(dataset_id)
+    folder = dataset_folder(dataset_id)
+    if folder.exists():
+        if not overwrite:
+            raise ValueError(f"Minari dataset {dataset_id} exists ({folder}); pass --overwrite to replace "
+                             "it, or record under another version (--dataset-id ...-v1)")
+    env_kwargs = recording_env_kwargs(scenario, policy, action_mode, window, data_root)
+    env = gym.make(DEFAULT_ENV_ID, **env_kwargs)
+    try:
+        seeds = list(range(int(seed), int(seed) + int(episodes)))
+        eps = record_episodes(env, policy, seeds)
+        components = sorted({k for ep in eps for i in ep.infos for k in i.get("reward_components", {})})
+        buffers = [
+            EpisodeBuffer(
+                id=n, seed=ep.seed, options={"episode_seed": ep.seed},
+                observations={k: np.stack(v) for k, v in ep.obs.items()},
+                actions=np.asarray(ep.actions, dtype=np.int64), rewards=ep.rewards,
+                terminations=ep.terms, truncations=ep.truncs, infos=_infos(ep, components))
+            for n, ep in enumerate(eps)
+        ]
+        if folder.exists():  # overwrite: only once the new episodes are recorded
+            minari.delete_dataset(dataset_id)
+        opts = env.unwrapped.options
+        # the spec as JSON: the registered vector entry point (a callable) is not part of it
+        spec = dataclasses.replace(env.spec, vector_entry_point=None)
+        try:
+            with warnings.catch_warnings():
+                # the commit is in the metadata (aryl_gym.code_commit); no e-mail is asked for
+                warnings.filterwarnings("ignore", message=".*(code_permalink|author_email).*")
+                ds = minari.create_dataset_from_buffers(
+                    dataset_id, buffers, env=spec, eval_env=spec, algorithm_name=policy,
+                    author=author, description=description or (
+                        f"{policy} acting through {DEFAULT_ENV_ID} ({action_mode} actions, window "
+                        f"{window}) on scenario {scenario}, {episodes} episodes from episode seed {seed}"),
+                    requirements=[f"aryl-gym=={__version__}"], data_format="arrow")
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)  # no half-written dataset
+            raise
+    finally:
+        env.close()
+    ds.storage.update_metadata({NAMESPACE: {
+        "scenario": str(scenario), "policy": policy, "action_mode": action_mode, "window": int(window),
+        "world_version": str(opts.world_version), "episode_seeds": seeds, "reward_components": components,
+        "aryl_gym_version": __version__, "code_commit": git_commit(dirty=True)}})
+    ds.storage.update_episode_metadata([{"episode_metrics": ep.metrics} for ep in eps], range(len(eps)))
+    return ds
+
+
+# ---------------------------------------------------------------------------------------------
+# reading, for behaviour cloning
+# ---------------------------------------------------------------------------------------------
+def is_minari_ref(text: str | Path) -> bool:
+    """``minari:ID``, or an id of Minari's form (``NAMESPACE/NAME-vN``) that is no file and is a
+    local dataset."""
+    s = str(text)
+    if s.startswith(MINARI_PREFIX):
+        return True
+    if Path(s).exists() or not _ID_RE.fullmatch(s):
+        return False
+    return (dataset_folder(s) / "data" / "metadata.json").is_file()
+
+
+def minari_id(text: str | Path) -> str:
+    s = str(text)
+    return s[len(MINARI_PREFIX):] if s.startswith(MINARI_PREFIX) else s
+
+
+def load_minari_demos(ref: str | Path) -> dict[str, Any]:
+    """A Minari dataset as the demonstrations of :func:`aryl_gym.train.bc.load_demos`: one row per
+    step (the observation the action was chosen on; each episode's last observation dropped):
+    ``obs`` (a dict, one array per key), ``actions``, ``masks`` (``obs["action_mask"] > 0.5``),
+    ``rewards`` and ``dones`` (terminated or truncated)."""
+    dataset_id = minari_id(ref)
+    minari = require_minari()
+    try:
+        ds = minari.load_dataset(dataset_id)
+    except (FileNotFoundError, ValueError) as exc:
+        raise FileNotFoundError(
+            f"Minari dataset {dataset_id}: not found under {dataset_folder(dataset_id).parent} ({exc}); "
+            "record one with `aryl-gym demos --format minari` or set MINARI_DATASETS_PATH") from None
+    obs: dict[str, list[np.ndarray]] = {}
+    actions, rewards, dones = [], [], []
+    for ep in ds.iterate_episodes():
+        o = ep.observations
+        if not isinstance(o, dict):
+            o = {"obs": o}
+        for k, v in o.items():
+            obs.setdefault(k, []).append(np.asarray(v)[:-1])
+        actions.append(np.asarray(ep.actions))
+        rewards.append(np.asarray(ep.rewards, dtype=np.float64))
+        dones.append(np.asarray(ep.terminations, dtype=bool) | np.asarray(ep.truncations, dtype=bool))
+    if not actions:
+        raise ValueError(f"Minari dataset {dataset_id}: no episodes")
+    out_obs = {k: np.concatenate(v) for k, v in obs.items()}
+    masks = out_obs["action_mask"] > 0.5 if "action_mask" in out_obs else None
+    return {"obs": out_obs, "actions": np.concatenate(actions), "masks": masks,
+            "rewards": np.concatenate(rewards).astype(np.float32), "dones": np.concatenate(dones)}
+
+
+def summary(ds: Any) -> dict[str, Any]:
+    """What ``aryl-gym demos --format minari --json`` prints about a written dataset."""
+    md = ds.storage.metadata
+    return {"dataset_id": md["dataset_id"], "path": str(dataset_folder(md["dataset_id"])),
+            "episodes": int(md["total_episodes"]), "steps": int(md["total_steps"]),
+            **{k: md.get(NAMESPACE, {}).get(k) for k in ("policy", "scenario", "world_version")}}
+
+
+__all__ = [
+    "MINARI_PREFIX", "NAMESPACE", "check_dataset_id", "datasets_path", "default_dataset_id",
+    "is_minari_ref", "load_minari_demos", "minari_id", "record_episodes", "recording_env_kwargs",
+    "summary", "write_dataset",
+]
