@@ -268,8 +268,9 @@ def write_dataset(
         ]
         if folder.exists():  # overwrite: only once the new episodes are recorded
             minari.delete_dataset(dataset_id)
-        opts = env.unwrapped.options
+        opts = env.unwrapped.options  # type: ignore[attr-defined]  # ArylEnv's EnvOptions
         # the spec as JSON: the registered vector entry point (a callable) is not part of it
+        assert env.spec is not None  # made by gym.make
         spec = dataclasses.replace(env.spec, vector_entry_point=None)
         try:
             with warnings.catch_warnings():

@@ -191,7 +191,7 @@ def _envs_own_work(num_envs: int, scenario: str, steps: int, kw: dict[str, Any])
     bookkeeping (a layer that keeps one Python env per simulator cannot be faster)."""
     import aryl_gym  # noqa: F401
 
-    envs = [gym.make("aryl_gym/Aryl-v2", **kw).unwrapped for _ in range(num_envs)]
+    envs: list[Any] = [gym.make("aryl_gym/Aryl-v2", **kw).unwrapped for _ in range(num_envs)]
     obs0, _ = envs[0].reset(seed=0)
     buf = {k: np.zeros((num_envs, *v.shape), dtype=v.dtype) for k, v in obs0.items()}
     rows = [{k: v[i] for k, v in buf.items()} for i in range(num_envs)]

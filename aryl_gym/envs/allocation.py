@@ -231,7 +231,10 @@ class ArylEnv(gym.Env):
         self.reward_scale = opts.reward_scale
         self.max_steps = opts.max_steps
         self.allow_preempt = opts.allow_preempt
-        self.placement = opts.placement if opts.placement is not None else ARYL_PLACEMENT
+        placement = opts.placement
+        # EnvOptions turns a mapping (the JSON form of an env spec) into PlacementOptions
+        assert placement is None or isinstance(placement, PlacementOptions)
+        self.placement: PlacementOptions = placement if placement is not None else ARYL_PLACEMENT
         self._reclaim_spec = opts.reclaim
         self.policy = EnvPolicy(opts.uses_loaning, self.placement, resolve_reclaim(opts.reclaim))
         self.fixed_jobs = None if opts.jobs is None else list(opts.jobs)
