@@ -2,7 +2,13 @@
 
 Definitions (times in seconds):
 
-* JCT = finish - submit, over completed jobs; queuing time = first start - submit (jobs that never
+* JCT = finish - submit. ``avg_jct``, ``median_jct``, ``p95_jct`` and ``mean_slowdown`` count
+  every job submitted by the episode's end: a job still queued or running at the end (an episode
+  ended by the thrash or stall rule, or truncated) counts with its JCT censored at the end
+  (end - submit), so a policy that leaves the hard jobs unfinished is never flattered; when every
+  job finished (every ordinary episode) they are the plain figures over completed jobs.
+  ``avg_jct_finished`` averages the completed jobs only; ``jobs_unfinished`` counts the others
+  and ``failed`` marks an episode that left any (the failure count of every table). Queuing time = first start - submit (jobs that never
   started are not in it); waiting time = JCT - time spent running (includes re-queuing after a
   preemption and overheads are counted as running).
 * ``avg_queue_time_total`` / ``p95_queue_time_total`` (World v2): queuing time *including* the
@@ -34,7 +40,7 @@ Definitions (times in seconds):
   7.2; ``workload.hetero_fraction``); ``hetero_gpu_hours``: GPU-hours (both types) those jobs held
   while they ran on both.
 * ``jct_lower_bound``: mean over jobs of each job alone at ``w_max`` on its fastest allowed GPU;
-  ``mean_slowdown``: mean of JCT / that bound over completed jobs.
+  ``mean_slowdown``: mean of JCT (censored as above) / that bound over the submitted jobs.
 
 How each figure is titled, in what unit, whether higher is better, how it is printed and which
 tables show it is the metric table :data:`METRICS` at the end of this module: the CLI
@@ -53,6 +59,12 @@ import numpy as np
 
 from aryl_gym.config import ScenarioConfig
 from aryl_gym.sim.jobs import JobSpec, JobState
+
+#: the version of the metrics' definitions; raised when a stored figure would change meaning
+#: (2: ``avg_jct``, ``median_jct``, ``p95_jct`` and ``mean_slowdown`` count unfinished jobs,
+#: censored at the episode's end; ``avg_jct_finished`` and ``failed`` added). Caches of episode
+#: results key on it.
+METRICS_VERSION = 2
 
 
 class UsageTotals(Protocol):
@@ -150,11 +162,11 @@ class EpisodeResult:
     #: ended by the thrash rule (:meth:`aryl_gym.sim.engine.Simulator.check_thrash`)
     thrashing: bool = False
     max_hourly_queued_share: float = float("nan")
-    #: mean over the jobs submitted by the episode's end of (finish, or the end for a job still
-    #: queued or running) - submit: a lower bound on the avg JCT an unfinished episode would have
-    #: reached (``avg_jct`` averages its finished jobs only, which flatters a policy that leaves
-    #: the hard jobs unfinished); equal to ``avg_jct`` when every job finished
-    avg_jct_censored: float = float("nan")
+    #: mean JCT of the completed jobs only (``avg_jct`` counts the unfinished ones too, censored
+    #: at the episode's end); equal to ``avg_jct`` when every job finished
+    avg_jct_finished: float = float("nan")
+    #: the episode left jobs unfinished (thrash or stall rule, or truncation): 1, else 0
+    failed: int = 0
     #: jobs that ran on both GPU types at some point (heterogeneous training, paper 7.2)
     hetero_jobs: int = 0
     #: GPU-hours held by jobs while they ran on both GPU types
@@ -219,12 +231,15 @@ def _elastic_run_share(sim: Any, done: np.ndarray) -> float:
     return float(rt[elastic].sum()) / total
 
 
-def _censored_mean_jct(sim: FinishedEpisode) -> float:
-    """Mean of (finish, else the episode's end) - submit over the jobs submitted by the end."""
+def censored_jcts(sim: FinishedEpisode) -> tuple[np.ndarray, np.ndarray]:
+    """(JCT, job index) of every job submitted by the episode's end: finish - submit for a
+    completed job, the episode's end - submit for one still queued or running."""
     end = float(sim.now)
-    seen = sim.submit <= end
-    fin = np.where(sim.state == JobState.DONE, sim.finish, end)
-    return _mean((fin - sim.submit)[seen])
+    done = sim.state == JobState.DONE
+    seen = done | (sim.submit <= end)
+    fin = np.where(done, sim.finish, end)
+    idx = np.flatnonzero(seen)
+    return (fin - sim.submit)[idx], idx
 
 
 def lower_bounds(sim: FinishedEpisode) -> np.ndarray:
@@ -266,6 +281,8 @@ def hourly_queued_share(
 def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> EpisodeResult:
     done = sim.state == JobState.DONE
     jct = (sim.finish - sim.submit)[done]
+    # every submitted job, the unfinished ones censored at the end (module docstring)
+    jct_all, seen = (jct, np.flatnonzero(done)) if done.all() else censored_jcts(sim)
     started = ~np.isnan(sim.first_start)
     qt = (sim.first_start - sim.submit)[started]
     requeue = getattr(sim, "requeue_time", None)
@@ -302,9 +319,9 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
         jobs_total=sim.n_jobs,
         jobs_completed=int(done.sum()),
         jobs_unfinished=int(sim.n_jobs - done.sum()),
-        avg_jct=_mean(jct),
-        median_jct=_pct(jct, 50),
-        p95_jct=_pct(jct, 95),
+        avg_jct=_mean(jct_all),
+        median_jct=_pct(jct_all, 50),
+        p95_jct=_pct(jct_all, 95),
         avg_queue_time=_mean(qt),
         p95_queue_time=_pct(qt, 95),
         total_wait_time=float(wait.sum()),
@@ -323,7 +340,7 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
         scale_outs=scale_outs,
         scale_ins=scale_ins,
         jct_lower_bound=_mean(lb),
-        mean_slowdown=_mean(jct / lb[done]),
+        mean_slowdown=_mean(jct_all / lb[seen]),
         decision_ms_mean=_mean(dts),
         decision_ms_max=float(dts.max()) if len(dts) else 0.0,
         rounds=sim.rounds_total,
@@ -337,7 +354,8 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
         stalled=sim.stalled,
         thrashing=sim.thrashing,
         max_hourly_queued_share=max(qshare) if qshare else float("nan"),
-        avg_jct_censored=_mean(jct) if done.all() else _censored_mean_jct(sim),
+        avg_jct_finished=_mean(jct),
+        failed=int(not done.all()),
         hetero_jobs=int(sim.ever_mixed.sum()),
         hetero_gpu_hours=acc.hetero_gs / 3600.0,
         avg_queue_time_total=_mean(qt_total),
@@ -363,7 +381,7 @@ class Metric:
     ``unit`` is the unit of the stored value (``"s"``, ``"share"`` in [0, 1], ``"GPU-h"``,
     ``"ms"``, ``""`` for a count or a plain number); ``fmt`` how tables print it (``"s"``
     seconds, ``"h"`` seconds printed as hours, ``"%"`` a share printed as a percentage, ``"n"``
-    a number); ``higher_is_better`` is None for a figure that is not a measure of quality (sizes,
+    a number, ``"c"`` a 0/1 flag whose summary over episodes is printed as a count, ``3/16``); ``higher_is_better`` is None for a figure that is not a measure of quality (sizes,
     bookkeeping, flags). ``views`` name the tables that show it (:data:`VIEWS`); ``tag`` is its
     TensorBoard tag when that is not ``name``."""
 
@@ -411,7 +429,7 @@ METRICS: dict[str, Metric] = _table(
     ("avg_jct", "avg JCT", "s", False, "s", f"{_ALL} compare-table report console {_TRAIN}"),
     ("median_jct", "median JCT", "s", False, "s", f"{_ALL} compare-table train"),
     ("p95_jct", "p95 JCT", "s", False, "s", f"{_ALL} compare-table report console {_TRAIN}"),
-    ("avg_jct_censored", "avg JCT (censored)", "s", False, "s", ""),
+    ("avg_jct_finished", "avg JCT (finished jobs)", "s", False, "s", ""),
     ("avg_queue_time", "avg queue", "s", False, "s", f"{_ALL} compare-table report console {_TRAIN}"),
     ("p95_queue_time", "p95 queue", "s", False, "s", f"{_ALL} compare-table {_TRAIN}"),
     ("avg_queue_time_total", "avg queue (total)", "s", False, "s", ""),
@@ -441,6 +459,7 @@ METRICS: dict[str, Metric] = _table(
     ("jobs_total", "jobs", "", None, "n", "simulate"),
     ("jobs_completed", "completed", "", True, "n", f"{_ALL} train"),
     ("jobs_unfinished", "unfinished", "", False, "n", f"compare compare-table {_TRAIN}"),
+    ("failed", "failed episodes", "", False, "c", f"{_ALL} compare-table report console {_TRAIN}"),
     ("decision_ms_mean", "decision ms", "ms", False, "n", f"{_ALL} compare-table report"),
     ("decision_ms_max", "decision ms max", "ms", False, "n", "compare"),
     ("rounds", "rounds", "", None, "n", "simulate"),

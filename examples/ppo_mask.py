@@ -203,7 +203,7 @@ def evaluate(agent: Agent, env_id: str, env_kwargs: dict, keys: list[str], seeds
 
 def save_eval(rows: list[dict], path: Path, writer: SummaryWriter | None, step: int) -> None:
     path.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
-    jct = [r["avg_jct_censored"] for r in rows if r.get("avg_jct_censored") is not None]
+    jct = [r["avg_jct"] for r in rows if r.get("avg_jct") is not None]
     if jct:
         print(f"eval: mean avg JCT (unfinished jobs counted to the end) {np.mean(jct):,.1f} s "
               f"over {len(jct)} seeds -> {path}")
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                 m = final["episode_metrics"]
                 for i in np.flatnonzero(final["_episode_metrics"]):
                     episodes += 1
-                    for k in ("avg_jct_censored", "avg_queue_time", "combined_usage", "jobs_unfinished"):
+                    for k in ("avg_jct", "avg_queue_time", "combined_usage", "jobs_unfinished"):
                         if k in m and m[k][i] is not None:  # None: no job finished
                             writer.add_scalar(f"charts/{k}", float(m[k][i]), global_step)
                     writer.add_scalar("charts/episodes", episodes, global_step)

@@ -23,8 +23,8 @@ preemption, ``targets``; a few thousand seeded random masked steps each, masks a
 digest) and ``aryl`` on ``production`` (about two minutes more); record and compare with the
 same flags.
 The digest covers every field of ``EpisodeResult`` except the timings (``wall_s``, ``decision_ms_mean``, ``decision_ms_max``) and fields added later
-while they hold their old implied value (``thrashing`` False, ``avg_jct_censored`` equal to
-``avg_jct``).
+while they hold their old implied value (``thrashing`` False, ``failed`` 0, ``avg_jct_finished``
+equal to ``avg_jct``).
 Exit code 0 when all digests match, 1 when any differs, 2 on bad input.
 """
 
@@ -46,7 +46,7 @@ SUMMARY = ("avg_jct", "avg_queue_time", "jobs_completed", "preemptions")
 TIMING = ("wall_s", "decision_ms_mean", "decision_ms_max")
 # fields added later, left out while they hold the value every earlier episode had, so records
 # made before they existed still compare
-ADDED = {"thrashing": False}
+ADDED = {"thrashing": False, "failed": 0}
 #: World v2 figures computed from per-job arrays the old digests never held; left out of the
 #: digest (the episode's behaviour is covered by jcts, queue_times and the other figures)
 NEW_FIGURES = ("avg_queue_time_total", "p95_queue_time_total", "avg_run_time")
@@ -59,9 +59,12 @@ def _result_digest(res: Any) -> tuple[str, dict[str, Any]]:
     for k, v in ADDED.items():
         if d.get(k) == v:
             d.pop(k)
-    # avg_jct_censored (added later) says nothing new while it equals avg_jct (every job finished)
-    if "avg_jct_censored" in d and d["avg_jct_censored"] == d.get("avg_jct"):
-        d.pop("avg_jct_censored")
+    # avg_jct_finished (and its predecessor avg_jct_censored) says nothing new while it equals
+    # avg_jct (every job finished); a record of an episode with unfinished jobs made before the
+    # metrics' version 2 differs: its JCT figures counted the finished jobs only
+    for k in ("avg_jct_finished", "avg_jct_censored"):
+        if k in d and d[k] == d.get("avg_jct"):
+            d.pop(k)
     blob = json.dumps(d, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest(), {k: d.get(k) for k in SUMMARY}
 

@@ -69,7 +69,6 @@ def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: l
     thrashing: dict[str, list[int]] = {}  # seeds whose episode the thrash rule ended
     shielded: dict[str, list[int]] = {}  # seeds where the flap damping shield engaged
     done: dict[str, np.ndarray] = {}  # per seed: every job finished
-    cens: dict[str, np.ndarray] = {}  # per seed: avg JCT, unfinished jobs counted to the end
     labels = []
     for path in agent_paths:
         label, _, path = path.rpartition("=") if "=" in path else ("", "", path)
@@ -89,7 +88,6 @@ def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: l
         print(f"load {load}: {label} played {len(seeds)} seeds in {time.perf_counter() - t0:.0f} s",
               file=sys.stderr, flush=True)
         jct[label] = np.array([r.avg_jct for r, _, _ in out])
-        cens[label] = np.array([r.avg_jct_censored for r, _, _ in out])
         done[label] = np.array([r.jobs_unfinished == 0 for r, _, _ in out])
         unfinished[label] = float(np.mean([r.jobs_unfinished for r, _, _ in out]))
         thrashing[label] = [s for s, (r, _, _) in zip(seeds, out) if r.thrashing]
@@ -106,7 +104,6 @@ def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: l
         else:
             res = [run_reference(name, cfg, s) for s in seeds]
         jct[name] = np.array([r.avg_jct for r in res])
-        cens[name] = np.array([r.avg_jct_censored for r in res])
         done[name] = np.array([r.jobs_unfinished == 0 for r in res])
         unfinished[name] = float(np.mean([r.jobs_unfinished for r in res]))
         thrashing[name] = [s for s, r in zip(seeds, res) if r.thrashing]
@@ -120,10 +117,8 @@ def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: l
             st = paired_ratio_ci([a / b for a, b in zip(jct[label], jct[name])])
             rows[label][name] = {"ratio_of_means": point, "boot_lo": lo, "boot_hi": hi,
                                  "geo_mean": st.mean, "t_lo": st.lo, "t_hi": st.hi}
-            cp, clo, chi = paired_bootstrap_ratio(cens[label], cens[name])
-            rows[label][name].update(censored_ratio=cp, censored_lo=clo, censored_hi=chi)
             if len(seeds) < 2:  # one seed has no spread: an interval of zero width would mislead
-                for k in ("boot_lo", "boot_hi", "t_lo", "t_hi", "censored_lo", "censored_hi"):
+                for k in ("boot_lo", "boot_hi", "t_lo", "t_hi"):
                     rows[label][name][k] = None
             both = done[label] & done[name]  # the seeds where both finish every job
             if both.any() and not both.all():
@@ -134,7 +129,6 @@ def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: l
                                          finished_lo=flo, finished_hi=fhi)
     return {"scenario": scenario, "world": world, "load": load, "seeds": seeds, "agents": labels,
             "avg_jct": {k: v.tolist() for k, v in jct.items()},
-            "avg_jct_censored": {k: v.tolist() for k, v in cens.items()},
             "mean_avg_jct": {k: float(v.mean()) for k, v in jct.items()},
             "jobs_unfinished": unfinished, "thrashing_seeds": thrashing, "damped_seeds": shielded,
             "failed_seeds": {k: [s for s, ok in zip(seeds, v) if not ok] for k, v in done.items()},
@@ -245,19 +239,18 @@ def _print_table(r: dict) -> None:
         print(f"| {name} | {v:,.0f} | {r['jobs_unfinished'][name]:.1f} | {nf}/{len(r['seeds'])} "
               f"| {', '.join(map(str, th)) or '-'} | {dm_txt} |")
     if any(r["jobs_unfinished"].values()):
-        print("\n(an episode with unfinished jobs averages its finished jobs only: its avg JCT "
-              "flatters the policy; the last two columns of the next table leave such seeds out, "
-              "or count their unfinished jobs up to the episode's end, a lower bound)")
+        print("\n(an episode with unfinished jobs counts them with their JCT censored at the "
+              "episode's end, a lower bound on what they would have taken; the last column of the "
+              "next table leaves such seeds out)")
     print("\n| agent | vs | ratio of means | paired bootstrap 95% CI | geo-mean per-seed ratio [t 95% CI] "
-          "| on the seeds both finish [95% CI] | unfinished jobs counted to the end [95% CI] |")
-    print("|---|---|---|---|---|---|---|")
+          "| on the seeds both finish [95% CI] |")
+    print("|---|---|---|---|---|---|")
     for label, vs in r["vs"].items():
         for name, v in vs.items():
             fin = (f"{v['finished_ratio']:.3f} {_ci(v['finished_lo'], v['finished_hi'])} "
                    f"({v['finished_seeds']} seeds)" if "finished_ratio" in v else "(all seeds)")
             print(f"| {label} | {name} | {v['ratio_of_means']:.3f} | {_ci(v['boot_lo'], v['boot_hi'])} | "
-                  f"{v['geo_mean']:.3f} {_ci(v['t_lo'], v['t_hi'])} | {fin} | "
-                  f"{v['censored_ratio']:.3f} {_ci(v['censored_lo'], v['censored_hi'])} |", flush=True)
+                  f"{v['geo_mean']:.3f} {_ci(v['t_lo'], v['t_hi'])} | {fin} |", flush=True)
 
 
 def _ci(lo: float | None, hi: float | None) -> str:

@@ -18,6 +18,7 @@ import pytest
 
 from aryl_gym import reproduce as rp
 from aryl_gym.cli import main
+from aryl_gym.reproduce import episodes as rp_episodes
 from aryl_gym.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +119,7 @@ def test_reproduce_cache_accepts_its_own_files_and_legit_nulls(cached_episode: t
     assert res[t].avg_jct != res[t].avg_jct  # NaN
 
 
-def test_reproduce_cache_key_follows_the_agent_model_file(tmp_path: Path) -> None:
+def test_reproduce_cache_key_follows_the_agent_model_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Was: after ``--policies agent:PATH/model.zip`` the model was replaced and the rerun
     reported the old model's cached numbers for the new one ("0 episode(s) run, 12 cached")."""
     model = tmp_path / "model.zip"
@@ -129,7 +130,11 @@ def test_reproduce_cache_key_follows_the_agent_model_file(tmp_path: Path) -> Non
     model.write_bytes(b"other weights")
     os.utime(model, ns=(1, 1))  # even with the same mtime and size class
     assert rp.cache_path(tmp_path, t) != first
-    assert rp.cache_path(tmp_path, _task("fifo")).name == f"seed0-{rp.config_hash(load_scenario('tiny'))}.json"
+    # a reference policy's key: the config and the metrics' version (another version, another file)
+    fifo = rp.cache_path(tmp_path, _task("fifo")).name
+    assert fifo.startswith("seed0-") and fifo != f"seed0-{rp.config_hash(load_scenario('tiny'))}.json"
+    monkeypatch.setattr(rp_episodes, "METRICS_VERSION", 999)
+    assert rp.cache_path(tmp_path, _task("fifo")).name != fifo
 
 
 def test_reproduce_refuses_a_folder_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -1004,7 +1009,7 @@ def test_eval_v1_one_seed_has_no_interval(capsys: pytest.CaptureFixture[str]) ->
     mod = load_script("eval_v1")
     r = mod.evaluate(["ppo-v1"], "tiny", None, [0], ["aryl"])
     v = r["vs"]["ppo-v1"]["aryl"]
-    assert v["boot_lo"] is None and v["t_hi"] is None and v["censored_lo"] is None
+    assert v["boot_lo"] is None and v["t_hi"] is None
     assert v["ratio_of_means"] > 0
     mod._print_table(r)
     out = capsys.readouterr().out
@@ -1082,7 +1087,8 @@ def test_evaluate_marks_an_episode_ended_early(monkeypatch: pytest.MonkeyPatch,
     def ended_early(name: str, *a: Any, **k: Any) -> Any:
         res = real(name, *a, **k)
         if name == "sjf":  # as if it had thrashed: most jobs unfinished, a flattering avg JCT
-            res = dataclasses.replace(res, jobs_unfinished=20, avg_jct=res.avg_jct / 5, thrashing=True)
+            res = dataclasses.replace(res, jobs_unfinished=20, failed=1, avg_jct_finished=res.avg_jct / 5,
+                                      thrashing=True)
         return res
 
     monkeypatch.setattr(evaluation, "run_reference", ended_early)
@@ -1095,7 +1101,8 @@ def test_evaluate_marks_an_episode_ended_early(monkeypatch: pytest.MonkeyPatch,
     rc, out, _ = _cli(["evaluate", "--agent", "aryl", "--against", "sjf", "--scenario", "tiny", "--seeds", "0",
                        "--no-progress"], capsys)
     rows = {r["policy"]: r for r in json.loads(out)["rows"]}
-    assert rows["sjf"]["jobs_unfinished"] == 20 and rows["sjf"]["avg_jct_censored"] > 0
+    assert rows["sjf"]["jobs_unfinished"] == 20 and rows["sjf"]["failed"] == 1
+    assert 0 < rows["sjf"]["avg_jct_finished"] < rows["sjf"]["avg_jct"]
 
 
 def test_two_resumes_of_one_run_at_once_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

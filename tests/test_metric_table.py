@@ -16,7 +16,7 @@ def test_table_covers_every_scalar_figure_once():
                if f.name not in ("scenario", "policy", "seed") and f.name not in EpisodeResult.SERIES]
     assert sorted(scalars) == sorted(METRICS)
     for m in METRICS.values():
-        assert m.fmt in ("s", "h", "%", "n"), m
+        assert m.fmt in ("s", "h", "%", "n", "c"), m
         assert m.unit in ("s", "share", "GPU-h", "ms", ""), m
         assert m.views <= set(VIEWS), m
         assert m.higher_is_better in (True, False, None)
@@ -58,3 +58,14 @@ def test_ranking_direction_and_unknown_names():
     assert M.metric("no_such_figure").fmt == "n"
     with pytest.raises(KeyError, match="views: simulate"):
         M.view("nope")
+
+
+def test_failed_flag_is_printed_as_a_count_of_episodes():
+    """The leaderboard prints the per-episode 0/1 ``failed`` flag as how many episodes failed,
+    never as a mean with a spread."""
+    from aryl_gym.leaderboard.report import fmt_stat, stats
+
+    assert METRICS["failed"].fmt == "c" and METRICS["failed"].higher_is_better is False
+    assert fmt_stat(stats([0, 1, 0, 0]), "c") == "1/4"
+    assert fmt_stat(stats([0, 0, 0]), "c") == "0/3"
+    assert fmt_stat(stats([1]), "c") == "1/1"

@@ -61,6 +61,24 @@ def test_rows_pair_by_seed_and_explain_misses_with_figures():
     assert d["tolerance"] == pytest.approx([1.424, 1.636])
 
 
+def test_rows_count_the_failed_episodes_behind_them():
+    """A row says how many of its episodes left jobs unfinished (their JCT counts those jobs
+    censored at the end): in the dict and in the Markdown table's seeds column."""
+    spec = {r.id: r for r in rp.ROWS}["jct-aryl-baseline"]
+    res = {
+        ("basic", "baseline", 0): _result("baseline", 0, avg_jct=3000.0),
+        ("basic", "aryl", 0): _result("aryl", 0, avg_jct=2000.0),
+        ("basic", "baseline", 1): _result("baseline", 1, avg_jct=6000.0, failed=1, jobs_unfinished=4),
+        ("basic", "aryl", 1): _result("aryl", 1, avg_jct=4000.0),
+        ("basic", "baseline", 2): _result("baseline", 2, avg_jct=6000.0, failed=1),  # aryl missing
+    }
+    (row,) = rp.compute_rows([spec], res, [0, 1, 2])
+    assert row.seeds == [0, 1] and row.failed == 1 and row.to_dict()["failed_episodes"] == 1
+    assert "| 2, 1 episode(s) failed |" in rp.render_table_md([row])
+    (clean,) = rp.compute_rows([spec], res, [0])
+    assert clean.failed == 0 and "failed" not in rp.render_table_md([clean])
+
+
 def test_jct_row_explanation_gives_the_queue_share_bound():
     spec = {r.id: r for r in rp.ROWS}["jct-aryl-baseline"]
     res = {

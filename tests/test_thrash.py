@@ -110,24 +110,30 @@ def test_env_truncates_a_thrashing_agent():
     assert trunc and res.thrashing and res.jobs_unfinished > 0
 
 
-def test_censored_avg_jct_counts_unfinished_jobs_up_to_the_end():
-    """avg_jct covers finished jobs only; avg_jct_censored counts every submitted job, an
-    unfinished one up to the episode's end (by hand: jobs submitted at 0 and 60 s, neither
-    finishes, the episode ends at now), and equals avg_jct when every job finished."""
+def test_avg_jct_counts_unfinished_jobs_censored_at_the_end():
+    """avg_jct (and the median, p95 and slowdown) count every submitted job, an unfinished one up
+    to the episode's end (by hand: jobs submitted at 0 and 60 s, neither finishes, the episode
+    ends at now); avg_jct_finished covers the finished jobs only; failed marks the episode; all
+    equal the plain figures when every job finished."""
     sim = _sim()
     res = sim.run(ScriptedPolicy(_flip, uses_loaning=False), stall_hours=1.0)
-    assert res.jobs_completed == 0 and math.isnan(res.avg_jct)
-    assert res.avg_jct_censored == pytest.approx(((sim.now - 0.0) + (sim.now - 60.0)) / 2)
+    assert res.jobs_completed == 0 and math.isnan(res.avg_jct_finished) and res.failed == 1
+    want = [sim.now - 0.0, sim.now - 60.0]
+    assert res.avg_jct == pytest.approx(sum(want) / 2)
+    assert res.median_jct == pytest.approx(sum(want) / 2)
+    assert res.p95_jct == pytest.approx(want[0] - 0.05 * 60.0)  # numpy's linear interpolation
     # a 3-hour horizon: the 1-hour job finishes, the 5-hour one is cut at 3 h
     cfg = small_config(first_start_overhead_s=0.0, horizon_hours=3.0)
     sim = make_sim(cfg, [job(0, work=3600.0), job(1, submit=60.0, work=5 * 3600.0)])
     res = sim.run(ScriptedPolicy(_keep, uses_loaning=False), stall_hours=math.inf)
-    assert res.jobs_completed == 1 and res.truncated
-    assert res.avg_jct == pytest.approx(3600.0)
-    assert res.avg_jct_censored == pytest.approx((3600.0 + (3 * 3600.0 - 60.0)) / 2)
+    assert res.jobs_completed == 1 and res.truncated and res.failed == 1
+    assert res.avg_jct_finished == pytest.approx(3600.0)
+    assert res.avg_jct == pytest.approx((3600.0 + (3 * 3600.0 - 60.0)) / 2)
+    lb = sim.work / (sim.w_max * sim.speeds[:, 0])  # linear jobs on the training GPU type
+    assert res.mean_slowdown == pytest.approx((3600.0 / lb[0] + (3 * 3600.0 - 60.0) / lb[1]) / 2)
     sim = _sim()
     res = sim.run(ScriptedPolicy(_keep, uses_loaning=False), stall_hours=1.0)
-    assert res.jobs_unfinished == 0 and res.avg_jct_censored == res.avg_jct
+    assert res.jobs_unfinished == 0 and res.failed == 0 and res.avg_jct_finished == res.avg_jct
 
 
 def test_evaluate_warns_about_unfinished_episodes(monkeypatch, capsys):
@@ -152,4 +158,4 @@ def test_evaluate_warns_about_unfinished_episodes(monkeypatch, capsys):
     out, err = capsys.readouterr()
     assert "WARNING sjf left jobs unfinished on 1 of 2 seed(s): 1 (thrashing, 3 jobs)" in err
     assert "fifo left" not in err
-    assert "unfinished eps" in out and "1/2" in out and "0/2" in out
+    assert "failed eps" in out and "1/2" in out and "0/2" in out

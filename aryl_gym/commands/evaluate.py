@@ -143,8 +143,8 @@ def run(args: argparse.Namespace) -> int:
             why = ", ".join(f"{s} ({'thrashing' if r.thrashing else 'stalled' if r.stalled else 'truncated'}, "
                             f"{r.jobs_unfinished} jobs)" for s, r in failed)
             print(f"evaluate: WARNING {name} left jobs unfinished on {len(failed)} of {len(res)} seed(s): "
-                  f"{why}; its avg_jct covers the finished jobs only (avg_jct_censored counts the "
-                  "others up to the episode's end)", file=sys.stderr, flush=True)
+                  f"{why}; its JCT figures count them up to the episode's end (censored: a lower "
+                  "bound on what they would have been)", file=sys.stderr, flush=True)
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.commands.compare import METRICS, summarize
 
@@ -153,8 +153,9 @@ def run(args: argparse.Namespace) -> int:
     ]
     rows = [
         {"policy": r["policy"], "seed": r["seed"], **{m: r.get(m) for m in METRICS},
-         # an episode ended early: its JCT with the unfinished jobs counted to the end
-         "jobs_unfinished": r.get("jobs_unfinished"), "avg_jct_censored": r.get("avg_jct_censored")}
+         # an episode ended early: its finished jobs' mean beside avg_jct (which counts the others)
+         "jobs_unfinished": r.get("jobs_unfinished"),
+         "avg_jct_finished": r.get("avg_jct_finished")}
         for name in order
         for r in rows_for(name, by_policy[name])
     ]
@@ -164,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         # at run time: aryl-gym imports every command module to build its parser
         from aryl_gym.commands._common import table
 
-        keys = list(RATIO_METRICS)
+        keys = [k for k in RATIO_METRICS if k != "failed"]  # counted in the last column
         body = []
         for name in order:
             m = mean_metrics(by_policy[name], keys)
@@ -172,11 +173,12 @@ def run(args: argparse.Namespace) -> int:
             body.append([name + (" †" if failed else ""), *[m[k] for k in keys],
                          (rat.get(name) or {}).get("avg_jct"), f"{failed}/{len(by_policy[name])}"])
         print(f"scenario {scen}  seeds {','.join(map(str, args.seeds))}")
-        print(table(body, ["policy", *keys, f"jct/{args.baseline}", "unfinished eps"]))
+        print(table(body, ["policy", *keys, f"jct/{args.baseline}", "failed eps"]))
         if any(r.jobs_unfinished > 0 for res in by_policy.values() for r in res):
             # was: an episode ended early showed its finished jobs' avg JCT with no mark
-            print("† left jobs unfinished in some episode: its JCT figures average the finished jobs "
-                  "only and flatter it (the JSON's avg_jct_censored counts the others to the end)")
+            print("† left jobs unfinished in some episode: its JCT figures count them with their JCT "
+                  "censored at the episode's end, a lower bound (the JSON's avg_jct_finished averages "
+                  "the finished jobs only)")
         return 0
     json.dump({"scenario": str(scen), "seeds": list(args.seeds), "rows": rows, "ratios": rat}, sys.stdout)
     print()

@@ -487,6 +487,8 @@ def _num(v: float | None, fmt: str) -> str:
         return f"{v / 3600.0:.1f}"
     if fmt == "%":
         return f"{100.0 * v:.1f}%"
+    if fmt == "c":
+        return f"{v:.0f}"
     if abs(v) >= 100:
         return f"{v:,.0f}"
     return f"{v:.3g}"
@@ -495,6 +497,8 @@ def _num(v: float | None, fmt: str) -> str:
 def fmt_stat(st: Mapping[str, Any], fmt: str) -> str:
     if st["mean"] is None:
         return "-"
+    if fmt == "c":  # a 0/1 flag per episode: how many of the episodes had it
+        return f"{round(st['mean'] * st['n'])}/{st['n']}"
     if st["n"] <= 1:
         return _num(st["mean"], fmt)
     if fmt == "%":

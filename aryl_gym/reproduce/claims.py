@@ -216,6 +216,9 @@ class RowResult:
     stat: RatioStat
     seeds: list[int]
     why: str = ""
+    #: episodes behind the row (both policies, the seeds used) that left jobs unfinished; their
+    #: JCT figures count those jobs censored at the episode's end (aryl_gym.metrics)
+    failed: int = 0
 
     @property
     def band(self) -> tuple[float, float]:
@@ -247,6 +250,7 @@ class RowResult:
             "tolerance": list(self.band),
             "ours": self.stat.to_dict(),
             "within_tolerance": self.within,
+            "failed_episodes": self.failed,
             "ci_overlaps_tolerance": self.ci_overlaps,
             "why": self.why,
         }
@@ -265,7 +269,9 @@ def compute_rows(specs: Sequence[RowSpec], results: Results, seeds: Sequence[int
                 continue
             used.append(s)
             ratios[s] = seed_ratio(sp, a, b)
-        rr = RowResult(sp, paired_ratio_ci(ratios), used)
+        failed = sum(int(results[(sp.role, p, s)].failed)
+                     for s in used for p in {sp.num, sp.den})
+        rr = RowResult(sp, paired_ratio_ci(ratios), used, failed=failed)
         if not used:
             have = {p: [s for s in seeds if (sp.role, p, s) in results] for p in (sp.num, sp.den)}
             missing = [p for p, ss in have.items() if not ss]

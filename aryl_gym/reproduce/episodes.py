@@ -24,7 +24,7 @@ from aryl_gym.config import (
 )
 from aryl_gym.leaderboard.provenance import agent_files_digest, git_commit
 from aryl_gym.leaderboard.runner import slug
-from aryl_gym.metrics import EpisodeResult
+from aryl_gym.metrics import METRICS_VERSION, EpisodeResult
 from aryl_gym.parallel import local_map, ray_map
 from aryl_gym.scenario import make_episode
 
@@ -60,13 +60,14 @@ class TaskOutput:
 
 
 def cache_hash(task: Task) -> str:
-    """The cache key's hash: the config hash, and for a learned agent (``agent:SOURCE``) also the
-    SHA-256 of the files it is loaded from (model, config, normalisation), so replacing a model
-    file under the same path is another episode, never the old cached numbers."""
-    if not task.policy.startswith(AGENT_PREFIX):
-        return task.hash
-    files = agent_files_digest(task.policy[len(AGENT_PREFIX):])
-    text = json.dumps({"config": task.hash, "files": files}, sort_keys=True)
+    """The cache key's hash: the config hash, the metrics' definitions
+    (:data:`aryl_gym.metrics.METRICS_VERSION`: a cached figure computed under another definition
+    is another result), and for a learned agent (``agent:SOURCE``) the SHA-256 of the files it is
+    loaded from (model, config, normalisation), so replacing a model file under the same path is
+    another episode, never the old cached numbers."""
+    files = (agent_files_digest(task.policy[len(AGENT_PREFIX):])
+             if task.policy.startswith(AGENT_PREFIX) else None)
+    text = json.dumps({"config": task.hash, "files": files, "metrics": METRICS_VERSION}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

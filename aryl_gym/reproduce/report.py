@@ -81,7 +81,8 @@ def render_table_md(rows: Sequence[RowResult], names: Mapping[str, str] | None =
         lines.append(
             f"| {label} | {fmt_value(sp.paper, sp.fmt)} | {fmt_value(st.mean, sp.fmt)}"
             f"{' (arith. mean: a seed has 0)' if st.method == 'arithmetic' else ''} | {ci} | "
-            f"{st.n}{f' ({st.dropped} undefined)' if st.dropped else ''} | "
+            f"{st.n}{f' ({st.dropped} undefined)' if st.dropped else ''}"
+            f"{f', {r.failed} episode(s) failed' if r.failed else ''} | "
             f"{fmt_value(lo, sp.fmt)} .. {fmt_value(hi, sp.fmt)} | {ok} | {sp.variant} on `{names.get(sp.role, sp.role)}` |"
         )
     return "\n".join(lines)
@@ -93,7 +94,8 @@ def render_table_text(rows: Sequence[RowResult]) -> str:
         sp, st = r.spec, r.stat
         ci = f"{fmt_value(st.lo, sp.fmt)}..{fmt_value(st.hi, sp.fmt)}" if math.isfinite(st.lo) else "-"
         lo, hi = r.band
-        body.append([sp.id, fmt_value(sp.paper, sp.fmt), fmt_value(st.mean, sp.fmt), ci, str(st.n),
+        body.append([sp.id, fmt_value(sp.paper, sp.fmt), fmt_value(st.mean, sp.fmt), ci,
+                     f"{st.n}{f' ({r.failed} failed)' if r.failed else ''}",
                      f"{fmt_value(lo, sp.fmt)}..{fmt_value(hi, sp.fmt)}", "yes" if r.within else "no"])
     return table(body, ["row", "paper", "ours", "95% CI", "n", "tolerance", "within"])
 
