@@ -39,7 +39,10 @@ Definitions (times in seconds):
 * ``hetero_jobs``: jobs that ran on both GPU types at some point (heterogeneous training, paper
   7.2; ``workload.hetero_fraction``); ``hetero_gpu_hours``: GPU-hours (both types) those jobs held
   while they ran on both.
-* ``jct_lower_bound``: mean over jobs of each job alone at ``w_max`` on its fastest allowed GPU;
+* ``jct_lower_bound``: mean over jobs of each job's shortest possible running time alone on the
+  cluster (:func:`lower_bounds`: its fastest allowed GPU, the fastest worker count up to the
+  ceiling and the best batch at each point of its training; World v1 and v2 alike), a true
+  lower bound for every policy;
   ``mean_slowdown``: mean of JCT (censored as above) / that bound over the submitted jobs.
 
 How each figure is titled, in what unit, whether higher is better, how it is printed and which
@@ -58,6 +61,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from aryl_gym.config import ScenarioConfig
+from aryl_gym.sim.goodput import job_min_time_factor
 from aryl_gym.sim.jobs import JobSpec, JobState
 
 #: the version of the metrics' definitions; raised when a stored figure would change meaning
@@ -242,15 +246,39 @@ def censored_jcts(sim: FinishedEpisode) -> tuple[np.ndarray, np.ndarray]:
     return (fin - sim.submit)[idx], idx
 
 
-def lower_bounds(sim: FinishedEpisode) -> np.ndarray:
-    """Each job alone at ``w_max`` on its fastest allowed GPU type (seconds)."""
+def lower_bounds(sim: FinishedEpisode, limited: bool = False) -> np.ndarray:
+    """Each job's shortest possible running time, alone on the cluster (seconds): on its
+    fastest allowed GPU type, at the fastest configuration the world runs at each point of its
+    training (any worker count up to the ceiling ``w_ceil``, any batch a tuner may choose;
+    :func:`aryl_gym.sim.goodput.job_min_time_factor`), with no overhead. No policy's job can
+    finish sooner, so ``jct_lower_bound / avg_jct`` (the leaderboard's score) is at most 1 for
+    every policy, Pollux and unbounded AFS included. A policy's own ``Decision.speedup`` tables
+    (rates declared by the policy, no shipped policy sends them) are outside it.
+
+    ``limited=True``: the paper's regime instead, each job alone at ``w_max`` at its reference
+    batch (the bound of every metric before version 2; ``aryl-gym calibrate --relevance`` measures
+    headroom against it). A policy that uses more workers or tunes batches can beat it."""
     fastest = np.where(sim.type_agnostic, sim.speeds.max(axis=1), sim.speeds[:, 0])
     # scaling efficiency at w_max (JobSpec.scaling; 1 for linear jobs)
     eff = np.array(
         [1.0 if sc is None else float(sc[min(int(w), len(sc) - 1)])
          for sc, w in zip(getattr(sim, "scaling", [None] * sim.n_jobs), sim.w_max)]
     )
-    return sim.work / (sim.w_max * fastest * eff)
+    factor = np.array([1.0 if limited else min_time_factor_of(sim.config, j) for j in sim.jobs])
+    return sim.work * factor.reshape(-1) / (sim.w_max * fastest * eff)
+
+
+def min_time_factor_of(config: ScenarioConfig, j: JobSpec) -> float:
+    """Job ``j``'s shortest running time alone on ``config``'s cluster, in units of its running
+    time at ``w_max`` and its reference batch (:func:`aryl_gym.sim.goodput.job_min_time_factor`)."""
+    c = config.cluster
+    # the most workers the job could hold alone: the ceiling (Simulator.w_ceil), and the whole
+    # cluster it may run on (both pools only for a heterogeneous job)
+    w_train = c.train_servers * (c.train_gpus_per_server // j.g)
+    w_inf = c.inf_servers * (c.inf_gpus_per_server // j.g)
+    room = (w_train + w_inf if j.hetero else max(w_train, w_inf)) if j.type_agnostic else w_train
+    w_cap = max(min(max(j.w_max, int(config.sim.ceiling_gpus) // j.g), room), 1)
+    return job_min_time_factor(j.family, j.app, j.g, j.w_req, j.w_max, j.batch_size, j.scaling, w_cap)
 
 
 def _hourly_integral(starts: np.ndarray, ends: np.ndarray, hours: int) -> np.ndarray:

@@ -109,13 +109,20 @@ def test_aryl_grows_to_w_max_when_idle_and_back_to_request_on_arrival() -> None:
     assert sim.finish[0] == pytest.approx(3167.5)
 
 
-def test_baseline_runs_at_request_and_bound_uses_w_max() -> None:
+def test_baseline_runs_at_request_and_bound_is_below_w_max() -> None:
     from aryl_gym.metrics import lower_bounds
+    from aryl_gym.sim.goodput import job_min_time_factor
 
     jobs = [_job(0, 1, 4, 600.0, wmin=1)]  # request 1 worker, w_max 4, work 2,400
     sim, _ = _run_hand(make_policy("fifo"), jobs)
     assert sim.finish[0] == pytest.approx(2400.0)  # Baseline: 1 worker, the request
-    assert lower_bounds(sim)[0] == pytest.approx(600.0)  # alone at w_max = 4 on a V100
+    # alone at w_max = 4 on a V100 takes 600 s; the bound also counts what more workers (up to
+    # the ceiling and the cluster) and a tuned batch would give
+    j = sim.jobs[0]
+    room = sim.config.cluster.train_servers * (sim.config.cluster.train_gpus_per_server // j.g)
+    w_cap = min(max(4, sim.config.sim.ceiling_gpus // j.g), room)
+    f = job_min_time_factor(j.family, j.app, j.g, j.w_req, j.w_max, j.batch_size, j.scaling, w_cap)
+    assert 0 < f <= 1 and lower_bounds(sim)[0] == pytest.approx(600.0 * f)
 
 
 def test_phase_two_two_job_structure() -> None:

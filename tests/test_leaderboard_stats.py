@@ -68,26 +68,38 @@ def test_episode_score() -> None:
     assert episode_score({"jct_lower_bound": None, "avg_jct": 5.0}) is None
 
 
-def test_jct_lower_bound_by_hand() -> None:
+def test_jct_lower_bound_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
     """The bound the normalised score and the optimality gap are measured against: each job
     alone, no queuing, at w_max on its fastest allowed GPU type (column 0 = V100, the only type
-    of a type-specific job) with its scaling efficiency at w_max; the episode's bound is their
-    mean (aryl_gym.metrics.lower_bounds, episode_result)."""
+    of a type-specific job) with its scaling efficiency at w_max, times the job's best-speed
+    factor (more workers, a tuned batch; tests/test_lower_bound.py checks it, here it is set by
+    hand); the episode's bound is their mean (aryl_gym.metrics.lower_bounds, episode_result)."""
     from types import SimpleNamespace
 
+    import aryl_gym.metrics as M
+    from aryl_gym.config import load_scenario
     from aryl_gym.leaderboard.report import episode_score
     from aryl_gym.metrics import lower_bounds
 
+    spec = SimpleNamespace(family="resnet50", app=None, g=1, w_req=1, batch_size=None, hetero=False)
+    jobs = [SimpleNamespace(**vars(spec), w_max=w, scaling=sc, type_agnostic=ta)
+            for w, sc, ta in ((4, None, False), (2, None, True), (2, (1.0, 1.0, 0.8), False))]
+    factors = {4: 1.0, 2: 0.5}  # by w_max: job 0 cannot go faster, jobs 1 and 2 twice as fast
+    monkeypatch.setattr(M, "job_min_time_factor", lambda *a: factors[a[4]])
     sim = SimpleNamespace(
         n_jobs=3,
+        jobs=jobs,
+        config=load_scenario("tiny"),
         work=np.array([3600.0, 1200.0, 800.0]),        # GPU-seconds at speed 1
         w_max=np.array([4, 2, 2]),
         speeds=np.array([[1.0, 0.5], [0.5, 1.0], [0.5, 1.0]]),
         type_agnostic=np.array([False, True, False]),
         scaling=[None, None, (1.0, 1.0, 0.8)],          # job 2 runs at 80% efficiency on 2 GPUs
     )
-    # 3600 / (4 x 1.0) = 900; 1200 / (2 x max(0.5, 1.0)) = 600 (the T4 is its fastest);
-    # 800 / (2 x 0.5 x 0.8) = 1000 (type-specific: V100 only, however slow it is there)
+    # 3600 / (4 x 1.0) = 900; 1200 / (2 x max(0.5, 1.0)) x 0.5 = 300 (the T4 is its fastest);
+    # 800 / (2 x 0.5 x 0.8) x 0.5 = 500 (type-specific: V100 only, however slow it is there)
+    assert lower_bounds(sim).tolist() == pytest.approx([900.0, 300.0, 500.0])
+    monkeypatch.setattr(M, "job_min_time_factor", lambda *a: 1.0)
     assert lower_bounds(sim).tolist() == pytest.approx([900.0, 600.0, 1000.0])
     bound = float(lower_bounds(sim).mean())  # 2500 / 3
     # an episode whose jobs took 1800, 600 and 1600 s: score = bound / avg JCT = 2500 / 4000

@@ -41,7 +41,7 @@ import numpy as np
 from aryl_gym.config import ConfigError, ScenarioConfig
 from aryl_gym.metrics import episode_result
 from aryl_gym.progress import progress_bar
-from aryl_gym.sim.goodput import JobCurve, app_for, observe
+from aryl_gym.sim.goodput import JobCurve, job_curve_of, observe
 from aryl_gym.sim.index import FreeIndex
 from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.loaning import LoanController
@@ -298,11 +298,8 @@ class Simulator:
         c = self._curves.get(j)
         if c is None:
             spec = self.jobs[j]
-            ref = None
-            if spec.app is not None and spec.batch_size:
-                ref = float(spec.batch_size)
-            c = self._curves[j] = JobCurve(
-                app_for(spec.family, spec.app), spec.g, spec.w_req, spec.w_max, ref
+            c = self._curves[j] = job_curve_of(
+                spec.family, spec.app, spec.g, spec.w_req, spec.w_max, spec.batch_size
             )
         return c
 

@@ -47,6 +47,7 @@ that pays the cross-node network term, as on the profiles' testbed (packed place
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -245,6 +246,108 @@ def _install(fitted: dict[str, tuple]) -> None:
             name, a_c, b_c, a_n, b_n, a_r, b_r, gamma, b0, lo, hi, top,
             tuple((float(p), float(v)) for p, v in knots),
         )
+
+
+def _goodput_np(c: AppCurve, n: np.ndarray, u: np.ndarray, phi: np.ndarray) -> np.ndarray:
+    """:meth:`AppCurve.goodput` over arrays (broadcast), with the PGNS ``phi`` given."""
+    accum = np.maximum(np.ceil(u / c.max_local - 1e-9) - 1.0, 0.0)
+    atomic = u / (accum + 1.0)
+    t_c = c.alpha_c + c.beta_c * atomic
+    nm2 = np.maximum(n - 2.0, 1e-8)
+    t_n = np.where(n <= 1, 1e-8, np.where(n > NODE_GPUS, c.alpha_n + c.beta_n * nm2,
+                                          c.alpha_r + c.beta_r * nm2))
+    step = (t_c**c.gamma + t_n**c.gamma) ** (1.0 / c.gamma)
+    thr = n * u / (step + t_c * accum)
+    return thr * (phi + c.init_batch) / (phi + n * u)
+
+
+#: local batch factors tried per worker count by :func:`best_rate_factors`, log-spaced over the
+#: range :meth:`JobCurve.lam_range` allows (besides the accumulation steps' edges and the
+#: reference batch); with them the maximum is within 0.02% of a 4,097-point grid's on every
+#: family's curve, and :func:`min_time_factor` adds :data:`GRID_MARGIN` to stay a bound
+#: (tests/test_lower_bound.py)
+LAM_POINTS = 65
+#: the best rate factor is raised by this share before it bounds a running time: five times the
+#: batch grid's largest shortfall measured against a 4,097-point grid
+GRID_MARGIN = 1e-3
+
+
+def progress_grid(curve: AppCurve, points: int = 41) -> np.ndarray:
+    """Progress values where :func:`best_rate_factors` is evaluated: a uniform grid and the
+    PGNS knots (between knots the noise scale moves monotonically)."""
+    knots = [p for p, _ in curve.pgns if 0.0 <= p <= 1.0]
+    return np.unique(np.concatenate([np.linspace(0.0, 1.0, points), knots]))
+
+
+def best_rate_factors(curve: JobCurve, base: np.ndarray, w_ceil: int, ps: np.ndarray) -> np.ndarray:
+    """For each progress in ``ps``: the fastest rate any configuration reaches, in units of the
+    reference rate at ``w_max`` (at least 1 when ``w_ceil >= w_max``): the maximum over
+    ``w = 1..w_ceil`` workers and
+    the local batch factors a tuner may choose (:meth:`JobCurve.lam_range`, on a grid of
+    :data:`LAM_POINTS`) of what the simulator runs (module docstring). ``base[w]`` for
+    ``w = 1..w_max`` is the rate at the reference batch relative to ``w_max``'s
+    (``w scaling[w] / (w_max scaling[w_max])``; index 0 unused)."""
+    c, g, u0, wm = curve.curve, curve.g, curve.u_ref, curve.w_max
+    phi = np.array([c.phi(float(p)) for p in ps])[None, None, :]  # (1, 1, P)
+    ws = np.arange(1, max(w_ceil, 1) + 1, dtype=np.float64)
+    # candidates: a log grid over the allowed range, the local batches where one more
+    # accumulation step starts (k x max_local: throughput jumps there), the reference batch
+    kinks = np.arange(1, 17, dtype=np.float64) * c.max_local / u0
+    lams = np.empty((len(ws), LAM_POINTS + len(kinks) + 1))
+    for i, w in enumerate(ws):
+        lo, hi = curve.lam_range(int(w))
+        lams[i, :LAM_POINTS] = np.geomspace(lo, hi, LAM_POINTS) if hi > lo else lo
+        lams[i, LAM_POINTS:-1] = np.clip(kinks, lo, hi)
+        lams[i, -1] = 1.0  # the reference batch (no tuning) is always allowed
+    n = (ws * g)[:, None, None]  # (W, 1, 1)
+    tuned = _goodput_np(c, n, lams[:, :, None] * u0, phi)  # (W, L, P)
+    ref = _goodput_np(c, n, np.full((1, 1, 1), u0), phi)  # (W, 1, P)
+    best_tuning = tuned.max(axis=1) / ref[:, 0, :]  # (W, P): the best batch over the reference's
+    # the rate at the reference batch relative to w_max's: the job's own curve up to w_max, the
+    # goodput ratio beyond it (module docstring)
+    at_wmax = _goodput_np(c, np.full((1, 1, 1), wm * g, dtype=np.float64), np.full((1, 1, 1), u0), phi)
+    rel = np.empty((len(ws), len(ps)))
+    k = min(wm, len(ws))
+    rel[:k] = np.asarray(base[1:k + 1], dtype=np.float64)[:, None]
+    if len(ws) > wm:
+        rel[wm:] = ref[wm:, 0, :] / at_wmax[0, 0, :]
+    return (rel * best_tuning).max(axis=0)
+
+
+def min_time_factor(curve: JobCurve, base: np.ndarray, w_ceil: int) -> float:
+    """A job's shortest possible running time, alone, in units of its running time at ``w_max``
+    and the reference batch: ``integral over progress p in [0, 1] of 1 / F(p)`` with ``F`` the
+    best rate factor (:func:`best_rate_factors`, raised by :data:`GRID_MARGIN`), taking on each
+    grid interval the larger of its ends' factors (a bound as long as the best rate is monotone
+    between grid points, which the grid's resolution and the PGNS knots make it; a test checks it
+    on a 2,001-point grid); at most 1 when ``w_ceil >= w_max``."""
+    ps = progress_grid(curve.curve)
+    f = best_rate_factors(curve, base, w_ceil, ps) * (1.0 + GRID_MARGIN)
+    hi = np.maximum(f[:-1], f[1:])
+    return float(np.sum(np.diff(ps) / hi))
+
+
+def job_curve_of(family: str, app: str | None, g: int, w_req: int, w_max: int,
+                 batch_size: int | None) -> JobCurve:
+    """The goodput curve of a job with these spec fields (``JobSpec``): its application's (or
+    family's) curve, with the workload's batch as the reference where it has one."""
+    ref = float(batch_size) if app is not None and batch_size else None
+    return JobCurve(app_for(family, app), g, w_req, w_max, ref)
+
+
+@functools.lru_cache(maxsize=65536)
+def job_min_time_factor(family: str, app: str | None, g: int, w_req: int, w_max: int,
+                        batch_size: int | None, scaling: tuple[float, ...] | None,
+                        w_ceil: int) -> float:
+    """:func:`min_time_factor` of a job given by its spec fields (``JobSpec``; ``scaling`` its
+    own curve up to ``w_max``, None = linear); cached, since jobs of a trace share few shapes."""
+    ws = np.arange(w_max + 1, dtype=np.float64)
+    if scaling is None:
+        base = ws / w_max
+    else:
+        sc = np.array([float(scaling[min(int(w), len(scaling) - 1)]) for w in ws])
+        base = ws * sc / (w_max * sc[w_max])
+    return min_time_factor(job_curve_of(family, app, g, w_req, w_max, batch_size), base, w_ceil)
 
 
 def curve_table(curve: JobCurve, w_hi: int, p: float) -> np.ndarray:
