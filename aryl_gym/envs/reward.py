@@ -211,7 +211,7 @@ class RewardTracker:
         self._prefix_submit = np.concatenate([[0.0], np.cumsum(sim.submit)]).tolist()
         self._submit = sim.submit.tolist()  # sorted (the trace is sorted by submit time)
 
-        self._lb = lower_bounds(sim)
+        self._lb = lower_bounds(sim, limited=True)  # the paper regime: the reward as before v2 metrics
         self._finish_sum = 0.0  # sum of finish times of done jobs (s)
         self._done_seen = 0
         self._done_mask = np.zeros(sim.n_jobs, dtype=bool)
@@ -239,7 +239,7 @@ class RewardTracker:
         self._prefix_submit = np.concatenate([[0.0], np.cumsum(sim.submit)]).tolist()
         self._submit = sim.submit.tolist()
 
-        self._lb = lower_bounds(sim)
+        self._lb = lower_bounds(sim, limited=True)  # the paper regime: the reward as before v2 metrics
         done = np.zeros(sim.n_jobs, dtype=bool)
         keep = min(len(self._done_mask), sim.n_jobs)
         done[:keep] = self._done_mask[:keep]

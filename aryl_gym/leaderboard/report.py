@@ -5,8 +5,8 @@ deviation over the suite's seeds. The comparisons use rliable's estimators
 (:mod:`aryl_gym.stats`), paired by seed except where said:
 
 * **score**: the normalised score of an episode is ``jct_lower_bound / avg_jct`` (in (0, 1],
-  higher is better: 1 would mean every job ran alone at its maximal width on its fastest GPU from
-  the moment it arrived); per entrant its interquartile mean (IQM) over seeds and scenarios, with
+  higher is better: 1 would mean every job ran alone in its fastest configuration on its fastest
+  GPU from the moment it arrived: :func:`aryl_gym.metrics.lower_bounds`); per entrant its interquartile mean (IQM) over seeds and scenarios, with
   a stratified bootstrap 95% interval;
 * **x Baseline** / **x aryl**: the ratio of the entrant's mean ``rank_by`` to the Baseline's
   (``fifo``, the paper's "Baseline" of section 7) and to ``aryl``'s, over the seeds both have,
@@ -110,8 +110,9 @@ IMPROVEMENT_DEFINITION = (
 
 
 def episode_score(row: Mapping[str, Any]) -> float | None:
-    """``jct_lower_bound / avg_jct``: the mean over jobs of each job alone at its maximal width on
-    its fastest allowed GPU (no queuing), over the average JCT of the completed jobs."""
+    """``jct_lower_bound / avg_jct``: the mean over jobs of each job's shortest possible running
+    time alone (:func:`aryl_gym.metrics.lower_bounds`, no queuing), over the average JCT (the
+    unfinished jobs counted up to the episode's end)."""
     lb, jct = row.get("jct_lower_bound"), row.get("avg_jct")
     if lb is None or jct is None:
         return None
