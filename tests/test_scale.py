@@ -22,8 +22,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import aryl_gym  # noqa: F401
-from aryl_gym.envs.observation import fit_lists, fit_tables, window_lists
+from aryl_gym.envs.observation import fit_lists, fit_tables, fits_now, window_lists
 from aryl_gym.sim import invariants
+from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.index import FreeIndex, best_fit_bits, bits_of, fill_bits, ids_of
 from aryl_gym.sim.placement import (
     _plan_index,
@@ -139,9 +140,16 @@ def _check_env(env):
     sim = env.sim
     invariants.check(sim)  # queued demand and the free index against a recount
     assert fit_lists(sim) == tuple(x.tolist() for x in fit_tables(sim))
-    w, qo, ro = window_lists(sim, env.k, env._obs_builder.elastic, env._base_rates)
+    w, qo, ro = window_lists(sim, env.k, env._obs_builder.elastic, env._base_rates, env.window_fit)
     assert list(env.window) == w
     assert env._q_out == qo
+    if env.window_fit:  # the rule itself: as many fitting queued jobs shown as asked, where any exist
+        fits = fit_lists(sim)
+        queued_in = [j for j in w if sim.state[j] == JobState.QUEUED]
+        shown = sum(fits_now(sim, j, fits) for j in queued_in)
+        hidden = sum(fits_now(sim, j, fits) for j in qo)
+        assert shown >= min(env.window_fit, len(queued_in)) or hidden == 0
+        assert sorted(queued_in + qo) == sorted(sim.queued_ids())
     # the O(window) observation against the scanning builder
     b = env._obs_builder
     jobs, cluster, outside = b.build(sim, env.window, qo, ro, env.fits, env.codec.target_feature(env),
@@ -152,19 +160,19 @@ def _check_env(env):
     np.testing.assert_array_equal(obs["outside"], outside)
 
 
-@pytest.mark.parametrize("order", ["submit", "pred_time"])
-def test_aggregates_and_window_index_equal_recounts_testbed(order):
+@pytest.mark.parametrize("order,window_fit", [("submit", 0), ("pred_time", 0), ("submit", 3), ("pred_time", 2)])
+def test_aggregates_and_window_index_equal_recounts_testbed(order, window_fit):
     cfg = aryl_gym.config.load_scenario("testbed").replace(workload={"load": 1.4})
     env = gym.make("aryl_gym/Aryl-v1", scenario=cfg, action_mode="sequential", window=8,
-                   window_order=order, allow_preempt=True).unwrapped
+                   window_order=order, allow_preempt=True, window_fit=window_fit).unwrapped
     _random_episode(env, 700, 3, _check_env)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("order", ["submit", "pred_time"])
-def test_aggregates_and_window_index_equal_recounts_basic(order):
+@pytest.mark.parametrize("order,window_fit", [("submit", 0), ("pred_time", 0), ("pred_time", 4)])
+def test_aggregates_and_window_index_equal_recounts_basic(order, window_fit):
     env = gym.make("aryl_gym/Aryl-v1", scenario="basic", action_mode="sequential", window=32,
-                   window_order=order, allow_preempt=True, observation="v1").unwrapped
+                   window_order=order, allow_preempt=True, observation="v1", window_fit=window_fit).unwrapped
     _random_episode(env, 2500, 4, _check_env)
 
 
@@ -243,3 +251,24 @@ def test_observation_v1_forecast_lists_equal_arrays():
         a = fc.utilization(None, now, np.asarray(ahead))
         assert fc.utilization_list(None, now, ahead) == [float(x) for x in a]
         assert fc.loanable_list(list(a)) == [float(x) for x in fc.loanable(a)]
+
+
+def test_reserve_fitting_by_hand():
+    """window_fit's rule on lists: jobs 3, 6 and 7 fit; the window holds 1-4, the queue's others
+    are 5-7 (ids are the order)."""
+    from aryl_gym.envs.observation import reserve_fitting
+
+    fit = {3, 6, 7}.__contains__
+    q_in, q_out = [1, 2, 3, 4], [5, 6, 7]
+    assert reserve_fitting(q_in, q_out, fit, 1, int) == (q_in, q_out)  # job 3 already shows
+    assert reserve_fitting(q_in, q_out, fit, 2, int) == ([1, 2, 3, 6], [4, 5, 7])
+    assert reserve_fitting(q_in, q_out, fit, 3, int) == ([1, 3, 6, 7], [2, 4, 5])
+    assert reserve_fitting(q_in, q_out, fit, 4, int) == ([1, 3, 6, 7], [2, 4, 5])  # none left
+    assert reserve_fitting(q_in, [5], fit, 4, int) == (q_in, [5])  # nothing outside fits
+
+
+def test_window_fit_option_is_checked():
+    with pytest.raises(ValueError, match="window_fit must be an integer from 0 to the window"):
+        gym.make("aryl_gym/Aryl-v2", scenario="tiny", window=4, window_fit=5)
+    with pytest.raises(ValueError, match="window_fit"):
+        gym.make("aryl_gym/Aryl-v2", scenario="tiny", window_fit=True)

@@ -245,6 +245,7 @@ class ArylEnv(gym.Env):
         self.data_root = opts.data_root
         self.stall_hours = opts.stall_hours
         self.window_order = opts.window_order
+        self.window_fit = opts.window_fit
         self._base_rates: list[float] | None = None  # window_order="pred_time" key, per episode
         self.render_mode = opts.render_mode
         self.codec = make_codec(opts.action_mode, self.k, self.max_workers, self.allow_preempt, opts.release)
@@ -415,7 +416,7 @@ class ArylEnv(gym.Env):
         """(Re)build the window index of the active jobs and record the simulator's job events
         from now on (the index follows them at each decision point)."""
         b = self._obs_builder
-        self._windex = WindowIndex(sim, b.elastic, self._base_rates, b.inv_wmax)
+        self._windex = WindowIndex(sim, b.elastic, self._base_rates, b.inv_wmax, self.window_fit)
         sim.job_events = []
 
     @property
@@ -456,13 +457,13 @@ class ArylEnv(gym.Env):
             ev.clear()
             if done:
                 self._tracker.hint_done(done)
-        w, self._n_q, self._n_r = wx.window(self.k)
+        self.fits = fit_lists(sim)  # (train, loaned): workers of g GPUs that fit, by g
+        w, self._n_q, self._n_r = wx.window(self.k, self.fits)
         self._base_obs = None
         # the window's ids padded with -1 to K (info["window"]) and the window itself (a view)
         n = len(w)
         self._wpad = np.array(w + self._pad_list[n:] if n < self.k else w, dtype=np.int64)
         win = self.window = self._wpad[:n]
-        self.fits = fit_lists(sim)  # (train, loaned): workers of g GPUs that fit, by g
         # The window's dynamic state as lists (ids, state, workers, pool); the simulator does not
         # change until the next commit, so the codec and the observation share this snapshot.
         if w:

@@ -26,6 +26,13 @@ Unbounded quantities are squashed with ``x / (1 + x)`` after dividing by a docum
 
 Running jobs take at most half the window unless the queue is shorter than the other half; queued
 jobs fill what the running ones leave. Slots past the active jobs are padding (``valid = 0``).
+
+**Jobs that fit** (``window_fit = m``, off at 0): when the queue does not fit the window, up to
+``m`` of its queued slots show queued jobs that fit the free capacity now (``w_min`` workers of
+``g`` GPUs fit the training pool's free GPUs, or a type-agnostic job's the loaned servers';
+fragmentation aware), so a window of long jobs cannot hide the ones that could start: if fewer
+than ``m`` queued jobs of the window fit, the first fitting jobs outside it (in the window's
+order) replace its last non-fitting queued jobs, and follow the other queued jobs.
 """
 
 from __future__ import annotations
@@ -114,8 +121,39 @@ def _f32(values: list[float], size: int) -> np.ndarray:
     return np.frombuffer(buf, dtype=np.float32)
 
 
+def fits_now(sim: Simulator, j: int, fits: tuple[list[int], list[int]]) -> bool:
+    """Whether queued job ``j`` could start now at ``w_min`` (``fits``: :func:`fit_lists`)."""
+    g, w = int(sim.g[j]), int(sim.w_min[j])
+    return fits[0][g] >= w or (bool(sim.type_agnostic[j]) and fits[1][g] >= w)
+
+
+def reserve_fitting(q_in: list[int], q_out: list[int], fit, m: int, key) -> tuple[list[int], list[int]]:
+    """The ``window_fit`` rule (module docstring) on plain lists: ``q_in`` the window's queued
+    jobs and ``q_out`` the others, both in the window's order; ``fit(j)`` says whether ``j`` fits;
+    ``key(j)`` is the queue order's key (``q_out`` is sorted by it). Returns the new
+    ``(q_in, q_out)``."""
+    have = sum(1 for j in q_in if fit(j))
+    want = min(m, len(q_in)) - have
+    if want <= 0 or not q_out:
+        return q_in, q_out
+    add = []
+    for j in q_out:
+        if fit(j):
+            add.append(j)
+            if len(add) == want:
+                break
+    drop = [j for j in reversed(q_in) if not fit(j)][: len(add)]
+    if not add:
+        return q_in, q_out
+    gone = set(drop)
+    new_in = [j for j in q_in if j not in gone] + add
+    moved = set(add)
+    new_out = sorted([j for j in q_out if j not in moved] + drop, key=key)
+    return new_in, new_out
+
+
 def window_lists(
-    sim: Simulator, k: int, elastic, base_rates: list[float] | None = None
+    sim: Simulator, k: int, elastic, base_rates: list[float] | None = None, window_fit: int = 0
 ) -> tuple[list[int], list[int], list[int]]:
     """:func:`select_window` on plain lists (the env's hot path; K is small, so plain Python
     beats numpy here). ``elastic`` is indexable by job id (a list is fastest).
@@ -123,7 +161,8 @@ def window_lists(
     ``base_rates`` (``window_order="pred_time"``): per job, the work rate at its base demand on
     the training pool (:func:`base_rates`); queued jobs are then ranked by predicted running time
     ``pred_remaining / rate`` (the same float division as ``ClusterView.pred_time``), shortest
-    first, ties by id, and the window holds the shortest ones (no tail)."""
+    first, ties by id, and the window holds the shortest ones (no tail). ``window_fit``: the
+    reserved slots for jobs that fit now (module docstring)."""
     R = sim.running_ids()
     nq, nr = sim.n_queued, len(R)
     n_r = min(nr, max(k // 2, k - nq))
@@ -140,6 +179,12 @@ def window_lists(
         q_out = Q[head : nq - tail]
     else:
         q_in, q_out = sim.queued_ids(), []
+    if window_fit and q_out:
+        fits = fit_lists(sim)
+        pr = sim.pred_remaining
+        q_in, q_out = reserve_fitting(
+            q_in, q_out, lambda j: fits_now(sim, j, fits), window_fit,
+            (lambda j: (pr[j] / base_rates[j], j)) if base_rates is not None else (lambda j: j))
     # elastic first, then by id (R is ascending)
     Rs = [j for j in R if elastic[j]] + [j for j in R if not elastic[j]] if nr else R
     return q_in + Rs[:n_r], q_out, Rs[n_r:]
@@ -158,15 +203,16 @@ def base_rates(sim: Simulator) -> list[float]:
 
 
 def select_window(
-    sim: Simulator, k: int, order: str = "submit"
+    sim: Simulator, k: int, order: str = "submit", window_fit: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The window's job ids in the documented order, plus the queued and running ids outside it.
 
     Returns ``(window, queued_outside, running_outside)``, int64 arrays; ``window`` has at most
-    ``k`` entries. ``order``: ``"submit"`` or ``"pred_time"`` (see the module docstring).
+    ``k`` entries. ``order``: ``"submit"`` or ``"pred_time"``; ``window_fit``: the slots kept for
+    jobs that fit now (see the module docstring).
     """
     rates = base_rates(sim) if order == "pred_time" else None
-    w, qo, ro = window_lists(sim, k, sim.elastic, rates)
+    w, qo, ro = window_lists(sim, k, sim.elastic, rates, window_fit)
     return (
         np.array(w, dtype=np.int64),
         np.array(qo, dtype=np.int64),
@@ -213,10 +259,18 @@ class WindowIndex:
     event that queued it until the next event of that job.
     """
 
-    def __init__(self, sim: Simulator, elastic: list, base_rates: list[float] | None, inv_wmax: list[float]):
+    def __init__(self, sim: Simulator, elastic: list, base_rates: list[float] | None, inv_wmax: list[float],
+                 window_fit: int = 0):
         self.elastic = elastic
         self.rates = base_rates
         self.inv_wmax = inv_wmax
+        self.window_fit = int(window_fit)
+        # window_fit: each queued job's (g, w_min, type-agnostic) shape, and the queued jobs by
+        # shape in the window's order, so the jobs that fit are found in O(shapes)
+        self.shape = (list(zip(sim.g.tolist(), sim.w_min.tolist(), sim.type_agnostic.tolist()))
+                      if self.window_fit else [])
+        # the last window's reserved swap: (jobs brought in, jobs sent out), or None
+        self._swap: tuple[set[int], list[int]] | None = None
         self.rebuild(sim)
 
     def rebuild(self, sim: Simulator) -> None:
@@ -228,6 +282,8 @@ class WindowIndex:
         self.r_el: list[int] = []
         self.r_in: list[int] = []
         self.state: dict[int, int] = {}
+        self.by_shape: dict[tuple[int, int, bool], list[tuple[float, int]]] = {}
+        self._swap = None
         for j in sim.queued_ids():
             self._add_queued(sim, j)
         for j in sim.running_ids():
@@ -243,6 +299,8 @@ class WindowIndex:
         if self.q_pred is not None:
             insort(self.q_pred, (k1, j))
         insort(self.q_min, (k2, j))
+        if self.window_fit:
+            insort(self.by_shape.setdefault(self.shape[j], []), (k1, j))
         self.state[j] = _QUEUED
 
     @staticmethod
@@ -265,6 +323,8 @@ class WindowIndex:
                 if self.q_pred is not None:
                     self._remove(self.q_pred, (k1, j))
                 self._remove(self.q_min, (k2, j))
+                if self.window_fit:
+                    self._remove(self.by_shape[self.shape[j]], (k1, j))
             elif old == _RUNNING:
                 self._remove(self.r_el if self.elastic[j] else self.r_in, j)
             now = state.item(j)
@@ -277,9 +337,9 @@ class WindowIndex:
                 done.append(j)
         return done
 
-    def window(self, k: int) -> tuple[list[int], int, int]:
+    def window(self, k: int, fits: tuple[list[int], list[int]] | None = None) -> tuple[list[int], int, int]:
         """``(window ids, queued jobs in it, running jobs in it)``: :func:`window_lists`'s
-        window."""
+        window (``fits``: :func:`fit_lists` now, for ``window_fit``)."""
         q = self.q
         nq = len(q)
         ne = len(self.r_el)
@@ -294,19 +354,63 @@ class WindowIndex:
             q_in = q[:head] + q[nq - tail :] if tail else q[:head]
         else:
             q_in = list(q)
+        self._swap = None
+        if self.window_fit and fits is not None and nq > n_q:
+            q_in = self._reserve(q_in, fits)
         r_in = self.r_el[:n_r] if n_r <= ne else self.r_el + self.r_in[: n_r - ne]
         return q_in + r_in, n_q, n_r
+
+    def _reserve(self, q_in: list[int], fits: tuple[list[int], list[int]]) -> list[int]:
+        """:func:`reserve_fitting` from the shape index: the fitting queued jobs outside the
+        window are the first entries, not in the window, of the shapes that fit."""
+        ft, fl = fits
+        shape = self.shape
+
+        def fit(j: int) -> bool:
+            g, w, ta = shape[j]
+            return ft[g] >= w or (ta and fl[g] >= w)
+
+        have = sum(1 for j in q_in if fit(j))
+        want = min(self.window_fit, len(q_in)) - have
+        if want <= 0:
+            return q_in
+        inside = set(q_in)
+        cand: list[tuple[float, int]] = []
+        for (g, w, ta), lst in self.by_shape.items():
+            if not (ft[g] >= w or (ta and fl[g] >= w)):
+                continue
+            n = 0
+            for kj in lst:
+                if kj[1] not in inside:
+                    cand.append(kj)
+                    n += 1
+                    if n == want:
+                        break
+        if not cand:
+            return q_in
+        cand.sort()
+        add = [j for _, j in cand[:want]]
+        drop = [j for j in reversed(q_in) if not fit(j)][: len(add)]
+        gone = set(drop)
+        self._swap = (set(add), drop)
+        return [j for j in q_in if j not in gone] + add
 
     def queued_outside(self, n_q: int) -> list[int]:
         """The queued ids outside a window holding ``n_q`` queued jobs, in the window's order
         (:func:`window_lists`'s ``q_out``)."""
         if self.q_pred is not None:
-            return [j for _, j in self.q_pred[n_q:]]
-        nq = len(self.q)
-        if nq <= n_q:
-            return []
-        tail = n_q // 4
-        return self.q[n_q - tail : nq - tail]
+            out = [j for _, j in self.q_pred[n_q:]]
+        else:
+            nq = len(self.q)
+            if nq <= n_q:
+                return []
+            tail = n_q // 4
+            out = self.q[n_q - tail : nq - tail]
+        if self._swap is not None:  # window_fit brought some in and sent others out
+            add, drop = self._swap
+            key = (lambda j: (self.keys[j][0], j)) if self.q_pred is not None else (lambda j: j)
+            out = sorted([j for j in out if j not in add] + drop, key=key)
+        return out
 
     def outside(self, window: list[int], n_q: int, n_r: int) -> Outside:
         """The summary of the jobs outside the window that the observation needs."""
@@ -315,7 +419,7 @@ class WindowIndex:
         out = Outside(nq - n_q, nr - n_r, -1, math.inf)
         if nq > n_q:
             inside = set(window)
-            if self.q_pred is None:  # the queue's middle, in id (= submit) order
+            if self.q_pred is None and self._swap is None:  # the queue's middle, in id order
                 out.oldest = self.q[n_q - n_q // 4]
             else:
                 for j in self.q:

@@ -193,6 +193,8 @@ class EnvOptions:
                               STALL_HOURS)
     render_mode: str | None = _doc("'ansi', 'rgb_array' or None", None)
     window_order: str = _doc("queued part of the window: 'submit' or 'pred_time'", "submit")
+    window_fit: int = _doc("queued slots kept for jobs that fit the free GPUs now (0: off; "
+                           "aryl_gym.envs.observation)", 0)
     observation: str = _doc("'v0', or 'v1' (adds jobs_v1 and cluster_v1)", "v0")
     flap_damping: bool | Mapping[str, float] | None = _doc(
         "refuse releases of flapping jobs: None/False (off), True, or a dict of DampingParams", None)
@@ -217,6 +219,10 @@ class EnvOptions:
                 "grow with it); jobs outside the window are summarised in obs['outside']"
             )
         put("window", int(window))
+        wf = self.window_fit
+        if isinstance(wf, bool) or not (isinstance(wf, (int, np.integer)) and 0 <= wf <= window):
+            raise ValueError(f"window_fit must be an integer from 0 to the window ({window}), got {wf!r}")
+        put("window_fit", int(wf))
         mw = self.max_workers
         if mw is not None and (isinstance(mw, bool) or not isinstance(mw, (int, np.integer)) or mw < 1):
             raise ValueError(f"max_workers must be an integer >= 1 or None, got {mw!r}")
