@@ -584,9 +584,9 @@ def protocol_header(agg: Mapping[str, Any]) -> str:
             "seeds, with a stratified bootstrap 95% interval (with fewer than 8 seeds the IQM "
             "trims nothing and equals the mean)."),
             (f"- **optimality gap**: {iv.get('optimality_gap') or OPTIMALITY_GAP_DEFINITION}; "
-            "rliable's `aggregate_optimality_gap` (a score above 1 counts as 1: possible when "
-            "jobs ran beyond their w_max or with a tuned batch, or when jobs were left "
-            "unfinished), with a stratified bootstrap 95% interval."),
+            "rliable's `aggregate_optimality_gap` (a score above 1 counts as 1: possible only "
+            "when an episode ended early, since an unfinished job's JCT censored at the end can "
+            "be shorter than its bound), with a stratified bootstrap 95% interval."),
         ]
         if ref and iv.get("probability_of_improvement"):
             lines.append(
