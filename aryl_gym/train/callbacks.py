@@ -23,25 +23,20 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from torch import nn
 
 from aryl_gym.metrics import EpisodeResult
-from aryl_gym.metrics import view as metric_view
 from aryl_gym.train.evaluation import (
+    CLUSTER_TAGS,
+    eval_row,
     invalid_from_info,
+    is_new_best,
     mean_metrics,
     result_from_info,
     run_agent_batch,
     run_reference,
 )
-
-#: EpisodeResult field -> tag suffix logged under ``cluster/`` and ``eval/``
-#: (aryl_gym.metrics.METRICS, view "tensorboard")
-CLUSTER_TAGS: dict[str, str] = {m.name: m.tag or m.name for m in metric_view("tensorboard")}
-#: the reference heuristics' figures logged beside the agent's (the times of view "console")
-REFERENCE_FIGURES = tuple(m.name for m in metric_view("console") if m.unit == "s")
 
 
 def _finite(v: Any) -> bool:
@@ -189,44 +184,13 @@ class ArylEvalCallback(BaseCallback):
         save_best: Callable[[Path], None],
     ) -> dict[str, float]:
         """Log one evaluation's episodes (played by the model of step ``timesteps``)."""
-        results: list[EpisodeResult] = [r for r, _, _ in out]
-        returns: list[float] = [t for _, t, _ in out]
-        steps = sum(n for _, _, n in out)
-        m = mean_metrics(results)
-        row: dict[str, float] = {"timesteps": float(timesteps)}
-        for field, tag in CLUSTER_TAGS.items():
-            v = m.get(field, float("nan"))
-            row[field] = v
-            if _finite(v):
-                self.logger.record(f"eval/{tag}", v)
-        row["mean_reward"] = float(np.mean(returns))
-        self.logger.record("eval/mean_reward", row["mean_reward"])
-        self.logger.record("eval/episode_steps", steps / max(len(self.seeds), 1))
-        # episodes ended by the simulator's thrash rule (an argmax cycle of preempt and regrant)
-        self.logger.record("eval/thrashing_episodes", float(sum(bool(r.thrashing) for r in results)))
-        for name, ref in self.references.items():
-            key = name.replace("-", "_")
-            for field in REFERENCE_FIGURES:
-                if _finite(ref.get(field)):
-                    self.logger.record(f"eval/{key}_{field}", ref[field])
-            row[f"{key}_avg_jct"] = ref.get("avg_jct", float("nan"))
-            if _finite(ref.get("avg_jct")) and _finite(m["avg_jct"]):
-                ratio = m["avg_jct"] / ref["avg_jct"]
-                self.logger.record(f"eval/jct_ratio_to_{key}", ratio)
-                row[f"jct_ratio_to_{key}"] = ratio
+        row, m = eval_row(out, timesteps, self.references, self.logger.record)
         row["eval_wall_s"] = wall_s
         self.logger.record("eval/wall_s", row["eval_wall_s"])
         self.logger.dump(int(timesteps))
         self.history.append(row)
         self._write_row(row)
-        if (
-            self.save_best
-            and self.run_dir is not None
-            and _finite(m["avg_jct"])
-            # a truncated (stalled) episode's avg JCT covers only its finished jobs: never "best"
-            and not m.get("jobs_unfinished", 0.0) > 0
-            and m["avg_jct"] < self.best_avg_jct
-        ):
+        if self.save_best and self.run_dir is not None and is_new_best(m, self.best_avg_jct):
             self.best_avg_jct = m["avg_jct"]
             save_best(self.run_dir / "best_model.zip")
         if self.verbose:

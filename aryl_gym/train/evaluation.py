@@ -25,6 +25,7 @@ import numpy as np
 from aryl_gym.agents import make_policy
 from aryl_gym.metrics import EpisodeResult
 from aryl_gym.metrics import names as metric_names
+from aryl_gym.metrics import view as metric_view
 from aryl_gym.rollout import (  # noqa: F401  (the rollout loop lives in aryl_gym.rollout)
     INVALID_KEYS,
     RESULT_KEYS,
@@ -123,3 +124,53 @@ def ratios(
             for k in keys
         }
     return out
+
+
+#: every figure of an evaluation logged to TensorBoard (metric view "tensorboard") -> its tag
+CLUSTER_TAGS: dict[str, str] = {m.name: m.tag or m.name for m in metric_view("tensorboard")}
+#: the references' figures logged beside the agent's (console view, in seconds)
+REFERENCE_FIGURES = tuple(m.name for m in metric_view("console") if m.unit == "s")
+
+
+def eval_row(
+    out: Sequence[tuple[EpisodeResult, float, int]],
+    timesteps: int,
+    references: Mapping[str, Mapping[str, float]],
+    emit: Any,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """One evaluation's row (``eval.csv``) and mean figures, from the episodes ``out`` of
+    :func:`run_agent_batch` played by the model of step ``timesteps``; ``emit(tag, value)`` logs
+    each scalar (``eval/...``; SB3's logger or a TensorBoard writer). ``references``: each
+    reference policy's mean figures on the same seeds. Shared by the SB3 callback and the RLlib
+    evaluation, so both write the same columns."""
+    results = [r for r, _, _ in out]
+    m = mean_metrics(results)
+    row: dict[str, float] = {"timesteps": float(timesteps)}
+    for field, tag in CLUSTER_TAGS.items():
+        row[field] = v = m.get(field, float("nan"))
+        if math.isfinite(v):
+            emit(f"eval/{tag}", v)
+    row["mean_reward"] = float(np.mean([t for _, t, _ in out]))
+    emit("eval/mean_reward", row["mean_reward"])
+    emit("eval/episode_steps", sum(n for _, _, n in out) / max(len(out), 1))
+    # episodes ended by the simulator's thrash rule (an argmax cycle of preempt and regrant)
+    emit("eval/thrashing_episodes", float(sum(bool(r.thrashing) for r in results)))
+    for name, ref in references.items():
+        key = name.replace("-", "_")
+        for field in REFERENCE_FIGURES:
+            rv = ref.get(field)
+            if rv is not None and math.isfinite(rv):
+                emit(f"eval/{key}_{field}", rv)
+        row[f"{key}_avg_jct"] = ref.get("avg_jct", float("nan"))
+        r_jct = ref.get("avg_jct")
+        if r_jct and math.isfinite(r_jct) and math.isfinite(m["avg_jct"]):
+            row[f"jct_ratio_to_{key}"] = m["avg_jct"] / r_jct
+            emit(f"eval/jct_ratio_to_{key}", row[f"jct_ratio_to_{key}"])
+    return row, m
+
+
+def is_new_best(m: Mapping[str, float], best: float) -> bool:
+    """Whether an evaluation's mean figures make a new best model: a lower average JCT than
+    ``best`` with every job of every episode finished (an episode ended early counts its jobs
+    censored at the end, a lower bound, so it is never "best")."""
+    return math.isfinite(m["avg_jct"]) and not m.get("jobs_unfinished", 0.0) > 0 and m["avg_jct"] < best

@@ -45,7 +45,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
 from aryl_gym.agents.learned import (
@@ -57,15 +56,17 @@ from aryl_gym.agents.learned import (
 from aryl_gym.config import ConfigError
 from aryl_gym.extras import rllib_unavailable
 from aryl_gym.fileio import DirLock, claim_folder
-from aryl_gym.metrics import view as metric_view
 from aryl_gym.train.config import TrainConfig, config_from_run_dict, scenario_key
 from aryl_gym.train.envs import EnvFactory, make_single_env, train_scenario
-from aryl_gym.train.evaluation import mean_metrics, run_agent_batch, run_reference
+from aryl_gym.train.evaluation import (
+    eval_row,
+    is_new_best,
+    mean_metrics,
+    run_agent_batch,
+    run_reference,
+)
 from aryl_gym.train.runner import RunResult, git_commit
 
-#: the reference heuristics' figures logged beside the agent's (the SB3 path's: the times of
-#: aryl_gym.metrics' view "console")
-REFERENCE_FIGURES = tuple(m.name for m in metric_view("console") if m.unit == "s")
 #: the env name registered with Ray's registry (the creator builds the config's env)
 ENV_NAME = "aryl_gym_rllib"
 #: the run name's algorithm part (``{scenario}__rllib_ppo__{seed}__{time}``)
@@ -343,35 +344,15 @@ class _Evaluation:
                         pass
 
     def __call__(self, module: Any, steps: int) -> dict[str, float]:
-        from aryl_gym.train.rllib_module import CLUSTER_TAGS  # imports ray: during a run only
-
         tic = time.perf_counter()
         agent = RLlibAgent("eval", module, self.cfg.to_dict())
         out = run_agent_batch(agent, self.envs, self.seeds, self.cfg.eval.deterministic)
-        results = [r for r, _, _ in out]
-        m = mean_metrics(results)
-        row: dict[str, float] = {"timesteps": float(steps)}
-        for field, tag in CLUSTER_TAGS.items():
-            row[field] = m.get(field, float("nan"))
-            self.tb.scalar(f"eval/{tag}", row[field], steps)
-        row["mean_reward"] = float(np.mean([t for _, t, _ in out]))
-        self.tb.scalar("eval/mean_reward", row["mean_reward"], steps)
-        self.tb.scalar("eval/episode_steps", sum(n for _, _, n in out) / len(self.seeds), steps)
-        self.tb.scalar("eval/thrashing_episodes", sum(bool(r.thrashing) for r in results), steps)
-        for name, ref in self.references.items():
-            key = name.replace("-", "_")
-            for field in REFERENCE_FIGURES:
-                self.tb.scalar(f"eval/{key}_{field}", ref.get(field), steps)
-            row[f"{key}_avg_jct"] = ref.get("avg_jct", float("nan"))
-            if ref.get("avg_jct") and math.isfinite(m["avg_jct"]):
-                row[f"jct_ratio_to_{key}"] = m["avg_jct"] / ref["avg_jct"]
-                self.tb.scalar(f"eval/jct_ratio_to_{key}", row[f"jct_ratio_to_{key}"], steps)
+        row, m = eval_row(out, steps, self.references, lambda tag, v: self.tb.scalar(tag, v, steps))
         row["eval_wall_s"] = time.perf_counter() - tic
         self.tb.scalar("eval/wall_s", row["eval_wall_s"], steps)
         self.history.append(row)
         self._write(row)
-        if (self.cfg.eval.save_best and math.isfinite(m["avg_jct"])
-                and not m.get("jobs_unfinished", 0.0) > 0 and m["avg_jct"] < self.best):
+        if self.cfg.eval.save_best and is_new_best(m, self.best):
             self.best = m["avg_jct"]
             _save_module(module, self.run_dir / "best_module")
         refs = "  ".join(f"{k} {v.get('avg_jct', float('nan')):,.0f}" for k, v in self.references.items())

@@ -22,8 +22,8 @@ from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.core.rl_module.torch import TorchRLModule
 from torch import nn
 
-from aryl_gym.metrics import view as metric_view
 from aryl_gym.rollout import invalid_from_info, result_from_info
+from aryl_gym.train.evaluation import CLUSTER_TAGS
 
 #: the observation key holding the action mask (1 = allowed), as MaskablePPO reads it
 MASK_KEY = "action_mask"
@@ -119,11 +119,6 @@ class MaskedPPOTorchModule(TorchRLModule, ValueFunctionAPI):
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
         feats = embeddings if embeddings is not None else self.features(batch[Columns.OBS])
         return self.vf(feats).squeeze(-1)
-
-
-#: EpisodeResult field -> tag under ``cluster/`` (the SB3 path's tags:
-#: aryl_gym.train.callbacks.CLUSTER_TAGS, from the same metric table)
-CLUSTER_TAGS: dict[str, str] = {m.name: m.tag or m.name for m in metric_view("tensorboard")}
 
 
 class ClusterMetrics(RLlibCallback):
