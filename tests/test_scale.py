@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 import aryl_gym  # noqa: F401
 from aryl_gym.envs.observation import fit_lists, fit_tables, fits_now, window_lists
 from aryl_gym.sim import invariants
-from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.index import FreeIndex, best_fit_bits, bits_of, fill_bits, ids_of
+from aryl_gym.sim.jobs import JobState
 from aryl_gym.sim.placement import (
     _plan_index,
     _plan_list,

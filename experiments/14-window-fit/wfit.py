@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-
 from aryl_gym.agents.learned import load_agent
+
 from aryl_gym.config import load_scenario
 from aryl_gym.rollout import run_agent_batch
 from aryl_gym.stats import paired_bootstrap_ratio
