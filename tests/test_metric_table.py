@@ -42,7 +42,7 @@ def test_views_are_what_each_reader_uses():
 
 def test_training_tags_keep_their_names():
     pytest.importorskip("stable_baselines3")
-    from aryl_gym.train.callbacks import CLUSTER_TAGS, REFERENCE_FIGURES
+    from aryl_gym.train.evaluation import CLUSTER_TAGS, REFERENCE_FIGURES
 
     assert CLUSTER_TAGS["combined_usage"] == "usage"  # TensorBoard tag kept from the first runs
     assert CLUSTER_TAGS["avg_jct"] == "avg_jct"
