@@ -443,6 +443,7 @@ def train_reclaim_agent(
     cfg.check()
     say = log or (lambda m: print(m, file=sys.stderr, flush=True))
     wall0, cpu0 = time.perf_counter(), _cpu_s()
+    commit = git_commit(dirty=True)  # the code the run starts from
     th.set_num_threads(cfg.threads)
     th.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
@@ -479,11 +480,16 @@ def train_reclaim_agent(
         student = None if rnd == 0 else ReclaimSetAgent(model.numpy_weights())
         bar = progress_bar(len(train_ev), f"round {rnd} ({'teacher' if rnd == 0 else 'DAgger'})",
                            unit="event", enabled=progress)
-        tot = {"solves": 0, "steps": 0, "agree": 0, "relabelled": 0}
+        tot = {"solves": 0, "steps": 0, "agree": 0, "relabelled": 0, "skipped": 0}
         for i in rng.permutation(len(train_ev)):  # mixed sizes: a steady pace for the progress bar
-            samples, st = collect(train_ev[i], student, rng, cfg.states_per_event, cfg.milp_time_limit)
+            try:
+                samples, st = collect(train_ev[i], student, rng, cfg.states_per_event, cfg.milp_time_limit)
+            except RuntimeError as exc:  # HiGHS did not prove an optimum within the time limit
+                say(f"skipped training event {train_ev[i].source} ({train_ev[i].servers} servers): {exc}")
+                tot["skipped"] += 1
+                continue
             data.extend(samples)
-            for k in tot:
+            for k in st:
                 tot[k] += st[k]
             if bar is not None:
                 bar.update(1)
@@ -503,6 +509,7 @@ def train_reclaim_agent(
             "solves": tot["solves"],
             "student_agree": tot["agree"] / tot["steps"] if (student is not None and tot["steps"]) else float("nan"),
             "relabelled": tot["relabelled"],
+            "skipped": tot["skipped"],
             "loss": loss,
             "val_gap": table["all"]["agent_gap"],
             f"val_gap_lt{BIG}": table[f"<{BIG}"]["agent_gap"],
@@ -534,7 +541,7 @@ def train_reclaim_agent(
         "train_cpu_s": cpu,
         "events": {"train": len(train_ev), "validation": len(val_ev)},
         "versions": {"python": platform.python_version(), "numpy": np.__version__, "torch": th.__version__},
-        "commit": git_commit(dirty=True),
+        "commit": commit,
     }
     weights = save_weights(out / "reclaim-agent.npz", best_weights, meta)
     _write_curve(out, curve, plot)
