@@ -27,7 +27,7 @@ import numpy as np
 from gymnasium import spaces
 
 from aryl_gym.agents import make_policy, policy_names
-from aryl_gym.agents.reclaim import milp_reclaim, reclaim_preemptions
+from aryl_gym.agents.reclaim import instance_from_view, milp_reclaim, reclaim_preemptions
 from aryl_gym.config import ScenarioConfig, load_scenario
 from aryl_gym.envs.actions import discrete_action
 from aryl_gym.envs.allocation import check_reset_options, episode_seed, plain_seed
@@ -36,6 +36,7 @@ from aryl_gym.envs.options import check_jobs, check_max_steps, check_reward_scal
 from aryl_gym.envs.render import render_ansi, render_rgb
 from aryl_gym.envs.reward import RewardTracker, parse_weights
 from aryl_gym.metrics import episode_result
+from aryl_gym.reclaim_features import F_CONTEXT_V1, F_SERVER_V1, ReclaimState
 from aryl_gym.reclaim_snapshots import load_snapshots
 from aryl_gym.scenario import make_episode
 from aryl_gym.sim.engine import STALL_HOURS, Simulator, check_stall_hours
@@ -55,6 +56,38 @@ SERVER_FEATURES: tuple[str, ...] = (
     "flex_only",  # 1 when it holds only flexible workers (or nothing): no preemption
 )
 F_SERVER = len(SERVER_FEATURES)
+#: observation versions of the reclaim env: ``"v1"`` adds ``servers_v1`` and ``reclaim_v1``
+#: (:mod:`aryl_gym.reclaim_features`)
+RECLAIM_OBSERVATIONS: tuple[str, ...] = ("v0", "v1")
+
+
+def check_reclaim_observation(observation: object) -> str:
+    """``observation`` as a known version name; anything else is a ValueError naming them."""
+    if not isinstance(observation, str) or observation not in RECLAIM_OBSERVATIONS:
+        raise ValueError(f"observation must be one of {', '.join(RECLAIM_OBSERVATIONS)}, got {observation!r}")
+    return observation
+
+
+def reclaim_observation_v1(sim: Simulator, n_train: int, n_inf: int, picks: Sequence[int],
+                           need: int) -> dict[str, np.ndarray]:
+    """``servers_v1`` (``n_inf`` rows, :data:`~aryl_gym.reclaim_features.SERVER_FEATURES_V1`)
+    and ``reclaim_v1`` of the live simulator's pending reclaim (zeros when nothing is to be
+    picked): the event as :class:`~aryl_gym.reclaim_features.ReclaimState` sees it, with the
+    ``picks`` made so far."""
+    S = np.zeros((n_inf, F_SERVER_V1), dtype=np.float32)
+    C = np.zeros(F_CONTEXT_V1, dtype=np.float32)
+    if need > 0:
+        inst = instance_from_view(sim.view)
+        loaned = sorted(inst.loaned)
+        caps = [int(sim.srv_cap[s]) for s in loaned]
+        state = ReclaimState(inst, min(need, len(loaned)), caps)
+        slot = {s: i for i, s in enumerate(state.servers)}
+        for s in picks:
+            if s in slot and not state.picked[slot[s]]:
+                state.pick(slot[s])
+        rows, C = state.features_v1()
+        S[[s - n_train for s in state.servers]] = rows
+    return {"servers_v1": S, "reclaim_v1": C}
 
 
 def reclaim_mask(sim: Simulator, n_train: int, n_inf: int, picks: Sequence[int], need: int) -> np.ndarray:
@@ -186,13 +219,15 @@ class ArylReclaimEnv(gym.Env):
     ``scenario`` ("tiny"), ``allocator`` ("aryl"), ``reward``, ``reward_scale``,
     ``invalid_penalty``, ``max_steps``, ``jobs``, ``data_root``, ``stall_hours`` (6 h,
     :data:`~aryl_gym.sim.engine.STALL_HOURS`), ``render_mode``,
-    ``snapshots``, ``max_servers``, ``optimum``.
+    ``snapshots``, ``max_servers``, ``optimum``, ``observation`` (``"v0"``; ``"v1"`` adds
+    ``servers_v1`` and ``reclaim_v1``).
 
     ## Version History
     * v0: first version.
     * snapshot mode (``snapshots=``): episodes of one saved reclaim event.
     * the default ``stall_hours`` is the simulator's one stall default, 6 h (was 48 h; only
       truncation of stalled episodes changes).
+    * ``observation="v1"`` (off by default): ``servers_v1`` and ``reclaim_v1``.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -213,6 +248,7 @@ class ArylReclaimEnv(gym.Env):
         max_servers: int | None = None,
         optimum: bool = False,
         world_version: str = CURRENT_WORLD,
+        observation: str = "v0",
         **unknown: Any,
     ):
         if unknown:
@@ -220,6 +256,7 @@ class ArylReclaimEnv(gym.Env):
             raise TypeError(f"unknown env option {next(iter(unknown))!r}; options: {', '.join(names)} "
                             "(docs/env.md, 'Arguments of ArylReclaim-v2')")
         self.world_version = check_world(world_version)
+        self.observation_version = check_reclaim_observation(observation)
         self.snaps: list[Any] | None = None
         if snapshots is not None:
             self._init_snapshots(snapshots, max_servers, invalid_penalty, max_steps, optimum, render_mode)
@@ -256,14 +293,16 @@ class ArylReclaimEnv(gym.Env):
     def _set_spaces(self) -> None:
         """Action and observation spaces for ``self.n_inf`` loaned-server slots."""
         self.action_space = spaces.Discrete(self.n_inf)
-        self.observation_space = spaces.Dict(
-            {
-                "servers": spaces.Box(0.0, 1.0, (self.n_inf, F_SERVER), np.float32),
-                "cluster": spaces.Box(0.0, 1.0, (F_CLUSTER,), np.float32),
-                "reclaim": spaces.Box(0.0, 1.0, (2,), np.float32),
-                "action_mask": spaces.Box(0.0, 1.0, (self.n_inf,), np.float32),
-            }
-        )
+        d: dict[str, spaces.Space[Any]] = {
+            "servers": spaces.Box(0.0, 1.0, (self.n_inf, F_SERVER), np.float32),
+            "cluster": spaces.Box(0.0, 1.0, (F_CLUSTER,), np.float32),
+            "reclaim": spaces.Box(0.0, 1.0, (2,), np.float32),
+            "action_mask": spaces.Box(0.0, 1.0, (self.n_inf,), np.float32),
+        }
+        if self.observation_version == "v1":
+            d["servers_v1"] = spaces.Box(0.0, 1.0, (self.n_inf, F_SERVER_V1), np.float32)
+            d["reclaim_v1"] = spaces.Box(0.0, 1.0, (F_CONTEXT_V1,), np.float32)
+        self.observation_space = spaces.Dict(d)
 
     # ------------------------------------------------------------------------------------------
     # snapshot mode
@@ -311,14 +350,13 @@ class ArylReclaimEnv(gym.Env):
             idx = int(self.np_random.integers(len(self.snaps)))
         self.index = idx
         self.snap = self.snaps[idx]
-        self.slots = sorted(self.snap.inst.loaned)
+        self.state = ReclaimState.from_snapshot(self.snap)
+        self.slots = self.state.servers
         self.need = int(self.snap.n)
         self.picks: list[int] = []
         self.steps = 0
         self.invalid_total = 0
         self.preempted = 0
-        self._removed: dict[int, int] = {}
-        self._dead: set[int] = set()
         self._finished = False
         return self._snap_obs(), self._snap_info(0)
 
@@ -327,20 +365,11 @@ class ArylReclaimEnv(gym.Env):
             raise RuntimeError("the episode has ended; call reset()")
         inst = self.snap.inst
         a = discrete_action(action, self.n_inf)
-        mask = self.action_masks()
         invalid = 0
         reward = 0.0
-        if 0 <= a < self.n_inf and mask[a]:
-            s = self.slots[a]
-            self.picks.append(s)
-            new = 0
-            for j, k in inst.srv_jobs.get(s, {}).items():
-                self._removed[j] = self._removed.get(j, 0) + k
-                if j not in self._dead and not (
-                    inst.elastic.get(j, False) and inst.workers[j] - self._removed[j] >= inst.w_min[j]
-                ):
-                    self._dead.add(j)
-                    new += 1
+        if 0 <= a < len(self.slots) and not self.state.picked[a]:  # the action mask's rule
+            self.picks.append(self.slots[a])
+            new = self.state.pick(a)
             self.preempted += new
             reward = -float(new)
         else:
@@ -371,59 +400,41 @@ class ArylReclaimEnv(gym.Env):
 
     def _snap_mask(self) -> np.ndarray:
         m = np.zeros(self.n_inf, dtype=bool)
-        m[: len(self.slots)] = True
-        picked = set(self.picks)
-        for i, s in enumerate(self.slots):
-            if s in picked:
-                m[i] = False
+        m[: len(self.slots)] = ~self.state.picked
         return m
 
     def _snap_obs(self) -> dict[str, np.ndarray]:
-        inst = self.snap.inst
+        st = self.state
+        L = st.L
         S = np.zeros((self.n_inf, F_SERVER), dtype=np.float32)
-        picked = set(self.picks)
-        caps = self.snap.cap if len(self.snap.cap) == len(self.slots) else (8,) * len(self.slots)
-        for i, s in enumerate(self.slots):
-            cap = float(max(caps[i], 1))
-            on = inst.srv_jobs.get(s, {})
-            fl = inst.srv_flex.get(s, {})
-            busy = sum(k * inst.g.get(j, 1) for j, k in on.items())
-            flex = sum(fl.get(j, 0) * inst.g.get(j, 1) for j in on)
-            S[i, 0] = 1.0
-            S[i, 1] = s in picked
-            S[i, 2] = busy / cap
-            S[i, 3] = (busy - flex) / cap
-            S[i, 4] = flex / cap
-            S[i, 5] = min(len(on) / 8.0, 1.0)
-            cost = 0
-            if s not in picked:
-                for j, k in on.items():
-                    if j in self._dead:
-                        continue
-                    r = self._removed.get(j, 0) + k
-                    cost += int(not (inst.elastic.get(j, False) and inst.workers[j] - r >= inst.w_min[j]))
-            S[i, 6] = min(cost / 8.0, 1.0)
-            S[i, 7] = busy == flex
+        S[:L] = st.features_v0()
         rc = np.array(
             [max(self.need - len(self.picks), 0) / self.n_inf, len(self.picks) / self.n_inf],
             dtype=np.float32,
         )
-        return {
-            "servers": np.clip(S, 0.0, 1.0),
+        obs = {
+            "servers": S,
             "cluster": np.zeros(F_CLUSTER, dtype=np.float32),
             "reclaim": np.clip(rc, 0.0, 1.0),
             "action_mask": self._snap_mask().astype(np.float32),
         }
+        if self.observation_version == "v1":
+            S1 = np.zeros((self.n_inf, F_SERVER_V1), dtype=np.float32)
+            S1[:L], obs["reclaim_v1"] = st.features_v1()
+            obs["servers_v1"] = S1
+        return obs
+
+    def _picks_array(self) -> np.ndarray:
+        out = np.full(self.n_inf, -1, dtype=np.int64)
+        out[: len(self.state.picks)] = self.state.picks
+        return out
 
     def _snap_info(self, invalid: int) -> dict[str, Any]:
         return {
             "index": self.index,
             "source": self.snap.source,
             "to_pick": max(self.need - len(self.picks), 0),
-            "picks": np.array(
-                [self.slots.index(s) for s in self.picks] + [-1] * (self.n_inf - len(self.picks)),
-                dtype=np.int64,
-            ),
+            "picks": self._picks_array(),
             "preemptions": self.preempted,
             "invalid": invalid,
             "invalid_total": self.invalid_total,
@@ -533,8 +544,11 @@ class ArylReclaimEnv(gym.Env):
     def _obs(self) -> dict[str, np.ndarray]:
         sim = self.sim
         assert sim is not None
-        return reclaim_observation(sim, self._builder, self.n_train, self.n_inf, self.picks, self.need,
-                                   self.action_masks())
+        obs = reclaim_observation(sim, self._builder, self.n_train, self.n_inf, self.picks, self.need,
+                                  self.action_masks())
+        if self.observation_version == "v1":
+            obs.update(reclaim_observation_v1(sim, self.n_train, self.n_inf, self.picks, self.need))
+        return obs
 
     def _info(self, comp: dict[str, float], invalid: int) -> dict[str, Any]:
         sim = self.sim

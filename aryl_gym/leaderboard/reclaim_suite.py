@@ -316,11 +316,32 @@ def _rule(name: str, seed: int) -> Callable[[int, Any], list[int]]:
 
 
 class _AgentPlayer:
-    """Plays one instance through ``ArylReclaimEnv`` in snapshot mode with an SB3-style agent."""
+    """Plays one instance through ``ArylReclaimEnv`` in snapshot mode with an SB3-style agent.
+
+    A learned reclaim agent (a shipped name such as ``reclaim-v1`` or a weights ``.npz``,
+    :mod:`aryl_gym.agents.reclaim_learned`) is loaded by its own loader; any other source by the
+    leaderboard's (:func:`~aryl_gym.leaderboard.episodes.load_agent`). An agent with a
+    ``reclaim_env_kwargs`` mapping (e.g. ``{"observation": "v1"}``) acts through an env built
+    with those options."""
 
     def __init__(self, source: str, snaps: Sequence[Any]):
         self.env = ArylReclaimEnv(snapshots=list(snaps))
-        self.agent = load_agent(source, self.env)
+        # numpy only: the learned reclaim agent needs no torch
+        from aryl_gym.agents.reclaim_learned import is_reclaim_agent_source, load_reclaim_agent
+
+        if is_reclaim_agent_source(source):
+            try:
+                self.agent = load_reclaim_agent(source)
+            except ValueError as exc:
+                raise AgentUnavailable(f"could not load reclaim agent {source!r}: {exc}") from None
+        else:
+            self.agent = load_agent(source, self.env)
+        kw = getattr(self.agent, "reclaim_env_kwargs", None)
+        if kw:
+            try:
+                self.env = ArylReclaimEnv(snapshots=list(snaps), **dict(kw))
+            except (TypeError, ValueError) as exc:
+                raise AgentUnavailable(f"agent {source!r} asks for env options {dict(kw)}: {exc}") from None
 
     def __call__(self, i: int, sn: Any) -> list[int]:
         env = self.env
@@ -503,6 +524,7 @@ def _run_locked(suite: ReclaimSuite, out: Path, agents: dict[str, str], resume: 
     keys = {k for k, _ in instances}
     rows = [r for (k, _), r in done.items() if k in keys and r["entrant"] in entrants]
     agg = aggregate(rows, list(entrants))
+    agg["by_size"] = aggregate_by_size(rows, list(entrants))
     agg.update(
         {
             "suite": suite.name,
@@ -512,7 +534,7 @@ def _run_locked(suite: ReclaimSuite, out: Path, agents: dict[str, str], resume: 
             "notes": notes,
         }
     )
-    table = render(agg)
+    table = render(agg) + "\n\n" + render_by_size(agg)
     md = out / "leaderboard.md"
     atomic_write_text(
         md,
@@ -521,6 +543,7 @@ def _run_locked(suite: ReclaimSuite, out: Path, agents: dict[str, str], resume: 
         "gap = total preemptions / optimum's - 1 (paired bootstrap 95% CI over instances).\n\n"
         + render(agg, markdown=True)
         + "\n"
+        + render_by_size(agg, markdown=True)
         + "".join(f"\n* note: {n}" for n in notes)
         + "\n"
     )
@@ -611,6 +634,56 @@ def aggregate(rows: Sequence[Mapping[str, Any]], entrants: Sequence[str], boot: 
     return {"entrants": table}
 
 
+#: loaned-server counts where the size breakdown splits (paper section 7.3: below 60 and from 60)
+SIZE_EDGES: tuple[int, ...] = (60,)
+
+
+def size_bins(edges: Sequence[int] = SIZE_EDGES) -> list[tuple[str, int, float]]:
+    """``(label, lowest, highest + 1)`` of the size bins: ``<60`` and ``>=60`` by default."""
+    bounds = [0, *edges, math.inf]
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        label = f"<{hi}" if lo == 0 else (f">={lo}" if hi == math.inf else f"{lo}-{int(hi) - 1}")
+        out.append((label, int(lo), hi))
+    return out
+
+
+def aggregate_by_size(rows: Sequence[Mapping[str, Any]], entrants: Sequence[str],
+                      edges: Sequence[int] = SIZE_EDGES, boot: int = 1000) -> dict[str, Any]:
+    """:func:`aggregate` within each size bin (loaned servers of the instance): label ->
+    ``{"instances": N, "entrants": [...]}``."""
+    out: dict[str, Any] = {}
+    for label, lo, hi in size_bins(edges):
+        sub = [r for r in rows if lo <= int(r["servers"]) < hi]
+        out[label] = {
+            "instances": len({str(r["instance"]) for r in sub}),
+            "entrants": aggregate(sub, entrants, boot)["entrants"],
+        }
+    return out
+
+
+def render_by_size(agg: Mapping[str, Any], markdown: bool = False) -> str:
+    """The gap of each entrant within each size bin (``agg["by_size"]``)."""
+    head = ["loaned servers", "instances", "entrant", "preemptions", "optimum's", "gap vs optimum [95% CI]",
+            "optimal on", "ms / decision"]
+    rows = []
+    for label, b in agg.get("by_size", {}).items():
+        for t in b["entrants"]:
+            if t["entrant"] == "optimum":
+                continue
+            lo, hi = t["gap_ci"]
+            gap = "-" if t["optimal_preemptions"] == 0 and t["preemptions"] == 0 else (
+                f"{100 * t['gap']:+.1f}% [{100 * lo:+.1f}, {100 * hi:+.1f}]")
+            rows.append([label, b["instances"], t["entrant"] + ("" if t["kind"] == "policy" else " (agent)"),
+                         f"{t['preemptions']}", f"{t['optimal_preemptions']}", gap,
+                         f"{100 * t['optimal_share']:.1f}%", f"{t['ms_mean']:.2f}"])
+    if not markdown:
+        return "by size:\n" + text_table(rows, head)
+    lines = ["### By size", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
 def render(agg: Mapping[str, Any], markdown: bool = False) -> str:
     head = ["rank", "entrant", "preemptions", "gap vs optimum [95% CI]", "extra / instance",
             "optimal on", "overlap", "ms / decision"]
@@ -637,12 +710,15 @@ def render(agg: Mapping[str, Any], markdown: bool = False) -> str:
 
 
 __all__ = [
+    "SIZE_EDGES",
     "ReclaimSuite",
     "aggregate",
+    "aggregate_by_size",
     "build_instances",
     "is_reclaim_suite",
     "load_reclaim_suite",
     "random_reclaim",
     "reclaim_suite_from_dict",
+    "render_by_size",
     "run_reclaim_suite",
 ]
