@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -79,6 +80,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "failed to map" not in str(exc) and "Cannot allocate memory" not in str(exc):
             raise
         out_of_memory = True
+    except BrokenPipeError:
+        # the reader went away (``aryl-gym simulate --json | head``): not an error of ours
+        try:
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(fd, sys.stdout.fileno())  # nothing more reaches the closed pipe at exit
+        except (OSError, ValueError):  # pragma: no cover - stdout without a descriptor
+            pass
+        return 141  # 128 + SIGPIPE, as a shell reports a command ended by a closed pipe
     except OSError as exc:
         if exc.filename is None:
             raise

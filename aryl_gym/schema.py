@@ -11,8 +11,9 @@ Constraints go into the dataclass annotations with :mod:`annotated_types`
 is built on first use and cached.
 
 Strict mode means no coercion: ``"3"`` is not an integer, ``1.5`` is not an integer, ``true``
-is not a number. Two exceptions are explicit: an integer is accepted where a float is expected
-(YAML writes ``load: 1``), and a list is accepted where a tuple is expected (YAML has no tuples).
+is not a number. Three exceptions are explicit: an integer is accepted where a float is expected
+(YAML writes ``load: 1``), a whole float where an integer is expected (YAML reads
+``num_jobs: 1e5`` as a float), and a list where a tuple is expected (YAML has no tuples).
 
 A :class:`pydantic.ValidationError` becomes a :class:`~aryl_gym.config.ConfigError` whose
 message names the file, the key path (``workload.num_jobs``), what was expected and what was
@@ -80,8 +81,11 @@ _MODEL_TO_DATACLASS: dict[Any, type] = {}
 def _convert(ann: Any) -> Any:
     """A dataclass annotation made ready for the strict model (nested dataclasses -> models)."""
     # pydantic (about 0.3 s to import): only when a config is validated
-    from pydantic import Field
+    from pydantic import BeforeValidator, Field
 
+    if ann is int:
+        # YAML reads 1e5 as a float: a whole one is the integer (1.5 stays an error)
+        return Annotated[int, BeforeValidator(_whole_float)]
     origin = get_origin(ann)
     if origin is Annotated:
         base, *meta = get_args(ann)
@@ -102,6 +106,14 @@ def _convert(ann: Any) -> Any:
         (a,) = get_args(ann) or (Any,)
         return list[_convert(a)]  # type: ignore[misc]
     return ann
+
+
+def _whole_float(value: Any) -> Any:
+    """``1e5`` / ``30.0`` -> ``100000`` / ``30`` (the command line's integer flags read them
+    alike, :func:`aryl_gym.fileio.parse_number`); anything else as is, for the strict check."""
+    if type(value) is float and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return value
 
 
 def _to_dataclass(value: Any) -> Any:

@@ -174,6 +174,10 @@ def main() -> None:
                 p.error(f"{flag} {u!r} names no --agent entry (labels: {', '.join(labels)})")
     against = [x.strip() for x in a.against.split(",") if x.strip()]
     scenarios = [x.strip() for x in a.scenario.split(",") if x.strip()]
+    if not scenarios:  # was: nothing played, nothing printed, exit 0
+        p.error(f"--scenario {a.scenario!r}: give at least one scenario, e.g. testbed or basic,production")
+    if not against:  # was: a table with no comparison
+        p.error(f"--against {a.against!r}: give at least one reference, e.g. aryl,sjf")
     from aryl_gym.config import ConfigError, load_scenario
     from aryl_gym.fileio import atomic_write_text, check_output_file
 

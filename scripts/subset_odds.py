@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from aryl_gym.fileio import parse_number
 from aryl_gym.stats import paired_bootstrap_ratio
 
 
@@ -97,6 +98,22 @@ def subset_odds(x: np.ndarray, y: np.ndarray, n: int, draws: int = 2000, reps: i
     return ok_point / draws, ok_upper / draws
 
 
+def _number(text: str) -> float:
+    """A finite number (``0.97``, ``9.7e-1``): NaN used to match every load and every bar."""
+    try:
+        return float(parse_number(text, "value"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
+
+
+def _whole(text: str) -> int:
+    """A whole number (``2000``, ``2e3``)."""
+    try:
+        return int(parse_number(text, "value", integer=True))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
+
+
 def _labels(items: list[str]) -> dict[int | None, str]:
     out: dict[int | None, str] = {}
     for it in items:
@@ -115,17 +132,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("files", nargs="+", help="JSON files of scripts/eval_v1.py --json")
     p.add_argument("--agent", action="append", required=True, help="LABEL, or FILE_INDEX:LABEL for one file")
     p.add_argument("--vs", default="aryl")
-    p.add_argument("--load", type=float, required=True)
+    p.add_argument("--load", type=_number, required=True)
     p.add_argument("--n", default="10,20,40", help="subset sizes, comma-separated")
-    p.add_argument("--draws", type=int, default=2000)
-    p.add_argument("--point", type=float, default=0.97)
-    p.add_argument("--upper", type=float, default=1.0)
+    p.add_argument("--draws", type=_whole, default=2000)
+    p.add_argument("--point", type=_number, default=0.97)
+    p.add_argument("--upper", type=_number, default=1.0)
     a = p.parse_args(argv)
     try:
         labels = _labels(a.agent)
-        sizes = [int(s) for s in a.n.split(",") if s.strip()]
+        sizes = [_whole(s) for s in a.n.split(",") if s.strip()]
     except (argparse.ArgumentTypeError, ValueError) as exc:
-        p.error(str(exc))
+        p.error(f"--n {a.n!r}: {exc}" if "--agent" not in str(exc) else str(exc))
+    if not sizes:  # was: an empty table, exit 0
+        p.error(f"--n {a.n!r}: give at least one subset size, e.g. 10,20,40")
+    dup = sorted({n for n in sizes if sizes.count(n) > 1})
+    if dup:  # was: the same row printed twice
+        p.error(f"--n: {dup[0]} is given twice; give each size once")
+    if min(sizes) < 1:
+        p.error(f"--n: subset sizes must be >= 1, got {min(sizes)}")
     if a.draws < 1:
         p.error("--draws must be >= 1")
     try:
@@ -134,10 +158,13 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"no file has load {a.load}")
         print(f"{len(x)} pooled seeds at load {a.load}: {labels[None]} / {a.vs} = {x.mean() / y.mean():.3f} "
               f"({int((x > y).sum())} seeds above 1, the largest {float((x / y).max()):.3f})")
+        if max(sizes) > len(x):  # before the table, not after some of its rows
+            raise ValueError(f"n={max(sizes)} must be between 1 and the {len(x)} pooled seeds")
         print(f"| n | P(ratio <= {a.point}) | P(95% upper end < {a.upper}) |\n|---|---|---|")
         for n in sizes:
             pp, pu = subset_odds(x, y, n, a.draws, point=a.point, upper=a.upper)
-            print(f"| {n} | {pp:.3f} | {pu:.3f} |")
+            # one seed has no spread: its bootstrap interval has zero width (was: counted as met)
+            print(f"| {n} | {pp:.3f} | {'n/a (one seed has no interval)' if n < 2 else f'{pu:.3f}'} |")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

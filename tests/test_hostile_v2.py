@@ -1152,3 +1152,325 @@ def test_train_resume_of_a_missing_file_says_so(tmp_path: Path, capsys: pytest.C
     """Was: "no config.yaml in its run folder" for a checkpoint path that does not exist."""
     rc, _, err = _cli(["train", "--resume", str(tmp_path / "nope.zip"), "--timesteps", "64"], capsys)
     assert rc == 2 and "nope.zip: file not found" in err
+
+
+# ----------------------------------------------------------------------------------------------
+# the "unclear" cases, tried one by one: scientific notation in every numeric flag, empty and
+# repeated lists, empty output paths, empty results with exit 0
+# ----------------------------------------------------------------------------------------------
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """``aryl-gym ARGV``: exit code (argparse's own errors included), stdout, stderr."""
+    try:
+        rc = main(argv)
+    except SystemExit as exc:
+        rc = int(exc.code or 0)
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+@pytest.fixture()
+def trace_csv(tmp_path: Path) -> Path:
+    """A two-job CSV trace with a byte-order mark, CRLF line ends and scientific notation."""
+    p = tmp_path / "t.csv"
+    p.write_bytes(b"\xef\xbb\xbfsubmit,gpus,duration\r\n0,1,600\r\n1.2e2,2,1.8e3\r\n")
+    return p
+
+
+#: short runs, so that a row that regresses fails in seconds rather than running a default-size job
+_SS = ["--scenario", "tiny", "--seeds", "0-1", "--policies", "fifo,sjf", "--out", "ss"]
+_RP = ["--scale", "tiny", "--rows", "jct-aryl-baseline", "--seeds", "1", "--no-progress"]
+_TR = ["--config", "maskable_ppo", "--scenario", "tiny", "--timesteps", "64", "--set", "batch_size=32",
+       "--eval-freq", "0", "--checkpoint-freq", "0", "--quiet"]
+_COLS = ["--trace-format", "csv", "--columns", "submit=submit,gpus=gpus,duration=duration"]
+
+
+@pytest.mark.parametrize(
+    "argv, rc, where, match",
+    [
+        # integer flags read 1e0 as 1 (was: "invalid int value" / "must be an integer >= 0")
+        (["simulate", "--scenario", "tiny", "--seed", "1e0", "--no-progress"], 0, "out", "seed 1"),
+        (["simulate", "--scenario", "tiny", "--train-servers", "2e0", "--no-progress"], 0, "out", "avg_jct"),
+        (["simulate", "--scenario", "tiny", "--seed", "1.5"], 2, "err", "--seed: must be an integer >= 0"),
+        (["compare", "--scenario", "tiny", "--policies", "fifo", "--seeds", "1e0-2", "--quiet"], 0, "out",
+         "seeds 1,2"),
+        (["evaluate", "--agent", "", "--seeds", "1e3"], 2, "err", "--agent '': give a shipped agent name"),
+        (["calibrate", "--workers", "1e0", "--load-grid", ""], 2, "err", "--load-grid '': give loads"),
+        (["calibrate", "--workers", "0", "--relevance", "--load-grid", "0.5"], 2, "err",
+         "--workers: must be an integer >= 1"),
+        (["reproduce", "--scale", "tiny", "--first-seed", "1e0", "--rows", "nope"], 2, "err", "unknown row 'nope'"),
+        (["reclaim-study", "--synthetic", "2e0", "--bins", "2e1,6e1", "--min-servers", "4e0",
+          "--max-servers", "2e1", "--json"], 0, "out", '"instances"'),
+        (["leaderboard", "--validate-seed", "1e0"], 2, "err", "give --suite NAME"),
+        # seed-study: its --seeds, --policies and --workers (was: "invalid literal for int() with
+        # base 10: ''", an IndexError traceback, --workers 0 and -1 accepted)
+        (["seed-study", "--scenario", "tiny", "--seeds", ""], 2, "err", "--seeds: give at least one seed"),
+        (["seed-study", "--scenario", "tiny", "--seeds", ","], 2, "err", "--seeds: give at least one seed"),
+        (["seed-study", "--scenario", "tiny", "--seeds", "0,0,1"], 2, "err", "seed 0 is given twice"),
+        (["seed-study", "--scenario", "tiny", "--seeds", "1e0,2", "--policies", "fifo"], 2, "err",
+         "give at least two"),
+        (["seed-study", "--scenario", "tiny", "--policies", ""], 2, "err", "--policies: give at least one name"),
+        (["seed-study", "--scenario", "tiny", "--policies", ","], 2, "err", "--policies: give at least one name"),
+        (["seed-study", *_SS, "--workers", "0"], 2, "err", "--workers: must be an integer >= 1"),
+        (["seed-study", *_SS, "--workers", "-1"], 2, "err", "--workers: must be an integer >= 1"),
+        # an empty output path (was: the current folder, or the default, silently)
+        (["seed-study", *_SS[:-2], "--out", ""], 2, "err", "--out: is empty"),
+        (["demos", "--out", ""], 2, "err", "--out: is empty"),  # was: "PosixPath('.') has an empty name"
+        (["leaderboard", "--suite", "nope", "--out", ""], 2, "err", "--out: is empty"),
+        (["main", "--suite", "nope", "--out", ""], 2, "err", "--out: is empty"),
+        (["reproduce", *_RP, "--out", ""], 2, "err", "--out: is empty"),
+        (["train", *_TR, "--out", ""], 2, "err", "--out: is empty"),
+        # reproduce --sweep: a value or a knob given twice (was: run and reported twice)
+        (["reproduce", *_RP, "--out", "rp", "--sweep", "workload.num_jobs=20,2e1"], 2, "err", "is given twice"),
+        (["reproduce", *_RP, "--out", "rp", "--sweep", "workload.num_jobs=20", "--sweep", "workload.num_jobs=30"],
+         2, "err", "the knob is swept twice"),
+        # train: a key given twice (was: the later one won silently)
+        (["train", *_TR, "--out", "runs", "--set", "n_steps=32", "--set", "n_steps=64"], 2, "err",
+         "--set n_steps=...: the key is given twice"),
+        (["train", *_TR, "--out", "runs", "--env", "window=8", "--env", "window=4"], 2, "err",
+         "--env window=...: the key is given twice"),
+    ],
+)
+def test_unclear_cases_cli(argv: list[str], rc: int, where: str, match: str, tmp_path: Path,
+                           monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # a case that used to write into the current folder writes here
+    got, out, err = _run(argv, capsys)
+    assert got == rc, (got, err[-400:])
+    assert match in (out if where == "out" else err), (out[-400:], err[-400:])
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "extra, rc, match",
+    [
+        (["--time-window", "0h,1e1h"], 0, "avg_jct"),  # was: "this trace has relative times"
+        (["--time-window", ","], 2, "give a START, an END or both"),  # was: the whole trace
+        (["--max-jobs", "1e0"], 0, "avg_jct                    600\n"),  # was: invalid int value (one job of 600 s kept)
+        (["--trace-option", "max_jobs=1e0"], 0, "avg_jct                    600\n"),  # was: "got 1.0"
+        (["--trace-option", "max_jobs=1", "--max-jobs", "2"], 2, "both set max_jobs"),
+        (["--vc", ""], 2, "vc '' names no virtual cluster"),  # was: every virtual cluster
+        (["--vc", "abc"], 2, "vc (a Philly virtual cluster) applies to philly traces"),  # was: ignored
+        (["--trace-option", ""], 2, "--trace-option '': expected KEY=VALUE"),  # was: ignored
+        # a key given twice (was: the later one won silently)
+        (["--trace-option", "sort=true", "--trace-option", "sort=false"], 2, "sort=...: the option is given twice"),
+        (["--units", "duration=s,duration=min"], 2, "'duration' is given twice"),
+    ],
+)
+def test_unclear_cases_trace_options(extra: list[str], rc: int, match: str, trace_csv: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    got, out, err = _run(["simulate", "--scenario", "tiny", "--trace", str(trace_csv), *_COLS,
+                          "--no-progress", *extra], capsys)
+    assert got == rc, err[-400:]
+    assert match in (out if rc == 0 else err) and "Traceback" not in err
+
+
+def test_trace_columns_given_twice(trace_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    got, _, err = _run(["trace-info", str(trace_csv), "--seed", "1e0", "--trace-format", "csv", "--columns",
+                        "submit=submit,gpus=gpus,duration=duration,gpus=submit"], capsys)
+    assert got == 2 and "'gpus' is given twice" in err
+
+
+@pytest.mark.parametrize(
+    "rows, match",
+    [
+        ("time,utilization\ninf,0.5\n", "u.csv:2: column 'time': 'inf' is not a finite number"),  # was: no file
+        ("time,utilization\n0,nan\n", "u.csv:2: column 'utilization': 'nan' is not a number"),
+    ],
+)
+def test_utilisation_csv_non_finite_values_name_file_and_line(rows: str, match: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "u.csv").write_text(rows)
+    text = (ROOT / "configs/scenarios/tiny.yaml").read_text()
+    text = text.replace("  mode: diurnal", f"  mode: csv\n  csv: {tmp_path / 'u.csv'}")
+    (tmp_path / "s.yaml").write_text(text)
+    got, _, err = _run(["simulate", "--scenario", str(tmp_path / "s.yaml"), "--no-progress"], capsys)
+    assert got == 2 and match in err and "Traceback" not in err
+
+
+def test_yaml_integer_fields_take_scientific_notation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: ``num_jobs: 3e1`` refused ("must be an integer, got 30.0") while ``--max-jobs 1e1``
+    and ``--set n_steps=...`` read it; a fraction is still refused."""
+    text = (ROOT / "configs/scenarios/tiny.yaml").read_text()
+    assert "num_jobs: 30\n" in text and "train_servers: 2\n" in text
+    (tmp_path / "sci.yaml").write_text(text.replace("num_jobs: 30\n", "num_jobs: 3e1\n")
+                                       .replace("train_servers: 2\n", "train_servers: 2e0\n"))
+    (tmp_path / "frac.yaml").write_text(text.replace("num_jobs: 30\n", "num_jobs: 30.5\n"))
+    a, b = load_scenario(str(tmp_path / "sci.yaml")), load_scenario("tiny")
+    assert a.workload.num_jobs == 30 and type(a.workload.num_jobs) is int and a.cluster == b.cluster
+    assert rp.config_hash(a) == rp.config_hash(b)
+    got, _, err = _run(["simulate", "--scenario", str(tmp_path / "frac.yaml")], capsys)
+    assert got == 2 and "workload.num_jobs must be an integer, got 30.5" in err
+    from aryl_gym.leaderboard.suites import parse_seeds
+
+    assert parse_seeds([0, 1e3], "suite") == (0, 1000)  # was: "seeds[1] must be an integer, got 1000.0"
+
+
+def test_train_counts_in_scientific_notation_and_bad_counts(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: ``--set n_steps=6.4e1`` (or ``n_steps: 6.4e1`` in the YAML) and ``--set n_steps=``
+    ended in a TypeError traceback from SB3, after the run folder was made."""
+    sb3 = pytest.importorskip("sb3_contrib")
+    from aryl_gym.config import ConfigError
+    from aryl_gym.train.config import check_hyperparams, whole_counts
+
+    hp = whole_counts(sb3.MaskablePPO, {"n_steps": 64.0, "batch_size": 3.2e1, "learning_rate": 1e-4, "gamma": 1.0})
+    assert hp == {"n_steps": 64, "batch_size": 32, "learning_rate": 1e-4, "gamma": 1.0}
+    assert type(hp["n_steps"]) is int and type(hp["gamma"]) is float
+    for bad in (64.5, None):
+        with pytest.raises(ConfigError, match="n_steps: .* must be a whole number"):
+            check_hyperparams(sb3.MaskablePPO, {"n_steps": bad})
+    got, _, err = _run(["train", "--config", "maskable_ppo", "--scenario", "tiny", "--out", str(tmp_path),
+                        "--set", "n_steps="], capsys)
+    assert got == 2 and "n_steps: None must be a whole number" in err and list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def one_seed_board(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A leaderboard of fifo and sjf on one tiny seed (two short episodes)."""
+    d = tmp_path_factory.mktemp("lb1")
+    (d / "suite.yaml").write_text("name: t\nscenarios: [tiny]\nseeds: [0]\nbaseline: fifo\n"
+                                  "policies: [fifo, sjf]\nagents: {}\n")
+    assert main(["leaderboard", "--suite", str(d / "suite.yaml"), "--out", str(d / "out"), "--workers", "1",
+                 "--no-progress", "--no-plots", "--no-tensorboard"]) == 0
+    return d / "out"
+
+
+def test_leaderboard_one_seed_ratio_has_no_interval(one_seed_board: Path) -> None:
+    """Was: one seed gave the x Baseline column '-' (no ratio, no reason) and a header claiming
+    "paired 95% CIs"; now the ratio with "[n/a: one seed]"."""
+    md = (one_seed_board / "leaderboard.md").read_text()
+    row = next(ln for ln in md.splitlines() if ln.startswith("| ") and "| sjf |" in ln)
+    assert "[n/a: one seed]" in row.split("|")[4], row
+    agg = json.loads((one_seed_board / "leaderboard.json").read_text())
+    sjf = next(e for e in agg["scenarios"]["tiny"]["entrants"] if e["policy"] == "sjf")
+    assert sjf["vs_baseline"]["ci"] == [None, None] and 0 < sjf["vs_baseline"]["value"] < 10
+    assert not sjf["tied_with"]  # one seed separates nothing and ties nothing
+    from aryl_gym.leaderboard.report import render_console
+
+    head = render_console(agg).splitlines()[0]
+    assert "1 seed," in head and "no intervals" in head and "95% CIs" not in head
+
+
+def test_results_csv_with_a_byte_order_mark_is_read(one_seed_board: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a results.csv saved with a BOM was "not this version's schema (unexpected: \\ufeffsuite)"."""
+    p = tmp_path / "results.csv"
+    p.write_bytes(b"\xef\xbb\xbf" + (one_seed_board / "results.csv").read_bytes())
+    got, out, err = _run(["leaderboard", "--validate", str(p)], capsys)
+    assert got == 0 and "validated 2 of 2 rows" in out, err
+
+
+def test_reproduce_cached_only_with_nothing_cached_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a table of '-' rows, "0 of 12 rows within tolerance" and exit 0."""
+    got, _, err = _run(["reproduce", "--scale", "tiny", "--cached-only", "--no-progress",
+                        "--out", str(tmp_path / "rp")], capsys)
+    assert got == 1 and "--cached-only: no episode of this table is cached" in err
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--scenario", ","], "--scenario ',': give at least one scenario"),  # was: no output, exit 0
+        (["--scenario", ""], "--scenario '': give at least one scenario"),
+        (["--against", ""], "--against '': give at least one reference"),  # was: no comparison
+        (["--seeds", "1e0,1e0"], "seed 1 is given twice"),
+    ],
+)
+def test_eval_v1_empty_lists(argv: list[str], match: str, monkeypatch: pytest.MonkeyPatch,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    from .helpers import load_script
+
+    mod = load_script("eval_v1")
+    played: list[Any] = []
+    monkeypatch.setattr(mod, "evaluate", lambda *a, **k: played.append(a))
+    monkeypatch.setattr(sys, "argv", ["eval_v1.py", "--agent", "ppo-v1", "--seeds", "0", *argv])
+    with pytest.raises(SystemExit) as exc:
+        mod.main()
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and match in err and played == []
+
+
+@pytest.mark.parametrize(
+    "argv, rc, match",
+    [
+        (["--n", ""], 2, "--n '': give at least one subset size"),  # was: an empty table, exit 0
+        (["--n", ","], 2, "--n ',': give at least one subset size"),
+        (["--n", "2,2"], 2, "--n: 2 is given twice"),  # was: the row printed twice
+        (["--n", "2.5"], 2, "expected a whole number"),
+        (["--n", "0"], 2, "subset sizes must be >= 1"),
+        (["--n", "9"], 2, "n=9 must be between 1 and the 3 pooled seeds"),
+        (["--load", "nan"], 2, "--load: expected a finite number"),  # was: NaN matched every load
+        (["--point", "nan"], 2, "--point: expected a finite number"),  # was: every odds 0.000
+        (["--upper", "inf"], 2, "--upper: expected a finite number"),
+        (["--n", "2e0", "--draws", "1e1", "--load", "9e-1"], 0, "| 2 |"),  # was: invalid int value
+        # one seed: a zero-width interval (was: counted as meeting the bar)
+        (["--n", "1"], 0, "| 1 | 1.000 | n/a (one seed has no interval) |"),
+    ],
+)
+def test_subset_odds_flags(argv: list[str], rc: int, match: str, tmp_path: Path,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    from .helpers import load_script
+
+    so = load_script("subset_odds")
+    f = tmp_path / "a.json"
+    f.write_text(json.dumps([{"load": 0.9, "avg_jct": {"x": [1.0, 2.0, 3.0], "aryl": [2.0, 3.0, 4.0]}}]))
+    base = {"--load": "0.9", "--n": "2", "--draws": "5"}
+    args = [str(f), "--agent", "x", *argv]
+    for k, v in base.items():
+        if k not in argv:
+            args += [k, v]
+    try:
+        got = so.main(args)
+    except SystemExit as exc:
+        got = int(exc.code or 0)
+    cap = capsys.readouterr()
+    assert got == rc and match in (cap.out if rc == 0 else cap.err), (cap.out, cap.err)
+
+
+def test_a_closed_pipe_is_no_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was: ``aryl-gym simulate --json | head -c 100`` ended in a BrokenPipeError traceback."""
+    import sys
+
+    class Closed:
+        def write(self, s: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def fileno(self) -> int:
+            raise OSError("no descriptor")
+
+    monkeypatch.setattr(sys, "stdout", Closed())
+    assert main(["policies"]) == 141
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--only", ""], "--only: give at least one name, e.g. sim,knapsack"),  # was: every benchmark
+        (["--only", ","], "--only: give at least one name"),  # was: "unknown benchmark(s) , "
+        (["--quick", "--only", "pollux"], "not measured with --quick"),  # was: nothing printed, exit 0
+    ],
+)
+def test_bench_empty_or_skipped_selection(argv: list[str], match: str, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import aryl_gym.benchmarks as benchmarks
+
+    ran: list[str] = []
+
+    def fake_fn(name: str) -> Any:
+        def fn(quick: bool) -> list[dict[str, Any]]:
+            if quick and name in benchmarks.QUICK_SKIPS:
+                return []
+            ran.append(name)
+            return [{"x": 1}]
+        return fn
+
+    fake = [type(b)(b.name, b.title, fake_fn(b.name)) for b in benchmarks.BENCHMARKS]
+    monkeypatch.setattr(benchmarks, "BENCHMARKS", fake)
+    got, _, err = _run(["bench", *argv], capsys)
+    assert got == 2 and match in err and ran == []
+    got, _, err = _run(["bench", "--quick", "--only", "pollux,knapsack"], capsys)
+    assert got == 0 and "pollux: skipped by --quick" in err and ran == ["knapsack"]

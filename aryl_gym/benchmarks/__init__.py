@@ -193,6 +193,10 @@ def bench_tensorboard(quick: bool) -> Rows:
     return bench_writer(reference=not quick)
 
 
+#: the benchmarks ``--quick`` skips (they return no rows)
+QUICK_SKIPS = ("env", "pollux", "train")
+
+
 @register("env", "environment steps per second (aryl_gym.benchmarks.env)")
 def bench_env_rows(quick: bool) -> Rows:
     if quick:

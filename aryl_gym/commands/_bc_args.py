@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import argparse
 
+from aryl_gym.commands._common import int_arg, seed_arg
+
 
 def bc_parser(description: str | None = None) -> argparse.ArgumentParser:
     """The parser of ``python -m aryl_gym.train.bc``."""
     p = argparse.ArgumentParser(prog="python -m aryl_gym.train.bc", description=description)
     p.add_argument("--config", default="maskable_ppo")
     p.add_argument("--scenario", default="testbed")
-    p.add_argument("--episodes", type=int, default=48)
-    p.add_argument("--seed", type=int, default=0, help="episode seeds seed .. seed+episodes-1")
+    p.add_argument("--episodes", type=int_arg, default=48)
+    p.add_argument("--seed", type=seed_arg, default=0, help="episode seeds seed .. seed+episodes-1")
     p.add_argument("--out", required=True)
     p.add_argument("--policy", default="sjf-grant",
                    help="demonstrator: sjf-grant (default) or a reference policy name acting "

@@ -26,7 +26,7 @@ def seeds_arg(text: str) -> list[int]:
             if not part:
                 continue
             if "-" in part[1:]:
-                a, b = (int(x) for x in part.split("-", 1))
+                a, b = (_whole(x) for x in part.split("-", 1))
                 if b < a:
                     raise argparse.ArgumentTypeError(f"seed range {part!r} is empty (end < start); write START-END")
                 if b - a + 1 + len(out) > MAX_SEEDS:
@@ -36,7 +36,7 @@ def seeds_arg(text: str) -> list[int]:
                     )
                 out.extend(range(a, b + 1))
             else:
-                out.append(int(part))
+                out.append(_whole(part))
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"seeds must be integers like '0,1,2' or '0-4', got {text!r}"
@@ -54,6 +54,11 @@ def seeds_arg(text: str) -> list[int]:
     return out
 
 
+def _whole(text: str) -> int:
+    """An integer as the one number parser reads it (``1000`` or ``1e3``); ValueError otherwise."""
+    return int(parse_number(text, integer=True))
+
+
 def _dups(xs: list[int]) -> list[int]:
     seen: set[int] = set()
     out = []
@@ -65,14 +70,29 @@ def _dups(xs: list[int]) -> list[int]:
 
 
 def seed_arg(text: str) -> int:
-    """A single seed: an integer in [0, 2**63)."""
+    """A single seed: an integer in [0, 2**63) (``1000`` or ``1e3``)."""
     try:
-        v = int(text)
+        v = _whole(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
     if not 0 <= v <= MAX_SEED:
         raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**63), got {v}")
     return v
+
+
+def int_arg(text: str) -> int:
+    """Any integer (``200`` or ``2e2``); the command checks its range."""
+    try:
+        return _whole(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+
+
+def out_arg(text: str) -> str:
+    """An output path: not empty (``--out ''`` used to mean the current folder, or the default)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give a folder or file path")
+    return text
 
 
 def positive_int(text: str) -> int:
@@ -97,11 +117,11 @@ def nonneg_int(text: str) -> int:
     return v
 
 
-def names_list(text: str, flag: str) -> list[str]:
+def names_list(text: str, flag: str, example: str = "fifo,aryl") -> list[str]:
     """``a,b,c`` -> names; empty or repeated names are a ValueError naming ``flag``."""
     names = [p.strip() for p in text.split(",") if p.strip()]
     if not names:
-        raise ValueError(f"{flag}: give at least one name, e.g. fifo,aryl")
+        raise ValueError(f"{flag}: give at least one name, e.g. {example}")
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ValueError(f"{flag}: {dup[0]!r} is given twice; each name may appear once")

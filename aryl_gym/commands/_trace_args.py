@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from aryl_gym.commands._common import int_arg
 from aryl_gym.config import ConfigError, ScenarioConfig
 from aryl_gym.workload.formats import format_names, guess_format
 from aryl_gym.workload.traces import load_trace
@@ -20,6 +21,8 @@ def _kv_pairs(text: str) -> dict[str, Any]:
         if "=" not in part:
             raise argparse.ArgumentTypeError(f"expected KEY=VALUE pairs separated by commas, got {part!r}")
         k, v = part.split("=", 1)
+        if k.strip() in out:  # was: the later value replaced the earlier silently
+            raise argparse.ArgumentTypeError(f"{k.strip()!r} is given twice in {text!r}; give each key once")
         out[k.strip()] = v.strip()
     return out
 
@@ -35,9 +38,11 @@ def _typed(v: str) -> Any:
     except ValueError:
         pass
     try:
-        return float(v)
+        x = float(v)
     except ValueError:
         return v
+    # the one number parser's reading: 1e3 is the integer 1000 (max_jobs=1e3)
+    return int(x) if "e" in v.lower() and x.is_integer() and abs(x) <= 2**53 else x
 
 
 def add_trace_arguments(parser: argparse.ArgumentParser, cluster: bool = True) -> None:
@@ -54,30 +59,41 @@ def add_trace_arguments(parser: argparse.ArgumentParser, cluster: bool = True) -
     g.add_argument("--vc", default=None, help="Philly virtual cluster id(s), comma-separated")
     g.add_argument("--time-window", default=None, help="START,END: offsets from the first job ('0h,48h') or timestamps")
     g.add_argument("--time-compression", type=float, default=None, help="divide arrival offsets by this factor")
-    g.add_argument("--max-jobs", type=int, default=None, help="keep the first N jobs (after the window)")
+    g.add_argument("--max-jobs", type=int_arg, default=None, help="keep the first N jobs (after the window)")
     g.add_argument("--trace-option", action="append", default=[], metavar="KEY=VALUE",
                    help="other trace options (duplicates=keep, profiles=..., throughputs=...)")
     if cluster:
         c = parser.add_argument_group("cluster overrides (else the scenario's)")
-        c.add_argument("--train-servers", type=int, default=None)
-        c.add_argument("--train-gpus-per-server", type=int, default=None)
+        c.add_argument("--train-servers", type=int_arg, default=None)
+        c.add_argument("--train-gpus-per-server", type=int_arg, default=None)
         c.add_argument("--train-gpu", default=None)
-        c.add_argument("--inf-servers", type=int, default=None)
-        c.add_argument("--inf-gpus-per-server", type=int, default=None)
+        c.add_argument("--inf-servers", type=int_arg, default=None)
+        c.add_argument("--inf-gpus-per-server", type=int_arg, default=None)
         c.add_argument("--inf-gpu", default=None)
 
 
 def trace_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     for item in getattr(args, "trace_option", None) or []:
+        if not item.strip():  # was: ignored
+            raise ConfigError("--trace-option '': expected KEY=VALUE (e.g. --trace-option sort=true)")
         if item.lstrip().startswith("delimiter="):  # the value may itself be a comma (or commas)
-            opts["delimiter"] = item.split("=", 1)[1]
-            continue
-        for k, v in _kv_pairs(item).items():
-            opts[k] = _typed(v)
+            pairs = {"delimiter": item.split("=", 1)[1]}
+        else:
+            try:
+                pairs = {k: _typed(v) for k, v in _kv_pairs(item).items()}
+            except argparse.ArgumentTypeError as exc:
+                raise ConfigError(f"--trace-option {item!r}: {exc}") from None
+        for k, v in pairs.items():
+            if k in opts:  # was: the later value replaced the earlier silently
+                raise ConfigError(f"--trace-option {k}=...: the option is given twice; give each once")
+            opts[k] = v
     for key in ("vc", "time_window", "time_compression", "max_jobs"):
         v = getattr(args, key, None)
         if v is not None:
+            if key in opts:
+                flag = "--" + key.replace("_", "-")
+                raise ConfigError(f"{flag} and --trace-option {key}=... both set {key}; give one")
             opts[key] = v
     if getattr(args, "columns", None):
         opts["columns"] = args.columns

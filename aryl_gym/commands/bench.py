@@ -26,14 +26,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # at run time: aryl-gym imports every command module to build its parser
-    from aryl_gym.benchmarks import BENCHMARKS
-    from aryl_gym.commands._common import table
+    from aryl_gym.benchmarks import BENCHMARKS, QUICK_SKIPS
+    from aryl_gym.commands._common import names_list, table
 
     names = [b.name for b in BENCHMARKS]
-    only = [s.strip() for s in args.only.split(",")] if args.only else names
+    # was: --only '' ran every benchmark, --only , named an unknown benchmark ''
+    only = names_list(args.only, "--only", "sim,knapsack") if args.only is not None else names
     bad = [s for s in only if s not in names]
     if bad:
         raise ValueError(f"unknown benchmark(s) {', '.join(bad)}; known: {', '.join(names)}")
+    if args.quick and all(s in QUICK_SKIPS for s in only):
+        # was: nothing printed, exit 0
+        raise ValueError(f"--only {','.join(only)}: not measured with --quick (it skips "
+                         f"{', '.join(QUICK_SKIPS)}); drop --quick")
     if args.baseline:
         # the scale benchmark (subprocess timings of a baseline checkout): only when asked
         from aryl_gym.benchmarks import scale
@@ -48,7 +53,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"running {b.name} ...", file=sys.stderr, flush=True)
         rows = b.fn(args.quick)
         out[b.name] = rows
-        if args.json or not rows:
+        if not rows:  # was: left out of the output with no word
+            why = ("skipped by --quick" if args.quick and b.name in QUICK_SKIPS
+                   else "nothing measured (an optional extra it needs is missing?)")
+            print(f"{b.name}: {why}", file=sys.stderr)
+            continue
+        if args.json:
             continue
         print(f"## {b.name}: {b.title}")
         header = list(dict.fromkeys(k for r in rows for k in r))  # rows may differ in columns

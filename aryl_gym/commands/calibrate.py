@@ -8,7 +8,14 @@ import sys
 
 import numpy as np
 
-from aryl_gym.commands._common import add_scenario_args, names_list, seed_arg, seeds_arg, table
+from aryl_gym.commands._common import (
+    add_scenario_args,
+    names_list,
+    positive_int,
+    seed_arg,
+    seeds_arg,
+    table,
+)
 
 NAME = "calibrate"
 HELP = "print the workload and the Baseline's figures beside the paper's calibration facts"
@@ -69,7 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(instead of --seed); with --relevance, its seeds (default 0-4)",
     )
     p.add_argument(
-        "--workers", type=int, default=1, help="with --relevance or --load-grid: parallel processes (default 1)"
+        "--workers", type=positive_int, default=1, help="with --relevance or --load-grid: parallel processes (default 1)"
     )
     p.add_argument(
         "--policies",
@@ -95,6 +102,8 @@ def _arrival_rows(ep) -> list[dict]:
 
 def check_modes(args: argparse.Namespace) -> None:
     """Options that would be silently ignored are errors: --relevance runs its own grid."""
+    if args.load_grid is not None and not args.load_grid.strip():  # was: the calibration table instead
+        raise ValueError("--load-grid '': give loads, e.g. 0.3-0.9 or 0.4,0.8 (or leave the flag out)")
     if args.relevance and args.load_grid:
         raise ValueError("--relevance and --load-grid are two different runs; give one of them")
     if args.relevance and args.scenario is not None:

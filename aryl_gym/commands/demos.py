@@ -21,7 +21,13 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from aryl_gym.commands._common import add_json_arg, add_scenario_args, positive_int, seed_arg
+from aryl_gym.commands._common import (
+    add_json_arg,
+    add_scenario_args,
+    out_arg,
+    positive_int,
+    seed_arg,
+)
 from aryl_gym.envs import DEFAULT_ENV_ID
 from aryl_gym.rollout import Step, play
 
@@ -38,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=positive_int, default=16)
     p.add_argument("--format", choices=("npz", "minari"), default="npz",
                    help="npz: one .npz file (--out); minari: a Minari dataset (the offline extra)")
-    p.add_argument("--out", default=None, help="output .npz file (.npz is added when missing; --format npz)")
+    p.add_argument("--out", type=out_arg, default=None, help="output .npz file (.npz is added when missing; --format npz)")
     p.add_argument("--dataset-id", default=None, metavar="ID",
                    help="Minari dataset id (default aryl_gym/SCENARIO/POLICY-v0)")
     p.add_argument("--minari-path", default=None, metavar="DIR",

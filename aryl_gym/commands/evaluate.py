@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
         run_reference,
     )
 
+    if any(not a.strip() for a in args.agent):  # was: "agent folder . holds no model.zip"
+        raise ValueError("--agent '': give a shipped agent name, a model .zip, a run folder or a policy name")
     dup = sorted({a for a in args.agent if args.agent.count(a) > 1})
     if dup:
         raise ValueError(f"--agent {dup[0]} is given twice; each agent may appear once")

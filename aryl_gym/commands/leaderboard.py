@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from aryl_gym.commands._common import add_json_arg, nonneg_int, positive_int, seed_arg
+from aryl_gym.commands._common import add_json_arg, nonneg_int, out_arg, positive_int, seed_arg
 
 NAME = "leaderboard"
 HELP = "rank policies and learned agents on a fixed suite (CSV rows, table, plots, TensorBoard)"
@@ -52,7 +52,7 @@ def add_run_arguments(p: argparse.ArgumentParser, default_workers: int | None = 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", help="suite name (configs/suites/NAME.yaml) or path to a suite YAML")
-    p.add_argument("--out", default=None, help="output folder (default results/SUITE)")
+    p.add_argument("--out", type=out_arg, default=None, help="output folder (default results/SUITE)")
     p.add_argument(
         "--agent",
         action="append",

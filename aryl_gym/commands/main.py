@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aryl_gym.commands._common import add_json_arg
+from aryl_gym.commands._common import add_json_arg, out_arg
 from aryl_gym.commands.leaderboard import (
     add_run_arguments,
     default_workers,
@@ -27,7 +27,7 @@ HELP = "the main job: run the quick leaderboard and show where its table, plots 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", default="quick", help="suite to run (default quick)")
-    p.add_argument("--out", default=None, help="output folder (default results/SUITE)")
+    p.add_argument("--out", type=out_arg, default=None, help="output folder (default results/SUITE)")
     p.add_argument("--fresh", action="store_true", help="recompute everything (moves old results aside)")
     add_json_arg(p)
     add_run_arguments(p)

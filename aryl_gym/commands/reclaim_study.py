@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from aryl_gym.commands._common import seed_arg
+from aryl_gym.commands._common import int_arg, seed_arg
+from aryl_gym.fileio import parse_number
 
 NAME = "reclaim-study"
 HELP = "compare Aryl's reclaim heuristic with the exact optimum (MILP), binned by loaned servers"
@@ -70,13 +71,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--synthetic",
         "--instances",
         dest="synthetic",
-        type=int,
+        type=int_arg,
         default=None,
         help="random synthetic instances (default 200 when no --scenario/--snapshots, else 0)",
     )
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the synthetic instances")
-    p.add_argument("--min-servers", type=int, default=4, help="fewest synthetic loaned servers (default 4)")
-    p.add_argument("--max-servers", type=int, default=200, help="most synthetic loaned servers (default 200)")
+    p.add_argument("--min-servers", type=int_arg, default=4, help="fewest synthetic loaned servers (default 4)")
+    p.add_argument("--max-servers", type=int_arg, default=200, help="most synthetic loaned servers (default 200)")
     p.add_argument(
         "--elastic", type=float, default=0.5, help="fraction of elastic synthetic jobs (default 0.5)"
     )
@@ -88,7 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def parse_bins(text: str) -> list[int]:
     try:
-        edges = [int(x) for x in text.split(",") if x.strip()]
+        edges = [int(parse_number(x, integer=True)) for x in text.split(",") if x.strip()]  # 2e1 = 20
     except ValueError:
         raise ValueError(f"--bins takes increasing integers such as '20,60', got {text!r}") from None
     if any(b <= 0 for b in edges) or edges != sorted(set(edges)):

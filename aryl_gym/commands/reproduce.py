@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aryl_gym.commands._common import names_list, positive_int
+from aryl_gym.commands._common import names_list, out_arg, positive_int, seed_arg
 
 #: the most seeds per policy ``--seeds`` takes (README, "Size limits")
 MAX_SEEDS = 10_000
@@ -57,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="paper: production size; mid: basic/ideal (default); tiny: seconds (tests)")
     p.add_argument("--seeds", type=positive_int, default=None,
                    help="seeds per policy (default: 3 at paper scale, every policy; 5 mid; 3 tiny)")
-    p.add_argument("--first-seed", type=int, default=0, help="seeds are FIRST..FIRST+N-1 (default 0)")
+    p.add_argument("--first-seed", type=seed_arg, default=0, help="seeds are FIRST..FIRST+N-1 (default 0)")
     p.add_argument("--workers", type=positive_int, default=1, help="parallel episodes (default 1)")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local process pool (default) or Ray (RAY_ADDRESS or a local Ray)")
@@ -75,7 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default=None,
                    help="--study only: run the study on this scenario (name or YAML) instead of "
                         "the scale's Basic")
-    p.add_argument("--out", default=None, help="folder for the episode cache and reproduction.md "
+    p.add_argument("--out", type=out_arg, default=None, help="folder for the episode cache and reproduction.md "
                                                "(default results/reproduce-SCALE)")
     p.add_argument("--write-docs", action="store_true",
                    help="also update the generated blocks of docs/reproduction.md")
@@ -192,6 +192,10 @@ def _run_locked(args: argparse.Namespace, rp: Any, scale: Any, out: Path, specs:
     # One pool for the table and every sweep point; an episode shared by several (a sweep value
     # equal to the shipped one) runs once.
     results, stats = run_tasks([*tasks, *(t for _, _, ts in sweep_tasks for t in ts)])
+    if args.cached_only and not results:  # was: a table of '-' rows and exit 0
+        print(f"aryl-gym reproduce: error: --cached-only: no episode of this table is cached in {out}; "
+              "run without --cached-only (or give the --out folder of an earlier run)", file=sys.stderr)
+        return 1
     by_key = {t.key: r for t, r in results.items()}
 
     def rows_for(ts: list[Any]) -> list[Any]:

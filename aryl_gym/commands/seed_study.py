@@ -14,13 +14,15 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from aryl_gym.commands._common import names_list, out_arg, positive_int, seeds_arg
+
 NAME = "seed-study"
 HELP = "seeds a suite needs to separate a given difference (paired seed-to-seed spread)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default="testbed", help="scenario (default testbed)")
-    p.add_argument("--seeds", default="2000-2019", help='seeds, "A-B" or "a,b,c" (default 2000-2019)')
+    p.add_argument("--seeds", type=seeds_arg, default="2000-2019", help='seeds, "A-B" or "a,b,c" (default 2000-2019)')
     p.add_argument(
         "--policies",
         default="fifo,sjf,aryl,afs,gandiva,pollux",
@@ -30,8 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="add a learned agent (as in aryl-gym leaderboard); repeatable")
     p.add_argument("--metric", default="avg_jct", help="metric compared (default avg_jct)")
     p.add_argument("--delta", type=float, default=0.03, help="difference to separate (default 0.03)")
-    p.add_argument("--out", default="results/seed-study", help="output folder (rows, resumable)")
-    p.add_argument("--workers", type=int, default=None, help="parallel episodes (default CPU count)")
+    p.add_argument("--out", type=out_arg, default="results/seed-study", help="output folder (rows, resumable)")
+    p.add_argument("--workers", type=positive_int, default=None, help="parallel episodes (default CPU count)")
     p.add_argument("--fresh", action="store_true", help="recompute (moves old rows aside)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
 
@@ -56,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--delta must be > 0, got {args.delta}")
         if args.metric not in METRIC_TYPES:
             raise ConfigError(f"--metric {args.metric!r}: unknown; one of {', '.join(METRIC_TYPES)}")
-        policies = [s.strip() for s in args.policies.split(",") if s.strip()]
+        policies = names_list(args.policies, "--policies")
         agents = {}
         for a in args.agent:
             if "=" not in a:
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             if name in agents:  # was: the later one replaced the earlier silently
                 raise ConfigError(f"--agent {name}=...: the name is given twice; names must be unique")
             agents[name] = src
-        seeds: Any = args.seeds if "-" in args.seeds else [int(s) for s in args.seeds.split(",")]
+        seeds: Any = list(args.seeds)  # seeds_arg: distinct, non-negative, 1e3 read as 1000
         suite = suite_from_dict(
             {
                 "name": "seed-study",

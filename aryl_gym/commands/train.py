@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from aryl_gym.commands._common import nonneg_int, positive_int, seed_arg, seeds_arg
+from aryl_gym.commands._common import nonneg_int, out_arg, positive_int, seed_arg, seeds_arg
 
 NAME = "train"
 HELP = "train a learned agent with stable-baselines3 or RLlib (run folder, TensorBoard, checkpoints)"
@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the run's total counted from its start, not extra steps: a checkpoint at "
                         "40000 steps with --timesteps 100000 trains 60000 more")
     p.add_argument("--seed", type=seed_arg, default=None, help="training seed (env i starts at seed + i)")
-    p.add_argument("--out", default="runs", help="parent folder of run folders (default runs/)")
+    p.add_argument("--out", type=out_arg, default="runs", help="parent folder of run folders (default runs/)")
     p.add_argument("--n-envs", type=positive_int, default=None, help="parallel envs (overrides the config)")
     p.add_argument("--vec-env", choices=("dummy", "subproc"), default=None)
     p.add_argument("--resume", default=None, metavar="CKPT",
@@ -96,6 +96,8 @@ def build_config(args: argparse.Namespace):
             if "=" not in item:
                 raise ConfigError(f"--{opt} {item!r}: expected KEY=VALUE")
             k, v = item.split("=", 1)
+            if k.strip() in kv:  # was: the later value replaced the earlier silently
+                raise ConfigError(f"--{opt} {k.strip()}=...: the key is given twice; give each key once")
             kv[k.strip()] = load_yaml_value(v)  # as in the YAML files: 1e-4 is a number
         if kv:
             overrides[key] = kv

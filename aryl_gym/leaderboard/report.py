@@ -58,6 +58,7 @@ from aryl_gym.stats import (
     optimality_gap_ci,
     probability_of_improvement,
     probability_of_improvement_ci,
+    ratio,
     ratio_ci,
     tie_ranks,
 )
@@ -235,6 +236,7 @@ def compare_entrants(
     pairwise = []
     better: dict[tuple[str, str], bool] = {}
     cache: dict[tuple[str, str], dict[str, Any] | None] = {}
+    points: dict[tuple[str, str], dict[str, Any]] = {}  # one-seed ratios (no interval)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             seeds = _common_seeds(per[a], per[b], scenarios)
@@ -245,6 +247,16 @@ def compare_entrants(
                 point, lo, hi = ratio_ci(xa, xb)
                 if all(math.isfinite(v) for v in (point, lo, hi)):
                     res = _ci(point, lo, hi, len(seeds))
+            if res is None and len(seeds) == 1:
+                # one seed: the ratio without an interval (was: no ratio at all, '-'); it
+                # separates nothing
+                xa = _matrix(per[a], scenarios, seeds, metric)
+                xb = _matrix(per[b], scenarios, seeds, metric) if xa is not None else None
+                if xa is not None and xb is not None:
+                    one = ratio(xa, xb)
+                    if math.isfinite(one) and one > 0:
+                        points[(a, b)] = _ci(one, None, None, 1)
+                        points[(b, a)] = _ci(1.0 / one, None, None, 1)
             cache[(a, b)] = res
             if res is not None:
                 inv = _ci(1.0 / res["value"], 1.0 / res["ci"][1], 1.0 / res["ci"][0], res["seeds"])
@@ -275,12 +287,12 @@ def compare_entrants(
         st = stats_out[n]
         st["vs_baseline"] = (
             _ci(1.0, 1.0, 1.0, len(_common_seeds(per[n], per[n], scenarios)))
-            if n == baseline else cache.get((n, baseline))
+            if n == baseline else cache.get((n, baseline)) or points.get((n, baseline))
         )
         if reference is not None and reference in names:
             st["vs_reference"] = (
                 _ci(1.0, 1.0, 1.0, len(_common_seeds(per[n], per[n], scenarios)))
-                if n == reference else cache.get((n, reference))
+                if n == reference else cache.get((n, reference)) or points.get((n, reference))
             )
         else:
             st["vs_reference"] = None
@@ -761,9 +773,11 @@ def render_console(agg: Mapping[str, Any]) -> str:
                         r.append(_ratio(en["ratio_to_baseline"][k]))
             body.append(r)
         widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-        what = ("mean ± std, paired 95% CIs, = shared rank" if ci else
+        n_seeds = len(agg["protocol"]["seeds"])
+        what = ("mean ± std, paired 95% CIs, = shared rank" if ci and n_seeds > 1 else
+                "means; one seed gives no intervals (n/a) and separates no entrant" if ci else
                 "mean ± std; no confidence intervals or tied ranks: pip install 'aryl-gym[stats]'")
-        lines = [f"{scen} ({len(agg['protocol']['seeds'])} seeds, {what}; rank by {rank_by})"]
+        lines = [f"{scen} ({n_seeds} seed{'s' if n_seeds != 1 else ''}, {what}; rank by {rank_by})"]
         lines.append("  ".join(h.ljust(w) if i == 1 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths))))
         lines.append("  ".join("-" * w for w in widths))
         for b in body:

@@ -232,7 +232,8 @@ def scan_rows(path: str | os.PathLike[str], schema: RowSchema = LEADERBOARD) -> 
     p = check_readable_file(path, "results CSV")
     try:
         raw_bytes = p.read_bytes()
-        text = raw_bytes.decode("utf-8")
+        # a byte-order mark (a results.csv saved by a spreadsheet) is dropped, as in traces
+        text = raw_bytes.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:
         raise ConfigError(f"{p}: is not a UTF-8 text CSV (a binary file?); give a results.csv") from None
     except OSError as exc:

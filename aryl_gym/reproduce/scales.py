@@ -156,6 +156,9 @@ def parse_sweep(text: str) -> tuple[str, list[Any]]:
             raise ValueError(f"--sweep {key}: cannot read value {v!r}") from None
     if not out:
         raise ValueError(f"--sweep {key}: give at least one value after '='")
+    for i, v in enumerate(out):
+        if v in out[:i]:  # was: the same point run and reported twice (20 and 2e1 alike)
+            raise ValueError(f"--sweep {key}: value {v!r} is given twice; give each value once")
     return key, out
 
 
@@ -173,6 +176,11 @@ def resolve_sweeps(texts: Sequence[str], log: Callable[[str], None]) -> list[tup
                 out.append((key, list(vals)))
         else:
             out.append(parse_sweep(t))
+    keys = [k for k, _ in out]
+    for i, k in enumerate(keys):
+        if k in keys[:i]:  # was: the knob swept twice, its points counted twice
+            raise ValueError(f"--sweep {k}: the knob is swept twice (a repeated --sweep, or one that "
+                             "--sweep default already includes); give its values in one --sweep")
     return out
 
 

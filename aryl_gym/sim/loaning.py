@@ -89,6 +89,11 @@ def load_utilization_csv(path: str | Path, sample_seconds: float = 300.0) -> np.
                 raise ConfigError(
                     f"{p}:{lineno}: column 'utilization': not a number: {row['utilization']!r}"
                 ) from None
+            if not math.isfinite(t):  # was: a NaN/inf time failed later with no file or line
+                raise ConfigError(f"{p}:{lineno}: column 'time': {row['time']!r} is not a finite number of seconds")
+            if u != u:
+                raise ConfigError(f"{p}:{lineno}: column 'utilization': {row['utilization']!r} is not a number; "
+                                  "give a fraction in [0, 1]")
             if not 0.0 <= u <= 1.0:
                 raise ConfigError(
                     f"{p}:{lineno}: column 'utilization': {u} is outside [0, 1]; "

@@ -388,6 +388,23 @@ _SCHEDULE_PARAMS = ("learning_rate", "clip_range", "clip_range_vf")
 _POSITIVE_COUNTS = ("n_steps", "batch_size", "n_epochs", "gradient_steps", "buffer_size", "train_freq")
 
 
+def _counts(name: str, default: Any) -> bool:
+    """A hyperparameter that is a whole number: a count, or one whose SB3 default is an int."""
+    return name in _POSITIVE_COUNTS or (isinstance(default, int) and not isinstance(default, bool))
+
+
+def whole_counts(algo_cls: type, hyperparams: Mapping[str, Any]) -> dict[str, Any]:
+    """``hyperparams`` with a count written as a whole float (``n_steps: 2.56e2``, YAML's reading
+    of scientific notation) given to SB3 as the integer it is."""
+    sig = inspect.signature(algo_cls).parameters
+    out = dict(hyperparams)
+    for k, v in hyperparams.items():
+        default = sig[k].default if k in sig else inspect.Parameter.empty
+        if _counts(k, default) and type(v) is float and v.is_integer():
+            out[k] = int(v)
+    return out
+
+
 def check_hyperparams(
     algo_cls: type, hyperparams: Mapping[str, Any], source: str = "config", model_cls: type | None = None
 ) -> None:
@@ -410,10 +427,15 @@ def check_hyperparams(
             )
         if k in _POSITIVE_COUNTS and isinstance(v, (int, float)) and not isinstance(v, bool) and not v >= 1:
             raise ConfigError(f"{source}: hyperparameter {k}: {v!r} must be at least 1")
+        default = sig_defaults.get(k, inspect.Parameter.empty)
+        if _counts(k, default) and (v is None or isinstance(v, bool) or (
+                isinstance(v, float) and not v.is_integer())):
+            # was: a TypeError deep inside SB3 (n_steps=64.5, or n_steps= read as null)
+            raise ConfigError(f"{source}: hyperparameter {k}: {v!r} must be a whole number "
+                              f"({algo_cls.__name__}'s default is {default!r})")
         if isinstance(v, str) and v.startswith("lin_"):  # a schedule: checked here, built later
             parse_schedule(k, v, source)
             continue
-        default = sig_defaults.get(k, inspect.Parameter.empty)
         numeric = k in _SCHEDULE_PARAMS or (
             isinstance(default, (int, float)) and not isinstance(default, bool))
         if isinstance(v, str):  # a number quoted as text (1e-4 unquoted is a number: fileio)

@@ -53,6 +53,7 @@ from aryl_gym.train.config import (
     check_hyperparams,
     config_from_run_dict,
     scenario_key,
+    whole_counts,
 )
 from aryl_gym.train.dagger import run_dagger
 from aryl_gym.train.envs import EnvFactory, train_scenario
@@ -249,7 +250,8 @@ def build_model(cfg: TrainConfig, venv: Any, verbose: int = 0) -> Any:
     cls = model_class(cfg)
     check_hyperparams(algo_class(cfg.algo), cfg.hyperparams, f"algo config ({cfg.algo})",
                       cls if cfg.model_class else None)
-    hp = {**resolve_schedules(cfg.hyperparams, f"algo config ({cfg.algo})"), **model_kwargs(cfg)}
+    hyper = whole_counts(algo_class(cfg.algo), cfg.hyperparams)  # n_steps: 2.56e2 -> 256
+    hp = {**resolve_schedules(hyper, f"algo config ({cfg.algo})"), **model_kwargs(cfg)}
     return cls(
         resolve_policy(cfg.policy),
         venv,

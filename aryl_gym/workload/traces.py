@@ -268,8 +268,16 @@ def _check_options(opts: dict[str, Any], where: str) -> None:
     if tc is not None and (isinstance(tc, bool) or not isinstance(tc, (int, float)) or not tc > 0):
         raise ConfigError(f"{where}: time_compression must be a number > 0, got {tc!r}")
     mj = opts.get("max_jobs")
+    if type(mj) is float and mj.is_integer() and mj <= 2**53:  # max_jobs: 1e3 (YAML reads a float)
+        mj = opts["max_jobs"] = int(mj)
     if mj is not None and (isinstance(mj, bool) or not isinstance(mj, int) or mj < 1):
         raise ConfigError(f"{where}: max_jobs must be an integer >= 1, got {mj!r}")
+    vc = opts.get("vc")
+    if vc is not None and not [v for s in ([vc] if isinstance(vc, str) else vc) for v in str(s).split(",")
+                               if v.strip()]:
+        # was: '' read every virtual cluster
+        raise ConfigError(f"{where}: vc {vc!r} names no virtual cluster; give one id or a comma-separated "
+                          "list (or leave vc out for every cluster)")
     if "delimiter" in opts:
         opts["delimiter"] = check_delimiter(opts["delimiter"], f"{where}: delimiter")  # type: ignore[index]
     if opts.get("fractional_gpus", "error") not in ("error", "ceil"):
@@ -309,12 +317,11 @@ def _parse_window_end(text: str, absolute: bool, t_first: float) -> float | None
     if not s:
         return None
     for unit in sorted(TIME_UNITS, key=len, reverse=True):
-        if s.endswith(unit) and s[: -len(unit)].replace(".", "", 1).lstrip("-").isdigit():
+        if s.endswith(unit) and _finite(s[: -len(unit)]) is not None:  # 48h, 1.5d, 1e1h
             return t_first + float(s[: -len(unit)]) * TIME_UNITS[unit]
-    try:
-        return t_first + float(s)
-    except ValueError:
-        pass
+    x = _finite(s)
+    if x is not None:
+        return t_first + x
     if not absolute:
         raise ConfigError(
             f"time_window end {text!r}: this trace has relative times; give offsets like '2h' or '3600'"
@@ -328,6 +335,15 @@ def _parse_window_end(text: str, absolute: bool, t_first: float) -> float | None
         ) from None
 
 
+def _finite(text: str) -> float | None:
+    """``text`` as a finite number (``3600``, ``1.5``, ``1e1``), else None."""
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
 def parse_time_window(spec: Any, absolute: bool, t_first: float) -> tuple[float | None, float | None]:
     """``"START,END"`` (either may be empty) or a two-element list -> absolute trace seconds."""
     if spec is None:
@@ -337,6 +353,9 @@ def parse_time_window(spec: Any, absolute: bool, t_first: float) -> tuple[float 
         raise ConfigError(f"time_window {spec!r}: give 'START,END' (e.g. '0h,48h' or '2017-10-01 00:00:00,2017-10-08 00:00:00')")
     a = _parse_window_end(str(parts[0]), absolute, t_first)
     b = _parse_window_end(str(parts[1]), absolute, t_first)
+    if a is None and b is None:  # was: ',' read the whole trace
+        raise ConfigError(f"time_window {spec!r}: give a START, an END or both (e.g. '0h,48h', '12h,'); "
+                          "leave time_window out for the whole trace")
     if a is not None and b is not None and not b > a:
         raise ConfigError(f"time_window {spec!r}: the end must be after the start")
     return a, b
@@ -409,6 +428,9 @@ def load_trace(
         tmap = replace(tmap, columns=checked.columns, units=checked.units)
     options = {**tmap.options, **opts}
     _check_options(options, "trace options")
+    if options.get("vc") is not None and fmt != "philly":  # was: ignored
+        raise ConfigError(f"trace options: vc (a Philly virtual cluster) applies to philly traces; "
+                          f"this trace is read as {fmt}: drop vc (--vc)")
     skip = bool(skip_bad_rows or options.pop("skip_bad_rows", False))
     p = resolve_data_path(str(path), data_root)
     report = LoadReport(str(path), fmt)
