@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("runs") / f"reclaim-agent-seed{cfg.seed}"
     if (out / "reclaim-agent.npz").exists() and not args.overwrite:
         raise ValueError(f"{out / 'reclaim-agent.npz'} exists; pass --overwrite or choose another --out")
-    from aryl_gym.train.reclaim_agent import train_reclaim_agent
+    from aryl_gym.train.reclaim_agent import train_reclaim_agent  # torch: not at CLI start-up
 
     res = train_reclaim_agent(cfg, out, cache_dir=args.cache, data_root=args.data_root,
                               progress=not args.no_progress)

@@ -48,7 +48,7 @@ from aryl_gym.agents.reclaim import (
     milp_reclaim,
     reclaim_preemptions,
 )
-from aryl_gym.agents.reclaim_learned import ReclaimSetAgent, save_weights
+from aryl_gym.agents.reclaim_learned import V0_COLUMNS, ReclaimSetAgent, save_weights
 from aryl_gym.leaderboard.provenance import git_commit
 from aryl_gym.progress import progress_bar
 from aryl_gym.reclaim_features import (
@@ -222,13 +222,12 @@ def optimal_completion(state: ReclaimState, time_limit: float | None = None) -> 
 # the network (torch) and its numpy twin
 # ------------------------------------------------------------------------------------------------
 def n_features() -> int:
-    from aryl_gym.agents.reclaim_learned import V0_COLUMNS
-
     return len(V0_COLUMNS) + len(SERVER_FEATURES_V1) + len(CONTEXT_FEATURES_V1)
 
 
 def make_model(hidden: int) -> Any:
     """The torch scorer, the same function as :meth:`ReclaimSetAgent.scores` over a padded batch."""
+    # torch: the train extra (the module imports without it)
     import torch as th
     from torch import nn
 
@@ -336,6 +335,7 @@ def fit(model: Any, data: Sequence[Sample], epochs: int, rng: np.random.Generato
         batch: int, opt: Any = None) -> tuple[float, Any]:
     """``epochs`` passes of the set cross-entropy over ``data`` (padded batches); returns the
     last pass's mean loss and the optimiser (kept across rounds)."""
+    # torch: the train extra (the module imports without it)
     import torch as th
 
     if opt is None:
@@ -438,6 +438,7 @@ def train_reclaim_agent(
 ) -> TrainResult:
     """Train (module docstring); writes ``OUT/reclaim-agent.npz`` (the selected round),
     ``OUT/curve.csv``, ``OUT/config.json`` and, with matplotlib and ``plot``, ``OUT/curve.png``."""
+    # torch: the train extra (the module imports without it)
     import torch as th
 
     cfg.check()
@@ -568,10 +569,11 @@ def _write_curve(out: Path, curve: Sequence[dict[str, Any]], plot: bool = True) 
     if not plot:
         return
     try:
+        # matplotlib: the plots extra, optional
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # after the backend is chosen
     except ImportError:  # the plots extra is missing: the CSV is enough
         return
     r = [c["round"] for c in curve]
