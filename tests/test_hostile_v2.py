@@ -1248,7 +1248,11 @@ def test_unclear_cases_cli(argv: list[str], rc: int, where: str, match: str, tmp
         (["--trace-option", "max_jobs=1e0"], 0, "avg_jct                    600\n"),  # was: "got 1.0"
         (["--trace-option", "max_jobs=1", "--max-jobs", "2"], 2, "both set max_jobs"),
         (["--vc", ""], 2, "vc '' names no virtual cluster"),  # was: every virtual cluster
-        (["--vc", "abc"], 2, "vc (a Philly virtual cluster) applies to philly traces"),  # was: ignored
+        (["--vc", "abc"], 2, "vc applies to philly traces only; this trace is read as csv"),  # was: ignored
+        # another reader's option (was: ignored)
+        (["--trace-option", "gavel_extrapolate=false"], 2, "gavel_extrapolate applies to gavel traces only"),
+        (["--trace-option", "profile_gpu=V100"], 2, "profile_gpu applies to pollux traces only"),
+        (["--trace-option", "fractional_gpus=ceil"], 0, "avg_jct"),  # the csv reader's own option
         (["--trace-option", ""], 2, "--trace-option '': expected KEY=VALUE"),  # was: ignored
         # a key given twice (was: the later one won silently)
         (["--trace-option", "sort=true", "--trace-option", "sort=false"], 2, "sort=...: the option is given twice"),

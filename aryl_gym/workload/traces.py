@@ -144,6 +144,20 @@ TRACE_OPTION_KEYS = (
 )
 
 
+#: trace options that only one built-in reader reads (a plugin format may read any option)
+FORMAT_ONLY_OPTIONS: dict[str, tuple[str, ...]] = {
+    "vc": ("philly",),
+    "profiles": ("pollux",),
+    "profile_gpu": ("pollux",),
+    "profile_gpus_per_node": ("pollux",),
+    "throughputs": ("gavel",),
+    "gavel_gpu": ("gavel",),
+    "gavel_extrapolate": ("gavel",),
+    "fractional_gpus": ("csv",),
+}
+BUILTIN_FORMATS = ("csv", "gavel", "philly", "pollux")
+
+
 @dataclass(frozen=True)
 class MappingRules:
     """Rules from a trace job to a :class:`JobSpec` (see the module docstring). ``None`` fields
@@ -428,9 +442,12 @@ def load_trace(
         tmap = replace(tmap, columns=checked.columns, units=checked.units)
     options = {**tmap.options, **opts}
     _check_options(options, "trace options")
-    if options.get("vc") is not None and fmt != "philly":  # was: ignored
-        raise ConfigError(f"trace options: vc (a Philly virtual cluster) applies to philly traces; "
-                          f"this trace is read as {fmt}: drop vc (--vc)")
+    for key, fmts in FORMAT_ONLY_OPTIONS.items():  # was: ignored by the other readers
+        if options.get(key) is not None and fmt not in fmts and fmt in BUILTIN_FORMATS:
+            raise ConfigError(
+                f"trace options: {key} applies to {' and '.join(fmts)} traces only; this trace is "
+                f"read as {fmt}: drop {key}" + (" (--vc)" if key == "vc" else "")
+            )
     skip = bool(skip_bad_rows or options.pop("skip_bad_rows", False))
     p = resolve_data_path(str(path), data_root)
     report = LoadReport(str(path), fmt)
