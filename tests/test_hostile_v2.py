@@ -1244,6 +1244,7 @@ def test_unclear_cases_cli(argv: list[str], rc: int, where: str, match: str, tmp
     [
         (["--time-window", "0h,1e1h"], 0, "avg_jct"),  # was: "this trace has relative times"
         (["--time-window", ","], 2, "give a START, an END or both"),  # was: the whole trace
+        (["--time-window", "0,nan"], 2, "time_window end 'nan' is not a finite number"),
         (["--max-jobs", "1e0"], 0, "avg_jct                    600\n"),  # was: invalid int value (one job of 600 s kept)
         (["--trace-option", "max_jobs=1e0"], 0, "avg_jct                    600\n"),  # was: "got 1.0"
         (["--trace-option", "max_jobs=1", "--max-jobs", "2"], 2, "both set max_jobs"),

@@ -337,9 +337,9 @@ def _parse_window_end(text: str, absolute: bool, t_first: float) -> float | None
     if x is not None:
         return t_first + x
     if not absolute:
-        raise ConfigError(
-            f"time_window end {text!r}: this trace has relative times; give offsets like '2h' or '3600'"
-        )
+        what = "is not a finite number" if s.lower().lstrip("+-") in ("nan", "inf", "infinity") else \
+            "is not an offset and this trace has relative times"
+        raise ConfigError(f"time_window end {text!r} {what}; give offsets like '2h' or '3600'")
     try:
         return parse_datetime(s)
     except ValueError:
