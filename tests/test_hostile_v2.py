@@ -1218,6 +1218,8 @@ _COLS = ["--trace-format", "csv", "--columns", "submit=submit,gpus=gpus,duration
         (["leaderboard", "--suite", "nope", "--out", ""], 2, "err", "--out: is empty"),
         (["main", "--suite", "nope", "--out", ""], 2, "err", "--out: is empty"),
         (["reproduce", *_RP, "--out", ""], 2, "err", "--out: is empty"),
+        (["train-reclaim", "--out", ""], 2, "err", "--out: is empty"),  # was: runs/ in the current folder
+        (["train-reclaim", "--cache", ""], 2, "err", "--cache: is empty"),
         (["train", *_TR, "--out", ""], 2, "err", "--out: is empty"),
         # reproduce --sweep: a value or a knob given twice (was: run and reported twice)
         (["reproduce", *_RP, "--out", "rp", "--sweep", "workload.num_jobs=20,2e1"], 2, "err", "is given twice"),

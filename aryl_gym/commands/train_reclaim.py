@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from aryl_gym.commands._common import nonneg_int, positive_int, seed_arg, seeds_arg
+from aryl_gym.commands._common import nonneg_int, out_arg, positive_int, seed_arg, seeds_arg
 
 NAME = "train-reclaim"
 HELP = "train the learned reclaim agent (DAgger on the exact optimum) for the reclaim suite"
@@ -69,7 +69,7 @@ def positive_float(text: str) -> float:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default=None, help="run folder (default runs/reclaim-agent-seedN)")
+    p.add_argument("--out", type=out_arg, default=None, help="run folder (default runs/reclaim-agent-seedN)")
     p.add_argument("--overwrite", action="store_true", help="replace the weights of an earlier run in --out")
     p.add_argument("--seed", type=seed_arg, default=0, help="training seed (data order, DAgger draws, weights)")
     p.add_argument("--events", action="append", type=events_arg, default=None, metavar="SCENARIO:SEEDS",
@@ -96,7 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--milp-time-limit", type=positive_float, default=None,
                    help="seconds HiGHS may take per teacher solve (default 120)")
     p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default 1: one core)")
-    p.add_argument("--cache", default=None, metavar="DIR",
+    p.add_argument("--cache", type=out_arg, default=None, metavar="DIR",
                    help="folder of recorded events (SCENARIO-seedN.npz; default OUT/snapshots)")
     p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
