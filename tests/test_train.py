@@ -510,6 +510,7 @@ def test_traced_masked_argmax_equals_eager_and_follows_weight_updates(monkeypatc
             p.mul_(-0.5)
     flipped_traced, flipped_eager = actions(True), actions(False)
     np.testing.assert_array_equal(flipped_traced[0], flipped_eager[0])
+    assert flipped_traced[1] == flipped_eager[1]  # the single observations' (frozen) trace too
     assert not np.array_equal(flipped_traced[0], traced[0])  # the update changed the actions
 
     def no_trace(*a, **k):
