@@ -286,6 +286,10 @@ class LearnedAgent:
     ) -> tuple[np.ndarray, Any]:
         obs = observation
         if action_masks is None and isinstance(obs, Mapping) and "action_mask" in obs:
+            if self.obs_norm is None and self.masked and deterministic and self._fast_ok():
+                act = self._one_argmax(obs)  # one observation: preallocated inputs
+                if act is not None:
+                    return act, state
             action_masks = np.asarray(obs["action_mask"]) > 0.5
         if self.obs_norm is not None:
             obs = self.obs_norm.normalize_obs(obs)
@@ -338,6 +342,30 @@ class LearnedAgent:
             act = fn(obs_t, m) if fn is not None else _eager_argmax(pol, obs_t, m)
         out = act.numpy().reshape((-1, *self.model.action_space.shape))
         return out if vectorized else out.squeeze(axis=0)
+
+    def _one_argmax(self, observation: Mapping[str, Any]) -> np.ndarray | None:
+        """:meth:`masked_argmax` of one observation with its own ``action_mask`` (``> 0.5``),
+        through preallocated input tensors (:class:`_Feed`): the observation is copied into
+        them, and the trace takes them as positional arguments (no dict to convert, no tensors
+        to create per call). Same operations on the same values as :meth:`masked_argmax`, so the
+        same action. None when the observation is not one of the policy's ``Dict`` of float32
+        ``Box`` observations (then :meth:`masked_argmax` converts it)."""
+        import torch as th  # torch (the train extra): imported when used
+
+        pol = self.model.policy
+        feed = self.__dict__.get("_feed")
+        if feed is None or feed.pol is not pol:
+            feed = self._feed = _Feed.build(pol, self.model.action_space)
+        if feed is None or not feed.fill(observation):
+            return None
+        with th.inference_mode():
+            if self.trace:
+                if feed.fn is False:
+                    feed.fn = _traced_feed(feed)
+                if feed.fn is not None:
+                    return feed.fn(*feed.tensors, feed.mask).numpy().reshape(self.model.action_space.shape)
+            act = _eager_argmax(pol, dict(zip(feed.keys, feed.tensors)), feed.mask)
+        return act.numpy().reshape(self.model.action_space.shape)
 
     def __repr__(self) -> str:
         return f"LearnedAgent(name={self.name!r}, algo={type(self.model).__name__}, scenario={self.scenario!r})"
@@ -394,6 +422,84 @@ def _traced_argmax(agent: LearnedAgent, pol: Any, obs_t: Any, m: Any) -> Any:
         cache.pop(next(iter(cache)))
     cache[key] = fn
     return fn
+
+
+class _Feed:
+    """Preallocated inputs of the masked argmax for one observation of a policy whose
+    observation space is a ``Dict`` of float32 ``Box`` spaces with an ``action_mask`` of one
+    entry per ``Discrete`` action: a float32 tensor per key shaped ``(1, *shape)`` (what SB3's
+    ``obs_to_tensor`` gives for one observation) and the boolean mask ``(1, n)``, with numpy
+    views to copy into. ``fn``: the trace taking them positionally (False: not traced yet;
+    None: cannot be traced, run eagerly)."""
+
+    def __init__(self, pol: Any, sub: Mapping[str, Any], n: int):
+        import torch as th  # torch: the learned-agent parts only (the train extra)
+
+        self.pol = pol
+        self.keys = list(sub)
+        self.tensors = [th.zeros((1, *sub[k].shape), dtype=th.float32) for k in self.keys]
+        self.rows = [(k, tuple(sub[k].shape), t.numpy()[0]) for k, t in zip(self.keys, self.tensors)]
+        self.mask = th.zeros((1, n), dtype=th.bool)
+        self.mask_np = self.mask.numpy()[0]
+        self.fn: Any = False
+
+    @classmethod
+    def build(cls, pol: Any, action_space: Any) -> _Feed | None:
+        sub = getattr(pol.observation_space, "spaces", None)
+        if sub is None or not isinstance(action_space, spaces.Discrete):
+            return None
+        if not all(isinstance(sp, spaces.Box) and sp.dtype == np.float32 for sp in sub.values()):
+            return None
+        n = int(action_space.n)
+        if "action_mask" not in sub or tuple(sub["action_mask"].shape) != (n,):
+            return None
+        return cls(pol, sub, n)
+
+    def fill(self, observation: Mapping[str, Any]) -> bool:
+        """Copy ``observation`` in (False, nothing meant, when it does not fit the space)."""
+        if len(observation) != len(self.rows):
+            return False
+        for k, shape, buf in self.rows:
+            a = observation.get(k)
+            if type(a) is not np.ndarray or a.shape != shape or a.dtype != np.float32:
+                return False
+            buf[...] = a
+        np.greater(observation["action_mask"], 0.5, out=self.mask_np)
+        return True
+
+
+def _traced_feed(feed: _Feed) -> Any:
+    """The ``forward`` of a TorchScript trace of :func:`_eager_argmax` taking ``feed``'s
+    tensors and mask as positional arguments, frozen (``torch.jit.freeze(optimize_numerics=False)``: the parameter
+    lookups inlined, the policy's own tensors kept, so in-place updates still reach it; only
+    passes that preserve numerics; about 5% less CPU per call than the plain trace); None when
+    it cannot be traced or disagrees with the eager pass on the current input (as
+    :func:`_traced_argmax`)."""
+    import torch as th  # torch: the learned-agent parts only (the train extra)
+
+    keys = feed.keys
+
+    class _Argmax(th.nn.Module):
+        def __init__(self, policy: Any):
+            super().__init__()
+            self.policy = policy
+
+        def forward(self, *args: Any) -> Any:
+            return _eager_argmax(self.policy, dict(zip(keys, args[:-1])), args[-1])
+
+    args = (*feed.tensors, feed.mask)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TracerWarnings on shape-dependent Python branches
+            fn = th.jit.trace(_Argmax(feed.pol), args, strict=False, check_trace=False)
+            fn = th.jit.freeze(fn.eval(), optimize_numerics=False)
+        if th.equal(fn(*args), _eager_argmax(feed.pol, dict(zip(keys, feed.tensors)), feed.mask)):
+            # its forward method itself: no nn.Module call machinery per step (about 3% less
+            # CPU per predict, measured as for the freeze)
+            return fn.forward
+    except Exception:  # noqa: BLE001 - any tracing failure: run eagerly
+        pass
+    return None
 
 
 def _float_tensors(space: Any, observation: Any) -> tuple[Any, bool] | None:

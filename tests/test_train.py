@@ -504,11 +504,13 @@ def test_traced_masked_argmax_equals_eager_and_follows_weight_updates(monkeypatc
     np.testing.assert_array_equal(traced[0], eager[0])
     assert traced[1] == eager[1]
     assert agent._traces and all(fn is not None for fn in agent._traces.values())  # traced, not fallen back
+    assert agent._feed is not None and agent._feed.fn not in (None, False)  # one observation: its own trace
     with th.no_grad():
         for p in agent.model.policy.parameters():
             p.mul_(-0.5)
     flipped_traced, flipped_eager = actions(True), actions(False)
     np.testing.assert_array_equal(flipped_traced[0], flipped_eager[0])
+    assert flipped_traced[1] == flipped_eager[1]  # the single observations' (frozen) trace too
     assert not np.array_equal(flipped_traced[0], traced[0])  # the update changed the actions
 
     def no_trace(*a, **k):
@@ -519,6 +521,10 @@ def test_traced_masked_argmax_equals_eager_and_follows_weight_updates(monkeypatc
     got, _ = fresh.predict(batch, action_masks=masks)
     np.testing.assert_array_equal(got, eager[0])
     assert list(fresh._traces.values()) == [None]
+    one = {k: v[5] for k, v in batch.items()}
+    want = fresh.masked_argmax(one, one["action_mask"] > 0.5)
+    got1 = fresh.predict(one)[0]
+    assert fresh._feed.fn is None and np.shape(got1) == np.shape(want) and int(got1) == int(want)
     assert learned._TRACE_CACHE >= 2
 
 
