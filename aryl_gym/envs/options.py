@@ -191,6 +191,9 @@ class EnvOptions:
     data_root: str | None = _doc("folder holding traces/ (or $ARYL_GYM_DATA)", None)
     stall_hours: float = _doc("the stall rule's hours (math.inf: off; aryl_gym.sim.engine.STALL_HOURS)",
                               STALL_HOURS)
+    thrash_min_gpus: float = _doc(
+        "the thrash rule also needs overheads of at least this many GPUs over its whole window "
+        "(0: the overhead share alone; aryl_gym.sim.engine.Simulator.check_thrash)", 0.0)
     render_mode: str | None = _doc("'ansi', 'rgb_array' or None", None)
     window_order: str = _doc("queued part of the window: 'submit' or 'pred_time'", "submit")
     window_fit: int = _doc("queued slots kept for jobs that fit the free GPUs now (0: off; "
@@ -253,6 +256,11 @@ class EnvOptions:
                 f"unknown window_order {self.window_order!r}; choose one of {', '.join(WINDOW_ORDERS)}"
             )
         put("stall_hours", check_stall_hours(self.stall_hours))
+        tg = self.thrash_min_gpus
+        if isinstance(tg, (bool, np.bool_)) or not isinstance(tg, (int, float, np.integer, np.floating)) \
+                or not 0.0 <= tg < math.inf:
+            raise ValueError(f"thrash_min_gpus must be a finite number of GPUs >= 0 (0: off), got {tg!r}")
+        put("thrash_min_gpus", float(tg))
         check_early_end(self.early_end, self.end_fallback)
         parse_flap_damping(self.flap_damping)
         if self.render_mode is not None and self.render_mode not in RENDER_MODES:

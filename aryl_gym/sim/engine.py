@@ -494,13 +494,20 @@ class Simulator:
         """GPU-seconds allocated to training so far (training pool plus loaned servers)."""
         return self.acc.train_busy_gs + self.acc.loan_used_gs
 
-    def check_thrash(self, hours: float = STALL_HOURS) -> bool:
+    def check_thrash(self, hours: float = STALL_HOURS, min_gpus: float = 0.0) -> bool:
         """The thrash rule, called after each round: once more than :data:`THRASH_SHARE` of
         the GPU time allocated over the last ``hours`` of simulated time (at least ``hours``,
         at most an eighth more) went to relaunch and scaling overheads, :attr:`thrashing` is set
         and True returned (the episode should end: the policy restarts jobs faster than they
         can pay their overheads, so it might never end). Sane policies spend a few per cent
-        of their GPU time in overheads; the rule only bounds episodes (``math.inf``: never)."""
+        of their GPU time in overheads; the rule only bounds episodes (``math.inf``: never).
+
+        ``min_gpus`` (> 0: the env's ``thrash_min_gpus``) also asks the overheads to amount to at
+        least ``min_gpus`` GPUs busy with overheads for the whole window (``min_gpus x hours``
+        GPU-hours): on an almost empty cluster one restart of a lone job is most of the little
+        GPU time allocated, which the share alone reads as thrashing. A policy that keeps
+        restarting one job of ``g >= min_gpus`` GPUs before it pays its overhead still reaches
+        the floor within the window, so such an episode still ends."""
         if self.thrashing:
             return True
         if not hours < math.inf:
@@ -512,7 +519,7 @@ class Simulator:
         d = win.push(self.now, self.overhead_gs, self.alloc_gs)
         if d is not None:
             overhead, alloc = d
-            if alloc > 0.0 and overhead > THRASH_SHARE * alloc:
+            if alloc > 0.0 and overhead > THRASH_SHARE * alloc and overhead >= min_gpus * span:
                 self.thrashing = True
                 return True
         return False
