@@ -176,3 +176,61 @@ def test_the_from_scratch_config_trains_with_charged_ends(tmp_path):
                                                             "checkpoint_freq": 0})
     res = train(tiny, out=tmp_path / "runs", verbose=0)
     assert (res.run_dir / "model.zip").exists()
+
+
+def _commit_when_allowed(env: ArylEnv):
+    """The stalling agent of _stalling_episode, made to obey the mask: it commits whenever the
+    mask allows it, else takes the first allowed action."""
+    steps = 0
+    while True:
+        m = env.action_masks()
+        a = env.codec.commit if m[env.codec.commit] else int(np.flatnonzero(m)[0])
+        _, _, te, tr, info = env.step(a)
+        steps += 1
+        if te or tr:
+            return info, te, tr, steps
+        assert steps < 10_000
+
+
+def test_stall_guard_makes_the_stalling_agent_start_the_job():
+    """By hand: one job of 600 s on an empty small cluster, nothing else to arrive. Without the
+    guard the commit-only agent stalls (the rule ends it, the job unfinished); with it, the
+    first mask refuses the commit and allows only the job's grant, and the job runs from 0 to
+    600 s."""
+    kw = dict(scenario=small_config(), jobs=[job(0, 0.0, work=600.0)], action_mode="sequential",
+              stall_hours=0.5)
+    env = ArylEnv(**kw)
+    env.reset(seed=0)
+    info, *_ = _commit_when_allowed(env)
+    assert info["episode_result"].stalled and info["episode_result"].jobs_unfinished == 1
+    env = ArylEnv(stall_guard=True, **kw)
+    env.reset(seed=0)
+    m = env.action_masks()
+    assert not m[env.codec.commit] and list(np.flatnonzero(m)) == [0]
+    info, te, tr, _ = _commit_when_allowed(env)
+    res = info["episode_result"]
+    assert te and not tr and not res.stalled and res.jobs_unfinished == 0
+    assert env.sim.finish[0] == pytest.approx(600.0)
+
+
+def test_stall_guard_acts_only_in_the_stall_condition():
+    """A job still to arrive (the second, at 1 h) or one already running lifts the guard: the
+    agent may wait. Once the first job runs, the commit is allowed again."""
+    kw = dict(scenario=small_config(), action_mode="sequential", stall_hours=6.0, stall_guard=True)
+    env = ArylEnv(jobs=[job(0, 0.0, work=600.0), job(1, 3600.0, work=600.0)], **kw)
+    env.reset(seed=0)
+    assert env.action_masks()[env.codec.commit]  # job 1 is still to arrive
+    env = ArylEnv(jobs=[job(0, 0.0, work=7200.0), job(1, 0.0, work=600.0, g=4)], **kw)
+    env.reset(seed=0)
+    assert not env.action_masks()[env.codec.commit]
+    env.step(0)  # a tentative grant of the first window job
+    assert env.action_masks()[env.codec.commit]
+
+
+@pytest.mark.parametrize("kw, text", [
+    ({"stall_guard": "yes"}, "stall_guard must be True or False"),
+    ({"stall_guard": True, "action_mode": "targets"}, "stall_guard acts on the sequential"),
+])
+def test_bad_stall_guard(kw, text):
+    with pytest.raises(ValueError, match=text):
+        gym.make("aryl_gym/Aryl-v2", scenario="tiny", **kw)

@@ -72,6 +72,7 @@ class ArylEnv(Protocol):
     _wsnap: tuple[list[int], list[int], list[int], list[int]]  # window ids, states, workers, pools
     placement: PlacementOptions
     damped: set[int] | frozenset[int]  # jobs whose releases flap damping refuses (usually empty)
+    stall_guard: bool  # sequential: no commit without a grant in the stall condition
 
 
 def _sim(env: ArylEnv) -> Simulator:
@@ -898,7 +899,11 @@ class SequentialCodec(ActionCodec):
                     if ok:
                         m[k + i] = 1
                         cand[k + i] = c
-        m[self.commit] = 1
+        # the stall guard (env option stall_guard): nothing runs, nothing is left to arrive and a
+        # queued window job can start; idling would only add to every waiting job's JCT, so the
+        # commit waits for a grant
+        if not (env.stall_guard and self._grown <= 0 and sim.idle_with_queue and any(m[:k])):
+            m[self.commit] = 1
         self._mask = mask = np.frombuffer(m, dtype=bool)
         return mask
 

@@ -183,7 +183,7 @@ class ArylEnv(gym.Env):
     ``trace_map``, ``trace_options``, ``data_root``, ``stall_hours`` (6 h), ``thrash_min_gpus``
     (0), ``render_mode``,
     ``window_order``, ``observation``, ``flap_damping``, ``early_end``, ``end_fallback``,
-    ``backfill``, ``world_version`` (set by the id). An unknown name is a TypeError listing the
+    ``backfill``, ``stall_guard``, ``world_version`` (set by the id). An unknown name is a TypeError listing the
     valid ones. ``reset(options=...)`` accepts ``jobs``, ``trace``, ``trace_format``,
     ``trace_map``, ``trace_options`` and ``episode_seed``.
 
@@ -246,6 +246,7 @@ class ArylEnv(gym.Env):
         self.data_root = opts.data_root
         self.stall_hours = opts.stall_hours
         self.thrash_min_gpus = opts.thrash_min_gpus
+        self.stall_guard = opts.stall_guard
         self.window_order = opts.window_order
         self.window_fit = opts.window_fit
         self._base_rates: list[float] | None = None  # window_order="pred_time" key, per episode

@@ -204,6 +204,9 @@ class EnvOptions:
     early_end: str = _doc("an end by the stall or thrash rule: 'truncate' or 'charge'", "truncate")
     end_fallback: str = _doc("the reference policy whose finish 'charge' bills", "fifo")
     backfill: bool = _doc("at a commit, start queued jobs outside the window where they fit", False)
+    stall_guard: bool = _doc(
+        "sequential mode: while nothing runs, nothing is left to arrive and a queued window job can "
+        "start, the commit is refused until the agent grants one", False)
     world_version: str = _doc("'v1' or 'v2' (set by the id)", CURRENT_WORLD)
 
     def __post_init__(self) -> None:
@@ -246,8 +249,13 @@ class EnvOptions:
             )
         if mw is not None:
             put("max_workers", int(mw))
-        for flag in ("allow_preempt", "backfill", "release", "uses_loaning"):
+        for flag in ("allow_preempt", "backfill", "release", "uses_loaning", "stall_guard"):
             put(flag, check_flag(flag, getattr(self, flag)))
+        if self.stall_guard and self.action_mode != "sequential":
+            raise ValueError(
+                f"stall_guard acts on the sequential mode's commit; action_mode is {self.action_mode!r} "
+                "(use action_mode='sequential' or stall_guard=False)"
+            )
         put("jobs", check_jobs(self.jobs))
         if self.trace_options is not None and not isinstance(self.trace_options, dict):
             raise ValueError(f"trace_options must be a dict of load_trace options, got {self.trace_options!r}")
