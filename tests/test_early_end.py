@@ -230,7 +230,51 @@ def test_stall_guard_acts_only_in_the_stall_condition():
 @pytest.mark.parametrize("kw, text", [
     ({"stall_guard": "yes"}, "stall_guard must be True or False"),
     ({"stall_guard": True, "action_mode": "targets"}, "stall_guard acts on the sequential"),
+    ({"preempt_guard": 1.5}, "preempt_guard must be True or False"),
+    ({"preempt_guard": True, "action_mode": "priority"}, "preempt_guard acts on the sequential"),
 ])
 def test_bad_stall_guard(kw, text):
     with pytest.raises(ValueError, match=text):
         gym.make("aryl_gym/Aryl-v2", scenario="tiny", **kw)
+
+
+def _at_second_decision(second_w: int, **kw):
+    """A 4-GPU job started at 0 on 8 training GPUs (no loans); a second job of ``second_w``
+    workers of 4 GPUs arrives at 60 s. Returns the env at the decision point the arrival opens, and the
+    window slot of the running job."""
+    env = ArylEnv(scenario=small_config(), jobs=[job(0, 0.0, work=7200.0, g=4), job(1, 60.0, work=600.0, g=4, w=second_w)],
+                  action_mode="sequential", allow_preempt=True, uses_loaning=False, **kw)
+    env.reset(seed=0)
+    env.step(0)  # grant the first job
+    env.step(env.codec.commit)
+    assert env.sim.now == 60.0 and env.sim.n_running == 1 and env.sim.n_queued == 1
+    slot = list(env.window).index(0)
+    return env, slot
+
+
+def test_preempt_guard_refuses_preemptions_no_waiting_job_needs():
+    """By hand: the second job (4 GPUs) fits the free 4 GPUs, so preempting the first serves
+    nobody: allowed without the guard, refused with it. A second job of 8 GPUs cannot start
+    while the first runs: the guard allows the preemption."""
+    env, slot = _at_second_decision(1)
+    assert env.action_masks()[env.k + slot]
+    env, slot = _at_second_decision(1, preempt_guard=True)
+    m = env.action_masks()
+    assert not m[env.k + slot] and m[list(env.window).index(1)] and m[env.codec.commit]
+    env, slot = _at_second_decision(2, preempt_guard=True)
+    assert env.action_masks()[env.k + slot]
+
+
+def test_preempt_guard_keeps_scale_ins():
+    """An elastic job above its minimum may still give a worker back: only releases to 0
+    workers are guarded."""
+    env = ArylEnv(scenario=small_config(), jobs=[job(0, 0.0, work=7200.0, w=4, w_min=1, elastic=True),
+                                                 job(1, 60.0, work=600.0)],
+                  action_mode="sequential", allow_preempt=True, uses_loaning=False, preempt_guard=True)
+    env.reset(seed=0)
+    for _ in range(3):  # grant 1 worker, then grow it to 3
+        env.step(0)
+    env.step(env.codec.commit)
+    slot = list(env.window).index(0)
+    assert env.sim.now == 60.0 and env.codec.tent[slot] == 3
+    assert env.action_masks()[env.k + slot]  # 3 -> 2: a scale-in

@@ -163,24 +163,13 @@ def test_evaluate_warns_about_unfinished_episodes(monkeypatch, capsys):
     assert "failed eps" in out and "1/2" in out and "0/2" in out
 
 
-def _push(sim, t: float, alloc_rate: float, overhead_rate: float) -> bool:
-    """Advance the totals by one minute at these GPU rates and ask the rule (2-hour window)."""
-    sim.now = t
-    sim.acc.train_busy_gs += alloc_rate * 60.0
-    sim.overhead_gs += overhead_rate * 60.0
-    return sim.check_thrash(2.0, min_gpus=1.0)
 
-
-def test_floor_spares_one_restart_on_an_almost_empty_cluster():
-    """One 1-GPU job, restarted once with a 250 s overhead, alone on the cluster: the share
-    alone reads 250 of about 310 GPU-seconds as thrashing; with a floor of one GPU over the
-    window (7,200 GPU-s in two hours) it is not."""
-    share_only, floored = _sim(), _sim()
-    fired = [False, False]
+def _burst_after_quiet(sustained: bool) -> bool:
+    """Two idle hours, then one 1-GPU job: 1 min running, 250 s of relaunch overhead (one
+    restart), running again; whether the rule (2-hour window) fires within 4 hours."""
+    sim = _sim()
     for minute in range(1, 4 * 60):
         t = minute * 60.0
-        # an empty cluster for 2 h, then the job: 1 min running, 250 s of relaunch overhead,
-        # then running again
         if t <= 2 * 3600.0:
             a, w = 0.0, 0.0
         elif t <= 2 * 3600.0 + 60.0:
@@ -189,31 +178,44 @@ def test_floor_spares_one_restart_on_an_almost_empty_cluster():
             a, w = 1.0, 1.0
         else:
             a, w = 1.0, 0.0
-        for i, s in enumerate((share_only, floored)):
-            s.now = t
-            s.acc.train_busy_gs += a * 60.0
-            s.overhead_gs += w * 60.0
-            fired[i] = fired[i] or s.check_thrash(2.0, min_gpus=0.0 if i == 0 else 1.0)
-    assert fired == [True, False]
+        sim.now = t
+        sim.acc.train_busy_gs += a * 60.0
+        sim.overhead_gs += w * 60.0
+        if sim.check_thrash(2.0, sustained=sustained):
+            return True
+    return False
 
 
-def test_floor_still_ends_a_lone_job_that_never_pays_its_overhead():
-    """One 1-GPU job restarted before its overhead is paid, forever: every allocated GPU-second
-    is overhead, so the window's overhead reaches one GPU x the window and the rule fires at the
-    window's end (two hours, at most an eighth more, after the flapping starts)."""
-    sim = _sim()
-    fired_at = None
-    for minute in range(1, 6 * 60):
-        if _push(sim, minute * 60.0, 1.0, 1.0):
-            fired_at = minute * 60.0
-            break
-    assert fired_at is not None and 2 * 3600.0 <= fired_at <= 2.25 * 3600.0 + 60.0
+def test_sustained_spares_a_burst_after_a_quiet_stretch():
+    """The share alone reads one restart after two idle hours (250 of about 310 GPU-s) as
+    thrashing; the sustained rule asks both halves of the window, and the first is empty."""
+    assert _burst_after_quiet(False) and not _burst_after_quiet(True)
 
 
-def test_floor_leaves_a_busy_thrasher_unchanged():
-    """On a busy cluster the floor is far below the overheads: the rule fires at the same
-    minute with and without it (the by-hand case of test_window_by_hand)."""
-    def fire_minute(min_gpus: float) -> float | None:
+def test_sustained_still_ends_a_policy_that_never_pays_its_overheads():
+    """Every allocated GPU-second is overhead from the start: both halves pass, and the rule
+    fires as soon as the window is full (two hours after the first mark, at 1 min), as without
+    the option."""
+    for sustained in (False, True):
+        sim = _sim()
+        fired_at = None
+        for minute in range(1, 6 * 60):
+            sim.now = minute * 60.0
+            sim.acc.train_busy_gs += 60.0
+            sim.overhead_gs += 60.0
+            if sim.check_thrash(2.0, sustained=sustained):
+                fired_at = sim.now
+                break
+        assert fired_at == 2 * 3600.0 + 60.0
+
+
+def test_sustained_fires_later_on_a_switch_to_full_waste():
+    """test_window_by_hand's switch from 40% to 100% waste at 10 h: the share alone fires after
+    20-23 minutes; the sustained rule waits until the older part of the window passes one half
+    too. With x minutes of full waste, the newer part H2 and the older part H1 (each 60 to 75
+    minutes: marks every quarter hour), the older part holds x - H2 of them, and passes once
+    x - H2 > H1 / 6: between 70 and 90 minutes."""
+    def fire_minute(sustained: bool) -> float:
         sim = _sim()
         t = 0.0
         while t < 14 * 3600.0:
@@ -221,31 +223,31 @@ def test_floor_leaves_a_busy_thrasher_unchanged():
             sim.now = t
             sim.acc.train_busy_gs += 100.0 * 60.0
             sim.overhead_gs += (40.0 if t <= 10 * 3600.0 else 100.0) * 60.0
-            if sim.check_thrash(2.0, min_gpus=min_gpus):
-                return t
-        return None
+            if sim.check_thrash(2.0, sustained=sustained):
+                return (t - 10 * 3600.0) / 60.0
+        raise AssertionError("never fired")
 
-    assert fire_minute(0.0) == fire_minute(8.0) is not None
-
-
-@pytest.mark.parametrize("bad", [-1.0, math.inf, math.nan, "1", True, None])
-def test_thrash_min_gpus_option_is_checked(bad):
-    with pytest.raises(ValueError, match="thrash_min_gpus"):
-        gym.make("aryl_gym/Aryl-v2", scenario="tiny", thrash_min_gpus=bad)
+    assert 20.0 < fire_minute(False) <= 23.0
+    assert 70.0 < fire_minute(True) <= 90.0
 
 
-def test_thrash_min_gpus_reaches_the_rule():
-    """Through the env: the thrashing agent of test_env_truncates_a_thrashing_agent, with a floor
-    larger than the cluster (no window's overheads can reach it), is never ended by the rule; the
-    scenario's 4-hour horizon ends it instead."""
-    sc = load_scenario("testbed").replace(workload={"load": 1.0}, sim={"horizon_hours": 4.0})
-    kw = dict(scenario=sc, action_mode="sequential", allow_preempt=True, window=32, stall_hours=1.0)
-    env = gym.make("aryl_gym/Aryl-v2", **kw)
-    assert env.unwrapped.thrash_min_gpus == 0.0
-    env.reset(seed=5, options={"episode_seed": 5})
-    info, _ = play_thrasher(env, 200_000)
-    assert info["episode_result"].thrashing
-    env = gym.make("aryl_gym/Aryl-v2", thrash_min_gpus=10_000, **kw)
-    env.reset(seed=5, options={"episode_seed": 5})
-    info, _ = play_thrasher(env, 200_000)
-    assert not info["episode_result"].thrashing
+@pytest.mark.parametrize("bad", ["yes", 2, None])
+def test_thrash_sustained_option_is_checked(bad):
+    with pytest.raises(ValueError, match="thrash_sustained"):
+        gym.make("aryl_gym/Aryl-v2", scenario="tiny", thrash_sustained=bad)
+
+
+def test_thrash_sustained_through_the_env():
+    """The thrashing agent of test_env_truncates_a_thrashing_agent thrashes for good: with the
+    option it is still ended by the rule, no earlier than without it."""
+    kw = dict(scenario=load_scenario("testbed").replace(workload={"load": 1.0}),
+              action_mode="sequential", allow_preempt=True, window=32, stall_hours=1.0)
+    ends = []
+    for sustained in (False, True):
+        env = gym.make("aryl_gym/Aryl-v2", thrash_sustained=sustained, **kw)
+        assert env.unwrapped.thrash_sustained is sustained
+        env.reset(seed=5, options={"episode_seed": 5})
+        info, trunc = play_thrasher(env, 200_000)
+        assert trunc and info["episode_result"].thrashing
+        ends.append(env.unwrapped.sim.now)
+    assert ends[1] >= ends[0]

@@ -73,6 +73,7 @@ class ArylEnv(Protocol):
     placement: PlacementOptions
     damped: set[int] | frozenset[int]  # jobs whose releases flap damping refuses (usually empty)
     stall_guard: bool  # sequential: no commit without a grant in the stall condition
+    preempt_guard: bool  # sequential: preemptions only while a queued window job cannot start
 
 
 def _sim(env: ArylEnv) -> Simulator:
@@ -899,6 +900,16 @@ class SequentialCodec(ActionCodec):
                     if ok:
                         m[k + i] = 1
                         cand[k + i] = c
+        # the preemption guard (env option preempt_guard): a preemption frees GPUs for waiting
+        # jobs; while every queued window job can start (or is granted), it only costs the
+        # preempted job its relaunch overhead
+        if env.preempt_guard and self.allow_preempt and not any(
+            stl[i] == _QUEUED and tl[i] == 0 and not m[i] for i in range(n)
+        ):
+            for i in range(n):
+                if cand[k + i] == 0:
+                    m[k + i] = 0
+                    cand[k + i] = -1
         # the stall guard (env option stall_guard): nothing runs, nothing is left to arrive and a
         # queued window job can start; idling would only add to every waiting job's JCT, so the
         # commit waits for a grant

@@ -180,10 +180,10 @@ class ArylEnv(gym.Env):
     ``window`` K (16), ``reward`` (``"jct"``), ``reward_scale`` (3600 s), ``invalid_penalty``,
     ``max_steps``, ``max_workers``, ``allow_preempt``, ``release``, ``uses_loaning``,
     ``placement``, ``reclaim`` (``"aryl"``), ``jobs``, ``trace``, ``trace_format``,
-    ``trace_map``, ``trace_options``, ``data_root``, ``stall_hours`` (6 h), ``thrash_min_gpus``
-    (0), ``render_mode``,
+    ``trace_map``, ``trace_options``, ``data_root``, ``stall_hours`` (6 h), ``thrash_sustained``,
+    ``render_mode``,
     ``window_order``, ``observation``, ``flap_damping``, ``early_end``, ``end_fallback``,
-    ``backfill``, ``stall_guard``, ``world_version`` (set by the id). An unknown name is a TypeError listing the
+    ``backfill``, ``stall_guard``, ``preempt_guard``, ``world_version`` (set by the id). An unknown name is a TypeError listing the
     valid ones. ``reset(options=...)`` accepts ``jobs``, ``trace``, ``trace_format``,
     ``trace_map``, ``trace_options`` and ``episode_seed``.
 
@@ -245,8 +245,9 @@ class ArylEnv(gym.Env):
         self.trace_options = dict(opts.trace_options or {})
         self.data_root = opts.data_root
         self.stall_hours = opts.stall_hours
-        self.thrash_min_gpus = opts.thrash_min_gpus
+        self.thrash_sustained = opts.thrash_sustained
         self.stall_guard = opts.stall_guard
+        self.preempt_guard = opts.preempt_guard
         self.window_order = opts.window_order
         self.window_fit = opts.window_fit
         self._base_rates: list[float] | None = None  # window_order="pred_time" key, per episode
@@ -637,7 +638,7 @@ class ArylEnv(gym.Env):
                 pass  # a sub-step: both rules said no at this very time already (same state)
             elif sim.check_stall(self.stall_hours):
                 rule = "stall"
-            elif sim.check_thrash(self.stall_hours, self.thrash_min_gpus):
+            elif sim.check_thrash(self.stall_hours, self.thrash_sustained):
                 rule = "thrash"
             else:
                 self._rules_at = sim.now

@@ -191,9 +191,9 @@ class EnvOptions:
     data_root: str | None = _doc("folder holding traces/ (or $ARYL_GYM_DATA)", None)
     stall_hours: float = _doc("the stall rule's hours (math.inf: off; aryl_gym.sim.engine.STALL_HOURS)",
                               STALL_HOURS)
-    thrash_min_gpus: float = _doc(
-        "the thrash rule also needs overheads of at least this many GPUs over its whole window "
-        "(0: the overhead share alone; aryl_gym.sim.engine.Simulator.check_thrash)", 0.0)
+    thrash_sustained: bool = _doc(
+        "the thrash rule also needs the overhead share in each half of its window (the waste lasted "
+        "the whole window; aryl_gym.sim.engine.Simulator.check_thrash)", False)
     render_mode: str | None = _doc("'ansi', 'rgb_array' or None", None)
     window_order: str = _doc("queued part of the window: 'submit' or 'pred_time'", "submit")
     window_fit: int = _doc("queued slots kept for jobs that fit the free GPUs now (0: off; "
@@ -207,6 +207,9 @@ class EnvOptions:
     stall_guard: bool = _doc(
         "sequential mode: while nothing runs, nothing is left to arrive and a queued window job can "
         "start, the commit is refused until the agent grants one", False)
+    preempt_guard: bool = _doc(
+        "sequential mode with allow_preempt: a preemption is allowed only while a queued window job "
+        "cannot start", False)
     world_version: str = _doc("'v1' or 'v2' (set by the id)", CURRENT_WORLD)
 
     def __post_init__(self) -> None:
@@ -249,13 +252,15 @@ class EnvOptions:
             )
         if mw is not None:
             put("max_workers", int(mw))
-        for flag in ("allow_preempt", "backfill", "release", "uses_loaning", "stall_guard"):
+        for flag in ("allow_preempt", "backfill", "release", "uses_loaning", "stall_guard", "preempt_guard",
+                     "thrash_sustained"):
             put(flag, check_flag(flag, getattr(self, flag)))
-        if self.stall_guard and self.action_mode != "sequential":
-            raise ValueError(
-                f"stall_guard acts on the sequential mode's commit; action_mode is {self.action_mode!r} "
-                "(use action_mode='sequential' or stall_guard=False)"
-            )
+        for guard, acts_on in (("stall_guard", "commit"), ("preempt_guard", "preemptions")):
+            if getattr(self, guard) and self.action_mode != "sequential":
+                raise ValueError(
+                    f"{guard} acts on the sequential mode's {acts_on}; action_mode is {self.action_mode!r} "
+                    f"(use action_mode='sequential' or {guard}=False)"
+                )
         put("jobs", check_jobs(self.jobs))
         if self.trace_options is not None and not isinstance(self.trace_options, dict):
             raise ValueError(f"trace_options must be a dict of load_trace options, got {self.trace_options!r}")
@@ -264,11 +269,6 @@ class EnvOptions:
                 f"unknown window_order {self.window_order!r}; choose one of {', '.join(WINDOW_ORDERS)}"
             )
         put("stall_hours", check_stall_hours(self.stall_hours))
-        tg = self.thrash_min_gpus
-        if isinstance(tg, (bool, np.bool_)) or not isinstance(tg, (int, float, np.integer, np.floating)) \
-                or not 0.0 <= tg < math.inf:
-            raise ValueError(f"thrash_min_gpus must be a finite number of GPUs >= 0 (0: off), got {tg!r}")
-        put("thrash_min_gpus", float(tg))
         check_early_end(self.early_end, self.end_fallback)
         parse_flap_damping(self.flap_damping)
         if self.render_mode is not None and self.render_mode not in RENDER_MODES:

@@ -494,7 +494,7 @@ class Simulator:
         """GPU-seconds allocated to training so far (training pool plus loaned servers)."""
         return self.acc.train_busy_gs + self.acc.loan_used_gs
 
-    def check_thrash(self, hours: float = STALL_HOURS, min_gpus: float = 0.0) -> bool:
+    def check_thrash(self, hours: float = STALL_HOURS, sustained: bool = False) -> bool:
         """The thrash rule, called after each round: once more than :data:`THRASH_SHARE` of
         the GPU time allocated over the last ``hours`` of simulated time (at least ``hours``,
         at most an eighth more) went to relaunch and scaling overheads, :attr:`thrashing` is set
@@ -502,12 +502,13 @@ class Simulator:
         can pay their overheads, so it might never end). Sane policies spend a few per cent
         of their GPU time in overheads; the rule only bounds episodes (``math.inf``: never).
 
-        ``min_gpus`` (> 0: the env's ``thrash_min_gpus``) also asks the overheads to amount to at
-        least ``min_gpus`` GPUs busy with overheads for the whole window (``min_gpus x hours``
-        GPU-hours): on an almost empty cluster one restart of a lone job is most of the little
-        GPU time allocated, which the share alone reads as thrashing. A policy that keeps
-        restarting one job of ``g >= min_gpus`` GPUs before it pays its overhead still reaches
-        the floor within the window, so such an episode still ends."""
+        ``sustained=True`` (the env's ``thrash_sustained``) asks the share to pass in each half
+        of the window too (split at the newest mark at least half a window old), so the waste
+        must have lasted the whole window: after a quiet stretch, the little GPU time allocated
+        makes a few minutes of restarts most of the window, which the share alone reads as
+        thrashing before a shield such as flap damping has stopped them. A policy that keeps
+        restarting jobs before they pay their overheads passes in both halves, so such an
+        episode still ends, half a window to a window later."""
         if self.thrashing:
             return True
         if not hours < math.inf:
@@ -519,7 +520,11 @@ class Simulator:
         d = win.push(self.now, self.overhead_gs, self.alloc_gs)
         if d is not None:
             overhead, alloc = d
-            if alloc > 0.0 and overhead > THRASH_SHARE * alloc and overhead >= min_gpus * span:
+            if alloc > 0.0 and overhead > THRASH_SHARE * alloc:
+                if sustained:
+                    halves = win.halves(self.now, self.overhead_gs, self.alloc_gs)
+                    if not all(a > 0.0 and o > THRASH_SHARE * a for o, a in halves):
+                        return False
                 self.thrashing = True
                 return True
         return False

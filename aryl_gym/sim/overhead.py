@@ -53,6 +53,20 @@ class OverheadWindow:
             return overhead_gs - w0, alloc_gs - a0
         return None
 
+    def halves(self, now: float, overhead_gs: float, alloc_gs: float) -> tuple[tuple[float, float], tuple[float, float]]:
+        """The window of the last :meth:`push` (``now`` and the same totals) split in two at
+        the newest mark at least ``span / 2`` old: ``((overhead, alloc) of the first part,
+        (overhead, alloc) of the second)``. With no mark between the window's start and that
+        point the first part is empty (zeros)."""
+        marks = self._marks
+        t0, w0, a0 = marks[0]
+        mid = marks[0]
+        for m in marks:
+            if now - m[0] < self.span / 2.0:
+                break
+            mid = m
+        return (mid[1] - w0, mid[2] - a0), (overhead_gs - mid[1], alloc_gs - mid[2])
+
     def clear(self) -> None:
         self._marks.clear()
 
