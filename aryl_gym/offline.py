@@ -244,7 +244,7 @@ def write_dataset(
 
     from aryl_gym import __version__
     from aryl_gym.envs import DEFAULT_ENV_ID
-    from aryl_gym.leaderboard.provenance import git_commit
+    from aryl_gym.provenance import git_commit
 
     check_dataset_id(dataset_id)
     folder = dataset_folder(dataset_id)

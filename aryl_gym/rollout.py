@@ -1,6 +1,6 @@
 """The rollout loop: an agent with an SB3-style ``predict`` playing episodes through a Gymnasium
 env. Used by ``aryl-gym evaluate``, training's periodic evaluation
-(:mod:`aryl_gym.train.evaluation`), the leaderboard (:mod:`aryl_gym.leaderboard.episodes`), the
+(:mod:`aryl_gym.train.evaluation`), the episode runner (:mod:`aryl_gym.episodes`), the
 reclaim suite, and, through its per-step callback (like SB3's ``evaluate_policy``), by whatever
 records the steps: demonstrations (``aryl-gym demos``, :mod:`aryl_gym.train.bc`), DAgger's
 student states (:mod:`aryl_gym.train.dagger`) and ``scripts/check_equality.py``. No torch here:

@@ -18,18 +18,12 @@ from typing import Any
 import pytest
 
 from aryl_gym.config import ConfigError, load_scenario
+from aryl_gym.episodes import EpisodeTask
 from aryl_gym.leaderboard import suite_from_dict
-from aryl_gym.leaderboard.runner import (
-    CSV_NAME,
-    EpisodeTask,
-    config_hash,
-    read_rows,
-    run_suite,
-    scan_rows,
-    write_series,
-)
-from aryl_gym.leaderboard.suites import Entrant
+from aryl_gym.leaderboard.results import CSV_NAME, read_rows, scan_rows, write_series
+from aryl_gym.leaderboard.runner import run_suite
 from aryl_gym.leaderboard.validate import task_from_row, validate_csv
+from aryl_gym.provenance import config_hash
 
 SUITE = {
     "name": "dur",
@@ -158,7 +152,7 @@ def test_validate_rebuilds_the_requested_env_kwargs_of_an_agent_row() -> None:
     """An agent row records the kwargs of the env it used (the model's own plus the suite's);
     the config hash covers the suite's only. Validation must not call that a config change."""
     cfg = load_scenario("tiny")
-    ent = Entrant(name="ppo", kind="agent", source="ppo-testbed")
+    ent = "ppo-testbed"  # the agent's source
     requested: dict[str, Any] = {}
     used = {"action_mode": "sequential", "reward_scale": 36000.0}
     row = {
@@ -218,7 +212,7 @@ def test_workers_die_with_their_parent(tmp_path: Path) -> None:
     script = textwrap.dedent("""
         import multiprocessing as mp, os, sys, time
         from concurrent.futures import ProcessPoolExecutor
-        from aryl_gym.leaderboard.runner import die_with_parent
+        from aryl_gym.parallel import die_with_parent
 
         if __name__ == "__main__":
             pool = ProcessPoolExecutor(2, mp_context=mp.get_context("spawn"),
@@ -244,16 +238,15 @@ def test_workers_die_with_their_parent(tmp_path: Path) -> None:
 
 
 def test_local_executor_installs_the_parent_watch() -> None:
-    """Both worker pools (leaderboard and reproduce) are ``parallel.local_map``, which installs
-    the parent watch."""
+    """The one worker pool (the leaderboard's and reproduce's: ``episodes.local_executor``) is
+    ``parallel.local_map``, which installs the parent watch."""
     import inspect
 
-    from aryl_gym import parallel, reproduce
-    from aryl_gym.leaderboard import runner
+    from aryl_gym import episodes, parallel, reproduce
 
     assert "initializer=die_with_parent" in inspect.getsource(parallel.local_map)
-    for executor in (runner.local_executor, reproduce.local_executor):
-        assert "local_map(" in inspect.getsource(executor)
+    assert reproduce.local_executor is episodes.local_executor
+    assert "local_map(" in inspect.getsource(episodes.local_executor)
 
 
 def test_progress_lines_when_stderr_is_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from aryl_gym import episodes as rp_episodes
 from aryl_gym import reproduce as rp
 from aryl_gym.cli import main
-from aryl_gym.reproduce import episodes as rp_episodes
 from aryl_gym.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,9 +33,8 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 # ----------------------------------------------------------------------------------------------
 # reproduce: the episode cache
 # ----------------------------------------------------------------------------------------------
-def _task(policy: str = "fifo", seed: int = 0) -> rp.Task:
-    cfg = load_scenario("tiny")
-    return rp.Task("tiny", cfg, policy, seed, rp.config_hash(cfg))
+def _task(policy: str = "fifo", seed: int = 0) -> rp.EpisodeTask:
+    return rp.policy_task(load_scenario("tiny"), policy, seed, "tiny")
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +128,7 @@ def test_reproduce_cache_key_follows_the_agent_model_file(tmp_path: Path, monkey
     assert rp.cache_path(tmp_path, t) == first
     model.write_bytes(b"other weights")
     os.utime(model, ns=(1, 1))  # even with the same mtime and size class
-    assert rp.cache_path(tmp_path, t) != first
+    assert rp.cache_path(tmp_path, _task(f"agent:{model}")) != first
     # a reference policy's key: the config and the metrics' version (another version, another file)
     fifo = rp.cache_path(tmp_path, _task("fifo")).name
     assert fifo.startswith("seed0-") and fifo != f"seed0-{rp.config_hash(load_scenario('tiny'))}.json"
@@ -601,8 +600,8 @@ def test_leaderboard_skips_learned_agents_naming_the_extra(monkeypatch: pytest.M
     """Was: ``aryl-gym main`` without the train extra printed 48 FAILED lines, none naming it."""
     import sys
 
+    from aryl_gym.episodes import check_entrant
     from aryl_gym.extras import missing_extra
-    from aryl_gym.leaderboard.episodes import check_entrant
     from aryl_gym.leaderboard.suites import Entrant
 
     monkeypatch.setitem(sys.modules, "sb3_contrib", None)

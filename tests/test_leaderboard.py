@@ -16,17 +16,10 @@ import yaml
 
 from aryl_gym.cli import main as cli_main
 from aryl_gym.config import ConfigError
+from aryl_gym.episodes import EpisodeOutput, EpisodeTask, local_executor
 from aryl_gym.leaderboard import load_suite, run_leaderboard, suite_from_dict
-from aryl_gym.leaderboard.runner import (
-    COLUMNS,
-    VOLATILE_COLUMNS,
-    EpisodeOutput,
-    EpisodeTask,
-    local_executor,
-    read_rows,
-    rewrite_rows,
-    run_suite,
-)
+from aryl_gym.leaderboard.results import COLUMNS, VOLATILE_COLUMNS, read_rows, rewrite_rows
+from aryl_gym.leaderboard.runner import run_suite
 from aryl_gym.leaderboard.validate import validate_csv
 
 SEEDS = [0, 1]
@@ -426,8 +419,7 @@ def test_agent_rows_are_keyed_by_the_bytes_of_its_files(tmp_path: Path) -> None:
     import os
 
     from aryl_gym.config import load_scenario
-    from aryl_gym.leaderboard.provenance import agent_files_digest, config_hash
-    from aryl_gym.leaderboard.suites import Entrant
+    from aryl_gym.provenance import agent_files_digest, config_hash
 
     src = Path(__file__).resolve().parents[1] / "agents" / "pretrained" / "ppo-v1.zip"
     if not src.exists():
@@ -435,7 +427,7 @@ def test_agent_rows_are_keyed_by_the_bytes_of_its_files(tmp_path: Path) -> None:
     model = tmp_path / "mine.zip"
     shutil.copy(src, model)
     cfg = load_scenario("tiny")
-    e = Entrant("mine", "agent", str(model))
+    e = str(model)  # the agent's source
     first = config_hash(cfg, e, "aryl_gym/Aryl-v1", {})
     assert config_hash(cfg, e, "aryl_gym/Aryl-v1", {}) == first  # stable
     assert set(agent_files_digest(str(model))) == {"model"}
@@ -448,8 +440,8 @@ def test_agent_rows_are_keyed_by_the_bytes_of_its_files(tmp_path: Path) -> None:
     # no files to read: a module:factory agent, an unknown name
     assert agent_files_digest("tests.helpers:make_agent") == {}
     assert agent_files_digest("no-such-agent") == {}
-    assert config_hash(cfg, Entrant("aryl", "policy"), "aryl_gym/Aryl-v1", {}) == config_hash(
-        cfg, Entrant("aryl", "policy"), "aryl_gym/Aryl-v1", {})
+    # a reference policy: the scenario alone
+    assert config_hash(cfg, None, "aryl_gym/Aryl-v1", {}) == config_hash(cfg)
 
 
 def test_protocol_names_agents_that_acted_with_a_shield(e2e: dict[str, Any], tmp_path: Path) -> None:

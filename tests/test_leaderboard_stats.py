@@ -28,7 +28,7 @@ SEEDS = list(range(10))
 
 
 def _row(policy: str, scenario: str, seed: int, jct: float, lb: float = 1000.0) -> dict[str, Any]:
-    from aryl_gym.leaderboard.runner import METRIC_TYPES
+    from aryl_gym.leaderboard.results import METRIC_TYPES
 
     r: dict[str, Any] = {k: (0 if t is int else (False if t is bool else 1.0)) for k, t in METRIC_TYPES.items()}
     r.update(
@@ -319,7 +319,7 @@ def test_two_writers_in_one_folder_keep_both(tmp_path: Path) -> None:
 
 
 def test_timeline_scalars_keep_every_minute() -> None:
-    from aryl_gym.leaderboard.runner import TIMELINE_COLUMNS
+    from aryl_gym.leaderboard.results import TIMELINE_COLUMNS
 
     # 9,000 rounds, one every 30 s -> 4,500 minutes, all kept (last row of a minute wins)
     rows = [[30.0 * i, 1.0, 2.0, 1.0, float(i), 3.0, 0.5] for i in range(9000)]

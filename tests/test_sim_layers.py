@@ -100,7 +100,7 @@ def test_git_commit_is_defined_once() -> None:
     import subprocess
     from pathlib import Path
 
-    from aryl_gym.leaderboard.provenance import git_commit
+    from aryl_gym.provenance import git_commit
     from aryl_gym.train.runner import git_commit as train_commit
 
     root = Path(__file__).resolve().parents[1]

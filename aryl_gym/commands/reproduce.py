@@ -196,20 +196,20 @@ def _run_locked(args: argparse.Namespace, rp: Any, scale: Any, out: Path, specs:
         print(f"aryl-gym reproduce: error: --cached-only: no episode of this table is cached in {out}; "
               "run without --cached-only (or give the --out folder of an earlier run)", file=sys.stderr)
         return 1
-    by_key = {t.key: r for t, r in results.items()}
+    by_key = {t.episode_key: r for t, r in results.items()}
 
     def rows_for(ts: list[Any]) -> list[Any]:
-        res = {t: by_key[t.key] for t in ts if t.key in by_key}
+        res = {t: by_key[t.episode_key] for t in ts if t.episode_key in by_key}
         return rp.compute_rows(specs, rp.results_by_role(res), seeds)
 
     seeds = rp.all_seeds(tasks)
     rows = rows_for(tasks)
     def mech_for(ts: list[Any]) -> Any:
-        return rp.mechanism(rp.results_by_role({t: by_key[t.key] for t in ts if t.key in by_key}), seeds)
+        return rp.mechanism(rp.results_by_role({t: by_key[t.episode_key] for t in ts if t.episode_key in by_key}), seeds)
 
     points = [rp.SweepPoint(key, v, rows_for(ts), mech_for(ts)) for key, v, ts in sweep_tasks]
     mechs = [mc for b in ("baseline", "fifo")
-             if (mc := rp.mechanism(rp.results_by_role({t: by_key[t.key] for t in tasks if t.key in by_key}),
+             if (mc := rp.mechanism(rp.results_by_role({t: by_key[t.episode_key] for t in tasks if t.episode_key in by_key}),
                                     seeds, baseline=b)) is not None]
     # one block per scale (the paper scale is the primary table: "table", "sweep")
     sfx = "" if scale.name == "paper" else f"-{scale.name}"
@@ -273,8 +273,8 @@ def _run_locked(args: argparse.Namespace, rp: Any, scale: Any, out: Path, specs:
 
 
 def _commit() -> str:
-    # runner imports pydantic: only when a config is validated
-    from aryl_gym.leaderboard.runner import git_commit
+    # provenance reads the scenario config (pydantic): only when a report is written
+    from aryl_gym.provenance import git_commit
 
     return git_commit()[:12]
 

@@ -41,11 +41,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.config import ConfigError
+    from aryl_gym.episodes import check_entrant
 
     # runner imports pydantic: only when a config is validated
     from aryl_gym.fileio import DirLock, claim_folder
-    from aryl_gym.leaderboard.episodes import check_entrant
-    from aryl_gym.leaderboard.runner import METRIC_TYPES, prepare_out_dir, run_suite
+    from aryl_gym.leaderboard.results import METRIC_TYPES
+    from aryl_gym.leaderboard.runner import prepare_out_dir, run_suite
 
     # seed_study imports pydantic: only when a config is validated
     from aryl_gym.leaderboard.seed_study import recommendation, render, study

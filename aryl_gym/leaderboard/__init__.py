@@ -3,14 +3,14 @@
 Modules:
 
 * :mod:`~aryl_gym.leaderboard.suites` -- suite YAML (scenarios x seeds x entrants), validated;
-* :mod:`~aryl_gym.leaderboard.runner` -- episodes -> CSV rows as they finish, ``--resume``;
+* :mod:`~aryl_gym.leaderboard.runner` -- a suite's episodes (through :mod:`aryl_gym.episodes`,
+  locally or on Ray) -> CSV rows as they finish, ``--resume``;
 * :mod:`~aryl_gym.leaderboard.report` -- ``leaderboard.md`` / ``leaderboard.json``;
 * :mod:`~aryl_gym.leaderboard.seed_study` -- how many seeds separate a given difference
   (``scripts/seed_study.py``);
 * :mod:`~aryl_gym.leaderboard.plots` -- usage over time (paper Figure 9), JCT CDF, queuing bars,
   performance profile;
 * :mod:`~aryl_gym.leaderboard.tb` -- TensorBoard runs per entrant under the same tags;
-* :mod:`~aryl_gym.leaderboard.ray_backend` -- episodes as Ray tasks;
 * :mod:`~aryl_gym.leaderboard.validate` -- replay a sample of rows and compare.
 
 The intervals, tied ranks and performance profiles come from :mod:`aryl_gym.stats`.
@@ -30,13 +30,13 @@ from typing import Any
 
 from aryl_gym.fileio import DirLock, claim_folder
 from aryl_gym.leaderboard.report import render_console, write_report
+from aryl_gym.leaderboard.results import series_for
 from aryl_gym.leaderboard.runner import (
     RunOptions,
     RunSummary,
     prepare_out_dir,
     run_options,
     run_suite,
-    series_for,
 )
 from aryl_gym.leaderboard.suites import Entrant, Suite, list_suites, load_suite, suite_from_dict
 

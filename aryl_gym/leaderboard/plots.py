@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 
 from aryl_gym.leaderboard.report import episode_score, stats
-from aryl_gym.leaderboard.runner import Key, slug
+from aryl_gym.leaderboard.results import Key
 from aryl_gym.leaderboard.suites import Suite
+from aryl_gym.provenance import slug
 from aryl_gym.stats import available, performance_profile, score_distribution
 
 

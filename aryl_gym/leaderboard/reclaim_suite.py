@@ -57,8 +57,8 @@ from aryl_gym.commands._common import table as text_table
 from aryl_gym.commands.reclaim_study import trivial
 from aryl_gym.config import ConfigError, load_yaml
 from aryl_gym.envs.reclaim import ArylReclaimEnv
+from aryl_gym.episodes import AgentUnavailable, load_agent
 from aryl_gym.fileio import DirLock, atomic_write_text, claim_folder, unique_backup
-from aryl_gym.leaderboard.episodes import load_agent
 from aryl_gym.leaderboard.results import (
     CsvAppender,
     RowSchema,
@@ -67,7 +67,7 @@ from aryl_gym.leaderboard.results import (
     rewrite_rows,
     scan_rows,
 )
-from aryl_gym.leaderboard.runner import AgentUnavailable, prepare_out_dir
+from aryl_gym.leaderboard.runner import prepare_out_dir
 from aryl_gym.leaderboard.suites import Seeds, _check_name, suites_dir
 from aryl_gym.reclaim_snapshots import (
     load_snapshots,
@@ -320,7 +320,7 @@ class _AgentPlayer:
 
     A learned reclaim agent (a shipped name such as ``reclaim-v1`` or a weights ``.npz``,
     :mod:`aryl_gym.agents.reclaim_learned`) is loaded by its own loader; any other source by the
-    leaderboard's (:func:`~aryl_gym.leaderboard.episodes.load_agent`). An agent with a
+    episode runner's (:func:`~aryl_gym.episodes.load_agent`). An agent with a
     ``reclaim_env_kwargs`` mapping (e.g. ``{"observation": "v1"}``) acts through an env built
     with those options."""
 

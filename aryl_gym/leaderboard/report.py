@@ -43,10 +43,12 @@ from typing import Any
 import numpy as np
 
 from aryl_gym import __version__
-from aryl_gym.leaderboard.runner import METRIC_TYPES, WALL_METRICS, RunSummary, env_version
+from aryl_gym.leaderboard.results import METRIC_TYPES, WALL_METRICS
+from aryl_gym.leaderboard.runner import RunSummary
 from aryl_gym.leaderboard.suites import Suite
 from aryl_gym.metrics import METRICS, higher_is_better, metric
 from aryl_gym.metrics import view as metric_view
+from aryl_gym.provenance import env_version
 from aryl_gym.stats import (
     LEVEL,
     REPS,

@@ -18,18 +18,21 @@ import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from aryl_gym import __version__
 from aryl_gym.config import ConfigError
+from aryl_gym.episodes import EpisodeOutput
 from aryl_gym.fileio import (
     atomic_write_bytes,
     atomic_write_text,
     check_readable_file,
     unique_backup,
 )
-from aryl_gym.leaderboard.provenance import slug
 from aryl_gym.metrics import EpisodeResult
+from aryl_gym.provenance import env_version, slug
 
 # ----------------------------------------------------------------------------------------------
 # Row schema
@@ -388,6 +391,41 @@ def rewrite_rows(path: Path, rows: Sequence[Mapping[str, Any]], schema: RowSchem
         digests.append(row_digest(fields) + "\n")
     atomic_write_text(digest_path(path), "".join(digests))
     atomic_write_text(path, "".join(lines))
+
+
+def make_row(out: EpisodeOutput) -> dict[str, Any]:
+    """The row of a finished episode (:data:`COLUMNS`)."""
+    task, res = out.task, out.result
+    assert res is not None
+    d = res.to_dict()
+    env_id, env_kwargs = out.env_used
+    agent = task.agent is not None
+    row: dict[str, Any] = {
+        "suite": task.suite,
+        "scenario": task.scenario_name,
+        "scenario_name": res.scenario,
+        "env_id": env_id,
+        "env_version": env_version(env_id),
+        "seed": task.seed,
+        "policy": task.policy,
+        "kind": "agent" if agent else "policy",
+        "source": task.agent if agent else "",
+        "env_kwargs": json.dumps(dict(env_kwargs), sort_keys=True, default=str) if agent else "",
+    }
+    for k, t in METRIC_TYPES.items():
+        v = d.get(k)
+        if v is not None and t is float:
+            v = float(v)
+        row[k] = v
+    row.update(
+        wall_time_s=round(out.wall_s, 6),
+        commit=task.commit,
+        config_hash=task.config_hash,
+        aryl_gym_version=__version__,
+        finished_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        note=out.note,
+    )
+    return row
 
 
 def make_series(res: EpisodeResult, timeline: list[Any] | None) -> dict[str, Any]:

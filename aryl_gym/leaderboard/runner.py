@@ -5,19 +5,15 @@ entrant), one CSV row per episode that records enough to replay it (scenario, se
 agent source, env id and kwargs, the hash of the resolved scenario config, the commit), rows
 appended and flushed as episodes finish so an interrupted run loses nothing.
 
-* Reference policies run natively: ``make_episode(scenario, seed).simulator().run(policy)``.
-* Learned agents act through the gym env (``suite.env_id``) from
-  ``reset(seed=seed, options={"episode_seed": seed})``, which draws the same episode as
-  ``make_episode(scenario, seed)``; the runner checks that the env's trace is the native one when
-  it can see the env's simulator and writes a warning in the row's ``note`` if not.
+Episodes run through :func:`aryl_gym.episodes.run_episodes`, the runner ``aryl-gym reproduce``
+uses too: reference policies natively, learned agents through the gym env (``suite.env_id``),
+with the env's trace checked against the native one (a difference is written in the row's
+``note``). The results CSV is this runner's store: an episode with a row is not run again.
 
-Both give the same row schema (:data:`COLUMNS`). Each episode also writes its series (hourly
+Both kinds give the same row schema (:data:`COLUMNS`). Each episode also writes its series (hourly
 combined usage, JCTs, queuing times and the simulator's per-round timeline) to
 ``OUT/episodes/SCENARIO/ENTRANT/seedN.json.gz`` *before* its row, so plots and TensorBoard logs
 can be rebuilt from a resumed run.
-
-:func:`run_episode` is a module-level function of a picklable :class:`EpisodeTask`, so it runs
-unchanged in this process, in ``spawn``-ed worker processes and in Ray tasks.
 """
 
 from __future__ import annotations
@@ -27,58 +23,32 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aryl_gym.config import ConfigError
+from aryl_gym.config import ConfigError, load_scenario
+from aryl_gym.episodes import EpisodeOutput, EpisodeTask, Executor, check_entrant, run_episodes
 from aryl_gym.fileio import DirLock, unique_backup
-from aryl_gym.leaderboard.episodes import (  # noqa: F401  (re-exported)
-    AgentUnavailable,
-    EpisodeOutput,
-    EpisodeTask,
-    build_tasks,
-    check_entrant,
-    check_scenario,
-    load_agent,
-    make_row,
-    run_episode,
-)
-from aryl_gym.leaderboard.provenance import (  # noqa: F401  (re-exported)
-    config_hash,
-    env_version,
-    git_commit,
-    scenario_fingerprint,
-    slug,
-    source_kind,
-)
-from aryl_gym.leaderboard.ray_backend import ray_executor
-from aryl_gym.leaderboard.results import (  # noqa: F401  (re-exported)
-    COLUMNS,
+from aryl_gym.leaderboard.results import (
     CSV_NAME,
-    METRIC_TYPES,
-    TIMELINE_COLUMNS,
-    VOLATILE_COLUMNS,
-    WALL_METRICS,
     CsvAppender,
     Key,
     RowScan,
     digest_path,
+    make_row,
     make_series,
     move_aside,
-    read_rows,
-    read_series,
     rewrite_rows,
     row_key,
     scan_rows,
-    series_for,
     series_path,
     write_series,
 )
 from aryl_gym.leaderboard.suites import Suite
-from aryl_gym.parallel import die_with_parent, local_map  # noqa: F401  (die_with_parent re-exported)
-from aryl_gym.progress import progress_bar
+from aryl_gym.provenance import config_hash, git_commit
+from aryl_gym.workload.paths import resolve_data_path
 
 # ----------------------------------------------------------------------------------------------
 # Running a suite
@@ -108,12 +78,64 @@ class RunSummary:
     interrupted: bool = False
 
 
-Executor = Callable[[Sequence[EpisodeTask], int], Iterator[EpisodeOutput]]
+def build_tasks(suite: Suite, data_root: str | None = None, keep_timeline: bool = True) -> list[EpisodeTask]:
+    """All episodes of ``suite`` in a fixed order: scenario, seed, then entrant as listed."""
+    tasks = []
+    commit = git_commit()
+    for scen in suite.scenarios:
+        cfg = load_scenario(scen)
+        for seed in suite.seeds:
+            for e in suite.entrants:
+                agent = e.source if e.kind == "agent" else None
+                kw = {**suite.env_kwargs, **e.env_kwargs} if agent else {}
+                tasks.append(EpisodeTask(
+                    scen, e.name, int(seed), agent=agent, env_id=suite.env_id, env_kwargs=kw,
+                    data_root=data_root, config_hash=config_hash(cfg, agent, suite.env_id, kw),
+                    keep_timeline=keep_timeline, suite=suite.name, commit=commit,
+                ))
+    return tasks
 
 
-def local_executor(tasks: Sequence[EpisodeTask], workers: int) -> Iterator[EpisodeOutput]:
-    """Run ``tasks`` here (``workers <= 1``) or in ``spawn``-ed processes, yielding as they finish."""
-    return local_map(run_episode, tasks, workers)
+def check_scenario(scenario: str, data_root: str | None = None) -> str | None:
+    """Why ``scenario``'s episodes cannot be drawn here (its trace or series file is missing)."""
+
+    cfg = load_scenario(scenario)
+    for what, rel in (("trace", cfg.workload.trace), ("inference series", cfg.inference.csv if cfg.inference.mode == "csv" else None)):
+        if not rel:
+            continue
+        try:
+            resolve_data_path(rel, data_root)
+        except ConfigError as exc:
+            return f"its {what} is not available here: {exc}"
+    return None
+
+
+class _Rows:
+    """The results CSV as the runner's store: the finished rows by key; a new episode writes its
+    series file, then appends its row (the file is opened at the first new row)."""
+
+    def __init__(self, out: Path, done: dict[Key, dict[str, Any]]):
+        self.out = out
+        self.done = done
+        self.appender: CsvAppender | None = None
+        self.resume_hint = f"finished rows are safe in {out / CSV_NAME}; rerun with --resume to finish the rest"
+
+    def get(self, task: EpisodeTask) -> dict[str, Any] | None:
+        return self.done.get(task.key)
+
+    def put(self, task: EpisodeTask, out: EpisodeOutput) -> dict[str, Any]:
+        assert out.result is not None
+        write_series(series_path(self.out, task.scenario_name, task.policy, task.seed),
+                     make_series(out.result, out.timeline))
+        row = make_row(out)
+        if self.appender is None:
+            self.appender = CsvAppender(self.out / CSV_NAME)
+        self.appender.append(row)
+        self.done[task.key] = row
+        return row
+
+    def seconds(self, row: Mapping[str, Any]) -> tuple[float | None, float | None]:
+        return row.get("wall_time_s"), None
 
 
 @dataclass(frozen=True)
@@ -240,18 +262,11 @@ def _run_suite_locked(
                         "comparable. Use a fresh --out (or move the old rows aside: leaderboard "
                         "--overwrite, seed-study --fresh)"
                     )
-                if r["commit"] != t.commit:
-                    summary.stale_commit_rows += 1
                 done[k] = r
-            if summary.stale_commit_rows:
-                say(
-                    f"note: {summary.stale_commit_rows} resumed row(s) were made at another commit; "
-                    "use a fresh --out to recompute them with this code"
-                )
     summary.resumed = len(done)
     # Entrants that cannot run here are skipped once, with a note (not written to the CSV, so a
     # later --resume runs them when they become available).
-    pending = {t.entrant.name for t in tasks if t.key not in done}
+    pending = {t.policy for t in tasks if t.key not in done}
     for e in suite.entrants:
         why = check_entrant(e, suite.env_id) if e.name in pending else None
         if why:
@@ -264,60 +279,26 @@ def _run_suite_locked(
         why = check_scenario(scen, opts.data_root)
         if why:
             summary.skipped[f"scenario {scen}"] = why
-    todo = [
-        t
-        for t in tasks
-        if t.key not in done
-        and t.entrant.name not in summary.skipped
-        and f"scenario {t.scenario}" not in summary.skipped
-    ]
-    # Learned agents (env-acting, slower) first so they do not end up alone at the tail.
-    todo.sort(key=lambda t: 0 if t.entrant.kind == "agent" else 1)
-    run = opts.executor
-    if run is None:
-        if opts.backend == "ray":
-            def run(ts: Sequence[EpisodeTask], n: int) -> Iterator[EpisodeOutput]:
-                return ray_executor(ts, n, address=opts.ray_address)
-
-        elif opts.backend == "local":
-            run = local_executor
-        else:
-            raise ValueError(f"unknown backend {opts.backend!r}; use local or ray")
-
-    bar = progress_bar(len(todo), f"{suite.name}", unit="ep", enabled=opts.progress and bool(todo), leave=True)
-    appender = CsvAppender(csv_path) if todo else None
+    runnable = [t for t in tasks if t.key in done or (
+        t.policy not in summary.skipped and f"scenario {t.scenario_name}" not in summary.skipped)]
+    store = _Rows(out, done)
     try:
-        for outp in run(todo, opts.workers):
-            t = outp.task
-            if outp.status == "ok" and outp.row is not None:
-                if outp.series is not None:
-                    write_series(series_path(out, t.scenario, t.entrant.name, t.seed), outp.series)
-                assert appender is not None
-                appender.append(outp.row)
-                done[t.key] = outp.row
-                summary.new += 1
-            elif outp.status == "skipped":
-                summary.skipped.setdefault(t.entrant.name, outp.message)
-            else:
-                summary.failed.append((t.key, outp.message))
-                say(f"episode {t.key} failed: {outp.message.splitlines()[0]}")
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix_str(f"{t.entrant.name} {t.scenario} s{t.seed}", refresh=False)
+        _, stats = run_episodes(
+            runnable, store, workers=opts.workers, backend=opts.backend, ray_address=opts.ray_address,
+            executor=opts.executor, progress="bar" if opts.progress else "none", desc=suite.name, log=say,
+        )
     except KeyboardInterrupt:
         summary.interrupted = True
-        say(
-            f"\ninterrupted: {len(done)} finished row(s) are safe in {csv_path}; "
-            "rerun with --resume to finish the rest"
-        )
         raise
     finally:
-        if bar is not None:
-            bar.close()
-        if appender is not None:
-            appender.close()
+        if store.appender is not None:
+            store.appender.close()
         summary.wall_s = time.perf_counter() - wall0
+    summary.new = stats.new
+    summary.stale_commit_rows = stats.other_commit
+    for t, msg in stats.skipped:
+        summary.skipped.setdefault(t.policy, msg)
+    summary.failed = [(t.key, msg) for t, msg in stats.failed]
     order = {t.key: i for i, t in enumerate(tasks)}
     summary.rows = sorted(done.values(), key=lambda r: order[row_key(r)])
     return summary
-

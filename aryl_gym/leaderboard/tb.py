@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from aryl_gym.config import load_scenario
-from aryl_gym.leaderboard.runner import METRIC_TYPES, TIMELINE_COLUMNS, Key, slug
+from aryl_gym.leaderboard.results import METRIC_TYPES, TIMELINE_COLUMNS, Key
 from aryl_gym.leaderboard.suites import Suite
+from aryl_gym.provenance import slug
 
 #: series tags written per seed, in order
 TIMELINE_TAGS = (

@@ -3,7 +3,7 @@
 A row records its scenario, seed, entrant (policy name, or agent source), env id and kwargs and
 the hash of the resolved configuration. Validation draws a seeded sample of rows, checks the
 configuration hash against today's scenario files, replays each episode with
-:func:`~aryl_gym.leaderboard.runner.run_episode` and compares every metric except the
+:func:`~aryl_gym.episodes.run_episode` and compares every metric except the
 wall-clock ones (:data:`~aryl_gym.leaderboard.runner.WALL_METRICS`): integers and booleans
 exactly, floats to a relative tolerance of ``rtol`` (1e-9 by default; the simulator is
 deterministic, so a replay matches bit for bit unless the code or the row changed).
@@ -21,16 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from aryl_gym.config import ConfigError, load_scenario
-from aryl_gym.leaderboard.runner import (
-    METRIC_TYPES,
-    WALL_METRICS,
-    EpisodeTask,
-    config_hash,
-    git_commit,
-    run_episode,
-    scan_rows,
-)
-from aryl_gym.leaderboard.suites import Entrant
+from aryl_gym.episodes import EpisodeTask, run_episode
+from aryl_gym.leaderboard.results import METRIC_TYPES, WALL_METRICS, make_row, scan_rows
+from aryl_gym.provenance import config_hash, git_commit
 
 
 @dataclass
@@ -93,9 +86,7 @@ def same(a: Any, b: Any, t: type, rtol: float) -> bool:
     return a == b
 
 
-def _requested_kwargs(
-    row: Mapping[str, Any], used: dict[str, Any], cfg: Any, ent: Entrant
-) -> dict[str, Any]:
+def _requested_kwargs(row: Mapping[str, Any], used: dict[str, Any], cfg: Any, agent: str) -> dict[str, Any]:
     """The env kwargs the suite asked for when ``row`` was made.
 
     A row records the kwargs of the env the agent actually used: the suite's kwargs on top of the
@@ -111,7 +102,7 @@ def _requested_kwargs(
         for r in range(len(keys) + 1):
             for sub in itertools.combinations(keys, r):
                 kw = {k: used[k] for k in sub}
-                if config_hash(cfg, ent, env_id, kw) == recorded:
+                if config_hash(cfg, agent, env_id, kw) == recorded:
                     return kw
     return used
 
@@ -127,21 +118,15 @@ def task_from_row(row: Mapping[str, Any], data_root: str | None = None) -> Episo
         raise ValueError(f"env_kwargs is not JSON: {str(row['env_kwargs'])[:60]!r}") from None
     if not isinstance(env_kwargs, dict):
         raise ValueError(f"env_kwargs must be a JSON object, got {str(row['env_kwargs'])[:60]!r}")
-    ent = Entrant(name=str(row["policy"]), kind=kind, source=str(row.get("source") or ""))
+    agent = str(row.get("source") or "") if kind == "agent" else None
     cfg = load_scenario(str(row["scenario"]))
-    if kind == "agent":
-        env_kwargs = _requested_kwargs(row, env_kwargs, cfg, ent)
+    if agent is not None:
+        env_kwargs = _requested_kwargs(row, env_kwargs, cfg, agent)
     return EpisodeTask(
-        suite=str(row["suite"]),
-        scenario=str(row["scenario"]),
-        seed=int(row["seed"]),
-        entrant=ent,
-        env_id=str(row["env_id"]),
-        env_kwargs=env_kwargs,
-        data_root=data_root,
-        config_hash=config_hash(cfg, ent, str(row["env_id"]), env_kwargs),
-        commit=git_commit(),
-        keep_timeline=False,
+        str(row["scenario"]), str(row["policy"]), int(row["seed"]), agent=agent,
+        env_id=str(row["env_id"]), env_kwargs=env_kwargs,
+        data_root=data_root, config_hash=config_hash(cfg, agent, str(row["env_id"]), env_kwargs),
+        suite=str(row["suite"]), commit=git_commit(),
     )
 
 
@@ -199,13 +184,14 @@ def validate_csv(
             )
             continue
         out = run_episode(task)
-        if out.status != "ok" or out.row is None:
+        if out.status != "ok" or out.result is None:
             checks.append(RowCheck(key, out.status, message=out.message.splitlines()[0] if out.message else ""))
             continue
+        new = make_row(out)
         diffs = [
-            (k, row[k], out.row[k])
+            (k, row[k], new[k])
             for k, t in METRIC_TYPES.items()
-            if k not in WALL_METRICS and not same(row[k], out.row[k], t, rtol)
+            if k not in WALL_METRICS and not same(row[k], new[k], t, rtol)
         ]
         msg = ""
         if diffs and row["commit"] != task.commit:

@@ -24,14 +24,37 @@ when ``1 + 0.8 (R - 1) <= ours <= 1 + 1.2 (R - 1)`` (1.50x -> 1.40x-1.60x; +26.9
 seeds for every policy (``pollux-250`` included). ``mid``: ``basic`` and ``ideal``, 5 seeds. ``tiny``: ``tiny`` and
 ``tiny`` with the same ideal overrides, 3 seeds (tests).
 
-**Episodes** run once each and are shared between rows: every :class:`EpisodeResult` is cached as
-``OUT/episodes/SCENARIO/POLICY/seedN-HASH.json`` (``HASH``: the resolved scenario config, see
-:func:`config_hash`), written as soon as the episode ends, so an interrupted run resumes and
-nothing computed is lost.
+**Episodes** run once each and are shared between rows, through the runner every command that
+runs many episodes uses (:mod:`aryl_gym.episodes`): every :class:`EpisodeResult` is cached as
+``OUT/episodes/SCENARIO/POLICY/seedN-HASH.json`` (``HASH``: :func:`cache_hash`, over the resolved
+scenario config, a learned agent's files and the metrics' version), written as soon as the
+episode ends, so an interrupted run resumes and nothing computed is lost.
 """
 
 # The package's modules, lower layers first: claims (rows and statistics), scales (roles and
-# overrides), episodes (tasks, cache, executors), then report, sweeps and studies.
+# overrides), then report, sweeps and studies; episodes run through aryl_gym.episodes.
+from aryl_gym.episodes import (  # noqa: F401 - episodes, the runner and its cache: aryl_gym.episodes
+    AGENT_PREFIX,
+    CacheError,
+    EpisodeCache,
+    EpisodeOutput,
+    EpisodeTask,
+    Executor,
+    RunStats,
+    cache_hash,
+    cache_path,
+    check_cached_result,
+    local_executor,
+    policy_task,
+    ray_executor,
+    read_cached,
+    result_digest,
+    result_from_cache,
+    run_episode,
+    run_tasks,
+    write_cached,
+)
+from aryl_gym.provenance import config_hash  # noqa: F401
 from aryl_gym.reproduce.claims import (  # noqa: F401
     PRIMARY_ROWS,
     READINGS,
@@ -52,25 +75,6 @@ from aryl_gym.reproduce.claims import (  # noqa: F401
     tolerance_band,
     within_tolerance,
 )
-from aryl_gym.reproduce.episodes import (  # noqa: F401
-    AGENT_PREFIX,
-    CacheError,
-    Executor,
-    RunStats,
-    Task,
-    TaskOutput,
-    cache_hash,
-    cache_path,
-    check_cached_result,
-    local_executor,
-    ray_executor,
-    read_cached,
-    result_digest,
-    result_from_cache,
-    run_task,
-    run_tasks,
-    write_cached,
-)
 from aryl_gym.reproduce.report import (  # noqa: F401
     all_seeds,
     render_table_md,
@@ -90,7 +94,6 @@ from aryl_gym.reproduce.scales import (  # noqa: F401
     Scale,
     apply_override,
     check_key,
-    config_hash,
     ideal_overrides,
     parse_sweep,
     resolve_sweeps,

@@ -13,10 +13,10 @@ from aryl_gym.commands._common import table
 from aryl_gym.config import (
     ScenarioConfig,
 )
+from aryl_gym.episodes import EpisodeTask, RunStats, policy_task
 from aryl_gym.metrics import EpisodeResult
 from aryl_gym.reproduce.claims import READINGS, RowResult, RowSpec, fmt_value
-from aryl_gym.reproduce.episodes import RunStats, Task
-from aryl_gym.reproduce.scales import Scale, config_hash
+from aryl_gym.reproduce.scales import Scale
 
 # ----------------------------------------------------------------------------------------------
 # The headline table
@@ -39,25 +39,21 @@ def table_tasks(
     n_seeds: int | None,
     first_seed: int,
     tag: str = "",
-) -> list[Task]:
+) -> list[EpisodeTask]:
     """The episodes the rows need: each (role, policy, seed) once."""
     need: dict[tuple[str, str], None] = {}
     for sp in specs:
         for p in sp.policies:
             need[(sp.role, p)] = None
-    hashes = {r: config_hash(c) for r, c in configs.items()}
-    tasks = []
-    for role, pol in need:
-        for s in seeds_for(scale, n_seeds, first_seed, pol):
-            tasks.append(Task(role, configs[role], pol, s, hashes[role], tag))
-    return tasks
+    return [policy_task(configs[role], pol, s, role, tag)
+            for role, pol in need for s in seeds_for(scale, n_seeds, first_seed, pol)]
 
 
-def results_by_role(results: Mapping[Task, EpisodeResult]) -> dict[tuple[str, str, int], EpisodeResult]:
+def results_by_role(results: Mapping[EpisodeTask, EpisodeResult]) -> dict[tuple[str, str, int], EpisodeResult]:
     return {(t.role, t.policy, t.seed): r for t, r in results.items()}
 
 
-def all_seeds(tasks: Sequence[Task]) -> list[int]:
+def all_seeds(tasks: Sequence[EpisodeTask]) -> list[int]:
     return sorted({t.seed for t in tasks})
 
 

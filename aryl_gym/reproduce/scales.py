@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +16,6 @@ from aryl_gym.config import (
     validate_scenario,
 )
 from aryl_gym.fileio import load_yaml_value
-from aryl_gym.leaderboard.runner import scenario_fingerprint
 
 # ----------------------------------------------------------------------------------------------
 # Scales and scenarios
@@ -66,12 +63,6 @@ def role_configs(scale: Scale) -> dict[str, ScenarioConfig]:
             description=f"{base.name} with ideal.yaml's workload settings: {ideal_overrides()}",
         )
     return {"basic": basic, "ideal": ideal}
-
-
-def config_hash(cfg: ScenarioConfig) -> str:
-    """16 hex digits of SHA-256 over everything of the resolved config that changes an episode."""
-    text = json.dumps(scenario_fingerprint(cfg), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------------------------------

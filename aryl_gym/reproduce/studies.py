@@ -12,10 +12,10 @@ from aryl_gym.agents import policy_names
 from aryl_gym.config import (
     ScenarioConfig,
 )
+from aryl_gym.episodes import AGENT_PREFIX, EpisodeTask, policy_task
 from aryl_gym.metrics import EpisodeResult
 from aryl_gym.reproduce.claims import _s
-from aryl_gym.reproduce.episodes import AGENT_PREFIX, Task
-from aryl_gym.reproduce.scales import apply_override, config_hash
+from aryl_gym.reproduce.scales import apply_override
 from aryl_gym.stats import RatioStat, paired_bootstrap_ratio, paired_ratio_ci  # noqa: F401 - the statistics, in aryl_gym.stats
 
 # ----------------------------------------------------------------------------------------------
@@ -46,27 +46,24 @@ def check_policies(names: Sequence[str]) -> None:
 def knob_tasks(
     cfg: ScenarioConfig, key: str, label: str, values: Sequence[float],
     policies: Sequence[str], seeds: Sequence[int],
-) -> list[Task]:
+) -> list[EpisodeTask]:
     """Every policy x seed at each value of one config knob; role ``f"{label}={value}"``."""
     tasks = []
     for v in values:
         c = apply_override(cfg, key, float(v))
-        h = config_hash(c)
         role = f"{label}={v}"
-        for p in policies:
-            for s in seeds:
-                tasks.append(Task(role, c, p, s, h, role))
+        tasks += [policy_task(c, p, s, role, role) for p in policies for s in seeds]
     return tasks
 
 
 def prediction_tasks(
     cfg: ScenarioConfig, policies: Sequence[str], sigmas: Sequence[float], seeds: Sequence[int]
-) -> list[Task]:
+) -> list[EpisodeTask]:
     return knob_tasks(cfg, "workload.prediction_sigma", "sigma", sigmas, policies, seeds)
 
 
 def prediction_table(
-    results: Mapping[Task, EpisodeResult], policies: Sequence[str], sigmas: Sequence[float],
+    results: Mapping[EpisodeTask, EpisodeResult], policies: Sequence[str], sigmas: Sequence[float],
     seeds: Sequence[int], metric: str = "avg_jct",
 ) -> dict[str, dict[float, RatioStat]]:
     """policy -> sigma -> paired ratio ``metric(sigma) / metric(0)`` over seeds."""
@@ -126,14 +123,14 @@ HETERO_METRICS: tuple[tuple[str, str, str], ...] = (
 def hetero_tasks(
     cfg: ScenarioConfig, fractions: Sequence[float], seeds: Sequence[int],
     policies: Sequence[str] = HETERO_POLICIES,
-) -> list[Task]:
+) -> list[EpisodeTask]:
     """``policies`` (off: ``aryl``; on: ``aryl-hetero``) at each ``workload.hetero_fraction``, on
     the same episodes per seed (the fraction only marks jobs; the trace is otherwise the same)."""
     return knob_tasks(cfg, "workload.hetero_fraction", "hetero", fractions, policies, seeds)
 
 
 def hetero_table(
-    results: Mapping[Task, EpisodeResult], fractions: Sequence[float], seeds: Sequence[int],
+    results: Mapping[EpisodeTask, EpisodeResult], fractions: Sequence[float], seeds: Sequence[int],
     off: str = HETERO_POLICIES[0], on: str = HETERO_POLICIES[1],
 ) -> list[dict[str, Any]]:
     """One row per fraction: each policy's mean of every :data:`HETERO_METRICS` figure and the

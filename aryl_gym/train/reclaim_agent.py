@@ -49,8 +49,8 @@ from aryl_gym.agents.reclaim import (
     reclaim_preemptions,
 )
 from aryl_gym.agents.reclaim_learned import V0_COLUMNS, ReclaimSetAgent, save_weights
-from aryl_gym.leaderboard.provenance import git_commit
 from aryl_gym.progress import progress_bar
+from aryl_gym.provenance import git_commit
 from aryl_gym.reclaim_features import (
     CONTEXT_FEATURES_V1,
     SERVER_FEATURES_V1,

@@ -44,8 +44,8 @@ from gymnasium import spaces
 
 from aryl_gym.config import ConfigError
 from aryl_gym.fileio import DirLock, claim_folder, load_yaml_file
-from aryl_gym.leaderboard.provenance import git_commit as _git_commit
 from aryl_gym.offline import is_minari_ref
+from aryl_gym.provenance import git_commit as _git_commit
 from aryl_gym.train.bc import load_demos, pretrain, record_demos
 from aryl_gym.train.config import (
     TrainConfig,
@@ -268,7 +268,7 @@ def build_model(cfg: TrainConfig, venv: Any, verbose: int = 0) -> Any:
 # ---------------------------------------------------------------------------------------------
 def git_commit(repo: Path | None = None) -> str:
     """``git rev-parse HEAD`` of the code, ``-dirty`` if tracked files have changes, or
-    ``unknown`` (the one implementation: :func:`aryl_gym.leaderboard.provenance.git_commit`)."""
+    ``unknown`` (the one implementation: :func:`aryl_gym.provenance.git_commit`)."""
     return _git_commit(repo, dirty=True)
 
 

@@ -1,5 +1,6 @@
-"""Provenance of a leaderboard row: the commit, the hash of the resolved scenario (and agent
-set-up), the env version, and file-name-safe slugs."""
+"""Provenance of an episode (a leaderboard row, a cached episode of ``aryl-gym reproduce``): the
+commit, the hash of the resolved scenario (and agent set-up), the env version, and
+file-name-safe slugs."""
 
 from __future__ import annotations
 
@@ -10,20 +11,10 @@ import re
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from aryl_gym.agents.learned import find_zoo_experiment, resolve_agent_path, resolve_zoo_folder
 from aryl_gym.config import ScenarioConfig
-
-
-class Entrant(Protocol):
-    """What provenance needs of a suite entrant (:class:`aryl_gym.leaderboard.suites.Entrant`)."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def source(self) -> str: ...
-
 
 _IMPORT_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -47,7 +38,7 @@ def git_commit(repo: Path | None = None, dirty: bool = False) -> str:
     ``'unknown'``. With ``dirty``, ``-dirty`` is appended when tracked files have changes (a
     training run records that; leaderboard rows and reports record the commit alone, cached)."""
     global _COMMIT
-    root = repo or Path(__file__).resolve().parents[2]
+    root = repo or Path(__file__).resolve().parents[1]
     if repo is None and not dirty and _COMMIT is not None:
         return _COMMIT
     commit = "unknown"
@@ -116,13 +107,19 @@ def agent_files_digest(source: str) -> dict[str, str]:
             if p is not None and p.is_file()}
 
 
-def config_hash(cfg: ScenarioConfig, entrant: Entrant, env_id: str, env_kwargs: Mapping[str, Any]) -> str:
-    """16 hex digits of SHA-256 over the resolved scenario (and, for agents, the env set-up and
-    the bytes of the agent's model, config and normalisation files)."""
+def config_hash(
+    cfg: ScenarioConfig,
+    agent: str | None = None,
+    env_id: str | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+) -> str:
+    """16 hex digits of SHA-256 over the resolved scenario (and, for a learned ``agent`` given by
+    its source, the env set-up -- ``env_id`` ``None``: the agent's own env -- and the bytes of the
+    agent's model, config and normalisation files)."""
     payload: dict[str, Any] = {"scenario": scenario_fingerprint(cfg)}
-    if entrant.kind == "agent":
-        payload.update(env_id=env_id, env_kwargs=dict(env_kwargs), source=entrant.source,
-                       files=agent_files_digest(entrant.source))
+    if agent is not None:
+        payload.update(env_id=env_id, env_kwargs=dict(env_kwargs or {}), source=agent,
+                       files=agent_files_digest(agent))
     text = json.dumps(payload, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

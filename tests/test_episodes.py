@@ -1,0 +1,96 @@
+"""The one episode runner (``aryl_gym.episodes``): its cache, resume, and that the leaderboard and
+``aryl-gym reproduce`` run their episodes through it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from aryl_gym import episodes as ep
+from aryl_gym.leaderboard import suite_from_dict
+from aryl_gym.leaderboard.results import read_rows
+from aryl_gym.leaderboard.runner import run_suite
+from aryl_gym.scenario import load_scenario
+
+
+def _quiet(msg: str) -> None:
+    pass
+
+
+class _Counting:
+    """The local executor, recording the tasks it is handed."""
+
+    def __init__(self) -> None:
+        self.ran: list[ep.EpisodeTask] = []
+
+    def __call__(self, tasks: Sequence[ep.EpisodeTask], workers: int) -> Iterator[ep.EpisodeOutput]:
+        for out in ep.local_executor(tasks, 1):
+            self.ran.append(out.task)
+            yield out
+
+
+def test_cache_miss_then_hit_then_fresh(tmp_path: Path) -> None:
+    t = ep.policy_task(load_scenario("tiny"), "fifo", 0)
+    first = _Counting()
+    res, stats = ep.run_tasks([t, t], tmp_path, executor=first, progress="none", log=_quiet)
+    assert stats.new == 1 and stats.cached == 0 and len(first.ran) == 1  # listed twice, run once
+    assert ep.cache_path(tmp_path, t).is_file()
+    again = _Counting()
+    res2, stats2 = ep.run_tasks([t], tmp_path, executor=again, progress="none", log=_quiet)
+    assert again.ran == [] and stats2.cached == 1 and res2[t].avg_jct == res[t].avg_jct
+    assert stats2.wall_by_policy[("tiny", "fifo")]  # a cached episode keeps its cost
+    fresh = _Counting()
+    _, stats3 = ep.run_tasks([t], tmp_path, fresh=True, executor=fresh, progress="none", log=_quiet)
+    assert stats3.new == 1 and len(fresh.ran) == 1
+    # --cached-only runs nothing and says what is missing
+    other = ep.policy_task(load_scenario("tiny"), "sjf", 0)
+    res4, stats4 = ep.run_tasks([t, other], tmp_path, cached_only=True, progress="none", log=_quiet)
+    assert list(res4) == [t] and stats4.missing == [other]
+
+
+def test_a_damaged_cache_file_is_refused_naming_it(tmp_path: Path) -> None:
+    t = ep.policy_task(load_scenario("tiny"), "fifo", 0)
+    p = ep.cache_path(tmp_path, t)
+    p.parent.mkdir(parents=True)
+    p.write_text('{"result": {"avg_j')
+    with pytest.raises(ep.CacheError, match="not valid JSON") as exc:
+        ep.run_tasks([t], tmp_path, progress="none", log=_quiet)
+    assert str(p) in str(exc.value) and "--fresh" in str(exc.value)
+
+
+def test_the_cache_key_follows_the_config_and_the_metrics(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny = load_scenario("tiny")
+    a = ep.policy_task(tiny, "fifo", 0)
+    b = ep.policy_task(tiny.replace(workload={"load": 0.5}), "fifo", 0)
+    assert ep.cache_path(tmp_path, a) != ep.cache_path(tmp_path, b)
+    assert ep.cache_path(tmp_path, a) == ep.cache_path(tmp_path, ep.policy_task(tiny, "fifo", 0))
+    before = ep.cache_path(tmp_path, a)
+    monkeypatch.setattr(ep, "METRICS_VERSION", 999)
+    assert ep.cache_path(tmp_path, a) != before
+
+
+def test_unknown_backend_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown backend 'spark'"):
+        ep.executor_for("spark")
+
+
+def test_leaderboard_and_reproduce_share_the_runner(tmp_path: Path) -> None:
+    """One task type, one executor: the leaderboard's episode of (tiny, fifo, seed 0) is the
+    reproduce cache's, with the same configuration hash and the same numbers."""
+    suite = suite_from_dict({"name": "t", "scenarios": ["tiny"], "seeds": [0], "policies": ["fifo"],
+                             "baseline": "fifo"})
+    lb = _Counting()
+    summ = run_suite(suite, tmp_path / "lb", executor=lb, progress=False, log=_quiet)
+    rp = _Counting()
+    t = ep.policy_task(load_scenario("tiny"), "fifo", 0)
+    res, _ = ep.run_tasks([t], tmp_path / "rp", executor=rp, progress="none", log=_quiet)
+    (lt,), (rt,) = lb.ran, rp.ran
+    assert type(lt) is type(rt) is ep.EpisodeTask and lt.config_hash == rt.config_hash
+    row = summ.rows[0]
+    assert row["avg_jct"] == res[t].avg_jct and row["jobs_completed"] == res[t].jobs_completed
+    # the leaderboard resumes through the same runner: a finished row is not run again
+    again = _Counting()
+    summ2 = run_suite(suite, tmp_path / "lb", resume=True, executor=again, progress=False, log=_quiet)
+    assert again.ran == [] and summ2.resumed == 1 and read_rows(tmp_path / "lb" / "results.csv")[0] == summ2.rows
