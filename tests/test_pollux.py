@@ -318,6 +318,23 @@ def test_reference_comparison_catches_a_wrong_rule():
         assert not (np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]))
 
 
+def test_dense_draw_block_is_the_same_draws():
+    """``draw_block(dense=True)`` at ``p_inc >= 1`` leaves out the list of raised cells (every
+    cell) and nothing else: the same uniforms, and the same stream consumed."""
+    for p_inc in (1.0, 3.5):
+        r1, r2 = np.random.default_rng(11), np.random.default_rng(11)
+        a, b = draw_block(r1, 5, 6, 7, p_inc), draw_block(r2, 5, 6, 7, p_inc, dense=True)
+        assert np.array_equal(a.inc_cells, np.arange(5 * 6 * 7)) and b.inc_cells.size == 0
+        assert np.array_equal(a.inc_u, b.inc_u) and not b.inc_at.any()
+        for f in ("tournament", "points", "reset_cells", "zero_cells", "reset_at", "zero_at"):
+            assert np.array_equal(getattr(a, f), getattr(b, f))
+        assert r1.random() == r2.random()
+    # below 1 the flag changes nothing
+    a = draw_block(np.random.default_rng(3), 5, 6, 7, 0.4)
+    b = draw_block(np.random.default_rng(3), 5, 6, 7, 0.4, dense=True)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
 def test_generation_draws_follow_the_mutation_law():
     """Sparse draws have the per-cell law of independent uniform trials: reset 0.1, zero 0.01,
     raise 1/n, independently of each other and of the cell's place; uniform raised values."""
