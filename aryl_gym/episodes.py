@@ -711,6 +711,39 @@ class EpisodeCache:
         return r.get("episode_wall_s"), r.get("episode_cpu_s")
 
 
+class MemoryStore:
+    """A :class:`Store` that keeps nothing on disk: every episode runs (the load grid and the
+    relevance figures, whose episodes are cheap and whose runs are not resumed)."""
+
+    resume_hint = "nothing was saved: rerun the command"
+
+    def get(self, task: EpisodeTask) -> None:
+        return None
+
+    def put(self, task: EpisodeTask, out: EpisodeOutput) -> dict[str, Any]:
+        return {"result": out.result, "wall_s": out.wall_s, "cpu_s": out.cpu_s}
+
+    def seconds(self, record: Mapping[str, Any]) -> tuple[float | None, float | None]:
+        return record["wall_s"], record["cpu_s"]
+
+
+def run_results(tasks: Sequence[EpisodeTask], *, workers: int = 1, desc: str = "episodes",
+                progress: bool = True) -> dict[EpisodeTask, EpisodeResult]:
+    """Run every task (:func:`run_episodes` with a :class:`MemoryStore`: nothing cached) and
+    return each of ``tasks``' results (an episode listed twice runs once); a failed episode is a
+    RuntimeError naming it and why."""
+    records, stats = run_episodes(tasks, MemoryStore(), workers=workers, desc=desc,
+                                  progress="bar" if progress else "none",
+                                  log=None if progress else (lambda msg: None))
+    bad = stats.failed + stats.skipped
+    if bad:
+        t, msg = bad[0]
+        raise RuntimeError(f"episode {t.label} failed ({len(bad)} in all): {msg}")
+    # a worker returns its own copy of the task: match by the episode's key
+    by_key = {t.episode_key: r["result"] for t, r in records.items()}
+    return {t: by_key[t.episode_key] for t in tasks}
+
+
 def run_tasks(
     tasks: Sequence[EpisodeTask],
     out: Path,

@@ -19,17 +19,14 @@ largest hourly queued share) are printed for reading, not used by the rule.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import sys
 from collections.abc import Sequence
 from typing import Any
 
-from tqdm import tqdm
-
-from aryl_gym.agents import make_policy
 from aryl_gym.config import load_scenario
-from aryl_gym.parallel import local_map
-from aryl_gym.scenario import make_episode
+from aryl_gym.episodes import policy_task, run_results
+from aryl_gym.metrics import EpisodeResult
 
 #: the paper's band for Baseline's average queuing time (SPEC 4: "above 3,000 s"; 10,000 s is its
 #: p95 figure, so an average above it cannot match the paper's tail)
@@ -123,12 +120,9 @@ def check_grid(scenario: str, loads: Sequence[float], seeds: Sequence[int], work
         raise ValueError(f"--workers must be an integer >= 1, got {workers!r}")
 
 
-def _episode(task: tuple[str, float, int, str | None]) -> dict[str, Any]:
-    scenario, load, seed, data_root = task
-    cfg = load_scenario(scenario).replace(workload={"load": load})
-    ep = make_episode(cfg, seed, data_root=data_root)
-    res = ep.simulator().run(make_policy("baseline"), progress=False)
-    strict = ep.simulator().run(make_policy("fifo"), progress=False)
+def _figures(load: float, seed: int, res: EpisodeResult, strict: EpisodeResult) -> dict[str, Any]:
+    """The figures of one seed at one load: Baseline's queue and utilisation, and strict FIFO's
+    average queue over Baseline's."""
     return {
         "load": load,
         "seed": seed,
@@ -149,19 +143,23 @@ def load_grid(
     data_root: str | None = None,
     progress: bool = True,
 ) -> list[dict[str, Any]]:
-    """One row per load: the means over ``seeds`` of the figures of :func:`_episode`
-    (arguments checked first by :func:`check_grid`)."""
+    """One row per load: the means over ``seeds`` of Baseline's (and strict FIFO's) episodes,
+    run by the one episode runner (:func:`aryl_gym.episodes.run_results`; arguments checked
+    first by :func:`check_grid`)."""
     check_grid(scenario, loads, seeds, workers)
-    tasks = [(scenario, float(x), int(s), data_root) for x in loads for s in seeds]
-
-    out: list[dict[str, Any]] = []
-    bar = tqdm(total=len(tasks), desc=f"load grid {scenario}", disable=not progress,
-               file=sys.stderr, mininterval=5.0)
-    for r in local_map(_episode, tasks, workers):
-        out.append(r)
-        bar.update(1)
-    bar.close()
-    out.sort(key=lambda e: (e["load"], e["seed"]))  # finish order varies; the means' order does not
+    base = load_scenario(scenario)
+    pairs = {}
+    for x in loads:
+        cfg = base.replace(workload={"load": float(x)})
+        for sd in seeds:
+            pairs[(float(x), int(sd))] = tuple(
+                dataclasses.replace(policy_task(cfg, p, int(sd)), data_root=data_root)
+                for p in ("baseline", "fifo")
+            )
+    results = run_results([t for pair in pairs.values() for t in pair], workers=workers,
+                          desc=f"load grid {scenario}", progress=progress)
+    out = [_figures(x, sd, results[b], results[f]) for (x, sd), (b, f) in pairs.items()]
+    out.sort(key=lambda e: (e["load"], e["seed"]))
     return summarize(out, loads)
 
 

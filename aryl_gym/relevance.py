@@ -23,19 +23,19 @@ Targets (SPEC): headroom >= 1.25 and spread >= 1.25 on testbed and basic.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from aryl_gym.agents import make_policy
 from aryl_gym.commands._common import table
+from aryl_gym.config import load_scenario
+from aryl_gym.episodes import policy_task, run_results
 from aryl_gym.metrics import lower_bounds
-from aryl_gym.parallel import local_map
 from aryl_gym.scenario import make_episode
 
 #: Generated (trace-free) scenarios shipped in configs/scenarios.
@@ -48,13 +48,11 @@ TARGET_HEADROOM = 1.25
 TARGET_SPREAD = 1.25
 
 
-def _episode(task: tuple[str, str, int, str | None]) -> tuple[str, str, int, float, float]:
-    """(scenario, policy, seed, avg JCT, JCT lower bound) of one native episode."""
-
-    scenario, policy, seed, data_root = task
+def _bound(scenario: str, seed: int, data_root: str | None) -> float:
+    """The mean paper-regime JCT lower bound of a drawn episode (each job alone at ``w_max``): it
+    depends on the jobs and the cluster only, so no policy needs to run for it."""
     sim = make_episode(scenario, seed, data_root=data_root).simulator()
-    res = sim.run(make_policy(policy))
-    return scenario, policy, seed, float(res.avg_jct), float(lower_bounds(sim, limited=True).mean())
+    return float(lower_bounds(sim, limited=True).mean())
 
 
 def relevance(
@@ -65,20 +63,21 @@ def relevance(
     data_root: str | None = None,
     progress: bool = True,
 ) -> list[dict[str, Any]]:
-    """One row per scenario with the figures of the module docstring."""
+    """One row per scenario with the figures of the module docstring; the episodes run through
+    the one episode runner (:func:`aryl_gym.episodes.run_results`)."""
 
     pols = list(dict.fromkeys([*policies, "random"]))
     for p in pols:
         make_policy(p)  # unknown names fail before any run
-    tasks = [(s, p, int(seed), data_root) for s in scenarios for seed in seeds for p in pols]
-    results: list[tuple[str, str, int, float, float]] = []
-
-    bar = tqdm(total=len(tasks), desc="relevance", disable=not progress, file=sys.stderr,
-               mininterval=5.0)
-    for r in local_map(_episode, tasks, workers):
-        results.append(r)
-        bar.update(1)
-    bar.close()
+    tasks = {}
+    for s in scenarios:
+        cfg = load_scenario(s)
+        for seed in seeds:
+            for p in pols:
+                tasks[(s, p, int(seed))] = dataclasses.replace(policy_task(cfg, p, int(seed)), data_root=data_root)
+    res = run_results(list(tasks.values()), workers=workers, desc="relevance", progress=progress)
+    bounds = {(s, int(seed)): _bound(s, int(seed), data_root) for s in scenarios for seed in seeds}
+    results = [(s, p, seed, float(res[t].avg_jct), bounds[(s, seed)]) for (s, p, seed), t in tasks.items()]
     return summarize(results, scenarios, policies)
 
 

@@ -94,3 +94,25 @@ def test_leaderboard_and_reproduce_share_the_runner(tmp_path: Path) -> None:
     again = _Counting()
     summ2 = run_suite(suite, tmp_path / "lb", resume=True, executor=again, progress=False, log=_quiet)
     assert again.ran == [] and summ2.resumed == 1 and read_rows(tmp_path / "lb" / "results.csv")[0] == summ2.rows
+
+
+def test_run_results_matches_native_episodes_and_maps_worker_copies_back() -> None:
+    """run_results (no cache) gives each task the result of its own native episode, an episode
+    listed twice once, also when the tasks come back from worker processes as copies."""
+    from aryl_gym.agents import make_policy
+    from aryl_gym.scenario import make_episode
+
+    cfg = load_scenario("tiny")
+    tasks = [ep.policy_task(cfg, p, s) for p in ("fifo", "aryl") for s in (0, 1)]
+    for workers in (1, 2):
+        res = ep.run_results([*tasks, tasks[0]], workers=workers, progress=False)
+        assert set(res) == set(tasks)
+        for t in tasks:
+            native = make_episode(cfg, t.seed).simulator().run(make_policy(t.policy))
+            assert res[t].avg_jct == native.avg_jct and res[t].jobs_total == native.jobs_total
+
+
+def test_run_results_names_a_failed_episode() -> None:
+    bad = ep.policy_task(load_scenario("tiny"), "no-such-policy", 0)
+    with pytest.raises(RuntimeError, match="tiny no-such-policy seed 0 failed"):
+        ep.run_results([bad], progress=False)
