@@ -100,6 +100,7 @@ def test_run_results_matches_native_episodes_and_maps_worker_copies_back() -> No
     """run_results (no cache) gives each task the result of its own native episode, an episode
     listed twice once, also when the tasks come back from worker processes as copies."""
     from aryl_gym.agents import make_policy
+
     from aryl_gym.scenario import make_episode
 
     cfg = load_scenario("tiny")
