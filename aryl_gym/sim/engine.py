@@ -508,7 +508,8 @@ class Simulator:
         makes a few minutes of restarts most of the window, which the share alone reads as
         thrashing before a shield such as flap damping has stopped them. A policy that keeps
         restarting jobs before they pay their overheads passes in both halves, so such an
-        episode still ends, half a window to a window later."""
+        episode still ends: when the window is full if it thrashes from the start, about half a
+        window later than without the option if it starts thrashing mid-episode."""
         if self.thrashing:
             return True
         if not hours < math.inf:
