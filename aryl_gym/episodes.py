@@ -107,12 +107,13 @@ class EpisodeTask:
         return f"{self.scenario_name} {self.policy} seed {self.seed}{' ' + self.tag if self.tag else ''}"
 
 
-def policy_task(cfg: ScenarioConfig, policy: str, seed: int, role: str = "", tag: str = "") -> EpisodeTask:
+def policy_task(cfg: ScenarioConfig, policy: str, seed: int, role: str = "", tag: str = "",
+                data_root: str | None = None) -> EpisodeTask:
     """The task of ``policy`` (a registered name, or ``agent:SOURCE`` acting through its own env)
-    on the resolved ``cfg``."""
+    on the resolved ``cfg`` (traces under ``data_root``, if it names any)."""
     agent = policy[len(AGENT_PREFIX):] if policy.startswith(AGENT_PREFIX) else None
-    return EpisodeTask(cfg, policy, int(seed), agent=agent, config_hash=config_hash(cfg, agent),
-                       role=role, tag=tag, commit=git_commit())
+    return EpisodeTask(cfg, policy, int(seed), agent=agent, data_root=data_root,
+                       config_hash=config_hash(cfg, agent), role=role, tag=tag, commit=git_commit())
 
 
 @dataclass

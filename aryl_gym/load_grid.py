@@ -19,7 +19,6 @@ largest hourly queued share) are printed for reading, not used by the rule.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -153,7 +152,7 @@ def load_grid(
         cfg = base.replace(workload={"load": float(x)})
         for sd in seeds:
             pairs[(float(x), int(sd))] = tuple(
-                dataclasses.replace(policy_task(cfg, p, int(sd)), data_root=data_root)
+                policy_task(cfg, p, int(sd), data_root=data_root)
                 for p in ("baseline", "fifo")
             )
     results = run_results([t for pair in pairs.values() for t in pair], workers=workers,

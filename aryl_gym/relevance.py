@@ -23,7 +23,6 @@ Targets (SPEC): headroom >= 1.25 and spread >= 1.25 on testbed and basic.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -74,7 +73,7 @@ def relevance(
         cfg = load_scenario(s)
         for seed in seeds:
             for p in pols:
-                tasks[(s, p, int(seed))] = dataclasses.replace(policy_task(cfg, p, int(seed)), data_root=data_root)
+                tasks[(s, p, int(seed))] = policy_task(cfg, p, int(seed), data_root=data_root)
     res = run_results(list(tasks.values()), workers=workers, desc="relevance", progress=progress)
     bounds = {(s, int(seed)): _bound(s, int(seed), data_root) for s in scenarios for seed in seeds}
     results = [(s, p, seed, float(res[t].avg_jct), bounds[(s, seed)]) for (s, p, seed), t in tasks.items()]

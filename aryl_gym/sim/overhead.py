@@ -59,8 +59,7 @@ class OverheadWindow:
         (overhead, alloc) of the second)``. With no mark between the window's start and that
         point the first part is empty (zeros)."""
         marks = self._marks
-        t0, w0, a0 = marks[0]
-        mid = marks[0]
+        _, w0, a0 = mid = marks[0]
         for m in marks:
             if now - m[0] < self.span / 2.0:
                 break
