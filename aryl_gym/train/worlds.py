@@ -8,12 +8,29 @@ training config's ``worlds`` section)::
       train_servers: [3, 4, 5, 6]    # cluster.train_servers, one of the list
       elastic_fraction: [0.04, 0.3]  # workload.elastic_fraction, uniform in the range
 
+Sizes too (``scenarios``): each episode first draws one entry of a list of scenarios (by
+``weight``, default 1), then that entry's world. An entry's own ``load``, ``elastic_fraction``
+and ``train_servers`` replace the section's (which are the defaults for every entry), and
+``duration_hours`` plays a slice of the scenario (e.g. 12 hours of ``production``)::
+
+    worlds:
+      load: [0.6, 1.4]
+      scenarios:
+        - {scenario: testbed, train_servers: [3, 4, 5], weight: 2}
+        - {scenario: basic, load: [1.3, 1.4], duration_hours: 24}
+        - {scenario: production, duration_hours: 12}
+
+Without ``scenarios`` the run's own scenario is the only one (and the draws are what they
+were before the key existed).
+
 The world is a function of the episode seed only (``numpy`` generator seeded with
 ``[seed, 0x3D]``), so envs that share an episode seed (paired groups,
 :mod:`aryl_gym.train.paired`) also share the world, and an episode is reproducible from its
-seed. One inner ``Aryl-v1`` env is kept per cluster size (the observation's scales follow the
-cluster), all with the same window and ``max_workers`` (so the spaces are equal); ``world``
-holds the current episode's draw. Attributes it does not define (``sim``, ``episode``,
+seed. One inner ``Aryl-v1`` env is kept per scenario and cluster size (the observation's scales
+follow the cluster), all with the same window (the spaces must be equal: a clear error says
+which entry differs); without ``scenarios`` they share the run's ``max_workers``, with it each
+scenario keeps its own default (the one it has when deployed), unless ``env_kwargs`` sets it.
+``world`` holds the current episode's draw. Attributes it does not define (``sim``, ``episode``,
 ``reward_scale``, ``action_masks``, ...) are the current inner env's.
 """
 
@@ -28,41 +45,96 @@ import numpy as np
 from aryl_gym.config import ConfigError, ScenarioConfig, load_scenario
 
 WORLD_KEYS = ("load", "train_servers", "elastic_fraction")
+#: the keys of one ``scenarios`` entry
+ENTRY_KEYS = ("scenario", "weight", "duration_hours", *WORLD_KEYS)
 
 
-def check_worlds(worlds: Mapping[str, Any], source: str = "worlds") -> dict[str, Any]:
-    """Validate a ``worlds`` section; a clear error names the key and what is expected."""
+def _check_keys(worlds: Mapping[str, Any], source: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in worlds.items():
         if k not in WORLD_KEYS:
-            raise ConfigError(f"{source}: unknown key {k!r}; allowed: {', '.join(WORLD_KEYS)}")
+            raise ConfigError(f"{source}: unknown key {k!r}; allowed: {', '.join((*WORLD_KEYS, 'scenarios'))}")
         if k == "train_servers":
-            vals = [v] if isinstance(v, int) else list(v)
-            if not vals or any(not isinstance(x, int) or x < 1 for x in vals):
+            vals = [v] if isinstance(v, int) and not isinstance(v, bool) else v
+            if (not isinstance(vals, (list, tuple)) or not vals
+                    or any(not isinstance(x, int) or isinstance(x, bool) or x < 1 for x in vals)):
                 raise ConfigError(f"{source}.train_servers: give a list of server counts >= 1, got {v!r}")
-            out[k] = vals
+            out[k] = list(vals)
         else:
-            if not (isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v)
+            if not (isinstance(v, (list, tuple)) and len(v) == 2
+                    and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
                     and 0 <= v[0] <= v[1]):
                 raise ConfigError(f"{source}.{k}: give a range [low, high] with 0 <= low <= high, got {v!r}")
             out[k] = (float(v[0]), float(v[1]))
     return out
 
 
-def draw_world(worlds: Mapping[str, Any], seed: int) -> dict[str, Any]:
-    """The world of episode ``seed`` (a function of the seed only)."""
-    rng = np.random.default_rng([int(seed), 0x3D])
+def _check_entry(entry: Any, source: str) -> dict[str, Any]:
+    if isinstance(entry, str):
+        entry = {"scenario": entry}
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("scenario"), str) or not entry["scenario"]:
+        raise ConfigError(f"{source}: give a scenario name, or a mapping with 'scenario' (a name or YAML "
+                          f"path) and optional {', '.join(ENTRY_KEYS[1:])}; got {entry!r}")
+    unknown = [k for k in entry if k not in ENTRY_KEYS]
+    if unknown:
+        raise ConfigError(f"{source}: unknown key {unknown[0]!r}; allowed: {', '.join(ENTRY_KEYS)}")
+    out = _check_keys({k: v for k, v in entry.items() if k in WORLD_KEYS}, source)
+    out["scenario"] = entry["scenario"]
+    for k in ("weight", "duration_hours"):
+        if k in entry:
+            v = entry[k]
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not np.isfinite(v) or v <= 0:
+                raise ConfigError(f"{source}.{k}: give a number > 0, got {v!r}")
+            out[k] = float(v)
+    out.setdefault("weight", 1.0)
+    return out
+
+
+def check_worlds(worlds: Mapping[str, Any], source: str = "worlds") -> dict[str, Any]:
+    """Validate a ``worlds`` section; a clear error names the key and what is expected."""
+    if not isinstance(worlds, Mapping):
+        raise ConfigError(f"{source}: give a mapping of world keys, got {worlds!r}")
+    out = _check_keys({k: v for k, v in worlds.items() if k != "scenarios"}, source)
+    if "scenarios" in worlds:
+        entries = worlds["scenarios"]
+        if not isinstance(entries, (list, tuple)) or not entries:
+            raise ConfigError(f"{source}.scenarios: give a non-empty list of scenarios, got {entries!r}")
+        out["scenarios"] = [_check_entry(e, f"{source}.scenarios[{i}]") for i, e in enumerate(entries)]
+    return out
+
+
+def _draw_keys(keys: Mapping[str, Any], rng: np.random.Generator) -> dict[str, Any]:
     w: dict[str, Any] = {}
     for k in WORLD_KEYS:
-        if k not in worlds:
+        if k not in keys:
             continue
-        v = worlds[k]
+        v = keys[k]
         w[k] = int(v[int(rng.integers(len(v)))]) if k == "train_servers" else float(rng.uniform(*v))
     return w
 
 
+def draw_world(worlds: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """The world of episode ``seed`` (a function of the seed only).
+
+    With ``scenarios`` the world also names its entry (``scenario``, ``scenario_index``) and,
+    where the entry sets it, ``duration_hours``."""
+    rng = np.random.default_rng([int(seed), 0x3D])
+    entries = worlds.get("scenarios")
+    if not entries:
+        return _draw_keys(worlds, rng)
+    weights = np.array([e["weight"] for e in entries], dtype=float)
+    i = int(rng.choice(len(entries), p=weights / weights.sum()))
+    entry = entries[i]
+    keys = {**{k: v for k, v in worlds.items() if k in WORLD_KEYS}, **{k: v for k, v in entry.items() if k in WORLD_KEYS}}
+    w = {"scenario": entry["scenario"], "scenario_index": i, **_draw_keys(keys, rng)}
+    if "duration_hours" in entry:
+        w["duration_hours"] = entry["duration_hours"]
+    return w
+
+
 def world_scenario(base: ScenarioConfig, world: Mapping[str, Any]) -> ScenarioConfig:
-    work = {k: world[k] for k in ("load", "elastic_fraction") if k in world}
+    """``base`` in ``world``: its load, elastic share, duration and training servers."""
+    work = {k: world[k] for k in ("load", "elastic_fraction", "duration_hours") if k in world}
     over: dict[str, Any] = {}
     if work:
         over["workload"] = work
@@ -89,22 +161,35 @@ class WorldSampler(gym.Env):
         self.worlds = check_worlds(worlds)
         self.base = scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario)
         self.env_kwargs = dict(env_kwargs)
-        if "max_workers" not in self.env_kwargs:  # equal spaces in every world
-            c = self.base.cluster
+        # the scenario of each entry (index -1: the run's own scenario)
+        self.scenarios: dict[int, ScenarioConfig] = {-1: self.base}
+        for i, e in enumerate(self.worlds.get("scenarios", ())):
+            self.scenarios[i] = load_scenario(e["scenario"])
+        if "max_workers" not in self.env_kwargs and "scenarios" not in self.worlds:
+            c = self.base.cluster  # equal spaces in every world of one scenario
             mw = int(self.base.workload.max_job_gpus or c.train_gpus)
             self.env_kwargs["max_workers"] = max(1, min(mw, c.train_gpus))
-        self._envs: dict[int, gym.Env] = {}
-        self.current = self._env_for(self.base.cluster.train_servers)
+        self._envs: dict[tuple[int, int], gym.Env] = {}
+        self.current = self._env_for(-1, self.base.cluster.train_servers)
         self.observation_space = self.current.observation_space
         self.action_space = self.current.action_space
         self.world: dict[str, Any] = {}
         self.episode_count = 0  # resets of this env (whichever inner env plays)
 
-    def _env_for(self, servers: int) -> gym.Env:
-        env = self._envs.get(servers)
+    def _env_for(self, entry: int, servers: int) -> gym.Env:
+        env = self._envs.get((entry, servers))
         if env is None:
-            cfg = world_scenario(self.base, {"train_servers": servers})
-            env = self._envs[servers] = gym.make(self.env_id, scenario=cfg, **self.env_kwargs).unwrapped
+            cfg = world_scenario(self.scenarios[entry], {"train_servers": servers})
+            env = gym.make(self.env_id, scenario=cfg, **self.env_kwargs).unwrapped
+            if self._envs and (env.observation_space != self.observation_space
+                               or env.action_space != self.action_space):
+                name = self.worlds["scenarios"][entry]["scenario"] if entry >= 0 else cfg.name
+                raise ConfigError(
+                    f"worlds: scenario {name!r} with {servers} training servers gives other spaces than "
+                    f"{self.base.name!r} (observation {env.observation_space} vs {self.observation_space}, "
+                    f"action {env.action_space} vs {self.action_space}); set env_kwargs.max_workers or "
+                    "use an action mode whose spaces do not follow the cluster (sequential)")
+            self._envs[(entry, servers)] = env
         return env
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -114,8 +199,10 @@ class WorldSampler(gym.Env):
         if ep_seed is None:
             ep_seed = int(self.np_random.integers(0, 2**31 - 1))
         self.world = draw_world(self.worlds, int(ep_seed))
-        env = self._env_for(int(self.world.get("train_servers", self.base.cluster.train_servers)))
-        cast(_WorldEnv, env).config = world_scenario(self.base, self.world)
+        entry = int(self.world.get("scenario_index", -1))
+        base = self.scenarios[entry]
+        env = self._env_for(entry, int(self.world.get("train_servers", base.cluster.train_servers)))
+        cast(_WorldEnv, env).config = world_scenario(base, self.world)
         self.current = env
         self.episode_count += 1
         opts["episode_seed"] = int(ep_seed)
