@@ -44,8 +44,9 @@ def _init_worker(parent: int | None = None) -> None:
     die_with_parent(parent if parent is not None else os.getppid())
 
 
-def _play(data: bytes, algo_cls: type[BaseAlgorithm], make_env: Any, seeds: list[int], deterministic: bool):
-    """In the worker: load the snapshot, play ``seeds`` (envs kept between calls)."""
+def _play(data: bytes, algo_cls: type[BaseAlgorithm], makers: list[Any], seeds: list[int], deterministic: bool):
+    """In the worker: load the snapshot, play ``seeds`` (episode ``i`` in an env of
+    ``makers[i]``; envs kept between calls)."""
 
     # fast imports sb3_contrib: imported when used
     from aryl_gym.train.fast import fast_predictor
@@ -53,7 +54,7 @@ def _play(data: bytes, algo_cls: type[BaseAlgorithm], make_env: Any, seeds: list
     tic = time.perf_counter()
     envs = _WORKER.get("envs")
     if envs is None or len(envs) != len(seeds):
-        envs = _WORKER["envs"] = [make_env() for _ in seeds]
+        envs = _WORKER["envs"] = [mk() for mk in makers]
     model = algo_cls.load(io.BytesIO(data), device="cpu")
     out = run_agent_batch(fast_predictor(model), envs, seeds, deterministic)
     return out, time.perf_counter() - tic
@@ -81,7 +82,7 @@ class AsyncArylEvalCallback(ArylEvalCallback):
         self.model.save(buf)
         data = buf.getvalue()
         fut = self._executor().submit(
-            _play, data, type(self.model), self.make_env, self.seeds, self.deterministic
+            _play, data, type(self.model), self._makers, self._episode_seeds, self.deterministic
         )
         self._pending.append((fut, int(self.num_timesteps), data))
         return {}

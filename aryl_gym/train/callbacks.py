@@ -93,6 +93,12 @@ class ArylEvalCallback(BaseCallback):
         run_dir: where ``eval.csv`` and ``best_model.zip`` go (``None``: nowhere).
         fast: act through :func:`aryl_gym.train.fast.fast_predictor` (same actions as
             ``model.predict``, fewer Python hops).
+        extra: more evaluation sets, each ``(label, make_env, scenario, seeds)`` (a training
+            config's ``eval.scenarios``). Each set's figures go under ``eval/LABEL/`` and into
+            ``eval.csv`` as ``LABEL_...`` columns; the best model is then the one with the lowest
+            ``score``, the geometric mean over all sets (the main one included) of the agent's
+            mean average JCT over the first reference's on the same seeds, with every job of
+            every episode finished. Without extra sets the best is the lowest ``avg_jct``.
     """
 
     def __init__(
@@ -109,6 +115,7 @@ class ArylEvalCallback(BaseCallback):
         eval_at_start: bool = True,
         verbose: int = 0,
         fast: bool = True,
+        extra: Sequence[tuple[str, Callable[[], Any], Any, Sequence[int]]] = (),
     ):
         super().__init__(verbose)
         self.fast = fast  # direct masked argmax (aryl_gym.train.fast.fast_predictor)
@@ -123,6 +130,18 @@ class ArylEvalCallback(BaseCallback):
         self.data_root = data_root
         self.eval_at_start = eval_at_start
         self.references: dict[str, dict[str, float]] = {}
+        self.extra = [(str(label), mk, scen, [int(x) for x in seeds]) for label, mk, scen, seeds in extra]
+        if self.extra and not self.reference_names:
+            raise ValueError("extra evaluation sets need a reference policy: their score divides by "
+                             "the first reference's average JCT")
+        # each extra set's reference figures: label -> reference -> mean figures
+        self.extra_references: dict[str, dict[str, dict[str, float]]] = {}
+        # one env maker and seed per evaluation episode: the main set's, then each extra set's
+        self._makers: list[Callable[[], Any]] = [make_env] * len(self.seeds)
+        self._episode_seeds: list[int] = list(self.seeds)
+        for _, mk, _, seeds_ in self.extra:
+            self._makers += [mk] * len(seeds_)
+            self._episode_seeds += seeds_
         self.history: list[dict[str, float]] = []
         self.best_avg_jct = math.inf
         self._last_eval = -1
@@ -140,12 +159,21 @@ class ArylEvalCallback(BaseCallback):
                     print(f"eval: reference {name!r} skipped: {exc}")
                 continue
             self.references[name] = mean_metrics(rs)
+        for label, _, scen, seeds in self.extra:
+            refs = self.extra_references.setdefault(label, {})
+            for name in self.reference_names:
+                if name not in refs:
+                    refs[name] = mean_metrics([run_reference(name, scen, s, self.data_root) for s in seeds])
         if self.run_dir is not None and self.history == [] and (self.run_dir / "eval.csv").exists():
-            # resumed run: keep the best figure seen so far
+            # resumed run: keep the best figure seen so far, among the evaluations that could
+            # be best (every job of every set finished)
+            column = "score" if self.extra else "avg_jct"
             with open(self.run_dir / "eval.csv", newline="") as fh:
                 for row in csv.DictReader(fh):
                     try:
-                        self.best_avg_jct = min(self.best_avg_jct, float(row["avg_jct"]))
+                        if any(float(v or 0.0) > 0 for k, v in row.items() if k.endswith("jobs_unfinished")):
+                            continue
+                        self.best_avg_jct = min(self.best_avg_jct, float(row[column]))
                     except (KeyError, ValueError):
                         pass
 
@@ -157,13 +185,13 @@ class ArylEvalCallback(BaseCallback):
     def evaluate(self) -> dict[str, float]:
         """Play every seed once; return the mean figures (and log them)."""
         if self._envs is None:
-            self._envs = [self.make_env() for _ in self.seeds]
+            self._envs = [mk() for mk in self._makers]
         # fast imports sb3_contrib: imported when used
         from aryl_gym.train.fast import fast_predictor
 
         tic = time.perf_counter()
         agent = fast_predictor(self.model) if self.fast else self.model
-        out = run_agent_batch(agent, self._envs, self.seeds, self.deterministic,
+        out = run_agent_batch(agent, self._envs, self._episode_seeds, self.deterministic,
                               obs_transform=self._obs_transform())
         return self._record(out, self.num_timesteps, time.perf_counter() - tic, self._save_current)
 
@@ -184,14 +212,17 @@ class ArylEvalCallback(BaseCallback):
         save_best: Callable[[Path], None],
     ) -> dict[str, float]:
         """Log one evaluation's episodes (played by the model of step ``timesteps``)."""
-        row, m = eval_row(out, timesteps, self.references, self.logger.record)
+        n = len(self.seeds)
+        row, m = eval_row(out[:n], timesteps, self.references, self.logger.record)
+        if self.extra:
+            m = self._record_extra(out[n:], row, m)
         row["eval_wall_s"] = wall_s
         self.logger.record("eval/wall_s", row["eval_wall_s"])
         self.logger.dump(int(timesteps))
         self.history.append(row)
         self._write_row(row)
         if self.save_best and self.run_dir is not None and is_new_best(m, self.best_avg_jct):
-            self.best_avg_jct = m["avg_jct"]
+            self.best_avg_jct = m["avg_jct"]  # the score, with extra sets
             save_best(self.run_dir / "best_model.zip")
         if self.verbose:
             refs = "  ".join(f"{k} {v.get('avg_jct', float('nan')):,.0f}" for k, v in self.references.items())
@@ -201,6 +232,40 @@ class ArylEvalCallback(BaseCallback):
                 flush=True,
             )
         return row
+
+    def _record_extra(
+        self, out: Sequence[tuple[EpisodeResult, float, int]], row: dict[str, float], m: Mapping[str, float]
+    ) -> dict[str, float]:
+        """The extra sets' figures (into ``row`` and the logger) and the selection figures: the
+        ``score`` as ``avg_jct`` and the unfinished jobs of every set."""
+        first = self.reference_names[0]
+        key = first.replace("-", "_")
+        logs = [row.get(f"jct_ratio_to_{key}", math.nan)]
+        unfinished = [m.get("jobs_unfinished", 0.0) * len(self.seeds)]
+        i = 0
+        for label, _, _, seeds in self.extra:
+            res = [r for r, _, _ in out[i:i + len(seeds)]]
+            i += len(seeds)
+            sm = mean_metrics(res)
+            for field in ("avg_jct", "p95_jct", "avg_queue_time", "jobs_unfinished"):
+                v = sm.get(field, math.nan)
+                row[f"{label}_{field}"] = v
+                if math.isfinite(v):
+                    self.logger.record(f"eval/{label}/{field}", v)
+            unfinished.append(sm.get("jobs_unfinished", 0.0) * len(seeds))
+            ref = self.extra_references.get(label, {}).get(first, {}).get("avg_jct", math.nan)
+            row[f"{label}_{key}_avg_jct"] = ref
+            ratio = sm["avg_jct"] / ref if math.isfinite(ref) and ref > 0 else math.nan
+            row[f"{label}_jct_ratio_to_{key}"] = ratio
+            if math.isfinite(ratio):
+                self.logger.record(f"eval/{label}/jct_ratio_to_{key}", ratio)
+            logs.append(ratio)
+        ok = all(math.isfinite(r) and r > 0 for r in logs)
+        row["score"] = float(math.exp(sum(math.log(r) for r in logs) / len(logs))) if ok else math.nan
+        if ok:
+            self.logger.record("eval/score", row["score"])
+        total = len(self.seeds) + sum(len(sd) for *_, sd in self.extra)
+        return {"avg_jct": row["score"], "jobs_unfinished": sum(unfinished) / total}
 
     def _write_row(self, row: Mapping[str, float]) -> None:
         if self.run_dir is None:

@@ -88,6 +88,11 @@ class EvalConfig:
     deterministic: bool = True
     save_best: bool = True  # keep best_model.zip (lowest eval avg JCT)
     background: bool = False  # evaluate in a worker process (aryl_gym.train.async_eval)
+    # more evaluation sets beside the run's scenario and ``seeds``, by label: {basic: {scenario:
+    # basic, seeds: [1100, 1101], overrides: {workload: {load: 1.3}}}}. With any, the best model
+    # is chosen by ``score``: the geometric mean over the sets of the agent's mean average JCT
+    # over the first reference's (a set's own sizes do not weigh more)
+    scenarios: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -216,6 +221,7 @@ class TrainConfig:
         d["scenario_overrides"] = copy.deepcopy(dict(self.scenario_overrides))
         d["eval"]["seeds"] = list(self.eval.seeds)
         d["eval"]["references"] = list(self.eval.references)
+        d["eval"]["scenarios"] = copy.deepcopy(dict(self.eval.scenarios))
         return d
 
     def replace(self, **changes: Any) -> TrainConfig:
@@ -343,9 +349,48 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
                 )
     if cfg.worlds:
         check_worlds(dict(cfg.worlds), f"{source}: worlds")
+    if cfg.eval.scenarios:
+        check_eval_sets(cfg.eval.scenarios, f"{source}: eval.scenarios")
+        if not cfg.eval.references:
+            raise ConfigError(f"{source}: eval.scenarios needs eval.references (the first one is what the "
+                              "sets' scores divide by, e.g. aryl)")
     if cfg.dagger.worlds:
         check_worlds(dagger_worlds(cfg), f"{source}: dagger.worlds (merged with worlds)")
     return cfg
+
+
+_LABEL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+def check_eval_sets(sets: Mapping[str, Any], source: str = "eval.scenarios") -> dict[str, dict[str, Any]]:
+    """Validate ``eval.scenarios`` (label -> ``{scenario, seeds, overrides}``); the checked sets."""
+    if not isinstance(sets, Mapping):
+        raise ConfigError(f"{source}: give a mapping of labels to {{scenario, seeds, overrides}}, got {sets!r}")
+    out: dict[str, dict[str, Any]] = {}
+    for label, spec in sets.items():
+        where = f"{source}.{label}"
+        if not isinstance(label, str) or not _LABEL_RE.match(label):
+            raise ConfigError(f"{source}: label {label!r} must be a word (letters, digits, _), it names "
+                              "the set's columns and TensorBoard tags")
+        if not isinstance(spec, Mapping):
+            raise ConfigError(f"{where}: give {{scenario, seeds, overrides}}, got {spec!r}")
+        unknown = [k for k in spec if k not in ("scenario", "seeds", "overrides")]
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed: scenario, seeds, overrides")
+        scen, seeds, over = spec.get("scenario"), spec.get("seeds"), spec.get("overrides", {})
+        if not isinstance(scen, str) or not scen:
+            raise ConfigError(f"{where}.scenario: give a scenario name or YAML path, got {scen!r}")
+        if (not isinstance(seeds, (list, tuple)) or not seeds
+                or any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in seeds)):
+            raise ConfigError(f"{where}.seeds: give a non-empty list of seeds >= 0, got {seeds!r}")
+        if not isinstance(over, Mapping):
+            raise ConfigError(f"{where}.overrides: give a mapping such as {{workload: {{load: 1.3}}}}, got {over!r}")
+        try:
+            load_scenario(scen).replace(**dict(over))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        out[label] = {"scenario": scen, "seeds": [int(x) for x in seeds], "overrides": dict(over)}
+    return out
 
 
 def dagger_worlds(cfg: TrainConfig) -> dict[str, Any]:

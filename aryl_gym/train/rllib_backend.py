@@ -112,7 +112,7 @@ def rllib_settings(cfg: TrainConfig) -> dict[str, Any]:
         ("normalize_obs", cfg.normalize_obs), ("normalize_reward", cfg.normalize_reward),
         ("pair_group", cfg.pair_group > 1), ("teacher.policy", cfg.teacher.policy),
         ("dagger.rounds", cfg.dagger.rounds > 0), ("bc.demos", cfg.bc.demos),
-        ("bc.policy", cfg.bc.policy), ("init_from", cfg.init_from),
+        ("bc.policy", cfg.bc.policy), ("init_from", cfg.init_from), ("eval.scenarios", bool(cfg.eval.scenarios)),
         ("model_class", cfg.model_class), ("critic_warmup_steps", cfg.critic_warmup_steps > 0),
         ("vec_env", cfg.vec_env != "dummy"),
     ]

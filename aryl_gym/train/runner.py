@@ -50,6 +50,7 @@ from aryl_gym.train.bc import load_demos, pretrain, record_demos
 from aryl_gym.train.config import (
     TrainConfig,
     algo_class,
+    check_eval_sets,
     check_hyperparams,
     config_from_run_dict,
     scenario_key,
@@ -114,6 +115,16 @@ def make_vec_env(cfg: TrainConfig, data_root: str | None = None, monitor_dir: st
             gamma=float(cfg.hyperparams.get("gamma", 0.99)),
         )
     return venv
+
+
+def eval_sets(cfg: TrainConfig, data_root: str | None = None) -> list[tuple[str, EnvFactory, Any, list[int]]]:
+    """The extra evaluation sets of ``cfg.eval.scenarios``: ``(label, env maker, scenario,
+    seeds)``, each set's env the run's evaluation env on its scenario and overrides."""
+    out = []
+    for label, spec in check_eval_sets(cfg.eval.scenarios).items():
+        sub = cfg.replace(scenario=spec["scenario"], scenario_overrides=spec["overrides"])
+        out.append((label, EnvFactory(sub, data_root, evaluation=True), train_scenario(sub), spec["seeds"]))
+    return out
 
 
 def _norm_keys(space: Any) -> list[str] | None:
@@ -593,6 +604,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, origin: Pa
             data_root=data_root,
             eval_at_start=ckpt is None,
             verbose=verbose,
+            extra=eval_sets(cfg, data_root),
         )
         callbacks.append(eval_cb)
 
