@@ -35,7 +35,7 @@ def _callback(tmp_path):
 
     from aryl_gym.train.callbacks import ArylEvalCallback
 
-    cb = ArylEvalCallback(lambda: None, "tiny", [1, 2], references=["aryl"], run_dir=tmp_path,
+    cb = ArylEvalCallback(lambda: None, "tiny", [1, 2], references=["aryl"], run_dir=tmp_path, verbose=1,
                           extra=[("big", lambda: None, "tiny", [7])])
     cb.references = {"aryl": {"avg_jct": 100.0}}
     cb.extra_references = {"big": {"aryl": {"avg_jct": 1000.0}}}
@@ -43,7 +43,7 @@ def _callback(tmp_path):
     return cb
 
 
-def test_score_is_the_geometric_mean_of_each_sets_ratio_and_selects_the_best(tmp_path):
+def test_score_is_the_geometric_mean_of_each_sets_ratio_and_selects_the_best(tmp_path, capsys):
     cb = _callback(tmp_path)
     saved: list[int] = []
 
@@ -58,6 +58,9 @@ def test_score_is_the_geometric_mean_of_each_sets_ratio_and_selects_the_best(tmp
     assert row["big_jct_ratio_to_aryl"] == pytest.approx(1.6)
     assert row["score"] == pytest.approx(math.sqrt(0.9 * 1.6))
     assert saved == [1]
+    # the console line shows the main set's JCT (not the score) and each set's ratio
+    line = capsys.readouterr().out
+    assert "avg JCT 90 s" in line and "big 1.600x aryl" in line and "score 1.200" in line
     # a lower main-set JCT but a much worse big set is not a new best (avg_jct alone would say so)
     cb._record([_result(1, 50.0), _result(2, 50.0), _result(7, 3000.0)], 200, 1.0, save)
     assert saved == [1]

@@ -226,8 +226,13 @@ class ArylEvalCallback(BaseCallback):
             save_best(self.run_dir / "best_model.zip")
         if self.verbose:
             refs = "  ".join(f"{k} {v.get('avg_jct', float('nan')):,.0f}" for k, v in self.references.items())
+            sets = ""
+            if self.extra:  # m["avg_jct"] is the score then; the main set's figure is in the row
+                key = self.reference_names[0].replace("-", "_")
+                sets = "".join(f"  {label} {row[f'{label}_jct_ratio_to_{key}']:.3f}x {key}"
+                               for label, *_ in self.extra) + f"  score {row['score']:.3f}"
             print(
-                f"eval @ {int(timesteps):,} steps: avg JCT {m['avg_jct']:,.0f} s  ({refs})"
+                f"eval @ {int(timesteps):,} steps: avg JCT {row['avg_jct']:,.0f} s  ({refs}){sets}"
                 f"  [{row['eval_wall_s']:.1f} s]",
                 flush=True,
             )
