@@ -221,7 +221,10 @@ class TrainConfig:
         d["scenario_overrides"] = copy.deepcopy(dict(self.scenario_overrides))
         d["eval"]["seeds"] = list(self.eval.seeds)
         d["eval"]["references"] = list(self.eval.references)
-        d["eval"]["scenarios"] = copy.deepcopy(dict(self.eval.scenarios))
+        if self.eval.scenarios:
+            d["eval"]["scenarios"] = copy.deepcopy(dict(self.eval.scenarios))
+        else:  # a run without extra sets saves the config it saved before the key existed
+            del d["eval"]["scenarios"]
         return d
 
     def replace(self, **changes: Any) -> TrainConfig:
