@@ -269,8 +269,7 @@ class ArylEvalCallback(BaseCallback):
         row["score"] = float(math.exp(sum(math.log(r) for r in logs) / len(logs))) if ok else math.nan
         if ok:
             self.logger.record("eval/score", row["score"])
-        total = len(self.seeds) + sum(len(sd) for *_, sd in self.extra)
-        return {"avg_jct": row["score"], "jobs_unfinished": sum(unfinished) / total}
+        return {"avg_jct": row["score"], "jobs_unfinished": sum(unfinished) / len(self._episode_seeds)}
 
     def _write_row(self, row: Mapping[str, float]) -> None:
         if self.run_dir is None:
