@@ -12,7 +12,7 @@ draw for both; 10,000 replications, percentile interval), beside the geometric m
 per-seed ratios with its t interval (both from ``aryl_gym.stats``).
 
 **At the paper's size** (issue 37): ``--scenario basic,production --loads default`` plays each
-scenario at its own calibrated load (basic 0.8, production 0.6) on fresh seeds (the protocol's
+scenario at its own calibrated load (World v2: basic 1.3, production 0.6) on fresh seeds (the protocol's
 held-out set for size: 8000-8009 on basic, 8000-8002 on production, never used for training or
 selection), one table per scenario, paired by seed as above::
 
