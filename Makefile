@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[train,plots,stats,zoo,dev,ray,rllib,offline,multiagent,mo]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[train,plots,stats,zoo,dev,ray,rllib,offline,multiagent,mo,fast]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -533,6 +533,7 @@ class GAProblem:
         # the search keeps counts as int32 (half the memory traffic of int64; counts, offsets
         # and GPU sums are far below 2**31, so every integer result is the same)
         self._g32 = g.astype(np.int32)
+        self._g64 = np.ascontiguousarray(g, dtype=np.int64)
         self._offs32 = self._offs.astype(np.int32)
         # fitness terms: speedup, times the re-allocation factor where the count differs
         pen = np.where(v != b_, S * factor[:, None], S)
@@ -584,6 +585,20 @@ class GAProblem:
             if not whole:
                 x[over] = sub
         return x
+
+    def _kernel(self):  # noqa: ANN202 (a numba dispatcher or None)
+        """The compiled generation loop (:mod:`aryl_gym.agents.pollux_kernel`, bit-identical
+        to the loop below), or None: numba not installed, ``ARYL_GYM_NO_NUMBA=1``, or a
+        subclass that changes a rule the kernel has built in (the repair, the cut, the mean), or
+        a power ``p`` other than upstream's -1 (numba's ``**`` and numpy's power can differ in
+        the last bit)."""
+        cls = type(self)
+        if self.p != -1.0 or (cls._cut is not GAProblem._cut or cls._repair is not GAProblem._repair
+                or cls.repair is not GAProblem.repair or cls._mean is not GAProblem._mean):
+            return None
+        from aryl_gym.agents.pollux_kernel import compiled  # numba loads at the first search
+
+        return compiled()
 
     def search(
         self, pop: np.ndarray, generations: int, rng: np.random.Generator
@@ -643,6 +658,7 @@ class GAProblem:
             cell_i = np.empty(Pn, dtype=np.int64)
         fix1_32 = self._fix1.astype(np.int32)
         term, fix1, unit_g, cap = self._term, self._fix1, self._unit_g, self.cap
+        kernel = self._kernel()
         for G in block_sizes(generations, P, n):
             d = draw_block(rng, G, P, n, self.p_inc, dense=dense)
             # cells relative to their generation, and what the mutations need there
@@ -654,6 +670,12 @@ class GAProblem:
             inc_span, inc_offs = span_cell[inc], offs_cell[inc]
             a0 = d.tournament[:, :, 0].copy()
             a1 = d.tournament[:, :, 1].copy()
+            if kernel is not None:  # the same generations, compiled (agents/pollux_kernel.py)
+                kernel(Y, allf, a0, a1, d.points, reset, reset_val, d.reset_at, zero, d.zero_at,
+                       dense, inc, d.inc_u, inc_span, inc_offs, d.inc_at, span_cell, offs_cell,
+                       valid, fix1, self._fix2, offs, self._g64, unit_g, int(cap), int(self._V),
+                       term, float(self.p))
+                continue
             # crossover masks of the block's generations: True from each pair's point on
             lates = cols >= d.points[:, :, None]
             r_at, z_at, i_at = d.reset_at.tolist(), d.zero_at.tolist(), d.inc_at.tolist()

@@ -263,9 +263,28 @@ def _ref_case(seed: int, tight: bool = False):
     return prob, start
 
 
+try:
+    import numba  # noqa: F401 (the fast extra: agents/pollux_kernel.py compiles the GA loop)
+
+    HAVE_NUMBA = True
+except ImportError:  # pragma: no cover - depends on the install
+    HAVE_NUMBA = False
+needs_numba = pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed (pip install -e '.[fast]')")
+BACKENDS = ["numpy", pytest.param("numba", marks=needs_numba)]
+
+
+def _backend(monkeypatch, backend: str) -> None:
+    """Run the GA's generations with numpy or with the compiled kernel."""
+    from aryl_gym.agents.pollux_kernel import ENV_DISABLE
+
+    monkeypatch.setenv(ENV_DISABLE, "1" if backend == "numpy" else "0")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("tight", [False, True])
-def test_fast_ga_is_bit_identical_to_reference(seed, tight, monkeypatch):
+def test_fast_ga_is_bit_identical_to_reference(seed, tight, backend, monkeypatch):
+    _backend(monkeypatch, backend)
     prob, start = _ref_case(seed, tight)
     if seed % 4 == 1:  # several draw blocks per search (4 generations each, then the rest)
         monkeypatch.setattr(pollux_mod, "BLOCK_CELLS", 4 * start.size)
@@ -277,6 +296,90 @@ def test_fast_ga_is_bit_identical_to_reference(seed, tight, monkeypatch):
     assert r1.random() == r2.random()  # same draws consumed
     rep = prob.repair(start[2:])
     assert np.array_equal(prob.repair(rep), rep)  # repaired stays repaired
+
+
+def _big_case(case: int):
+    """A round of 5-300 jobs (past numpy's 128-item summation leaf), population 100."""
+    rs = np.random.default_rng(700 + case)
+    n, P = int(rs.integers(5, 300)), 100
+    g = rs.choice([1, 2, 4, 8], n) if case % 2 else np.ones(n, np.int64)
+    hi = rs.integers(1, 17, n)
+    lo = np.where(rs.random(n) < 0.3, hi, np.maximum(1, hi // 3))
+    base = np.where(rs.random(n) < 0.5, rs.integers(0, 17, n), 0)
+    base = np.where(base >= lo, np.minimum(base, hi), 0)
+    S = np.concatenate([np.zeros((n, 1)), np.cumsum(rs.random((n, hi.max())), axis=1)], axis=1)
+    ir = (lo == hi) & (base > 0)
+    prob = GAProblem(list(range(n)), g, lo, hi, base, S, rs.random(n), int(rs.integers(16, 2000)),
+                     -1.0, ir, (None, 0.3, 1.0, 2.0)[case % 4])
+    start = prob.repair(rs.integers(0, 17, (P, n)))
+    start[0] = base
+    if case % 3 == 0:  # a row that repair step 1 would change: the whole-repair path
+        start[1] = np.minimum(base + 1, 16)
+    return prob, start
+
+
+@needs_numba
+@pytest.mark.parametrize("case", range(8))
+def test_compiled_ga_equals_numpy_search(case, monkeypatch):
+    """The compiled generation loop gives the numpy search's population and fitness to the last
+    bit, and consumes the same draws."""
+    prob, start = _big_case(case)
+    assert prob._kernel() is not None
+    out = {}
+    for backend in ("numpy", "numba"):
+        _backend(monkeypatch, backend)
+        rng = np.random.default_rng(case)
+        out[backend] = (*prob.search(start.copy(), 30, rng), rng.random())
+    (p1, f1, r1), (p2, f2, r2) = out["numpy"], out["numba"]
+    assert np.array_equal(p1, p2) and np.array_equal(f1, f2) and r1 == r2
+
+
+@needs_numba
+def test_kernel_is_used_only_where_it_is_the_same_rule(monkeypatch):
+    _backend(monkeypatch, "numba")
+    prob, _ = _ref_case(0)
+    assert prob._kernel() is not None
+    other_p = GAProblem(prob.jobs, prob.g, prob.lo, prob.hi, prob.base, prob.S, prob.factor,
+                        prob.cap, -2.0, prob.inel_run)
+    assert other_p._kernel() is None  # numba's power and numpy's may differ in the last bit
+    cnt = _CountingProblem(prob.jobs, prob.g, prob.lo, prob.hi, prob.base, prob.S, prob.factor,
+                           prob.cap, prob.p, prob.inel_run)
+    assert cnt._kernel() is None  # a subclass that changes the cut runs its own rule
+    _backend(monkeypatch, "numpy")
+    assert prob._kernel() is None
+
+
+def test_kernel_pairwise_sum_is_numpys_row_sum():
+    """numpy sums a contiguous float64 row pairwise; the kernel's sum is the same bits (below 8
+    items, up to the 128-item leaf, and split trees above it)."""
+    from aryl_gym.agents.pollux_kernel import pairwise_sum
+
+    rng = np.random.default_rng(3)
+    x = np.array([0.1, 0.2, 0.3])
+    assert pairwise_sum(x, 0, 3) == (0.1 + 0.2) + 0.3
+    assert pairwise_sum(x, 1, 2) == 0.2 + 0.3 and pairwise_sum(x, 0, 0) == 0.0
+    rows = 0
+    for n in [*range(1, 300), 511, 1024, 2049, 5003]:
+        a = 1.0 / (rng.random((2, n)) * 50 + 1e-3)
+        want = a.sum(axis=1)
+        rows += sum(pairwise_sum(a[r], 0, n) != want[r] for r in range(2))
+        assert pairwise_sum(a.reshape(-1), n, n) == want[1]  # an offset into a longer array
+    assert rows == 0
+    # a naive left-to-right sum differs on some of these rows: the test can fail
+    a = 1.0 / (rng.random((50, 200)) * 50 + 1e-3)
+    naive = np.array([float(sum(r.tolist())) for r in a])
+    assert (naive != a.sum(axis=1)).any()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pollux_episode_is_the_same_with_either_ga_loop(backend, monkeypatch):
+    from aryl_gym.scenario import make_episode
+
+    _backend(monkeypatch, "numpy")
+    want = make_episode("tiny", 5).simulator().run(PolluxPolicy(generations=30))
+    _backend(monkeypatch, backend)
+    got = make_episode("tiny", 5).simulator().run(PolluxPolicy(generations=30))
+    assert got.jcts == want.jcts and got.scaling_events == want.scaling_events
 
 
 class _CountingProblem(GAProblem):
