@@ -28,6 +28,10 @@ episode and is left out of these rows.
 An agent acts as deployed: with its ``deploy_env_kwargs`` (``ppo-v1-kickstart``: flap damping, docs/env.md;
 the table says on which seeds the shield engaged). ``--undeployed LABEL`` plays that entry
 without them, e.g. ``--agent ppo-v1-kickstart --agent raw=ppo-v1-kickstart --undeployed raw --against aryl,raw``.
+``--env-kwargs LABEL=JSON`` plays that entry with these env arguments on top of its deployed
+ones (a JSON object of ``Aryl-v2`` arguments, e.g. ``--agent bf=ppo-v1 --env-kwargs
+'bf={"backfill": true}'``: the same weights deployed with backfill; docs/env.md). A key the env
+does not take, or a value it refuses, stops the run before any episode with the env's message.
 ``--sampled LABEL`` makes that entry sample its actions from its masked policy instead of
 taking the argmax (what PPO trains; torch's generator is seeded with 0 before the entry plays,
 so a rerun gives the same episodes).
@@ -36,6 +40,7 @@ so a rerun gives the same episodes).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -47,7 +52,8 @@ from aryl_gym.stats import paired_bootstrap_ratio, paired_ratio_ci
 
 
 def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: list[int], against: list[str],
-             undeployed: tuple[str, ...] = (), sampled: tuple[str, ...] = (), world: str = "v2") -> dict:
+             undeployed: tuple[str, ...] = (), sampled: tuple[str, ...] = (), world: str = "v2",
+             env_kwargs: dict[str, dict] | None = None) -> dict:
     """One table: every agent and reference on ``seeds`` of ``scenario`` at ``load`` (None: the
     scenario's own ``workload.load``), all in World ``world`` (the natives on the scenario as
     that world defines it, the agents and random through its env id)."""
@@ -76,7 +82,8 @@ def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: l
         labels.append(label)
         agent = load_agent(path)
         # an agent in ``undeployed`` acts without its deploy_env_kwargs (e.g. no flap damping)
-        envs = [agent.make_env(scenario=cfg, deployed=label not in undeployed, env_id=env_id)  # type: ignore[arg-type]
+        extra = (env_kwargs or {}).get(label, {})
+        envs = [agent.make_env(scenario=cfg, deployed=label not in undeployed, env_id=env_id, **extra)  # type: ignore[arg-type]
                 for _ in seeds]
         t0 = time.perf_counter()
         if label in sampled:
@@ -149,6 +156,40 @@ def loads_arg(text: str) -> list[float | None]:
             f"{str(exc).replace('--load-grid', '--loads')}; e.g. 0.9,1.3, or default (the scenario's own load)") from None
 
 
+def env_kwargs_arg(p: argparse.ArgumentParser, items: list[str], labels: list[str]) -> dict[str, dict]:
+    """``--env-kwargs LABEL=JSON`` entries as ``{label: kwargs}``: each must name an ``--agent``
+    label once and hold a JSON object; anything else is an argparse error saying what is
+    expected."""
+    out: dict[str, dict] = {}
+    for item in items:
+        label, sep, text = item.partition("=")
+        if not sep or not label:
+            p.error(f"--env-kwargs {item!r}: expected LABEL=JSON, e.g. 'bf={{\"backfill\": true}}'")
+        if label not in labels:
+            p.error(f"--env-kwargs {label!r} names no --agent entry (labels: {', '.join(labels)})")
+        if label in out:
+            p.error(f"--env-kwargs {label!r} is given twice; put every argument in one JSON object")
+        try:
+            kw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            p.error(f"--env-kwargs {label!r}: not JSON ({exc.msg} at character {exc.pos}): {text!r}")
+        if not isinstance(kw, dict):
+            p.error(f"--env-kwargs {label!r}: expected a JSON object of env arguments, got {text!r}")
+        from aryl_gym.envs.options import MAX_WINDOW, EnvOptions
+
+        known = {f.name for f in dataclasses.fields(EnvOptions)} - {"scenario", "world_version"}
+        unknown = sorted(set(kw) - known)
+        if unknown:
+            p.error(f"--env-kwargs {label!r}: {', '.join(map(repr, unknown))} is not an argument of the env "
+                    f"(arguments: {', '.join(sorted(known))})")
+        try:  # the values on their own (the agent's training arguments are checked when it plays)
+            EnvOptions(**{"window": MAX_WINDOW, **kw})
+        except (TypeError, ValueError) as exc:
+            p.error(f"--env-kwargs {label!r}: {exc}")
+        out[label] = kw
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--agent", action="append", required=True,
@@ -163,6 +204,9 @@ def main() -> None:
                    help="this agent acts without its deploy_env_kwargs (e.g. without flap damping); repeatable")
     p.add_argument("--sampled", action="append", default=[], metavar="LABEL",
                    help="this agent samples its actions (seeded) instead of acting by argmax; repeatable")
+    p.add_argument("--env-kwargs", action="append", default=[], metavar="LABEL=JSON",
+                   help="this agent acts with these env arguments on top of its deployed ones, e.g. "
+                        "'bf={\"backfill\": true}'; repeatable")
     p.add_argument("--json", default=None)
     p.add_argument("--world", choices=("v1", "v2"), default="v2",
                    help="the world every entrant plays (v1: the figures of agents/pretrained/*.md)")
@@ -172,6 +216,7 @@ def main() -> None:
         for u in names:
             if u not in labels:
                 p.error(f"{flag} {u!r} names no --agent entry (labels: {', '.join(labels)})")
+    env_kwargs = env_kwargs_arg(p, a.env_kwargs, labels)
     against = [x.strip() for x in a.against.split(",") if x.strip()]
     scenarios = [x.strip() for x in a.scenario.split(",") if x.strip()]
     if not scenarios:  # was: nothing played, nothing printed, exit 0
@@ -221,7 +266,7 @@ def main() -> None:
     for scenario in scenarios:
         for load in a.loads:
             r = evaluate(list(a.agent), scenario, load, list(a.seeds), against, tuple(a.undeployed),
-                         tuple(a.sampled), a.world)
+                         tuple(a.sampled), a.world, env_kwargs)
             results.append(r)
             if a.json:  # after every table, so a killed run keeps what it finished
                 atomic_write_text(a.json, json.dumps(results, indent=2))

@@ -316,6 +316,66 @@ def test_eval_v1_checks_its_json_path_before_any_work(tmp_path: Path, where: str
     assert "###" not in r.stdout  # nothing was evaluated
 
 
+def _eval_v1() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("eval_v1", ROOT / "scripts" / "eval_v1.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+@pytest.mark.parametrize("item, match", [
+    ("bf", "expected LABEL=JSON"),
+    ('nobody={"backfill": true}', "names no --agent entry"),
+    ('bf={"backfil": true}', "'backfil' is not an argument of the env"),
+    ("bf=[1]", "expected a JSON object"),
+    ("bf={bad", "not JSON"),
+    ('bf={"window_fit": -1}', "window_fit must be an integer"),
+])
+def test_eval_v1_env_kwargs_are_checked(item: str, match: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    with pytest.raises(SystemExit) as exc:
+        _eval_v1().env_kwargs_arg(argparse.ArgumentParser(prog="eval_v1.py"), [item], ["bf"])
+    assert exc.value.code == 2 and match in capsys.readouterr().err
+    both = ['bf={"backfill": true}', 'bf={"window_fit": 4}']
+    with pytest.raises(SystemExit):
+        _eval_v1().env_kwargs_arg(argparse.ArgumentParser(prog="eval_v1.py"), both, ["bf"])
+    assert "given twice" in capsys.readouterr().err
+
+
+def test_eval_v1_refuses_bad_env_kwargs_before_any_work(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "eval_v1.py"), "--agent", "bf=ppo-v1",
+                        "--scenario", "tiny", "--seeds", "0", "--env-kwargs", 'bf={"backfil": true}'],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "'backfil' is not an argument of the env" in r.stderr
+    assert "Traceback" not in r.stderr and "###" not in r.stdout
+
+
+def test_eval_v1_env_kwargs_reach_the_agents_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same weights with and without an env argument: the override reaches only its entry."""
+    mod = _eval_v1()
+    from aryl_gym.agents.learned import LearnedAgent
+
+    seen: dict[str, object] = {}
+    real = LearnedAgent.make_env
+
+    def spy(self: LearnedAgent, *args: object, **kw: object) -> object:
+        env = real(self, *args, **kw)
+        seen.setdefault(self.name + ("+bf" if kw.get("backfill") else ""), env.unwrapped.options.backfill)
+        return env
+
+    monkeypatch.setattr(LearnedAgent, "make_env", spy)
+    r = mod.evaluate(["ppo-v1", "bf=ppo-v1"], "tiny", None, [0], ["aryl"],
+                     env_kwargs={"bf": {"backfill": True}})
+    assert seen == {"ppo-v1": False, "ppo-v1+bf": True}
+    assert set(r["avg_jct"]) == {"ppo-v1", "bf", "aryl"}
+
+
 # ----------------------------------------------------------------------------------------------
 # leaderboard --suite RECLAIM: the regular suites' lock, backups, digests and resume
 # ----------------------------------------------------------------------------------------------
