@@ -135,6 +135,7 @@ def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: l
                 rows[label][name].update(finished_seeds=int(both.sum()), finished_ratio=fp,
                                          finished_lo=flo, finished_hi=fhi)
     return {"scenario": scenario, "world": world, "load": load, "seeds": seeds, "agents": labels,
+            "env_kwargs": {k: v for k, v in (env_kwargs or {}).items() if v},
             "avg_jct": {k: v.tolist() for k, v in jct.items()},
             "mean_avg_jct": {k: float(v.mean()) for k, v in jct.items()},
             "jobs_unfinished": unfinished, "thrashing_seeds": thrashing, "damped_seeds": shielded,
@@ -177,6 +178,8 @@ def env_kwargs_arg(p: argparse.ArgumentParser, items: list[str], labels: list[st
             p.error(f"--env-kwargs {label!r}: expected a JSON object of env arguments, got {text!r}")
         from aryl_gym.envs.options import MAX_WINDOW, EnvOptions
 
+        if "scenario" in kw or "world_version" in kw:
+            p.error(f"--env-kwargs {label!r}: the scenario and world come from --scenario and --world")
         known = {f.name for f in dataclasses.fields(EnvOptions)} - {"scenario", "world_version"}
         unknown = sorted(set(kw) - known)
         if unknown:

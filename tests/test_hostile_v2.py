@@ -332,6 +332,7 @@ def _eval_v1() -> Any:
     ("bf=[1]", "expected a JSON object"),
     ("bf={bad", "not JSON"),
     ('bf={"window_fit": -1}', "window_fit must be an integer"),
+    ('bf={"scenario": "basic"}', "come from --scenario"),
 ])
 def test_eval_v1_env_kwargs_are_checked(item: str, match: str, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
@@ -374,6 +375,7 @@ def test_eval_v1_env_kwargs_reach_the_agents_env(monkeypatch: pytest.MonkeyPatch
                      env_kwargs={"bf": {"backfill": True}})
     assert seen == {"ppo-v1": False, "ppo-v1+bf": True}
     assert set(r["avg_jct"]) == {"ppo-v1", "bf", "aryl"}
+    assert r["env_kwargs"] == {"bf": {"backfill": True}}  # the JSON says how each entry played
 
 
 # ----------------------------------------------------------------------------------------------
