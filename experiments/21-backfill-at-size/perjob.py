@@ -16,6 +16,7 @@ import torch
 from aryl_gym.agents import make_policy
 from aryl_gym.agents.learned import load_agent
 
+from aryl_gym.rollout import play
 from aryl_gym.scenario import make_episode
 
 
@@ -42,15 +43,8 @@ def main() -> None:
     ag = load_agent("ppo-v1")
     env = ag.make_env(scen)
     t = time.process_time()
-    obs, _ = env.reset(seed=seed, options={"episode_seed": seed})
-    steps = 0
-    while True:
-        act, _ = ag.predict(obs, deterministic=True)
-        obs, _, te, tr, info = env.step(act)
-        steps += 1
-        if te or tr:
-            break
-    r2 = info["episode_result"]
+    ro = play(ag, env, seed=seed, options={"episode_seed": seed})
+    r2, steps = ro.info["episode_result"], ro.steps
     out["ppo-v1"] = {**arrays(env.unwrapped.sim), "avg_jct": r2.avg_jct, "cpu": time.process_time() - t,
                      "steps": steps}
     print("ppo-v1", r2.avg_jct, r2.avg_queue_time, steps, flush=True)

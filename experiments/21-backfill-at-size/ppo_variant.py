@@ -12,6 +12,8 @@ import time
 import torch
 from aryl_gym.agents.learned import load_agent
 
+from aryl_gym.rollout import play
+
 
 def main() -> None:
     torch.set_num_threads(1)
@@ -20,15 +22,8 @@ def main() -> None:
     ag = load_agent("ppo-v1")
     env = ag.make_env(scen, **kw)
     t = time.process_time()
-    obs, _ = env.reset(seed=seed, options={"episode_seed": seed})
-    steps = 0
-    while True:
-        act, _ = ag.predict(obs, deterministic=True)
-        obs, _, te, tr, info = env.step(act)
-        steps += 1
-        if te or tr:
-            break
-    r = info["episode_result"]
+    ro = play(ag, env, seed=seed, options={"episode_seed": seed})
+    r, steps, info = ro.info["episode_result"], ro.steps, ro.info
     print(json.dumps({"kw": kw, "seed": seed, "avg_jct": r.avg_jct, "queue": r.avg_queue_time,
                       "util": r.train_util, "preemptions": r.preemptions, "steps": steps,
                       "cpu": time.process_time() - t, "backfilled": info.get("backfilled")}), flush=True)
