@@ -40,7 +40,6 @@ so a rerun gives the same episodes).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -180,7 +179,7 @@ def env_kwargs_arg(p: argparse.ArgumentParser, items: list[str], labels: list[st
 
         if "scenario" in kw or "world_version" in kw:
             p.error(f"--env-kwargs {label!r}: the scenario and world come from --scenario and --world")
-        known = {f.name for f in dataclasses.fields(EnvOptions)} - {"scenario", "world_version"}
+        known = set(EnvOptions.names()) - {"scenario", "world_version"}
         unknown = sorted(set(kw) - known)
         if unknown:
             p.error(f"--env-kwargs {label!r}: {', '.join(map(repr, unknown))} is not an argument of the env "

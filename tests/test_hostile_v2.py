@@ -316,15 +316,6 @@ def test_eval_v1_checks_its_json_path_before_any_work(tmp_path: Path, where: str
     assert "###" not in r.stdout  # nothing was evaluated
 
 
-def _eval_v1() -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("eval_v1", ROOT / "scripts" / "eval_v1.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
-
-
 @pytest.mark.parametrize("item, match", [
     ("bf", "expected LABEL=JSON"),
     ('nobody={"backfill": true}', "names no --agent entry"),
@@ -337,12 +328,14 @@ def _eval_v1() -> Any:
 def test_eval_v1_env_kwargs_are_checked(item: str, match: str, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
+    from .helpers import load_script
+
     with pytest.raises(SystemExit) as exc:
-        _eval_v1().env_kwargs_arg(argparse.ArgumentParser(prog="eval_v1.py"), [item], ["bf"])
+        load_script("eval_v1").env_kwargs_arg(argparse.ArgumentParser(prog="eval_v1.py"), [item], ["bf"])
     assert exc.value.code == 2 and match in capsys.readouterr().err
     both = ['bf={"backfill": true}', 'bf={"window_fit": 4}']
     with pytest.raises(SystemExit):
-        _eval_v1().env_kwargs_arg(argparse.ArgumentParser(prog="eval_v1.py"), both, ["bf"])
+        load_script("eval_v1").env_kwargs_arg(argparse.ArgumentParser(prog="eval_v1.py"), both, ["bf"])
     assert "given twice" in capsys.readouterr().err
 
 
@@ -359,8 +352,11 @@ def test_eval_v1_refuses_bad_env_kwargs_before_any_work(tmp_path: Path) -> None:
 
 def test_eval_v1_env_kwargs_reach_the_agents_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same weights with and without an env argument: the override reaches only its entry."""
-    mod = _eval_v1()
     from aryl_gym.agents.learned import LearnedAgent
+
+    from .helpers import load_script
+
+    mod = load_script("eval_v1")
 
     seen: dict[str, object] = {}
     real = LearnedAgent.make_env
