@@ -43,6 +43,7 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
@@ -50,10 +51,11 @@ from aryl_gym.commands._common import seeds_arg
 from aryl_gym.stats import paired_bootstrap_ratio, paired_ratio_ci
 
 
-def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: list[int], against: list[str],
+def evaluate(agent_paths: list[str], scenario: Any, load: float | None, seeds: list[int], against: list[str],
              undeployed: tuple[str, ...] = (), sampled: tuple[str, ...] = (), world: str = "v2",
              env_kwargs: dict[str, dict] | None = None) -> dict:
-    """One table: every agent and reference on ``seeds`` of ``scenario`` at ``load`` (None: the
+    """One table: every agent and reference on ``seeds`` of ``scenario`` (a name, a YAML path or a
+    :class:`~aryl_gym.config.ScenarioConfig`) at ``load`` (None: the
     scenario's own ``workload.load``), all in World ``world`` (the natives on the scenario as
     that world defines it, the agents and random through its env id)."""
     from aryl_gym.agents.learned import load_agent
@@ -63,7 +65,7 @@ def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: l
     from aryl_gym.train.evaluation import RandomMaskedAgent, run_agent_batch, run_reference
     from aryl_gym.world_versions import in_world
 
-    cfg = in_world(load_scenario(scenario), world)
+    cfg = in_world(load_scenario(scenario) if isinstance(scenario, str) else scenario, world)
     env_id = f"aryl_gym/Aryl-{world}"
     if load is None:
         load = float(cfg.workload.load)
@@ -133,7 +135,7 @@ def evaluate(agent_paths: list[str], scenario: str, load: float | None, seeds: l
                     flo = fhi = None
                 rows[label][name].update(finished_seeds=int(both.sum()), finished_ratio=fp,
                                          finished_lo=flo, finished_hi=fhi)
-    return {"scenario": scenario, "world": world, "load": load, "seeds": seeds, "agents": labels,
+    return {"scenario": scenario if isinstance(scenario, str) else cfg.name, "world": world, "load": load, "seeds": seeds, "agents": labels,
             "env_kwargs": {k: v for k, v in (env_kwargs or {}).items() if v},
             "avg_jct": {k: v.tolist() for k, v in jct.items()},
             "mean_avg_jct": {k: float(v.mean()) for k, v in jct.items()},
