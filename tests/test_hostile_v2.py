@@ -374,6 +374,24 @@ def test_eval_v1_env_kwargs_reach_the_agents_env(monkeypatch: pytest.MonkeyPatch
     assert r["env_kwargs"] == {"bf": {"backfill": True}}  # the JSON says how each entry played
 
 
+def test_eval_v1_evaluate_takes_a_scenario_config() -> None:
+    """A ScenarioConfig (e.g. a trace swapped in, experiments/23) plays the same episodes as the
+    scenario of the same settings by name, and the table names it."""
+    from aryl_gym.config import load_scenario
+    from aryl_gym.train.evaluation import run_reference
+
+    from .helpers import load_script
+
+    mod = load_script("eval_v1")
+    cfg = load_scenario("tiny").replace(name="tiny-renamed", workload={"load": 0.7})
+    by_cfg = mod.evaluate([], cfg, None, [0, 1], ["aryl", "sjf"])
+    by_name = mod.evaluate([], "tiny", 0.7, [0, 1], ["aryl", "sjf"])
+    assert by_cfg["scenario"] == "tiny-renamed" and by_name["scenario"] == "tiny"
+    assert by_cfg["load"] == 0.7
+    assert by_cfg["avg_jct"] == by_name["avg_jct"]
+    assert by_cfg["avg_jct"]["sjf"][1] == run_reference("sjf", cfg, 1).avg_jct
+
+
 # ----------------------------------------------------------------------------------------------
 # leaderboard --suite RECLAIM: the regular suites' lock, backups, digests and resume
 # ----------------------------------------------------------------------------------------------
