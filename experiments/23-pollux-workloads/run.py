@@ -14,7 +14,6 @@ with a bootstrap 95% interval over the workloads (``aryl_gym.stats``); every unf
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -28,11 +27,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _eval_v1():
-    spec = importlib.util.spec_from_file_location("eval_v1", ROOT / "scripts" / "eval_v1.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """``scripts/eval_v1.py`` (the scripts folder is not a package: put it on the path)."""
+    if str(ROOT / "scripts") not in sys.path:
+        sys.path.insert(0, str(ROOT / "scripts"))
+    import eval_v1
+
+    return eval_v1
 
 
 def main() -> None:
