@@ -491,6 +491,7 @@ def test_traced_masked_argmax_equals_eager_and_follows_weight_updates(monkeypatc
     if not (PRETRAINED_DIR / "ppo-v1.zip").exists():
         pytest.skip("the shipped ppo-v1 weights are absent")
     agent = load_agent("ppo-v1")
+    agent.numpy = False  # the torch passes only (the numpy pass has its own test below)
     env = agent.make_env("testbed")
     batch, masks = _masked_batch(env, 96)
 
@@ -517,6 +518,7 @@ def test_traced_masked_argmax_equals_eager_and_follows_weight_updates(monkeypatc
         raise RuntimeError("cannot trace")
 
     fresh = load_agent("ppo-v1")
+    fresh.numpy = False
     monkeypatch.setattr(th.jit, "trace", no_trace)
     got, _ = fresh.predict(batch, action_masks=masks)
     np.testing.assert_array_equal(got, eager[0])
@@ -526,6 +528,82 @@ def test_traced_masked_argmax_equals_eager_and_follows_weight_updates(monkeypatc
     got1 = fresh.predict(one)[0]
     assert fresh._feed.fn is None and np.shape(got1) == np.shape(want) and int(got1) == int(want)
     assert learned._TRACE_CACHE >= 2
+
+
+@needs_env
+def test_numpy_pass_gives_the_torch_action_and_defers_near_ties(monkeypatch):
+    """The set policy's numpy actor scores one observation like the torch pass (logits within
+    float32 rounding, actions equal over testbed and basic states), follows in-place weight
+    updates, and leaves a call to torch exactly when the best allowed logit does not lead the
+    next by the margin; a policy without a numpy actor (an MLP) runs through torch."""
+    import torch as th
+    from aryl_gym.agents import learned
+    from aryl_gym.agents.learned import LearnedAgent, load_agent
+    from sb3_contrib import MaskablePPO
+
+    from aryl_gym.train.setpolicy import NumpyActor
+
+    if not (learned.PRETRAINED_DIR / "ppo-v1.zip").exists():
+        pytest.skip("the shipped ppo-v1 weights are absent")
+    agent = load_agent("ppo-v1")
+    pol = agent.model.policy
+    assert NumpyActor.supports(pol)
+    states = []
+    for scenario in ("testbed", "basic"):
+        batch, _ = _masked_batch(agent.make_env(scenario), 128)
+        states += [{k: v[i] for k, v in batch.items()} for i in range(len(batch["jobs"]))]
+
+    def torch_logits(one: dict) -> np.ndarray:
+        with th.inference_mode():
+            t = {k: th.from_numpy(v[None]) for k, v in one.items()}
+            return pol.action_net(pol.mlp_extractor.forward_actor(
+                pol.extract_features(t, pol.pi_features_extractor)))[0].numpy()
+
+    def check(agent: LearnedAgent) -> list[int]:
+        actor = NumpyActor(agent.model.policy)
+        for one in states[::16]:
+            np.testing.assert_allclose(actor.logits(one, one["action_mask"]), torch_logits(one), rtol=0, atol=1e-4)
+        decided = []
+        for one in states:
+            agent.numpy = True
+            got = agent.predict(one)[0]
+            agent.numpy = False
+            want = agent.predict(one)[0]
+            assert np.shape(got) == np.shape(want) and got.dtype == want.dtype and int(got) == int(want)
+            decided.append(learned._numpy_argmax(agent._feed, one) is not None)
+        return decided
+
+    decided = check(agent)
+    assert sum(decided) > 0.8 * len(decided)  # the numpy pass decides most calls
+    with th.no_grad():
+        for p in pol.parameters():
+            p.mul_(-0.5)
+    check(agent)  # in-place updates reach the numpy views
+
+    # the margin: a call is left to torch exactly when the lead is within it
+    one = states[3]
+    agent._feed.fill(one)
+    scores = np.sort(np.where(one["action_mask"] > 0.5, NumpyActor(pol).logits(one, one["action_mask"]), -np.inf))
+    lead = float(scores[-1] - scores[-2])
+    monkeypatch.setattr(learned, "NUMPY_MARGIN", 1.01 * lead / max(1.0, abs(float(scores[-1]))))
+    assert learned._numpy_argmax(agent._feed, one) is None
+    monkeypatch.setattr(learned, "NUMPY_MARGIN", 0.99 * lead / max(1.0, abs(float(scores[-1]))))
+    assert learned._numpy_argmax(agent._feed, one) is not None
+    # nothing allowed, or a NaN logit: torch decides
+    nan = {**one, "cluster": np.full_like(one["cluster"], np.nan)}
+    agent._feed.fill(nan)
+    assert learned._numpy_argmax(agent._feed, nan) is None
+    none = {**one, "action_mask": np.zeros_like(one["action_mask"])}
+    agent._feed.fill(none)
+    assert learned._numpy_argmax(agent._feed, none) is None
+
+    env = gym.make("aryl_gym/Aryl-v1", scenario="tiny", action_mode="sequential", window=8)
+    mlp = LearnedAgent(name="mlp", model=MaskablePPO("MultiInputPolicy", env, seed=3, device="cpu",
+                                                     policy_kwargs={"net_arch": [16, 16]}))
+    assert not NumpyActor.supports(mlp.model.policy)
+    obs, _ = env.reset(seed=1)
+    assert env.unwrapped.action_masks()[int(mlp.predict(obs)[0])]
+    assert mlp._feed.np_actor is None and mlp._feed.fn not in (None, False)
 
 
 def test_config_records_demonstrations_then_warm_starts(tmp_path):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import numpy as np
 import torch as th
 from gymnasium import spaces
 from sb3_contrib.common.maskable.policies import MaskableMultiInputActorCriticPolicy
@@ -85,6 +86,113 @@ class JobSetExtractor(BaseFeaturesExtractor):
         g = self.rho(th.cat([mean, mx, *glob], dim=-1))  # (B, d)
         h = self.psi(th.cat([x, g.unsqueeze(1).expand(b, k, self.d)], dim=-1)) * valid
         return th.cat([g, h.reshape(b, k * self.d)], dim=1)
+
+
+def _np(t: Any) -> np.ndarray:
+    """A numpy view of a parameter tensor (shares its memory: in-place updates show through;
+    ``Any``: a layer of an ``nn.Sequential`` is typed as a tensor or a module)."""
+    return cast(np.ndarray, t.detach().numpy())
+
+
+class NumpyActor:
+    """The actor's logits of a :class:`MaskableSetPolicy` for one observation, in numpy: the
+    operations of :meth:`JobSetExtractor.forward` and :class:`SlotActionHead` on ``B = 1``, with
+    the concatenations before the first layers of ``phi`` and ``psi`` split into one product
+    per part (the same sums in another order), on numpy views of the policy's own parameters
+    (an in-place update, as training's, reaches it). About 2x cheaper per call than the
+    TorchScript trace for the shipped policy (no tensor dispatch; ``aryl-gym bench --only
+    scale``); float32 like the policy, so its logits differ from torch's in the last bits
+    (2.4e-6 at most over 5,000 ``basic`` states of ``ppo-v1``): callers that need torch's exact
+    action compare the margin (:meth:`LearnedAgent._one_argmax`)."""
+
+    def __init__(self, policy: MaskableSetPolicy):
+        fe = policy._pi_extractor()
+        sp = cast(spaces.Dict, policy.observation_space).spaces
+        d, k = fe.d, int(_shape(sp["jobs"])[0])
+        self.d, self.k = d, k
+        self.slot_keys, self.global_keys = list(fe.slot_keys), list(fe.global_keys)
+        w1, self.phi_b1 = _np(fe.phi[0].weight), _np(fe.phi[0].bias)
+        self.phi_parts, off = [], 0
+        for key in self.slot_keys:
+            n = int(_shape(sp[key])[-1])
+            self.phi_parts.append((key, w1[:, off:off + n].T))
+            off += n
+        self.phi_grant, self.phi_release = w1[:, off], w1[:, off + 1]
+        self.phi_w2, self.phi_b2 = _np(fe.phi[2].weight).T, _np(fe.phi[2].bias)
+        self.rho_w1, self.rho_b1 = _np(fe.rho[0].weight).T, _np(fe.rho[0].bias)
+        self.rho_w2, self.rho_b2 = _np(fe.rho[2].weight).T, _np(fe.rho[2].bias)
+        self.glob_widths = [(key, int(np.prod(_shape(sp[key])))) for key in self.global_keys]
+        self.g_in = np.zeros(2 * d + sum(n for _, n in self.glob_widths) + 1, dtype=np.float32)
+        psi1 = _np(fe.psi[0].weight)
+        self.psi_x, self.psi_g, self.psi_b1 = psi1[:, :d].T, psi1[:, d:].T, _np(fe.psi[0].bias)
+        self.psi_w2, self.psi_b2 = _np(fe.psi[2].weight).T, _np(fe.psi[2].bias)
+        head = cast(SlotActionHead, policy.action_net)
+        self.grant_w, self.grant_b = _np(head.grant.weight)[0], _np(head.grant.bias)
+        self.rel = (_np(head.rel.weight)[0], _np(head.rel.bias)) if head.rel is not None else None
+        self.commit_w, self.commit_b = _np(head.commit.weight)[0], _np(head.commit.bias)
+        self.n_actions = 2 * k + 1 if self.rel is not None else k + 1
+
+    @staticmethod
+    def supports(policy: Any) -> bool:
+        """The policy is a :class:`MaskableSetPolicy` whose extractor reads the action mask
+        (the window's grant and release bits) with the layers this class mirrors."""
+        if not isinstance(policy, MaskableSetPolicy):
+            return False
+        fe = policy._pi_extractor()
+        layers = [fe.phi, fe.rho, fe.psi]
+        on_cpu = all(p.device.type == "cpu" and p.dtype == th.float32 for p in policy.parameters())
+        return on_cpu and fe.has_mask and all(
+            len(s) == 4 and isinstance(s[0], nn.Linear) and isinstance(s[1], nn.ReLU)
+            and isinstance(s[2], nn.Linear) and isinstance(s[3], nn.ReLU) for s in layers
+        ) and isinstance(policy.action_net, SlotActionHead)
+
+    def logits(self, obs: dict[str, np.ndarray], mask: np.ndarray) -> np.ndarray:
+        """The ``n_actions`` logits for one observation (float32 arrays of the space's shapes;
+        ``mask``: ``obs["action_mask"]`` as float32, as the extractor reads it)."""
+        d, k = self.d, self.k
+        jobs = obs["jobs"]
+        h = self.phi_b1 + mask[:k, None] * self.phi_grant
+        if self.rel is not None:
+            h += mask[k:2 * k, None] * self.phi_release
+        for key, w in self.phi_parts:
+            h += obs[key].reshape(k, -1) @ w
+        np.maximum(h, 0.0, out=h)
+        x = h @ self.phi_w2
+        x += self.phi_b2
+        np.maximum(x, 0.0, out=x)
+        valid = jobs[:, :1]
+        xv = x * valid
+        g_in = self.g_in
+        np.sum(xv, axis=0, out=g_in[:d])
+        g_in[:d] /= max(float(valid.sum()), 1.0)
+        xv -= (1.0 - valid) * 1e4
+        np.maximum(xv.max(axis=0), 0.0, out=g_in[d:2 * d])
+        off = 2 * d
+        for key, n in self.glob_widths:
+            g_in[off:off + n] = obs[key].reshape(-1)
+            off += n
+        g_in[off] = mask[-1]
+        g = g_in @ self.rho_w1
+        g += self.rho_b1
+        np.maximum(g, 0.0, out=g)
+        g = g @ self.rho_w2
+        g += self.rho_b2
+        np.maximum(g, 0.0, out=g)
+        y = x @ self.psi_x
+        y += g @ self.psi_g + self.psi_b1
+        np.maximum(y, 0.0, out=y)
+        hh = y @ self.psi_w2
+        hh += self.psi_b2
+        np.maximum(hh, 0.0, out=hh)
+        hh *= valid
+        out = np.empty(self.n_actions, dtype=np.float32)
+        out[:k] = hh @ self.grant_w
+        out[:k] += self.grant_b
+        if self.rel is not None:
+            out[k:2 * k] = hh @ self.rel[0]
+            out[k:2 * k] += self.rel[1]
+        out[-1] = g @ self.commit_w + self.commit_b[0]
+        return out
 
 
 class _SetLatent(nn.Module):
@@ -149,6 +257,10 @@ class MaskableSetPolicy(FastMaskableMixin, MaskableMultiInputActorCriticPolicy):
 
     def _extractor(self) -> JobSetExtractor:
         return cast(JobSetExtractor, self.features_extractor)  # the default features_extractor_class
+
+    def _pi_extractor(self) -> JobSetExtractor:
+        """The actor's extractor (its own when the extractors are not shared)."""
+        return cast(JobSetExtractor, self.pi_features_extractor)
 
     def _build_mlp_extractor(self) -> None:
         # SB3 types mlp_extractor as its MlpExtractor; the policy needs only latent_dim_pi/vf
