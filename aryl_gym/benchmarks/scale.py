@@ -15,7 +15,7 @@ agent's episodes. ``aryl-gym bench --only scale`` prints these rows with their t
   keeps one Python env per simulator: the 8 envs stepped by their own ``_step_core`` and
   ``_write_obs`` into preallocated rows, nothing else.
 * ``episode``: one ``basic`` episode of the shipped ``ppo-v1`` through the env (CPU seconds,
-  its torch forward passes included; target <= 10 s) and, unless ``--quick``, one
+  its forward passes included; target <= 10 s) and, unless ``--quick``, one
   ``production`` episode (target <= 2 minutes). Needs the ``train`` extra.
 
 The step figures are printed, not asserted: the machine is shared and noisy. CPU time of the
