@@ -223,8 +223,9 @@ def _envs_own_work(num_envs: int, scenario: str, steps: int, kw: dict[str, Any])
             "env steps": n, "steps/cpu-s": n / cpu}
 
 
-def bench_episode(scenario: str, agent: str = "ppo-v1", seed: int = 0) -> dict[str, Any]:
-    """One episode of a shipped learned agent through the env: CPU and wall seconds, steps."""
+def bench_episode(scenario: str, agent: str = "ppo-v1", seed: int = 0, numpy: bool = True) -> dict[str, Any]:
+    """One episode of a shipped learned agent through the env: CPU and wall seconds, steps.
+    ``numpy=False``: a set policy acts through its torch trace only (``LearnedAgent.numpy``)."""
     # torch and the agent adapter: the learned-agent timing only (the train extra)
     import torch
 
@@ -232,6 +233,7 @@ def bench_episode(scenario: str, agent: str = "ppo-v1", seed: int = 0) -> dict[s
 
     torch.set_num_threads(1)
     ag = load_agent(agent)
+    ag.numpy = numpy
     env = ag.make_env(scenario)
     c0, w0 = time.process_time(), time.perf_counter()
     obs, _ = env.reset(seed=seed, options={"episode_seed": seed})
