@@ -428,6 +428,8 @@ class RunStats:
     failed: list[tuple[EpisodeTask, str]] = field(default_factory=list)
     skipped: list[tuple[EpisodeTask, str]] = field(default_factory=list)
     other_commit: int = 0
+    #: episodes used, by the commit that made them (saved ones by their record's, new by this one's)
+    commits: dict[str, int] = field(default_factory=dict)
     wall_by_policy: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     cpu_by_policy: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     missing: list[EpisodeTask] = field(default_factory=list)  # not saved, not run (``cached_only``)
@@ -499,6 +501,8 @@ def run_episodes(
         records[t] = rec
         stats.cached += 1
         stats.other_commit += rec.get("commit") != commit
+        made = str(rec.get("commit") or "unknown")
+        stats.commits[made] = stats.commits.get(made, 0) + 1
         _note_seconds(stats, t, *store.seconds(rec))
     if stats.other_commit:
         say(f"note: {stats.other_commit} saved episode(s) were made at another commit; use a fresh "
@@ -518,6 +522,7 @@ def run_episodes(
             if o.status == "ok" and o.result is not None:
                 records[t] = store.put(t, o)
                 stats.new += 1
+                stats.commits[commit] = stats.commits.get(commit, 0) + 1
                 _note_seconds(stats, t, o.wall_s, o.cpu_s)
                 line = f"{t.label}: {o.wall_s:.1f} s"
             elif o.status == "skipped":

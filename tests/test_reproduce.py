@@ -290,6 +290,17 @@ def test_reproduce_tiny_end_to_end_and_resume(tmp_path, capsys):
     second = _run_json(capsys, argv)
     assert second["episodes"]["new"] == 0 and second["episodes"]["cached"] == 16
     assert [r["ours"] for r in second["rows"]] == [r["ours"] for r in first["rows"]]
+    assert list(second["episodes"]["commits"].values()) == [16]
+    here = next(iter(second["episodes"]["commits"]))
+    assert f"Made by (at commit `{here[:12]}`):" in (tmp_path / "reproduction.md").read_text()
+    # a saved episode from another checkout: the report names both commits, not only this one
+    rec = json.loads(f.read_text())
+    rec["commit"] = "0123456789abcdef0123"
+    f.write_text(json.dumps(rec))
+    mixed = _run_json(capsys, argv)
+    assert mixed["episodes"]["commits"] == {here: 15, "0123456789abcdef0123": 1}
+    md = (tmp_path / "reproduction.md").read_text()
+    assert f"its episodes were made at commits `{here[:12]}` (15), `0123456789ab` (1)" in md
     # a sweep point equal to the shipped value reuses the same episodes (same config hash)
     load = load_scenario("tiny").workload.load
     third = _run_json(capsys, [*argv, "--sweep", f"workload.load={load}"])

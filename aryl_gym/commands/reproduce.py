@@ -44,7 +44,7 @@ def _write_study_block(args, out: Path, name: str, body: list[str], cmd: str, st
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym import reproduce as rp
 
-    body += ["", f"Made by (at commit `{_commit()}`):", "", "```", cmd, "```", "", rp.wall_table_md(stats)]
+    body += ["", _made_by(stats), "", "```", cmd, "```", "", rp.wall_table_md(stats)]
     block = {name: "\n".join(body)}
     md = out / "reproduction.md"
     rp.update_doc(md, block)
@@ -219,7 +219,7 @@ def _run_locked(args: argparse.Namespace, rp: Any, scale: Any, out: Path, specs:
     plot = None
     if points:
         plot = rp.plot_sweep(points, specs, out / "sweep.png")
-        blocks[f"sweep{sfx}"] = _sweep_block(rp, points, specs, cmd, plot, scale.name)
+        blocks[f"sweep{sfx}"] = _sweep_block(rp, points, specs, cmd, plot, scale.name, stats)
     md = out / "reproduction.md"
     rp.update_doc(md, blocks)
     if args.write_docs:
@@ -228,7 +228,7 @@ def _run_locked(args: argparse.Namespace, rp: Any, scale: Any, out: Path, specs:
             img = dp.parent / "img" / f"reproduction-sweep{sfx}.png"
             img.parent.mkdir(exist_ok=True)
             shutil.copyfile(plot, img)
-            blocks[f"sweep{sfx}"] = _sweep_block(rp, points, specs, cmd, Path("img") / img.name, scale.name)
+            blocks[f"sweep{sfx}"] = _sweep_block(rp, points, specs, cmd, Path("img") / img.name, scale.name, stats)
         rp.update_doc(dp, blocks)
     failed = stats.failed
     if args.json:
@@ -242,7 +242,7 @@ def _run_locked(args: argparse.Namespace, rp: Any, scale: Any, out: Path, specs:
             "sweep": [{"key": p.key, "value": p.value, "rows": [r.to_dict() for r in p.rows],
                        "mechanism": p.mechanism.to_dict() if p.mechanism else None} for p in points],
             "episodes": {"new": stats.new, "cached": stats.cached, "failed": len(failed),
-                         "skipped": len(stats.skipped)},
+                         "skipped": len(stats.skipped), "commits": stats.commits},
             "wall_s_per_episode": {f"{s}/{p}": sum(w) / len(w) for (s, p), w in stats.wall_by_policy.items()},
             "cpu_s_per_episode": {f"{s}/{p}": sum(w) / len(w) for (s, p), w in stats.cpu_by_policy.items()},
             "missing_episodes": len(stats.missing),
@@ -279,6 +279,18 @@ def _commit() -> str:
     return git_commit()[:12]
 
 
+def _made_by(stats: Any = None) -> str:
+    """``Made by (at commit X):``, naming the commits that made the episodes when any of them
+    is not X (saved episodes from an earlier checkout: the report mixes code versions)."""
+    here = _commit()
+    commits = dict(getattr(stats, "commits", None) or {})
+    if not commits or set(c[:12] for c in commits) == {here}:
+        return f"Made by (at commit `{here}`):"
+    made = ", ".join(f"`{c[:12]}` ({n})" for c, n in sorted(commits.items(), key=lambda kv: (-kv[1], kv[0])))
+    return (f"Made by (at commit `{here}`; its episodes were made at commits {made}: rerun with "
+            "`--fresh` for one code version):")
+
+
 def _json_default(o: Any) -> Any:
     if isinstance(o, float) and not math.isfinite(o):
         return None
@@ -310,7 +322,7 @@ def _table_block(rp: Any, rows: list[Any], scale: Any, configs: dict[str, Any], 
         "",
         *why,
         "",
-        f"Made by (at commit `{_commit()}`):",
+        _made_by(stats),
         "",
         "```",
         cmd,
@@ -328,7 +340,7 @@ def _table_block(rp: Any, rows: list[Any], scale: Any, configs: dict[str, Any], 
 
 
 def _sweep_block(rp: Any, points: list[Any], specs: list[Any], cmd: str, plot: Path | None,
-                 scale: str = "") -> str:
+                 scale: str = "", stats: Any = None) -> str:
     parts = [
         f"### Sensitivity at scale `{scale}` (generated)" if scale else "### Sensitivity (generated)",
         "",
@@ -341,7 +353,7 @@ def _sweep_block(rp: Any, points: list[Any], specs: list[Any], cmd: str, plot: P
         *([m, ""] if (m := rp.render_sweep_mechanism_md(points)) else []),
         f"![each row's ratio over each knob's values]({plot})" if plot else "(matplotlib missing: no plot)",
         "",
-        f"Made by (at commit `{_commit()}`):",
+        _made_by(stats),
         "",
         "```",
         cmd,
