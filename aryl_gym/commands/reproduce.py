@@ -286,6 +286,8 @@ def _made_by(stats: Any = None) -> str:
     commits = dict(getattr(stats, "commits", None) or {})
     if not commits or set(c[:12] for c in commits) == {here}:
         return f"Made by (at commit `{here}`):"
+    if len(commits) == 1:
+        return f"Made by (at commit `{here}`, from episodes made at commit `{next(iter(commits))[:12]}`):"
     made = ", ".join(f"`{c[:12]}` ({n})" for c, n in sorted(commits.items(), key=lambda kv: (-kv[1], kv[0])))
     return (f"Made by (at commit `{here}`; its episodes were made at commits {made}: rerun with "
             "`--fresh` for one code version):")
