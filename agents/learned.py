@@ -481,18 +481,16 @@ NUMPY_MARGIN = 1e-4
 
 def _numpy_argmax(feed: _Feed, observation: Mapping[str, Any]) -> int | None:
     """The masked argmax of one observation (already checked by ``feed.fill``) from the set
-    policy's numpy actor (:class:`aryl_gym.train.setpolicy.NumpyActor`), or None (the caller
+    policy's numpy actor (its ``numpy_actor()``, e.g. :class:`aryl_gym.train.setpolicy.NumpyActor`), or None (the caller
     runs the torch pass) when the policy has none, no action is allowed, a logit is not
     finite, or the best allowed logit is within :data:`NUMPY_MARGIN` of the next. Outside a
     near tie the argmax of the logits is the argmax of sb3-contrib's normalised masked softmax
     (both normalisations subtract one constant; the softmax is increasing), so the action is
     the torch pass's."""
     actor = feed.np_actor
-    if actor is False:
-        # the set policy's module imports torch (only reached with a policy loaded)
-        from aryl_gym.train.setpolicy import NumpyActor
-
-        actor = feed.np_actor = NumpyActor(feed.pol) if NumpyActor.supports(feed.pol) else None
+    if actor is False:  # asked of the policy (a set policy has one): no import of its module here
+        make = getattr(feed.pol, "numpy_actor", None)
+        actor = feed.np_actor = make() if callable(make) else None
     if actor is None:
         return None
     logits = actor.logits(observation, observation["action_mask"])

@@ -262,6 +262,12 @@ class MaskableSetPolicy(FastMaskableMixin, MaskableMultiInputActorCriticPolicy):
         """The actor's extractor (its own when the extractors are not shared)."""
         return cast(JobSetExtractor, self.pi_features_extractor)
 
+    def numpy_actor(self) -> NumpyActor | None:
+        """The actor in numpy for one observation (:class:`NumpyActor`; what
+        ``LearnedAgent`` asks a policy for), or None when this policy's layers are not the ones
+        it mirrors."""
+        return NumpyActor(self) if NumpyActor.supports(self) else None
+
     def _build_mlp_extractor(self) -> None:
         # SB3 types mlp_extractor as its MlpExtractor; the policy needs only latent_dim_pi/vf
         # and forward/forward_actor/forward_critic, which _SetLatent has
