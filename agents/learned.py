@@ -480,13 +480,13 @@ NUMPY_MARGIN = 1e-4
 
 
 def _numpy_argmax(feed: _Feed, observation: Mapping[str, Any]) -> int | None:
-    """The masked argmax of one observation (already checked by ``feed.fill``) from the set
-    policy's numpy actor (its ``numpy_actor()``, e.g. :class:`aryl_gym.train.setpolicy.NumpyActor`), or None (the caller
-    runs the torch pass) when the policy has none, no action is allowed, a logit is not
-    finite, or the best allowed logit is within :data:`NUMPY_MARGIN` of the next. Outside a
-    near tie the argmax of the logits is the argmax of sb3-contrib's normalised masked softmax
-    (both normalisations subtract one constant; the softmax is increasing), so the action is
-    the torch pass's."""
+    """The masked argmax of one observation (already checked by ``feed.fill``) from the
+    policy's numpy actor (its ``numpy_actor()``: a set policy's
+    :class:`aryl_gym.train.setpolicy.NumpyActor`), or None (the caller runs the torch pass)
+    when the policy has none, no action is allowed, a logit is not finite, or the best allowed
+    logit is within :data:`NUMPY_MARGIN` of the next. Outside a near tie the argmax of the
+    logits is the argmax of sb3-contrib's normalised masked softmax (both normalisations
+    subtract one constant; the softmax is increasing), so the action is the torch pass's."""
     actor = feed.np_actor
     if actor is False:  # asked of the policy (a set policy has one): no import of its module here
         make = getattr(feed.pol, "numpy_actor", None)

@@ -12,7 +12,8 @@ release from ``h_i`` with shared heads and the commit from ``g``; the value is a
 No parameter depends on the window size K or on the cluster size: one set of weights serves any
 window (``tests/test_setpolicy.py`` moves the weights between K = 8 and K = 24), permuting the
 window permutes the slot scores the same way, and the value does not change. The forward pass is
-:class:`~aryl_gym.train.fast.FastMaskableMixin`'s.
+:class:`~aryl_gym.train.fast.FastMaskableMixin`'s; to act on one observation,
+:class:`NumpyActor` runs the actor in numpy (``MaskableSetPolicy.numpy_actor()``).
 
 Config (``configs/algos/maskable_ppo_set.yaml``)::
 
