@@ -383,3 +383,16 @@ def test_hetero_study_on_tiny(tmp_path, capsys):
     assert main(["reproduce", "--study", "hetero", "--policies", "aryl",
                  "--out", str(tmp_path)]) == 2
     assert "does not apply to --study hetero" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, error", [
+    (["--study", "hetero", "--policies", "aryl"], "does not apply to --study hetero"),
+    (["--study", "hetero", "--scenario", "nope"], "unknown scenario 'nope'"),
+    (["--study", "prediction-error", "--scenario", "nope"], "unknown scenario 'nope'"),
+    (["--study", "prediction-error", "--policies", "aryl,nope"], "unknown policy 'nope'"),
+])
+def test_bad_study_arguments_are_refused_before_the_output_folder_is_made(tmp_path, capsys, extra, error):
+    out = tmp_path / "out"
+    assert main(["reproduce", "--scale", "tiny", *extra, "--out", str(out)]) == 2
+    assert error in capsys.readouterr().err
+    assert not out.exists()

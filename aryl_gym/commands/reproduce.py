@@ -158,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
             rp.sweep_configs(configs, key, v)  # a bad value fails here, with its key
     if args.write_docs:
         docs_path()  # fail before running anything
+    _check_study_args(args, rp)  # before the output folder is made (was: made, then refused)
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.fileio import DirLock, claim_folder
     from aryl_gym.leaderboard.runner import prepare_out_dir
@@ -364,6 +365,24 @@ def _sweep_block(rp: Any, points: list[Any], specs: list[Any], cmd: str, plot: P
     return "\n".join(parts)
 
 
+def _check_study_args(args: Any, rp: Any) -> None:
+    """A study's own arguments, refused with their error before anything is written: its
+    ``--scenario`` must load, and ``--policies`` must name known policies (prediction-error)
+    or be absent (hetero)."""
+    if not args.study:
+        return
+    if args.study == "hetero" and args.policies:
+        raise ValueError("--policies does not apply to --study hetero (it compares aryl with "
+                         "aryl-hetero)")
+    if args.scenario:
+        # at run time: aryl-gym imports every command module to build its parser
+        from aryl_gym.config import load_scenario
+
+        load_scenario(args.scenario)
+    if args.policies:
+        rp.check_policies([p.strip() for p in args.policies.split(",") if p.strip()])
+
+
 def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], out: Path, cmd: str,
                       run_tasks: Any) -> int:
     n = args.seeds if args.seeds is not None else 3
@@ -430,9 +449,6 @@ def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], o
 
 def _hetero_study(args: Any, rp: Any, configs: dict[str, Any], out: Path, cmd: str,
                   run_tasks: Any) -> int:
-    if args.policies:
-        raise ValueError("--policies does not apply to --study hetero (it compares aryl with "
-                         "aryl-hetero)")
     n = args.seeds if args.seeds is not None else 3
     seeds = list(range(args.first_seed, args.first_seed + n))
     if args.scenario:
