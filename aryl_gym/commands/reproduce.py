@@ -396,7 +396,6 @@ def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], o
         cfg = configs["basic"]
     pols = ([p.strip() for p in args.policies.split(",") if p.strip()] if args.policies
             else list(rp.PREDICTION_POLICIES))
-    rp.check_policies(pols)
     sigmas = list(rp.PREDICTION_SIGMAS)
     tasks = rp.prediction_tasks(cfg, pols, sigmas, seeds)
     results, stats = run_tasks(tasks)
