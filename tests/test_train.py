@@ -665,3 +665,54 @@ def test_init_from_starts_from_the_given_weights(tmp_path):
     missing = load_train_config("maskable_ppo_set", "tiny", {**base, "init_from": str(tmp_path / "none.zip")})
     with pytest.raises(ConfigError, match="file not found"):
         train(missing, out=tmp_path / "e", verbose=0)
+
+
+def test_shipped_ppo_v2_deploys_as_trained_and_repeats_its_episodes():
+    """``ppo-v2`` (agents/pretrained/ppo-v2.md) loads with its run's config: World v2's env with
+    backfill, ``window_fit`` 4 and the shield on, as it was trained and selected. It is a set
+    policy (its numpy actor serves it), so the one network acts on testbed and ``basic``; a
+    testbed episode finishes every job and repeats to the bit, and the weights are not
+    ``ppo-v1``'s."""
+    from aryl_gym.agents.learned import PRETRAINED_DIR, load_agent
+    from aryl_gym.rollout import run_agent
+    from aryl_gym.train.setpolicy import NumpyActor
+
+    if not (PRETRAINED_DIR / "ppo-v2.zip").exists():
+        pytest.skip("the shipped ppo-v2 weights are absent")
+    agent = load_agent("ppo-v2")
+    assert agent.env_id == "aryl_gym/Aryl-v2"
+    assert NumpyActor.supports(agent.model.policy)
+    env = agent.make_env("testbed")
+    opts = env.unwrapped.options
+    assert opts.backfill and opts.window_fit == 4 and opts.allow_preempt
+    assert opts.stall_guard and opts.preempt_guard and opts.thrash_sustained
+    first = run_agent(agent, env, seed=31)
+    again = run_agent(agent, agent.make_env("testbed"), seed=31)
+    assert first[0].jobs_unfinished == 0 and first[0].avg_jct > 0
+    assert (first[0].avg_jct, first[1], first[2]) == (again[0].avg_jct, again[1], again[2])
+    big = agent.make_env("basic")  # a 512-GPU cluster through the same network
+    obs, _ = big.reset(seed=5)
+    a = agent.predict(obs)[0]
+    assert big.unwrapped.action_masks()[int(a)]
+    v1 = load_agent("ppo-v1").model.policy.state_dict()
+    v2 = agent.model.policy.state_dict()
+    assert v1.keys() == v2.keys() and any(not np.array_equal(v1[k].numpy(), v2[k].numpy()) for k in v1)
+
+
+def test_ppo_v2_recipe_is_its_shipped_config_and_experiment_22s():
+    """``configs/algos/maskable_ppo_v2.yaml`` (testbed, seed 0) resolves to the shipped
+    ``ppo-v2.yaml`` and to experiment 22's config it was taken from, so the one training command
+    the card gives trains what shipped."""
+    import yaml
+    from aryl_gym.agents.learned import PRETRAINED_DIR
+
+    recipe = load_train_config("maskable_ppo_v2", "testbed").to_dict()
+    root = Path(__file__).resolve().parents[1]
+    exp = root / "experiments" / "22-backfill-training" / "ppo_v2_backfill.yaml"
+    if exp.exists():
+        assert load_train_config(str(exp), "testbed").to_dict() == recipe
+    assert recipe["env_kwargs"]["backfill"] is True and recipe["env_id"] == "aryl_gym/Aryl-v2"
+    path = PRETRAINED_DIR / "ppo-v2.yaml"
+    if not path.exists():
+        pytest.skip("ppo-v2 is not shipped")
+    assert yaml.safe_load(path.read_text()) == recipe
