@@ -287,12 +287,16 @@ class LearnedAgent:
         action_masks: np.ndarray | None = None,
     ) -> tuple[np.ndarray, Any]:
         obs = observation
-        if action_masks is None and isinstance(obs, Mapping) and "action_mask" in obs:
+        own = isinstance(obs, Mapping) and "action_mask" in obs
+        # one observation with its own mask (given again, as the rollout loop does, or not):
+        # preallocated inputs and the numpy pass; a different mask goes to masked_argmax
+        if own and (action_masks is None or _same_mask(action_masks, obs["action_mask"])):
             if self.obs_norm is None and self.masked and deterministic and self._fast_ok():
-                act = self._one_argmax(obs)  # one observation: preallocated inputs
+                act = self._one_argmax(obs)
                 if act is not None:
                     return act, state
-            action_masks = np.asarray(obs["action_mask"]) > 0.5
+            if action_masks is None:
+                action_masks = np.asarray(obs["action_mask"]) > 0.5
         if self.obs_norm is not None:
             obs = self.obs_norm.normalize_obs(obs)
         if self.masked and deterministic and action_masks is not None and self._fast_ok():
@@ -546,6 +550,13 @@ def _checked_trace(module: Any, args: tuple[Any, ...], eager: Callable[[], Any],
         return fn if th.equal(fn(*args), eager()) else None
     except Exception:  # noqa: BLE001 - any tracing failure: run eagerly
         return None
+
+
+def _same_mask(given: Any, own: Any) -> bool:
+    """``given`` (action masks passed to ``predict``) is the observation's own ``action_mask``
+    (``> 0.5``), of the same shape."""
+    g, o = np.asarray(given), np.asarray(own)
+    return g.shape == o.shape and bool(np.array_equal(g.astype(bool, copy=False), o > 0.5))
 
 
 def _float_tensors(space: Any, observation: Any) -> tuple[Any, bool] | None:

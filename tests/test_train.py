@@ -716,3 +716,32 @@ def test_ppo_v2_recipe_is_its_shipped_config_and_experiment_22s():
     if not path.exists():
         pytest.skip("ppo-v2 is not shipped")
     assert yaml.safe_load(path.read_text()) == recipe
+
+
+def test_predict_with_the_observations_own_mask_takes_the_one_observation_pass(monkeypatch):
+    """The rollout loop passes the env's masks to ``predict``; when they are the observation's
+    own ``action_mask`` the one-observation pass (preallocated inputs, numpy first) serves the
+    call with masked_argmax's action, and a mask that differs goes to masked_argmax, which
+    honours it."""
+    from aryl_gym.agents import learned
+    from aryl_gym.agents.learned import PRETRAINED_DIR, load_agent
+
+    if not (PRETRAINED_DIR / "ppo-v1.zip").exists():
+        pytest.skip("the shipped ppo-v1 weights are absent")
+    agent = load_agent("ppo-v1")
+    batch, masks = _masked_batch(agent.make_env("testbed"), 48)
+    states = [({k: v[i] for k, v in batch.items()}, masks[i]) for i in range(len(masks))]
+    want = [int(agent.masked_argmax(o, m)) for o, m in states]
+    calls = []
+    real = learned.LearnedAgent.masked_argmax
+    monkeypatch.setattr(learned.LearnedAgent, "masked_argmax",
+                        lambda self, o, m: calls.append(1) or real(self, o, m))
+    got = [int(agent.predict(o, action_masks=m)[0]) for o, m in states]
+    assert got == want and calls == []  # all served by the one-observation pass
+    o, m = next((o, m) for o, m in states if m.sum() >= 2)
+    only = np.zeros_like(m)
+    only[np.flatnonzero(m)[-1]] = True  # a narrower mask than the observation's
+    a = int(agent.predict(o, action_masks=only)[0])
+    assert calls == [1] and a == int(np.flatnonzero(m)[-1])
+    assert learned._same_mask(m, o["action_mask"]) and not learned._same_mask(only, o["action_mask"])
+    assert not learned._same_mask(m[:-1], o["action_mask"][:-1].reshape(1, -1))
