@@ -672,7 +672,8 @@ def write_cached(path: Path, task: EpisodeTask, result: Mapping[str, Any], commi
     """Write one cached episode atomically (a temporary file, fsync-ed, then renamed); return
     its payload."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    # this process's own temporary name: two runs sharing a cache may write the same episode
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     res = json.loads(json.dumps(dict(result), default=_json_default))
     payload = {
         "scenario": task.scenario_name,
@@ -734,11 +735,13 @@ class MemoryStore:
 
 
 def run_results(tasks: Sequence[EpisodeTask], *, workers: int = 1, desc: str = "episodes",
-                progress: bool = True) -> dict[EpisodeTask, EpisodeResult]:
-    """Run every task (:func:`run_episodes` with a :class:`MemoryStore`: nothing cached) and
-    return each of ``tasks``' results (an episode listed twice runs once); a failed episode is a
-    RuntimeError naming it and why."""
-    records, stats = run_episodes(tasks, MemoryStore(), workers=workers, desc=desc,
+                progress: bool = True, out: Path | None = None) -> dict[EpisodeTask, EpisodeResult]:
+    """Run every task and return each of ``tasks``' results (an episode listed twice runs
+    once); a failed episode is a RuntimeError naming it and why. Without ``out`` nothing is
+    kept (:class:`MemoryStore`); with it, episodes go to the episode cache under ``out`` (the
+    one ``reproduce`` uses), so a rerun finds the finished ones and runs only the rest."""
+    store: Store = MemoryStore() if out is None else EpisodeCache(Path(out))
+    records, stats = run_episodes(tasks, store, workers=workers, desc=desc,
                                   progress="bar" if progress else "none",
                                   log=None if progress else (lambda msg: None))
     bad = stats.failed + stats.skipped
@@ -747,6 +750,8 @@ def run_results(tasks: Sequence[EpisodeTask], *, workers: int = 1, desc: str = "
         raise RuntimeError(f"episode {t.label} failed ({len(bad)} in all): {msg}")
     # a worker returns its own copy of the task: match by the episode's key
     by_key = {t.episode_key: r["result"] for t, r in records.items()}
+    if out is not None:  # cached records hold the result's JSON form
+        by_key = {k: result_from_cache(r) for k, r in by_key.items()}
     return {t: by_key[t.episode_key] for t in tasks}
 
 

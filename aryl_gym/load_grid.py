@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from aryl_gym.config import load_scenario
@@ -141,10 +142,12 @@ def load_grid(
     workers: int = 1,
     data_root: str | None = None,
     progress: bool = True,
+    out: Path | None = None,
 ) -> list[dict[str, Any]]:
     """One row per load: the means over ``seeds`` of Baseline's (and strict FIFO's) episodes,
     run by the one episode runner (:func:`aryl_gym.episodes.run_results`; arguments checked
-    first by :func:`check_grid`)."""
+    first by :func:`check_grid`). ``out``: keep the episodes in the episode cache there (a
+    rerun resumes)."""
     check_grid(scenario, loads, seeds, workers)
     base = load_scenario(scenario)
     pairs = {}
@@ -156,7 +159,7 @@ def load_grid(
                 for p in ("baseline", "fifo")
             )
     results = run_results([t for pair in pairs.values() for t in pair], workers=workers,
-                          desc=f"load grid {scenario}", progress=progress)
+                          desc=f"load grid {scenario}", progress=progress, out=out)
     out = [_figures(x, sd, results[b], results[f]) for (x, sd), (b, f) in pairs.items()]
     out.sort(key=lambda e: (e["load"], e["seed"]))
     return summarize(out, loads)

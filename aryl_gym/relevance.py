@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -61,9 +62,11 @@ def relevance(
     workers: int = 1,
     data_root: str | None = None,
     progress: bool = True,
+    out: Path | None = None,
 ) -> list[dict[str, Any]]:
     """One row per scenario with the figures of the module docstring; the episodes run through
-    the one episode runner (:func:`aryl_gym.episodes.run_results`)."""
+    the one episode runner (:func:`aryl_gym.episodes.run_results`). ``out``: keep them in the
+    episode cache there (a rerun resumes)."""
 
     pols = list(dict.fromkeys([*policies, "random"]))
     for p in pols:
@@ -74,7 +77,7 @@ def relevance(
         for seed in seeds:
             for p in pols:
                 tasks[(s, p, int(seed))] = policy_task(cfg, p, int(seed), data_root=data_root)
-    res = run_results(list(tasks.values()), workers=workers, desc="relevance", progress=progress)
+    res = run_results(list(tasks.values()), workers=workers, desc="relevance", progress=progress, out=out)
     bounds = {(s, int(seed)): _bound(s, int(seed), data_root) for s in scenarios for seed in seeds}
     results = [(s, p, seed, float(res[t].avg_jct), bounds[(s, seed)]) for (s, p, seed), t in tasks.items()]
     return summarize(results, scenarios, policies)

@@ -60,3 +60,47 @@ def test_load_grid_command(capsys):
 def test_load_grid_bad_input(capsys):
     assert main(["calibrate", "--scenario", "testbed", "--load-grid", "abc"]) == 2
     assert "load-grid" in capsys.readouterr().err
+
+
+def test_load_grid_out_caches_and_resumes(tmp_path, capsys):
+    """--out keeps the grid's episodes in the episode cache: the same figures as without it, a
+    rerun runs nothing, and an edited cached episode is an error naming the file."""
+    argv = ["calibrate", "--scenario", "testbed", "--load-grid", "0.3,0.9", "--seeds", "0", "--json"]
+    assert main(argv) == 0
+    plain = json.loads(capsys.readouterr().out)
+    out = tmp_path / "grid"
+    assert main([*argv, "--out", str(out)]) == 0
+    first = capsys.readouterr()
+    assert json.loads(first.out) == plain
+    assert "4 episode(s) to run, 0 saved" in first.err
+    files = sorted(out.glob("episodes/*/*/*.json"))
+    assert len(files) == 4  # 2 loads x 1 seed x (baseline, fifo)
+    assert (out / ".aryl-gym-owner").read_text().strip() == "calibrate"
+    assert main([*argv, "--out", str(out)]) == 0
+    again = capsys.readouterr()
+    assert json.loads(again.out) == plain
+    assert "to run" not in again.err  # every episode was found in the cache
+    d = json.loads(files[0].read_text())
+    d["result"]["avg_queue_time"] += 1.0
+    files[0].write_text(json.dumps(d))
+    assert main([*argv, "--out", str(out)]) == 2
+    assert str(files[0]) in capsys.readouterr().err
+
+
+def test_load_grid_out_refusals(tmp_path, capsys):
+    # --out without a grid mode would be silently ignored
+    assert main(["calibrate", "--scenario", "tiny", "--out", str(tmp_path / "x")]) == 2
+    assert "--out applies to --relevance and --load-grid" in capsys.readouterr().err
+    # a folder another command owns
+    other = tmp_path / "rep"
+    other.mkdir()
+    (other / ".aryl-gym-owner").write_text("reproduce\n")
+    assert main(["calibrate", "--scenario", "testbed", "--load-grid", "0.5", "--seeds", "0",
+                 "--out", str(other)]) == 2
+    assert "aryl-gym reproduce" in capsys.readouterr().err
+    # an existing file
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert main(["calibrate", "--scenario", "testbed", "--load-grid", "0.5", "--seeds", "0",
+                 "--out", str(f)]) == 2
+    assert "existing file" in capsys.readouterr().err

@@ -274,6 +274,23 @@ def test_calibrate_relevance_runs_on_tiny(capsys) -> None:
     assert row["headroom"] >= 1.0 and row["spread"] > 0
 
 
+def test_calibrate_relevance_out_caches_the_episodes(tmp_path, capsys) -> None:
+    """--out: the same rows as without it, every episode in the cache, a rerun runs none."""
+    from aryl_gym.cli import main
+
+    argv = ["calibrate", "--relevance", "--scenarios", "tiny", "--seeds", "0,1",
+            "--policies", "sjf,aryl", "--json"]
+    assert main(argv) == 0
+    plain = json.loads(capsys.readouterr().out)
+    for _ in range(2):
+        assert main([*argv, "--out", str(tmp_path)]) == 0
+        got = capsys.readouterr()
+        assert json.loads(got.out) == plain
+    assert "to run" not in got.err
+    # 2 seeds x (sjf, aryl and the random policy relevance always adds)
+    assert len(list(tmp_path.glob("episodes/tiny/*/*.json"))) == 6
+
+
 def test_per_job_shape_mix_is_kept_with_batches() -> None:
     """Batches of 1-GPU jobs are larger, so batch shapes are reweighted: per job, the share of
     1-GPU jobs stays (1 - elastic_fraction) x Philly's 93.2%."""

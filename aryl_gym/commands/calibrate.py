@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -79,6 +80,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--workers", type=positive_int, default=1, help="with --relevance or --load-grid: parallel processes (default 1)"
     )
     p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="with --relevance or --load-grid: keep the episodes in an episode cache under "
+        "DIR/episodes (reproduce's cache format); a rerun, or a rerun after an interruption, "
+        "runs only the episodes not there yet",
+    )
+    p.add_argument(
         "--policies",
         default=None,
         help="with --relevance: reference policies (default: baseline,fifo,sjf,aryl,afs,gandiva)",
@@ -114,6 +124,9 @@ def check_modes(args: argparse.Namespace) -> None:
         raise ValueError("--scenarios applies to --relevance only (use --scenario)")
     if args.policies is not None and not args.relevance:
         raise ValueError("--policies applies to --relevance only")
+    if args.out is not None and not (args.relevance or args.load_grid):
+        raise ValueError("--out applies to --relevance and --load-grid only (the calibration "
+                         "table runs two episodes per seed and keeps none)")
     for flag, v in (("--scenarios", args.scenarios), ("--policies", args.policies)):
         if v is not None and not [x for x in v.split(",") if x.strip()]:
             raise ValueError(f"{flag} is empty; give comma-separated names (or leave the flag out)")
@@ -125,10 +138,18 @@ def check_modes(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_modes(args)
-    if args.relevance:
-        return _run_relevance(args)
-    if args.load_grid:
-        return _run_load_grid(args)
+    if args.relevance or args.load_grid:
+        grid = _run_relevance if args.relevance else _run_load_grid
+        if args.out is None:
+            return grid(args)
+        # at run time: aryl-gym imports every command module to build its parser
+        from aryl_gym.fileio import DirLock, claim_folder
+        from aryl_gym.leaderboard.runner import prepare_out_dir
+
+        # one run per --out at a time, and never another command's folder (as reproduce)
+        with DirLock(prepare_out_dir(args.out)):
+            claim_folder(args.out, "calibrate")
+            return grid(args)
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.agents import make_policy
     from aryl_gym.scenario import make_episode
@@ -212,7 +233,7 @@ def _run_relevance(args: argparse.Namespace) -> int:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     rel_seeds = list(args.seeds) if args.seeds else list(range(5))
     rows = relevance(scenarios, policies, rel_seeds, workers=args.workers,
-                     data_root=args.data_root)
+                     data_root=args.data_root, out=args.out)
     if args.json:
         print(json.dumps({"policies": policies, "seeds": rel_seeds, "rows": rows}))
         return 0
@@ -228,7 +249,8 @@ def _run_load_grid(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {args.workers}")
     seeds = list(args.seeds) if args.seeds else list(range(5))
-    rows = load_grid(args.scenario, loads, seeds, workers=args.workers, data_root=args.data_root)
+    rows = load_grid(args.scenario, loads, seeds, workers=args.workers, data_root=args.data_root,
+                     out=args.out)
     load, why = pick_load(rows)
     if args.json:
         print(json.dumps({"scenario": args.scenario, "seeds": seeds, "rows": rows,
