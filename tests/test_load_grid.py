@@ -98,6 +98,11 @@ def test_load_grid_out_refusals(tmp_path, capsys):
     assert main(["calibrate", "--scenario", "testbed", "--load-grid", "0.5", "--seeds", "0",
                  "--out", str(other)]) == 2
     assert "aryl-gym reproduce" in capsys.readouterr().err
+    # an empty path (it would have meant the current folder)
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", "--scenario", "testbed", "--load-grid", "0.5", "--out", ""])
+    assert exc.value.code == 2
+    assert "--out: is empty" in capsys.readouterr().err
     # an existing file
     f = tmp_path / "file"
     f.write_text("x")

@@ -12,6 +12,7 @@ import numpy as np
 from aryl_gym.commands._common import (
     add_scenario_args,
     names_list,
+    out_arg,
     positive_int,
     seed_arg,
     seeds_arg,
@@ -81,7 +82,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--out",
-        type=Path,
+        type=lambda text: Path(out_arg(text)),
         default=None,
         metavar="DIR",
         help="with --relevance or --load-grid: keep the episodes in an episode cache under "
