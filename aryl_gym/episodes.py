@@ -436,10 +436,12 @@ class RunStats:
     wall_s: float = 0.0
 
 
-#: rough relative cost of one episode by policy, to start the long ones first (measured on
-#: production: afs ~4x aryl-noloan, afs-all ~13x; a learned agent acts through the env, one
-#: sub-step per grant)
-_COST = {"pollux-250": 100.0, "pollux-250-elastic": 60.0, "pollux": 50.0, "afs": 4.0, "afs-all": 13.0, "aryl+tuned": 2.0}
+#: rough relative cost of one episode by policy (1: Aryl), to start the long ones first: CPU
+#: seconds per production episode in the paper-scale table (docs/reproduction.md: aryl 8.2,
+#: pollux-250 831, pollux-250-elastic 1,575, afs 24, afs-all 67, aryl+tuned 75); a learned
+#: agent acts through the env, one sub-step per grant
+_COST = {"pollux-250": 100.0, "pollux-250-elastic": 190.0, "pollux": 50.0, "afs": 3.0, "afs-all": 8.0,
+         "aryl+tuned": 9.0}
 _AGENT_COST = 50.0
 
 

@@ -117,3 +117,20 @@ def test_run_results_names_a_failed_episode() -> None:
     bad = ep.policy_task(load_scenario("tiny"), "no-such-policy", 0)
     with pytest.raises(RuntimeError, match="tiny no-such-policy seed 0 failed"):
         ep.run_results([bad], progress=False)
+
+
+def test_the_longest_episodes_start_first() -> None:
+    """Tasks go to the executor by their estimated cost: policy weight x the scenario's GPUs."""
+    handed: list[str] = []
+
+    def record(tasks: Sequence[ep.EpisodeTask], workers: int) -> Iterator[ep.EpisodeOutput]:
+        handed.extend(f"{t.scenario_name}/{t.policy}" for t in tasks)
+        return iter(())
+
+    tiny, testbed = load_scenario("tiny"), load_scenario("testbed")
+    tasks = [ep.policy_task(c, p, 0) for c in (tiny, testbed)
+             for p in ("aryl", "afs", "pollux-250", "pollux-250-elastic")]
+    ep.run_episodes(tasks, ep.MemoryStore(), executor=record, progress="none", log=_quiet)
+    # testbed has 64 GPUs, tiny 16: pollux-250-elastic 190 x 64, pollux-250 100 x 64, 190 x 16, ...
+    assert handed == ["testbed/pollux-250-elastic", "testbed/pollux-250", "tiny/pollux-250-elastic",
+                      "tiny/pollux-250", "testbed/afs", "testbed/aryl", "tiny/afs", "tiny/aryl"]
