@@ -437,10 +437,10 @@ class RunStats:
 
 
 #: rough relative cost of one episode by policy (1: Aryl), to start the long ones first: CPU
-#: seconds per production episode in the paper-scale table (docs/reproduction.md: aryl 8.2,
-#: pollux-250 831, pollux-250-elastic 1,575, afs 24, afs-all 67, aryl+tuned 75); a learned
-#: agent acts through the env, one sub-step per grant
-_COST = {"pollux-250": 100.0, "pollux-250-elastic": 190.0, "pollux": 50.0, "afs": 3.0, "afs-all": 8.0,
+#: seconds per production episode in the paper-scale table on free cores (docs/reproduction.md:
+#: aryl 8.4, pollux-250 751, pollux-250-elastic 1,412, afs 22, afs-all 61, aryl+tuned 74); a
+#: learned agent acts through the env, one sub-step per grant
+_COST = {"pollux-250": 90.0, "pollux-250-elastic": 170.0, "pollux": 50.0, "afs": 3.0, "afs-all": 7.0,
          "aryl+tuned": 9.0}
 _AGENT_COST = 50.0
 
