@@ -373,6 +373,16 @@ def bernoulli_cells(rng: np.random.Generator, N: int, p: float) -> np.ndarray:
     m = int(mean + 6.0 * math.sqrt(mean) + 16)
     parts = []
     last = -1
+    # numba loads at the first draw (pollux_kernel imports it; `import aryl_gym` stays light)
+    from aryl_gym.agents.pollux_kernel import compiled_gaps
+
+    gaps_of = compiled_gaps()
+    while gaps_of is not None:  # the same positions in one compiled pass per chunk
+        pos, done = gaps_of(rng.standard_exponential(m), inv, last, N)
+        parts.append(pos)
+        if done:
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        last = int(pos[-1])
     while True:
         gaps = (rng.standard_exponential(m) * inv).astype(np.int64)
         gaps += 1
@@ -661,6 +671,14 @@ class GAProblem:
         kernel = self._kernel()
         for G in block_sizes(generations, P, n):
             d = draw_block(rng, G, P, n, self.p_inc, dense=dense)
+            a0 = d.tournament[:, :, 0].copy()
+            a1 = d.tournament[:, :, 1].copy()
+            if kernel is not None:  # the same generations, compiled (agents/pollux_kernel.py)
+                kernel(Y, allf, a0, a1, d.points, d.reset_cells, d.reset_at, base_cell,
+                       d.zero_cells, d.zero_at, dense, d.inc_cells, d.inc_u, d.inc_at,
+                       span_cell, offs_cell, valid, fix1, self._fix2, offs, self._g64, unit_g,
+                       int(cap), int(self._V), term, float(self.p))
+                continue
             # cells relative to their generation, and what the mutations need there
             gen_offs = np.arange(G, dtype=np.int64) * Pn
             reset = d.reset_cells - np.repeat(gen_offs, np.diff(d.reset_at))
@@ -668,14 +686,6 @@ class GAProblem:
             zero = d.zero_cells - np.repeat(gen_offs, np.diff(d.zero_at))
             inc = d.inc_cells - np.repeat(gen_offs, np.diff(d.inc_at))
             inc_span, inc_offs = span_cell[inc], offs_cell[inc]
-            a0 = d.tournament[:, :, 0].copy()
-            a1 = d.tournament[:, :, 1].copy()
-            if kernel is not None:  # the same generations, compiled (agents/pollux_kernel.py)
-                kernel(Y, allf, a0, a1, d.points, reset, reset_val, d.reset_at, zero, d.zero_at,
-                       dense, inc, d.inc_u, inc_span, inc_offs, d.inc_at, span_cell, offs_cell,
-                       valid, fix1, self._fix2, offs, self._g64, unit_g, int(cap), int(self._V),
-                       term, float(self.p))
-                continue
             # crossover masks of the block's generations: True from each pair's point on
             lates = cols >= d.points[:, :, None]
             r_at, z_at, i_at = d.reset_at.tolist(), d.zero_at.tolist(), d.inc_at.tolist()

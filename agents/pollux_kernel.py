@@ -5,7 +5,10 @@ The numpy search makes about 25 numpy calls per generation; on a round of a few 
 episode (a profile of 300 production rounds at 52 active jobs: the search 8.5 of 10.9 CPU-s).
 :func:`run_block` runs one draw block's generations as plain loops over cells, compiled with
 numba where it is installed (``pip install numba``, the ``fast`` extra); without numba the
-numpy search runs and nothing else changes.
+numpy search runs and nothing else changes. :func:`gap_positions` turns a chunk of exponential
+draws into Bernoulli cells in one pass (:func:`~aryl_gym.agents.pollux.bernoulli_cells`); with
+both, a busy production round spends most of its search time in numpy's own random draws,
+which define the stream and stay as they are.
 
 The kernel is **bit-identical** to the numpy search on the same draws, not merely the same law:
 every integer step is the same integer arithmetic; the float steps are the same IEEE operations
@@ -133,16 +136,19 @@ def _cut_row(x: np.ndarray, r: int, n: int, g: np.ndarray, unit_g: bool, cap: in
 @_jit
 def run_block(
     Y: np.ndarray, allf: np.ndarray, tour0: np.ndarray, tour1: np.ndarray, points: np.ndarray,
-    reset: np.ndarray, reset_val: np.ndarray, r_at: np.ndarray,
+    reset: np.ndarray, r_at: np.ndarray, base_cell: np.ndarray,
     zero: np.ndarray, z_at: np.ndarray,
-    dense: bool, inc: np.ndarray, inc_u: np.ndarray, inc_span: np.ndarray, inc_offs: np.ndarray,
+    dense: bool, inc: np.ndarray, inc_u: np.ndarray,
     i_at: np.ndarray, span_cell: np.ndarray, offs_cell: np.ndarray,
     valid: bool, fix1: np.ndarray, fix2: np.ndarray, offs: np.ndarray, g: np.ndarray,
     unit_g: bool, cap: int, V: int, term: np.ndarray, p: float,
 ) -> None:
     """Run the ``G = len(points)`` generations of one draw block in place on ``Y`` (rows
     ``0..P-1`` the population best first, ``P..2P-1`` the children) and ``allf`` (their
-    fitness): the loop body of :meth:`GAProblem.search`, cell by cell."""
+    fitness): the loop body of :meth:`GAProblem.search`, cell by cell. The mutated cells
+    (``reset``, ``zero``, ``inc``) are the block's (:class:`~aryl_gym.agents.pollux.DrawBlock`:
+    ``generation x P x n + child x n + job``); ``base_cell``, ``span_cell`` and ``offs_cell``
+    give a ``(P, n)`` cell's current count, ``hi + 1`` and table offset."""
     P2, n = Y.shape
     P = P2 // 2
     half = P // 2
@@ -165,15 +171,24 @@ def run_block(
             Y[P + half + i, :pt] = Y[wb, :pt]
             Y[P + half + i, pt:] = Y[wa, pt:]
         # mutations: reset to the current allocation, zero, raise
+        # (cells are sorted: the child's row advances with them, no division per cell)
+        o = t * Pn
+        r, rb = P, 0
         for q in range(r_at[t], r_at[t + 1]):
-            cell = reset[q]
-            Y[P + cell // n, cell % n] = reset_val[q]
+            cell = reset[q] - o
+            while cell - rb >= n:
+                r += 1
+                rb += n
+            Y[r, cell - rb] = base_cell[cell]
+        r, rb = P, 0
         for q in range(z_at[t], z_at[t + 1]):
-            cell = zero[q]
-            Y[P + cell // n, cell % n] = 0
+            cell = zero[q] - o
+            while cell - rb >= n:
+                r += 1
+                rb += n
+            Y[r, cell - rb] = 0
         if dense:
             cell = 0
-            o = t * Pn
             last = fix1.size - 1
             for i in range(P):
                 r = P + i
@@ -186,12 +201,16 @@ def run_block(
                     Y[r, c] = cur
                     cell += 1
         else:
+            r, rb = P, 0
             for q in range(i_at[t], i_at[t + 1]):
-                cell = inc[q]
-                r, c = P + cell // n, cell % n
+                cell = inc[q] - o
+                while cell - rb >= n:
+                    r += 1
+                    rb += n
+                c = cell - rb
                 cur = Y[r, c]
-                cur += np.int32(inc_u[q] * (inc_span[q] - cur))
-                Y[r, c] = fix1[cur + inc_offs[q]] if valid else cur
+                cur += np.int32(inc_u[q] * (span_cell[cell] - cur))
+                Y[r, c] = fix1[cur + offs_cell[cell]] if valid else cur
         # repair: step 1 everywhere when the rows may break it, then the capacity cut
         for i in range(P):
             r = P + i
@@ -224,6 +243,30 @@ def run_block(
             allf[i] = kf[i]
             for c in range(n):
                 Y[i, c] = keep[i, c]
+
+
+@_jit
+def gap_positions(e: np.ndarray, inv: float, last: int, n_cells: int) -> tuple[np.ndarray, bool]:
+    """One chunk of :func:`~aryl_gym.agents.pollux.bernoulli_cells` in one pass: the positions
+    ``last + cumsum(1 + trunc(e * inv))`` below ``n_cells``, and whether the chunk reached
+    ``n_cells`` (the caller then stops drawing). The same float product and truncation as the
+    numpy expression ``(e * inv).astype(np.int64) + 1``, and exact integer sums, so the same
+    cells, without numpy's five temporaries of the chunk's length."""
+    out = np.empty(e.size, dtype=np.int64)
+    pos = last
+    for i in range(e.size):
+        pos += np.int64(e[i] * inv) + 1
+        if pos >= n_cells:
+            return out[:i], True
+        out[i] = pos
+    return out, False
+
+
+def compiled_gaps() -> Callable[..., Any] | None:
+    """:func:`gap_positions`, compiled, or None (as :func:`compiled`)."""
+    if numba is None or os.environ.get(ENV_DISABLE, "") not in ("", "0"):
+        return None
+    return gap_positions
 
 
 def compiled() -> Callable[..., Any] | None:

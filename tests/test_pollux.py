@@ -349,6 +349,34 @@ def test_kernel_is_used_only_where_it_is_the_same_rule(monkeypatch):
     assert prob._kernel() is None
 
 
+class _StubRng:
+    """A generator whose exponentials are all 0 (every gap is one cell): ``bernoulli_cells``
+    then needs many chunks to pass ``N``, the path a real stream almost never takes."""
+
+    def standard_exponential(self, m: int) -> np.ndarray:
+        return np.zeros(m)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bernoulli_cells_is_the_same_with_either_backend(backend, monkeypatch):
+    """The compiled gap pass (pollux_kernel.gap_positions) lists the numpy expression's cells,
+    over one chunk and over many, and leaves the stream where numpy leaves it."""
+    _backend(monkeypatch, "numpy")
+    cases = [(N, p) for N in (1, 7, 128, 5_000, 300_001) for p in (1e-4, 0.01, 0.1, 0.5, 0.97)]
+    want = []
+    for k, (N, p) in enumerate(cases):
+        rng = np.random.default_rng(k)
+        want.append((bernoulli_cells(rng, N, p), rng.random()))
+    _backend(monkeypatch, backend)
+    for k, (N, p) in enumerate(cases):
+        rng = np.random.default_rng(k)
+        got = bernoulli_cells(rng, N, p)
+        assert np.array_equal(got, want[k][0]) and rng.random() == want[k][1], (N, p)
+        assert got.size == 0 or (got[0] >= 0 and got[-1] < N and np.all(np.diff(got) > 0))
+    # many chunks (every gap one cell): every cell, in order
+    assert bernoulli_cells(_StubRng(), 1_000, 0.01).tolist() == list(range(1_000))
+
+
 def test_kernel_pairwise_sum_is_numpys_row_sum():
     """numpy sums a contiguous float64 row pairwise; the kernel's sum is the same bits (below 8
     items, up to the 128-item leaf, and split trees above it)."""
