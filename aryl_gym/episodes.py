@@ -438,10 +438,10 @@ class RunStats:
 
 #: rough relative cost of one episode by policy (1: Aryl), to start the long ones first: CPU
 #: seconds per production episode in the paper-scale table on free cores (docs/reproduction.md:
-#: aryl 8.4, pollux-250 751, pollux-250-elastic 1,412, afs 22, afs-all 61, aryl+tuned 74); a
+#: aryl 8.1, pollux-250 515, pollux-250-elastic 1,031, afs 23, afs-all 56, aryl+tuned 64); a
 #: learned agent acts through the env, one sub-step per grant
-_COST = {"pollux-250": 90.0, "pollux-250-elastic": 170.0, "pollux": 50.0, "afs": 3.0, "afs-all": 7.0,
-         "aryl+tuned": 9.0}
+_COST = {"pollux-250": 64.0, "pollux-250-elastic": 127.0, "pollux": 40.0, "afs": 3.0, "afs-all": 7.0,
+         "aryl+tuned": 8.0}
 _AGENT_COST = 50.0
 
 

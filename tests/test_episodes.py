@@ -131,6 +131,6 @@ def test_the_longest_episodes_start_first() -> None:
     tasks = [ep.policy_task(c, p, 0) for c in (tiny, testbed)
              for p in ("aryl", "afs", "pollux-250", "pollux-250-elastic")]
     ep.run_episodes(tasks, ep.MemoryStore(), executor=record, progress="none", log=_quiet)
-    # testbed has 64 GPUs, tiny 16: pollux-250-elastic 170 x 64, pollux-250 90 x 64, 170 x 16, ...
+    # testbed has 64 GPUs, tiny 16: pollux-250-elastic 127 x 64, pollux-250 64 x 64, 127 x 16, ...
     assert handed == ["testbed/pollux-250-elastic", "testbed/pollux-250", "tiny/pollux-250-elastic",
                       "tiny/pollux-250", "testbed/afs", "testbed/aryl", "tiny/afs", "tiny/aryl"]
