@@ -371,29 +371,31 @@ def bernoulli_cells(rng: np.random.Generator, N: int, p: float) -> np.ndarray:
     inv = -1.0 / math.log1p(-p)
     mean = N * p
     m = int(mean + 6.0 * math.sqrt(mean) + 16)
-    parts = []
-    last = -1
     # numba loads at the first draw (pollux_kernel imports it; `import aryl_gym` stays light)
     from aryl_gym.agents.pollux_kernel import compiled_gaps
 
-    gaps_of = compiled_gaps()
-    while gaps_of is not None:  # the same positions in one compiled pass per chunk
+    gaps_of = compiled_gaps() or _gap_positions
+    parts = []
+    last = -1
+    while True:
         pos, done = gaps_of(rng.standard_exponential(m), inv, last, N)
         parts.append(pos)
         if done:
             return parts[0] if len(parts) == 1 else np.concatenate(parts)
         last = int(pos[-1])
-    while True:
-        gaps = (rng.standard_exponential(m) * inv).astype(np.int64)
-        gaps += 1
-        pos = gaps.cumsum()
-        pos += last
-        if pos[-1] >= N:
-            parts.append(pos[: int(np.searchsorted(pos, N))])
-            break
-        parts.append(pos)
-        last = int(pos[-1])
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _gap_positions(e: np.ndarray, inv: float, last: int, n_cells: int) -> tuple[np.ndarray, bool]:
+    """numpy's :func:`aryl_gym.agents.pollux_kernel.gap_positions` (the same contract and
+    cells): the positions ``last + cumsum(1 + trunc(e * inv))`` below ``n_cells``, and whether
+    the chunk reached ``n_cells``."""
+    gaps = (e * inv).astype(np.int64)
+    gaps += 1
+    pos = gaps.cumsum()
+    pos += last
+    if pos[-1] >= n_cells:
+        return pos[: int(np.searchsorted(pos, n_cells))], True
+    return pos, False
 
 
 class GenerationDraws(NamedTuple):
