@@ -50,7 +50,8 @@ class FifoPolicy(BasePolicy):
             raise ValueError(f"unknown queue order {order!r}; known: {', '.join(self.ORDERS)}")
         self.backfill = backfill
         self.order = order
-        # fifo without backfill is the paper's Baseline; every other order names itself
+        # strict FIFO (no backfill) is `fifo`, World v1's Baseline; the paper's Baseline is
+        # `baseline` (registered below: the pass-over rule); every other order names itself
         default = ("fifo-backfill" if backfill else "fifo") if order == "fifo" else order
         self.name = name or default
 

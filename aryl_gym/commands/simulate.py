@@ -18,7 +18,8 @@ SUMMARY_KEYS = list(metric_names("simulate"))
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_scenario_args(p)
-    p.add_argument("--policy", default="fifo", help="policy name (see `aryl-gym policies`)")
+    p.add_argument("--policy", default="baseline",
+                   help="policy name (see `aryl-gym policies`; default: the paper's Baseline)")
     p.add_argument("--seed", type=seed_arg, default=0, help="episode seed (integer >= 0)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     p.add_argument("--series", action="store_true", help="with --json: include per-job and hourly series")

@@ -7,11 +7,11 @@ A suite is a YAML file in ``configs/suites/`` (or any path)::
     scenarios: [testbed]          # names (configs/scenarios/NAME.yaml), YAML paths, or
                                   # {name: X, optional: true} (skipped with a note if unknown)
     seeds: [0, 1, 2]              # a list, or a string such as "0-4"
-    baseline: fifo                # ratios in the table are relative to this policy
+    baseline: baseline            # ratios in the table are relative to this policy
     env: aryl_gym/Aryl-v2         # the env through which learned agents act
     env_kwargs: {}                # keyword arguments of gym.make for every agent
     policies:                     # reference (heuristic) policies, run natively by the simulator
-      - fifo
+      - baseline
       - {name: random, optional: true}   # optional: skipped with a note when not registered
     agents:                       # learned agents, acting through the env
       ppo-testbed: ppo-testbed    # NAME: SOURCE (shipped name, path to an SB3 .zip, module:factory)

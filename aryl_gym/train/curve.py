@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-_LABELS = {"fifo": "Baseline (fifo)"}
+_LABELS = {"baseline": "Baseline (YARN FIFO)", "fifo": "strict FIFO (fifo)"}
 
 
 def read_curve(path: str | Path) -> tuple[list[float], list[float], dict[str, float]]:
