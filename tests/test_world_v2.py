@@ -366,3 +366,45 @@ def test_elastic_run_share_is_the_elastic_jobs_share_of_running_time() -> None:
     rt = np.asarray(sim.running_time, dtype=float)
     assert res.elastic_run_share == pytest.approx(rt[0] / (rt[0] + rt[1]))
     assert res.elastic_run_share == pytest.approx(0.25, rel=0.05)  # overheads aside
+
+
+def test_fit_elastic_count_share_by_hand() -> None:
+    """Both readings of the elastic count share on four jobs, computed by hand."""
+    from aryl_gym.workload.fit import ELASTIC_GPU_SHARE, fit_elastic_count_share
+
+    durs = np.array([3600.0, 7200.0, 1800.0, 10.0])
+    gpus = np.array([1, 4, 2, 8])
+    out = fit_elastic_count_share(durs, gpus)
+    tot = 3600 + 28800 + 3600 + 80  # GPU-seconds
+    # multi-GPU: the last three jobs
+    assert out["multi_gpu_gpu_time_share"] == pytest.approx(32480 / tot)
+    assert out["multi_gpu_count_share"] == pytest.approx(0.75)
+    assert out["multi_gpu"] == pytest.approx(ELASTIC_GPU_SHARE * tot / 32480 * 0.75)
+    assert out["multi_gpu_mean_hours"] == pytest.approx((7200 + 1800 + 10) / 3 / 3600)
+    # multi-GPU and at least an hour: the 4-GPU job alone
+    assert out["long_multi_gpu_gpu_time_share"] == pytest.approx(28800 / tot)
+    assert out["long_multi_gpu_count_share"] == pytest.approx(0.25)
+    assert out["long_multi_gpu"] == pytest.approx(ELASTIC_GPU_SHARE * tot / 28800 * 0.25)
+    assert out["long_multi_gpu_mean_hours"] == pytest.approx(2.0)
+    # the threshold moves the long reading only
+    out2 = fit_elastic_count_share(durs, gpus, long_s=1800.0)
+    assert out2["long_multi_gpu_count_share"] == pytest.approx(0.5)
+    assert out2["multi_gpu"] == out["multi_gpu"]
+
+
+@pytest.mark.parametrize(
+    ("durs", "gpus", "words"),
+    [
+        ([], [], "non-empty"),
+        ([1.0, 2.0], [1], "one length"),
+        ([3600.0, -1.0], [2, 2], ">= 0"),
+        ([3600.0, float("nan")], [2, 2], "finite"),
+        ([3600.0, 7200.0], [1, 1], "no GPU-time"),
+        ([60.0, 7200.0], [4, 1], "at least 3600 s"),
+    ],
+)
+def test_fit_elastic_count_share_refuses_what_it_cannot_read(durs, gpus, words) -> None:
+    from aryl_gym.workload.fit import fit_elastic_count_share
+
+    with pytest.raises(ValueError, match=words):
+        fit_elastic_count_share(np.array(durs, dtype=float), np.array(gpus, dtype=float))

@@ -423,13 +423,26 @@ def fit_elastic_count_share(durs: np.ndarray, gpus: np.ndarray, long_s: float = 
       share);
     * ``long_multi_gpu``: the same over multi-GPU jobs that ran at least ``long_s`` (1 h).
 
-    Returns both, with the figures they come from.
+    Returns both, with the figures they come from. Raises ``ValueError`` on empty or
+    mismatched columns, negative or non-finite values, and when a reading selects no GPU-time
+    (no multi-GPU job, or none that ran ``long_s``): its share would be 0 / 0.
     """
+    durs = np.asarray(durs, dtype=np.float64)
+    gpus = np.asarray(gpus, dtype=np.float64)
+    if durs.ndim != 1 or durs.shape != gpus.shape or len(durs) == 0:
+        raise ValueError(f"durs and gpus must be two non-empty 1-D columns of one length, got shapes "
+                         f"{durs.shape} and {gpus.shape}")
+    if not (np.isfinite(durs).all() and np.isfinite(gpus).all()) or (durs < 0).any() or (gpus < 0).any():
+        raise ValueError("durs and gpus must be finite and >= 0 (drop or repair the trace's bad rows)")
     gt = durs * gpus
     tot = float(gt.sum())
     n = len(durs)
     out: dict[str, float] = {}
     for name, m in (("multi_gpu", gpus >= 2), ("long_multi_gpu", (gpus >= 2) & (durs >= long_s))):
+        if float(gt[m].sum()) <= 0.0:
+            raise ValueError(f"reading {name!r}: no GPU-time in the jobs it selects (multi-GPU"
+                             f"{f', at least {long_s:g} s' if name.startswith('long') else ''}); "
+                             "the count share is undefined for this trace")
         share_t = float(gt[m].sum()) / tot
         share_n = float(m.sum()) / n
         out[name] = ELASTIC_GPU_SHARE / share_t * share_n
