@@ -160,9 +160,9 @@ def load_grid(
             )
     results = run_results([t for pair in pairs.values() for t in pair], workers=workers,
                           desc=f"load grid {scenario}", progress=progress, out=out)
-    out = [_figures(x, sd, results[b], results[f]) for (x, sd), (b, f) in pairs.items()]
-    out.sort(key=lambda e: (e["load"], e["seed"]))
-    return summarize(out, loads)
+    episodes = [_figures(x, sd, results[b], results[f]) for (x, sd), (b, f) in pairs.items()]
+    episodes.sort(key=lambda e: (e["load"], e["seed"]))
+    return summarize(episodes, loads)
 
 
 def summarize(episodes: Sequence[dict[str, Any]], loads: Sequence[float]) -> list[dict[str, Any]]:

@@ -674,6 +674,7 @@ def test_shipped_ppo_v2_deploys_as_trained_and_repeats_its_episodes():
     testbed episode finishes every job and repeats to the bit, and the weights are not
     ``ppo-v1``'s."""
     from aryl_gym.agents.learned import PRETRAINED_DIR, load_agent
+
     from aryl_gym.rollout import run_agent
     from aryl_gym.train.setpolicy import NumpyActor
 
