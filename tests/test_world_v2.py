@@ -408,3 +408,29 @@ def test_fit_elastic_count_share_refuses_what_it_cannot_read(durs, gpus, words) 
 
     with pytest.raises(ValueError, match=words):
         fit_elastic_count_share(np.array(durs, dtype=float), np.array(gpus, dtype=float))
+
+
+@pytest.mark.slow
+def test_production_calibration_meets_the_paper_facts_it_claims(capsys) -> None:
+    """`calibrate --scenario production` (seed 0, World v2, Baseline = YARN FIFO): the facts
+    docs/model.md ("World v2 calibration") states as met still hold, and the two it states as
+    missed are still below the paper (so a change that reaches them is noticed and the docs
+    updated). The elastic GPU-time share is the known calibration gap: between the paper's 36%
+    and the seed-to-seed range the docs give."""
+    import json
+
+    from aryl_gym.cli import main
+
+    assert main(["calibrate", "--scenario", "production", "--seed", "0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    m = {r["key"]: r["measured"] for r in out["rows"]}
+    assert m["avg_queue_time"] > 3000.0                       # paper: above 3,000 s
+    assert m["inference_mean"] == pytest.approx(0.65, rel=0.05)  # about 65%
+    assert m["inference_peak_to_trough"] == pytest.approx(2.2, rel=0.10)
+    # up to 21% (workload.type_agnostic_fraction 0.21, drawn per batch: seed 0 has 22.3%)
+    assert m["type_agnostic_share"] == pytest.approx(0.21, abs=0.02)
+    assert m["elastic_mean_hours"] == pytest.approx(14.2, rel=0.10)
+    assert 0.36 <= m["elastic_gpu_time_share"] <= 0.48        # the known gap (docs/model.md)
+    assert all(r["within_25pct"] for r in out["rows"] if "within_25pct" in r)  # arrivals
+    # stated as missed: utilisation (about 82%) and the job count (about 50,000)
+    assert m["train_util"] < 0.72 and m["jobs"] < 45_000
