@@ -179,13 +179,30 @@ _EXPECTED_CACHE: dict[str, float] = {}
 _SCALE_CACHE: dict[str, float] = {}
 
 
-def elastic_gpu_time_share(w: WorkloadConfig, max_gpus: int, max_g: int, scale: float) -> float:
-    """Expected share of GPU-time (at the request) held by elastic-family jobs when their
-    requests are scaled by ``scale`` (fixed-seed Monte Carlo, 100k jobs)."""
+#: ``elastic_share_sample: "trace"``: shapes in its Monte Carlo sample (about 0.2 s to draw; the
+#: share varies by about +-0.002 between such samples)
+TRACE_SHARE_SAMPLE = 2_000_000
+
+
+def _share_sample(w: WorkloadConfig, max_gpus: int, max_g: int) -> dict[str, np.ndarray]:
+    """The Monte Carlo sample of unscaled job shapes that ``elastic_size_scale`` measures the
+    elastic GPU-time share on (``w.elastic_share_sample``)."""
     w1 = dataclasses.replace(w, elastic_gpu_share=None)
-    d = _draw_jobs(w1, max_gpus, max_g, 100_000, np.random.default_rng(20221202))
+    if w.elastic_share_sample == "shapes-100k":  # World v2's traces
+        return _draw_jobs(w1, max_gpus, max_g, 100_000, np.random.default_rng(20221202))
+    rng = np.random.default_rng(20261207)
+    d = _draw_jobs(w1, max_gpus, max_g, TRACE_SHARE_SAMPLE, rng)
+    # the trace's per-job duration scatter (mean one) and clip, as generate_jobs applies them
+    ds = float(w.burst_duration_sigma) * min(max(float(w.burstiness), 0.0), 1.0)
+    if ds > 0:
+        scatter = np.exp(ds * rng.standard_normal(len(d["dur"])) - 0.5 * ds * ds)
+        d["dur"] = np.clip(d["dur"] * scatter, w.min_duration_s, w.max_duration_s)
+    return d
+
+
+def _share_of(d: dict[str, np.ndarray], max_gpus: int, scale: float) -> float:
     el = d["elastic_family"]
-    w_req = d["w_req"].copy()
+    w_req = d["w_req"]
     if scale != 1.0:
         w_sc = np.maximum(np.rint(w_req * scale).astype(np.int64), 1)
         w_sc = np.minimum(w_sc, np.maximum(max_gpus // d["g"], 1))
@@ -193,6 +210,12 @@ def elastic_gpu_time_share(w: WorkloadConfig, max_gpus: int, max_g: int, scale: 
     gt = d["g"] * w_req * d["dur"]
     tot = float(gt.sum())
     return float(gt[el].sum()) / tot if tot > 0 else 0.0
+
+
+def elastic_gpu_time_share(w: WorkloadConfig, max_gpus: int, max_g: int, scale: float) -> float:
+    """Expected share of GPU-time (at the request) held by elastic-family jobs when their
+    requests are scaled by ``scale`` (fixed-seed Monte Carlo: ``w.elastic_share_sample``)."""
+    return _share_of(_share_sample(w, max_gpus, max_g), max_gpus, scale)
 
 
 def elastic_size_scale(w: WorkloadConfig, max_gpus: int, max_g: int) -> float:
@@ -207,8 +230,9 @@ def elastic_size_scale(w: WorkloadConfig, max_gpus: int, max_g: int) -> float:
     if key in _SCALE_CACHE:
         return _SCALE_CACHE[key]
     lo, hi = math.log(1.0 / 64.0), math.log(64.0)
-    s_lo = elastic_gpu_time_share(w, max_gpus, max_g, math.exp(lo))
-    s_hi = elastic_gpu_time_share(w, max_gpus, max_g, math.exp(hi))
+    sample = _share_sample(w, max_gpus, max_g)  # drawn once: the bisection rescales it
+    s_lo = _share_of(sample, max_gpus, math.exp(lo))
+    s_hi = _share_of(sample, max_gpus, math.exp(hi))
     if not s_lo <= target <= s_hi:
         raise ConfigError(
             f"workload.elastic_gpu_share {target:g} cannot be reached at elastic_fraction "
@@ -217,7 +241,7 @@ def elastic_size_scale(w: WorkloadConfig, max_gpus: int, max_g: int) -> float:
         )
     for _ in range(40):
         mid = 0.5 * (lo + hi)
-        if elastic_gpu_time_share(w, max_gpus, max_g, math.exp(mid)) < target:
+        if _share_of(sample, max_gpus, math.exp(mid)) < target:
             lo = mid
         else:
             hi = mid

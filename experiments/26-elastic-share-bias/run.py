@@ -12,7 +12,11 @@ estimators and in the generated traces themselves:
 5. the traces of seeds 0..N-1 (``make_episode``): per-seed shares, their mean, the share
    pooled over all their jobs, and the elastic jobs' mean running time at the request.
 
-Usage: python experiments/26-elastic-share-bias/run.py [--scenario production] [--seeds 12] [--json PATH]
+With ``--sample trace`` the traces are drawn with ``workload.elastic_share_sample: trace`` (the
+calibration on the trace's own shapes) instead of World v2's default.
+
+Usage: python experiments/26-elastic-share-bias/run.py [--scenario production] [--seeds 12]
+       [--sample shapes-100k|trace] [--json PATH]
 """
 
 from __future__ import annotations
@@ -43,8 +47,8 @@ def _share(d: dict[str, np.ndarray], scale: float, max_gpus: int, scatter: tuple
     return float(gt[el].sum() / gt.sum())
 
 
-def measure(scenario: str, seeds: int) -> dict[str, object]:
-    cfg = load_scenario(scenario)
+def measure(scenario: str, seeds: int, sample: str = "shapes-100k") -> dict[str, object]:
+    cfg = load_scenario(scenario).replace(workload={"elastic_share_sample": sample})
     w = cfg.workload
     if w.elastic_gpu_share is None:
         raise SystemExit(f"{scenario}: workload.elastic_gpu_share is not set; nothing is calibrated")
@@ -53,7 +57,8 @@ def measure(scenario: str, seeds: int) -> dict[str, object]:
     scale = gen.elastic_size_scale(w, max_gpus, max_g)
     w1 = dataclasses.replace(w, elastic_gpu_share=None)
     sigma = float(w.burst_duration_sigma) * min(max(float(w.burstiness), 0.0), 1.0)
-    out: dict[str, object] = {"scenario": scenario, "target": w.elastic_gpu_share, "scale": scale}
+    out: dict[str, object] = {"scenario": scenario, "elastic_share_sample": sample,
+                              "target": w.elastic_gpu_share, "scale": scale}
     draw = lambda n, s: gen._draw_jobs(w1, max_gpus, max_g, n, np.random.default_rng(s))  # noqa: E731
     out["calibration_sample_100k"] = _share(draw(100_000, 20221202), scale, max_gpus)
     out["other_100k_samples"] = [_share(draw(100_000, s), scale, max_gpus) for s in (1, 2, 3, 4)]
@@ -63,7 +68,7 @@ def measure(scenario: str, seeds: int) -> dict[str, object]:
                                            (sigma, w.min_duration_s, w.max_duration_s, np.random.default_rng(9)))
     per_seed, hours, el_t, all_t = [], [], 0.0, 0.0
     for s in range(seeds):
-        jobs = make_episode(scenario, s).jobs
+        jobs = make_episode(cfg, s).jobs
         gt = np.array([j.work * j.g for j in jobs])  # GPU-seconds at the request (work = dur x w_req)
         el = np.array([j.elastic and j.family in gen.ELASTIC_FAMILIES for j in jobs])
         per_seed.append(float(gt[el].sum() / gt.sum()))
@@ -84,8 +89,10 @@ def main() -> None:
     ap.add_argument("--scenario", default="production")
     ap.add_argument("--seeds", type=int, default=12)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--sample", default="shapes-100k", choices=["shapes-100k", "trace"],
+                    help="workload.elastic_share_sample of the traces measured (default: World v2's)")
     a = ap.parse_args()
-    r = measure(a.scenario, a.seeds)
+    r = measure(a.scenario, a.seeds, a.sample)
     for k, v in r.items():
         print(f"{k:28s} {v if not isinstance(v, float) else f'{v:.4f}'}")
     if a.json:
