@@ -349,9 +349,9 @@ def test_scenario_trace_and_cli(tmp_path, capsys):
     jobs = load_scenario_trace(cfg, np.random.default_rng(0))
     # GPU-seconds (work x g) do not depend on the seeded draws, worker splits may
     assert [j.work * j.g for j in jobs] == [j.work * j.g for j in ep.jobs]
-    res = ep.simulator().run(__import__("aryl_gym.agents", fromlist=["make_policy"]).make_policy("fifo"))
+    res = ep.simulator().run(__import__("aryl_gym.agents", fromlist=["make_policy"]).make_policy("baseline"))
     assert res.jobs_completed == 20
-    # same episode through the command line
+    # same episode through the command line (whose default policy is the paper's Baseline)
     assert main(["simulate", "--scenario", "tiny", "--trace", str(p), "--trace-format", "philly",
                  "--json", "--seed", "1"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import run  # noqa: E402
+import share_bias  # noqa: E402
 
 from aryl_gym.config import load_scenario  # noqa: E402
 from aryl_gym.workload import generator as gen  # noqa: E402
@@ -26,13 +26,13 @@ def test_calibration_sample_gives_the_target(scenario: str) -> None:
     d = gen._draw_jobs(dataclasses.replace(w, elastic_gpu_share=None), max_gpus, max_g, 100_000,
                        np.random.default_rng(20221202))
     # the bisection stops within 1e-3 in log scale: the share is within a few 1e-4 of the target
-    assert run._share(d, scale, max_gpus) == pytest.approx(w.elastic_gpu_share, abs=2e-3)
+    assert share_bias._share(d, scale, max_gpus) == pytest.approx(w.elastic_gpu_share, abs=2e-3)
     # a scale of 1 gives the unscaled shapes' share, lower than the target (elastic jobs grow)
-    assert run._share(d, 1.0, max_gpus) < run._share(d, scale, max_gpus)
+    assert share_bias._share(d, 1.0, max_gpus) < share_bias._share(d, scale, max_gpus)
 
 
 def test_trace_shares_are_shares() -> None:
-    r = run.measure("basic", 2)
+    r = share_bias.measure("basic", 2)
     assert len(r["trace_per_seed"]) == 2
     assert all(0.0 < s < 1.0 for s in r["trace_per_seed"])
     assert min(r["trace_per_seed"]) <= r["trace_pooled"] <= max(r["trace_per_seed"])

@@ -15,7 +15,7 @@ estimators and in the generated traces themselves:
 With ``--sample trace`` the traces are drawn with ``workload.elastic_share_sample: trace`` (the
 calibration on the trace's own shapes) instead of World v2's default.
 
-Usage: python experiments/26-elastic-share-bias/run.py [--scenario production] [--seeds 12]
+Usage: python experiments/26-elastic-share-bias/share_bias.py [--scenario production] [--seeds 12]
        [--sample shapes-100k|trace] [--json PATH]
 """
 
