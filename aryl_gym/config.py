@@ -172,7 +172,7 @@ class WorkloadConfig:
     elastic_gpu_share: Annotated[float, Gt(0), Lt(1)] | None = None
     #: how ``elastic_size_scale`` measures that share: ``"shapes-100k"`` (World v2's traces: a
     #: fixed sample of 100,000 job shapes, before the per-job duration scatter and clip; the
-    #: traces then realise about 0.385-0.39 for 0.36) or ``"trace"`` (2,000,000 shapes with the
+    #: traces then realise about 0.384 for 0.36) or ``"trace"`` (2,000,000 shapes with the
     #: trace's scatter and clip: the traces realise the target; docs/model.md, "World v2
     #: calibration"). Opt-in: it changes every generated trace that sets ``elastic_gpu_share``
     elastic_share_sample: Literal["shapes-100k", "trace"] = "shapes-100k"
