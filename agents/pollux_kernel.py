@@ -134,6 +134,16 @@ def _cut_row(x: np.ndarray, r: int, n: int, g: np.ndarray, unit_g: bool, cap: in
 
 
 @_jit
+def _follow(cell: int, r: int, rb: int, n: int) -> tuple[int, int]:
+    """The child row of ``cell`` (a block-relative cell of a sorted run): advance row ``r``,
+    whose first cell is ``rb``, until ``cell`` lies in it; no division per cell."""
+    while cell - rb >= n:
+        r += 1
+        rb += n
+    return r, rb
+
+
+@_jit
 def run_block(
     Y: np.ndarray, allf: np.ndarray, tour0: np.ndarray, tour1: np.ndarray, points: np.ndarray,
     reset: np.ndarray, r_at: np.ndarray, base_cell: np.ndarray,
@@ -176,16 +186,12 @@ def run_block(
         r, rb = P, 0
         for q in range(r_at[t], r_at[t + 1]):
             cell = reset[q] - o
-            while cell - rb >= n:
-                r += 1
-                rb += n
+            r, rb = _follow(cell, r, rb, n)
             Y[r, cell - rb] = base_cell[cell]
         r, rb = P, 0
         for q in range(z_at[t], z_at[t + 1]):
             cell = zero[q] - o
-            while cell - rb >= n:
-                r += 1
-                rb += n
+            r, rb = _follow(cell, r, rb, n)
             Y[r, cell - rb] = 0
         if dense:
             cell = 0
@@ -204,9 +210,7 @@ def run_block(
             r, rb = P, 0
             for q in range(i_at[t], i_at[t + 1]):
                 cell = inc[q] - o
-                while cell - rb >= n:
-                    r += 1
-                    rb += n
+                r, rb = _follow(cell, r, rb, n)
                 c = cell - rb
                 cur = Y[r, c]
                 cur += np.int32(inc_u[q] * (span_cell[cell] - cur))

@@ -35,16 +35,13 @@ from aryl_gym.workload import generator as gen
 
 
 def _share(d: dict[str, np.ndarray], scale: float, max_gpus: int, scatter: tuple | None = None) -> float:
-    el = d["elastic_family"]
-    w_req = d["w_req"]
-    w_sc = np.minimum(np.maximum(np.rint(w_req * scale).astype(np.int64), 1), np.maximum(max_gpus // d["g"], 1))
-    w_req = np.where(el, w_sc, w_req)
-    dur = d["dur"]
-    if scatter is not None:  # the trace's per-job scatter (mean 1) and clip, as in the generator
+    """The generator's share (``generator._share_of``), optionally after the trace's per-job
+    duration scatter (mean 1) and clip, drawn here from the given generator."""
+    if scatter is not None:
         sigma, lo, hi, rng = scatter
-        dur = np.clip(dur * np.exp(sigma * rng.standard_normal(len(dur)) - 0.5 * sigma * sigma), lo, hi)
-    gt = d["g"] * w_req * dur
-    return float(gt[el].sum() / gt.sum())
+        dur = np.clip(d["dur"] * np.exp(sigma * rng.standard_normal(len(d["dur"])) - 0.5 * sigma * sigma), lo, hi)
+        d = {**d, "dur": dur}
+    return gen._share_of(d, max_gpus, scale)
 
 
 def measure(scenario: str, seeds: int, sample: str = "shapes-100k") -> dict[str, object]:
