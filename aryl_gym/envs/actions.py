@@ -791,6 +791,7 @@ class SequentialCodec(ActionCodec):
         self.touched: list[int] = []
         self._mask: np.ndarray | None = None
         self._cand = [-1] * self.n  # candidate target per action
+        self._no_cand = [-1] * self.n
         self.quick_reject = True  # skip dry runs of grants that exceed the free GPUs
         self.incremental = True  # answer candidates from one dry run of the tentative decision
         self.counting = True  # answer candidates by counting (_Counts) before any dry run
@@ -841,8 +842,7 @@ class SequentialCodec(ActionCodec):
         k = self.k
         m = bytearray(self.n)
         cand = self._cand
-        for i in range(self.n):
-            cand[i] = -1
+        cand[:] = self._no_cand
         wl, stl, wkl, pooll = env._wsnap
         n = len(wl)
         # GPUs free on usable servers after the tentative decision: a grant needing more cannot

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from aryl_gym.envs.observation import _f32
 from aryl_gym.sim.loaning import diurnal_utilization
 
 JOB_FEATURES_V1: tuple[str, ...] = (
@@ -173,6 +174,7 @@ class ObservationV1:
     def begin(self, sim: Any) -> None:
         self._rates = {}
         self._qrows: dict[int, tuple[float, tuple[float, ...]]] = {}
+        self._rrows: dict[tuple[int, int, int], tuple[float, float, float, float | None]] = {}
         self._key = None
         self._episode += 1
         self._w_req = [int(j.w_req or j.w_min) for j in sim.jobs]
@@ -183,6 +185,15 @@ class ObservationV1:
         if r is None:
             r = self._rates[key] = float(sim.rate_for(j, w, pool))
         return r
+
+    def _rate_row(self, sim: Any, j: int, w: int, pool: int, w_req: int, w_max: int,
+                  elastic: bool) -> tuple[float, float, float, float | None]:
+        """Job ``j``'s rates at ``(w, pool)``, ``(w_req, 0)``, ``(w_max, 0)`` and, when it can
+        grow (elastic, ``w < w_max``), ``(w + 1, pool)`` (else None); 0 at no workers."""
+        pts = ((w, pool), (w_req, 0), (w_max, 0), (w + 1, pool)) if elastic and w < w_max else (
+            (w, pool), (w_req, 0), (w_max, 0))
+        out = [self._rate(sim, j, ww, pp) if ww > 0 else 0.0 for ww, pp in pts]
+        return (out[0], out[1], out[2], out[3] if len(out) > 3 else None)
 
     def _time_h(self, sim: Any, j: int, w: int, pool: int) -> float:
         r = self._rate(sim, j, w, pool) if w > 0 else 0.0
@@ -224,8 +235,9 @@ class ObservationV1:
         wl, _, wkl, pooll = env._wsnap
         prl = sim.pred_remaining[env.window].tolist() if len(wl) else []
         w_max_l, el_l = sim.w_max_list, sim.elastic_list
-        rates = self._rates
+        rrows = self._rrows
         qrows = self._qrows
+        inf = math.inf
         flat: list[float] = []
         for j, wk, p, pr in zip(wl, wkl, pooll, prl):
             running = wk > 0
@@ -234,34 +246,33 @@ class ObservationV1:
                 if hit is not None and hit[0] == pr:
                     flat += hit[1]
                     continue
-            w_max = w_max_l[j]
-            w_req = w_req_l[j]
-            w = wk if running else w_req
-            pool = p if running and p >= 0 else 0
-            # T(w) = pred / rate(w) / 3600 (hours; inf at rate 0), rates cached per (j, w, pool)
-            grows = el_l[j] and w < w_max
-            ts = []
-            for ww, pp in ((w, pool), (w_req, 0), (w_max, 0), (w + 1, pool)) if grows else ((w, pool), (w_req, 0), (w_max, 0)):
-                if ww > 0:
-                    r = rates.get((j, ww, pp))
-                    if r is None:
-                        r = rates[(j, ww, pp)] = float(sim.rate_for(j, ww, pp))
-                else:
-                    r = 0.0
-                ts.append(pr / r / 3600.0 if r > 0 else math.inf)
-            t_cur = ts[0]
-            gain = max(t_cur - ts[3], 0.0) if grows else 0.0
+                w, pool = w_req_l[j], 0
+            else:
+                w, pool = wk, (p if p >= 0 else 0)
+            # the rates at (w, pool), (w_req, 0), (w_max, 0) and, for a job that can grow,
+            # (w + 1, pool): T(w) = pred / rate(w) / 3600 (hours; inf at rate 0)
+            rr = rrows.get((j, w, pool))
+            if rr is None:
+                rr = rrows[(j, w, pool)] = self._rate_row(sim, j, w, pool, w_req_l[j], w_max_l[j], el_l[j])
+            r0, r1, r2, r3 = rr
+            t_cur = pr / r0 / 3600.0 if r0 > 0 else inf
+            t_req = pr / r1 / 3600.0 if r1 > 0 else inf
+            t_max = pr / r2 / 3600.0 if r2 > 0 else inf
+            if r3 is not None:  # squashed max(T(w) - T(w + 1), 0): inf and NaN (inf - inf) give 1
+                d = t_cur - (pr / r3 / 3600.0 if r3 > 0 else inf)
+                gain = 0.0 if 0.0 > d else (d / (1.0 + d) if d < inf else 1.0)
+            else:
+                gain = 0.0
             row = (
-                _sq(gain),
-                _sq(t_cur),
-                _sq(ts[1]),
-                _sq(ts[2]),
+                gain,
+                t_cur / (1.0 + t_cur) if t_cur < inf else 1.0,
+                t_req / (1.0 + t_req) if t_req < inf else 1.0,
+                t_max / (1.0 + t_max) if t_max < inf else 1.0,
                 share_at_risk if running and pool == 1 else 0.0,
             )
             if not running:
                 qrows[j] = (pr, row)
             flat += row
-        jobs = np.zeros(self.k * F_JOB_V1, dtype=np.float32)
-        jobs[: len(flat)] = flat
-        self._out = {"jobs_v1": jobs.reshape(self.k, F_JOB_V1), "cluster_v1": np.asarray(cluster, dtype=np.float32)}
+        self._out = {"jobs_v1": _f32(flat, self.k * F_JOB_V1).reshape(self.k, F_JOB_V1),
+                     "cluster_v1": _f32(cluster, F_CLUSTER_V1)}
         self._key = key

@@ -279,26 +279,45 @@ def progress_grid(curve: AppCurve, points: int = 41) -> np.ndarray:
     return np.unique(np.concatenate([np.linspace(0.0, 1.0, points), knots]))
 
 
-def best_rate_factors(curve: JobCurve, base: np.ndarray, w_ceil: int, ps: np.ndarray) -> np.ndarray:
+@functools.lru_cache(maxsize=256)
+def _grid_of(curve: AppCurve) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`progress_grid` of ``curve`` and the noise scale there, kept per application
+    (read-only arrays)."""
+    ps = progress_grid(curve)
+    phi = np.array([curve.phi(float(p)) for p in ps])
+    ps.flags.writeable = False
+    phi.flags.writeable = False
+    return ps, phi
+
+
+def best_rate_factors(curve: JobCurve, base: np.ndarray, w_ceil: int, ps: np.ndarray,
+                      phi_ps: np.ndarray | None = None) -> np.ndarray:
     """For each progress in ``ps``: the fastest rate any configuration reaches, in units of the
     reference rate at ``w_max`` (at least 1 when ``w_ceil >= w_max``): the maximum over
     ``w = 1..w_ceil`` workers and
     the local batch factors a tuner may choose (:meth:`JobCurve.lam_range`, on a grid of
     :data:`LAM_POINTS`) of what the simulator runs (module docstring). ``base[w]`` for
     ``w = 1..w_max`` is the rate at the reference batch relative to ``w_max``'s
-    (``w scaling[w] / (w_max scaling[w_max])``; index 0 unused)."""
+    (``w scaling[w] / (w_max scaling[w_max])``; index 0 unused). ``phi_ps``: the noise scale
+    at ``ps`` when the caller has it (else computed)."""
     c, g, u0, wm = curve.curve, curve.g, curve.u_ref, curve.w_max
-    phi = np.array([c.phi(float(p)) for p in ps])[None, None, :]  # (1, 1, P)
+    if phi_ps is None:
+        phi_ps = np.array([c.phi(float(p)) for p in ps])
+    phi = phi_ps[None, None, :]  # (1, 1, P)
     ws = np.arange(1, max(w_ceil, 1) + 1, dtype=np.float64)
     # candidates: a log grid over the allowed range, the local batches where one more
     # accumulation step starts (k x max_local: throughput jumps there), the reference batch
     kinks = np.arange(1, 17, dtype=np.float64) * c.max_local / u0
     lams = np.empty((len(ws), LAM_POINTS + len(kinks) + 1))
-    for i, w in enumerate(ws):
-        lo, hi = curve.lam_range(int(w))
-        lams[i, :LAM_POINTS] = np.geomspace(lo, hi, LAM_POINTS) if hi > lo else lo
-        lams[i, LAM_POINTS:-1] = np.clip(kinks, lo, hi)
-        lams[i, -1] = 1.0  # the reference batch (no tuning) is always allowed
+    ranges = [curve.lam_range(w) for w in range(1, len(ws) + 1)]
+    lo = np.array([r[0] for r in ranges])
+    hi = np.array([r[1] for r in ranges])
+    lams[:, :LAM_POINTS] = lo[:, None]
+    wide = hi > lo
+    if wide.any():  # the rows' own geometric grids (the same values as one geomspace per row)
+        lams[wide, :LAM_POINTS] = np.geomspace(lo[wide], hi[wide], LAM_POINTS, axis=1)
+    lams[:, LAM_POINTS:-1] = np.clip(kinks[None, :], lo[:, None], hi[:, None])
+    lams[:, -1] = 1.0  # the reference batch (no tuning) is always allowed
     n = (ws * g)[:, None, None]  # (W, 1, 1)
     tuned = _goodput_np(c, n, lams[:, :, None] * u0, phi)  # (W, L, P)
     ref = _goodput_np(c, n, np.full((1, 1, 1), u0), phi)  # (W, 1, P)
@@ -321,8 +340,8 @@ def min_time_factor(curve: JobCurve, base: np.ndarray, w_ceil: int) -> float:
     grid interval the larger of its ends' factors (a bound as long as the best rate is monotone
     between grid points, which the grid's resolution and the PGNS knots make it; a test checks it
     on a 2,001-point grid); at most 1 when ``w_ceil >= w_max``."""
-    ps = progress_grid(curve.curve)
-    f = best_rate_factors(curve, base, w_ceil, ps) * (1.0 + GRID_MARGIN)
+    ps, phi = _grid_of(curve.curve)
+    f = best_rate_factors(curve, base, w_ceil, ps, phi) * (1.0 + GRID_MARGIN)
     hi = np.maximum(f[:-1], f[1:])
     return float(np.sum(np.diff(ps) / hi))
 
