@@ -168,3 +168,52 @@ def test_calibrate_json_rows():
     names = {r["key"] for r in d["rows"]}
     assert {"train_util", "avg_queue_time", "inference_mean", "elastic_gpu_time_share"} <= names
     assert all(("paper" in r or "trace" in r) and "measured" in r for r in d["rows"])
+
+
+def _steady_rounds_loop(loan: LoanController, t0: float, dt: float, k_max: int, cur: int) -> int:
+    k = 0
+    while k < k_max and loan.loanable(t0 + k * dt) == cur:
+        k += 1
+    return k
+
+
+def test_steady_rounds_equals_the_round_by_round_loop():
+    """The jump over runs of equal loanable counts gives exactly the loop's answer: series with
+    long runs, alternating values (a run of one sample), round lengths below, at and above the
+    sample length (rounds that skip a sample), start times inside and past the series' end."""
+    rng = np.random.default_rng(7)
+    checked = 0
+    for trial in range(400):
+        n = int(rng.integers(1, 60))
+        # few distinct levels so that runs form, some of length one
+        util = rng.choice([0.1, 0.4, 0.7, 0.95], size=n, p=[0.5, 0.3, 0.1, 0.1])
+        if trial % 5 == 0:
+            util = np.where(np.arange(n) % 2 == 0, 0.1, 0.9)  # alternating: a run per sample
+        ss = float(rng.choice([60.0, 300.0, 7.5]))
+        loan = LoanController(util, n_inf=8, headroom=0.05, sample_seconds=ss)
+        for _ in range(10):
+            dt = ss * float(rng.choice([0.2, 0.5, 1.0, 1.0 / 3.0, 2.0, 2.5, 0.999, 1.001]))
+            t0 = float(rng.uniform(0.0, ss * n * 1.3))
+            if rng.random() < 0.3:
+                t0 = math.floor(t0 / ss) * ss  # on a sample boundary
+            k_max = int(rng.integers(0, 3 * n + 5))
+            cur = loan.loanable(t0) if rng.random() < 0.8 else int(rng.integers(0, 9))
+            assert loan.steady_rounds(t0, dt, k_max, cur) == _steady_rounds_loop(loan, t0, dt, k_max, cur), (
+                n, ss, dt, t0, k_max, cur)
+            checked += 1
+    assert checked == 4000
+
+
+def test_steady_rounds_hand_computed():
+    # samples of 100 s: loanable 8 - ceil(8 * (u + 0)) -> [4, 4, 4, 0, 4]
+    loan = LoanController(np.array([0.5, 0.5, 0.5, 1.0, 0.5]), n_inf=8, headroom=0.0, sample_seconds=100.0)
+    assert loan.loanable_series.tolist() == [4, 4, 4, 0, 4]
+    assert loan.steady_rounds(0.0, 60.0, 100, 4) == 5  # 300 s is the first round at index 3
+    assert loan.steady_rounds(0.0, 60.0, 3, 4) == 3  # the limit comes first
+    assert loan.steady_rounds(250.0, 60.0, 100, 4) == 1  # 310 s
+    assert loan.steady_rounds(0.0, 150.0, 100, 4) == 2  # 0, 150, 300 (index 3)
+    # rounds of 250 s never land on index 3 (0, 250, 500, ...), and past the end the series
+    # repeats its last "day" (here all 5 samples): 4 at every round
+    assert loan.steady_rounds(0.0, 250.0, 100, 4) == 100
+    assert loan.steady_rounds(0.0, 60.0, 100, 0) == 0  # the count already differs
+    assert loan.steady_rounds(0.0, 60.0, 0, 4) == 0

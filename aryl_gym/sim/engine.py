@@ -1130,13 +1130,7 @@ class Simulator:
             # the round that contains the finish must run normally
             k_max = min(k_max, max(kf, 0))
         if self.uses_loaning and k_max > 0:
-            cur = self.loanable_now
-            k = 0
-            while k < k_max:
-                if self.loan.loanable(self.now + k * dt) != cur:
-                    break
-                k += 1
-            k_max = k
+            k_max = self.loan.steady_rounds(self.now, dt, k_max, self.loanable_now)
         return max(k_max, 0)
 
     def fast_forward(self, k: int) -> None:

@@ -144,6 +144,11 @@ class LoanController:
         self._util_list: list[float] = self.util.tolist()
         self._loanable_list: list[int] = self.loanable_series.tolist()
         self._n = len(self._util_list)
+        # run_end[i]: the first index after i whose loanable count differs from i's (n if none)
+        ls = self.loanable_series
+        starts = np.flatnonzero(ls[1:] != ls[:-1]) + 1  # where a new run begins
+        self._run_end: list[int] = np.append(starts, self._n)[
+            np.searchsorted(starts, np.arange(self._n), side="right")].tolist()
 
     def _index(self, t: float) -> int:
         i = int(t // self.sample_seconds)
@@ -158,3 +163,35 @@ class LoanController:
 
     def loanable(self, t: float) -> int:
         return self._loanable_list[self._index(t)]
+
+    def steady_rounds(self, t0: float, dt: float, k_max: int, cur: int) -> int:
+        """The least ``k`` in ``[0, k_max)`` with ``loanable(t0 + k dt) != cur``, else ``k_max``
+        (what ``k = 0; while k < k_max and loanable(t0 + k * dt) == cur: k += 1`` gives), without
+        a look-up per round: inside the series, the rounds that land on one run of equal counts
+        are passed in one jump (the sample index ``(t0 + k dt) // sample_seconds`` never
+        decreases with ``k``). ``dt > 0``."""
+        ss, n, lo, run_end = self.sample_seconds, self._n, self._loanable_list, self._run_end
+        k = 0
+        while k < k_max:
+            t = t0 + k * dt
+            i = int(t // ss)
+            if i >= n:  # past the series' end (the repeated day): one round at a time
+                if self.loanable(t) != cur:
+                    return k
+                k += 1
+                continue
+            if lo[i] != cur:
+                return k
+            e = run_end[i]
+            if e >= n:  # the run reaches the end: the rounds past it are looked up one by one
+                k += 1
+                continue
+            # the first k2 > k whose round lands at index e or later; every round before it
+            # lands in [i, e), where the count is cur
+            k2 = max(k + 1, math.ceil((e * ss - t0) / dt))
+            while k2 - 1 > k and int((t0 + (k2 - 1) * dt) // ss) >= e:
+                k2 -= 1
+            while k2 < k_max and int((t0 + k2 * dt) // ss) < e:
+                k2 += 1
+            k = k2
+        return k_max

@@ -425,32 +425,34 @@ def generate_jobs(cfg: ScenarioConfig, rng: np.random.Generator) -> list[JobSpec
     het = rng.random(n) < w.hetero_fraction if w.hetero_fraction > 0 else np.zeros(n, bool)
     dur = np.clip(d["dur"][batch] * scatter, w.min_duration_s, w.max_duration_s)
     jobs: list[JobSpec] = []
+    submit = np.round(times, 3).tolist()  # the same as round(times[i], 3) per float64
+    # plain lists for the loop (the same values as indexing the arrays one by one)
+    batch_l, dur_l, err_l, het_l = batch.tolist(), dur.tolist(), err.tolist(), het.tolist()
+    el_fam_l, fam_el_l, fam_in_l = d["elastic_family"].tolist(), d["fam_el"].tolist(), d["fam_in"].tolist()
+    w_req_l, elastic_l, ta_l = d["w_req"].tolist(), d["elastic"].tolist(), d["type_agnostic"].tolist()
+    g_l, w_max_l = d["g"].tolist(), d["w_max"].tolist()
     for i in range(n):
-        b = int(batch[i])
-        el_fam = bool(d["elastic_family"][b])
-        family = (
-            ELASTIC_FAMILIES[int(d["fam_el"][b])]
-            if el_fam
-            else INELASTIC_FAMILIES[int(d["fam_in"][b])]
-        )
-        w_req = int(d["w_req"][b])
-        elastic = bool(d["elastic"][b])
-        work = float(dur[i]) * w_req
-        ta = bool(d["type_agnostic"][b])
+        b = batch_l[i]
+        el_fam = bool(el_fam_l[b])
+        family = ELASTIC_FAMILIES[int(fam_el_l[b])] if el_fam else INELASTIC_FAMILIES[int(fam_in_l[b])]
+        w_req = int(w_req_l[b])
+        elastic = bool(elastic_l[b])
+        work = float(dur_l[i]) * w_req
+        ta = bool(ta_l[b])
         jobs.append(
             JobSpec(
                 id=i,
-                submit=float(round(times[i], 3)),
+                submit=submit[i],
                 family=family,
-                g=int(d["g"][b]),
+                g=int(g_l[b]),
                 w_min=w_req,
-                w_max=int(d["w_max"][b]) if elastic else w_req,
+                w_max=int(w_max_l[b]) if elastic else w_req,
                 elastic=elastic,
                 type_agnostic=ta,
                 work=work,
-                pred_work=work * float(err[i]),
+                pred_work=work * float(err_l[i]),
                 w_req=w_req,
-                hetero=bool(het[i]) and ta and elastic and el_fam,
+                hetero=bool(het_l[i]) and ta and elastic and el_fam,
             )
         )
     return jobs
