@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import os
 from pathlib import Path
 
 import numpy as np
@@ -269,7 +270,13 @@ try:
     HAVE_NUMBA = True
 except ImportError:  # pragma: no cover - depends on the install
     HAVE_NUMBA = False
-needs_numba = pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed (pip install -e '.[fast]')")
+# the compiled kernels run only where numba is installed and ARYL_GYM_NO_NUMBA does not turn
+# them off (agents/pollux_kernel.compiled)
+_NUMBA_OFF = os.environ.get("ARYL_GYM_NO_NUMBA", "") not in ("", "0")
+needs_numba = pytest.mark.skipif(
+    not HAVE_NUMBA or _NUMBA_OFF,
+    reason="numba not installed (pip install -e '.[fast]')" if not HAVE_NUMBA else "ARYL_GYM_NO_NUMBA is set",
+)
 BACKENDS = ["numpy", pytest.param("numba", marks=needs_numba)]
 
 

@@ -106,7 +106,7 @@ class ArylEvalCallback(BaseCallback):
         make_env: Callable[[], Any],
         scenario: Any,
         seeds: Sequence[int],
-        references: Sequence[str] = ("aryl", "fifo"),
+        references: Sequence[str] = ("aryl", "baseline"),
         freq: int = 20_000,
         deterministic: bool = True,
         run_dir: str | Path | None = None,

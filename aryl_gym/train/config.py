@@ -84,7 +84,7 @@ class EvalConfig:
 
     freq: Steps = 20_000  # environment steps (summed over the vector envs) between evaluations
     seeds: tuple[Annotated[int, Ge(0)], ...] = (1000, 1001, 1002)  # held out: training seeds start at the run seed
-    references: tuple[str, ...] = ("aryl", "fifo")  # native heuristics logged on the same seeds
+    references: tuple[str, ...] = ("aryl", "baseline")  # native heuristics logged on the same seeds
     deterministic: bool = True
     save_best: bool = True  # keep best_model.zip (lowest eval avg JCT)
     background: bool = False  # evaluate in a worker process (aryl_gym.train.async_eval)
