@@ -160,7 +160,7 @@ class WorkloadConfig:
     data-parallel families) marked for heterogeneous training (paper 7.2; ``docs/model.md``).
     """
 
-    generator: str = "philly-like"
+    generator: Literal["philly-like"] = "philly-like"
     num_jobs: PosCount | None = None
     duration_hours: NonNeg = 24.0
     load: Pos = 0.85
@@ -417,6 +417,25 @@ def _cross_check(cfg: ScenarioConfig) -> None:
     i = cfg.inference
     if i.mode == "csv" and not i.csv:
         raise ConfigError(f"{src}: inference.mode is csv but inference.csv (a path) is not set")
+    if i.mode != "csv" and i.csv:  # was: the file was never read
+        raise ConfigError(f"{src}: inference.csv is set but inference.mode is {i.mode}, which does not read "
+                          "it; set mode: csv to replay the file, or drop inference.csv")
+    w = cfg.workload
+    if w.min_duration_s > w.max_duration_s:  # was: every job clipped to max_duration_s
+        raise ConfigError(f"{src}: workload.min_duration_s ({w.min_duration_s:g}) is above "
+                          f"workload.max_duration_s ({w.max_duration_s:g}); give min <= max")
+    if w.trace is None:
+        if not w.max_duration_s > 0:  # was: "job 0: work and pred_work must be finite and positive"
+            raise ConfigError(f"{src}: workload.max_duration_s must be > 0 (every generated job's "
+                              "running time is clipped to it)")
+        given = [k for k, v in (("trace_format", w.trace_format), ("trace_map", w.trace_map),
+                                ("trace_options", w.trace_options)) if v]
+        if given:  # was: ignored
+            raise ConfigError(f"{src}: workload.{given[0]} applies to a trace, but workload.trace is not "
+                              "set; set workload.trace (a trace file) or drop it")
+    if w.elastic_share_sample != "shapes-100k" and w.elastic_gpu_share is None:  # was: ignored
+        raise ConfigError(f"{src}: workload.elastic_share_sample only changes how elastic_gpu_share is kept, "
+                          "and this scenario does not set workload.elastic_gpu_share; set both or neither")
 
 
 # --------------------------------------------------------------------------------------------
@@ -464,4 +483,24 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> ScenarioConfig:
                 "or pass a path to a YAML file"
             )
     data = load_yaml(path)
-    return scenario_from_dict(data, source=str(path))
+    cfg = scenario_from_dict(data, source=str(path))  # the values' own errors first
+    _check_unused_keys(data, str(path))
+    return cfg
+
+
+def _check_unused_keys(data: Any, source: str) -> None:
+    """Keys a scenario file sets that its other keys make inert (was: accepted and ignored).
+    Only a file's own keys are looked at: a built config carries every default."""
+    w = data.get("workload") if isinstance(data, Mapping) else None
+    if not isinstance(w, Mapping):
+        return
+    if w.get("trace") is not None and "load" in w:
+        raise ConfigError(f"{source}: workload.load does not apply to a trace (workload.trace): the trace's "
+                          "jobs and times are replayed; drop load (trace_options time_compression "
+                          "speeds arrivals up)")
+    if w.get("trace") is not None and w.get("num_jobs") is not None:
+        raise ConfigError(f"{source}: workload.num_jobs does not apply to a trace (workload.trace); keep the "
+                          "first N jobs with trace_options: {max_jobs: N} (--max-jobs N)")
+    if w.get("num_jobs") is not None and "load" in w:
+        raise ConfigError(f"{source}: workload.num_jobs and workload.load are both set; with num_jobs the job "
+                          "count is fixed and load is not used: give one of them")

@@ -644,8 +644,8 @@ def check_cached_result(r: Any) -> str | None:
 def read_cached(path: Path, expect: EpisodeTask | None = None) -> dict[str, Any] | None:
     """The cached episode at ``path``; ``None`` when there is none. A file that exists but is
     damaged, edited after writing or holds another episode is a :class:`CacheError` naming it."""
-    hint = (f"delete it (rm {path}) to run that episode again, or rerun with --fresh to recompute "
-            "every episode")
+    hint = (f"delete it (rm {path}) to run that episode again, or recompute every episode "
+            "(reproduce: --fresh; calibrate and relevance: a new --out)")
     try:
         with open(path, encoding="utf-8") as fh:
             d = json.load(fh)

@@ -228,6 +228,13 @@ def load_yaml_file(path: str | os.PathLike[str], what: str = "YAML file") -> Any
 # ----------------------------------------------------------------------------------------------
 
 
+def _umask() -> int:
+    """The process's file-creation mask (read by setting it and putting it back)."""
+    m = os.umask(0o022)
+    os.umask(m)
+    return m
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` through a unique temporary file, fsync, then ``os.replace``.
 
@@ -237,6 +244,12 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     p = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
+        # the mode a plain open() would give (was: mkstemp's 0600 on every file written)
+        try:
+            mode = os.stat(p).st_mode & 0o7777
+        except OSError:
+            mode = 0o666 & ~_umask()
+        os.chmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -78,6 +79,9 @@ def _overlay(checkout: Path) -> Path:
     checkout = checkout.resolve()
     if not (checkout / "aryl_gym" / "__init__.py").is_file():
         raise ValueError(f"--baseline {checkout}: not a checkout of aryl-gym (no aryl_gym/__init__.py)")
+    if not (checkout / "aryl_gym" / "envs").is_dir() or not (
+            (checkout / "agents").is_dir() or (checkout / "aryl_gym" / "agents").is_dir()):
+        raise ValueError(f"--baseline {checkout}: not a checkout of aryl-gym (no aryl_gym/envs/ or agents/)")
     if (checkout / "aryl_gym" / "agents").exists():
         return checkout
     tmp = Path(tempfile.mkdtemp(prefix="aryl-gym-baseline-"))
@@ -102,7 +106,10 @@ def _measure(scenario: str, warmup: int, steps: int, pythonpath: Path | None) ->
         capture_output=True, text=True, env=env, check=False, cwd=tempfile.gettempdir(),
     )
     if out.returncode != 0:
-        raise RuntimeError(f"step benchmark ({scenario}, {pythonpath or 'this checkout'}) failed:\n{out.stderr[-2000:]}")
+        if pythonpath is not None:  # the other checkout's code: the user's input, said in one line
+            last = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise ValueError(f"--baseline: the step benchmark ({scenario}) failed with that checkout's code: {last}")
+        raise RuntimeError(f"step benchmark ({scenario}, this checkout) failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -110,6 +117,14 @@ def bench_steps(quick: bool = False, baseline: str | Path | None = None,
                 scenarios: tuple[str, ...] = ("testbed", "basic", "production")) -> list[dict[str, Any]]:
     """Env steps per CPU-second now (and with ``baseline``'s code), one row per scenario."""
     base = _overlay(Path(baseline)) if baseline else None
+    try:
+        return _bench_steps(quick, base, scenarios)
+    finally:  # the overlay made for a checkout without aryl_gym/agents (symlinks only), never the checkout
+        if base is not None and baseline and base != Path(baseline).resolve():
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def _bench_steps(quick: bool, base: Path | None, scenarios: tuple[str, ...]) -> list[dict[str, Any]]:
     rows = []
     for sc in scenarios:
         n = (QUICK_STEPS if quick else STEPS)[sc]

@@ -81,7 +81,8 @@ def trace_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
             pairs = {"delimiter": item.split("=", 1)[1]}
         else:
             try:
-                pairs = {k: _typed(v) for k, v in _kv_pairs(item).items()}
+                # a virtual cluster id is text (6214e9 is not a number)
+                pairs = {k: v if k == "vc" else _typed(v) for k, v in _kv_pairs(item).items()}
             except argparse.ArgumentTypeError as exc:
                 raise ConfigError(f"--trace-option {item!r}: {exc}") from None
         for k, v in pairs.items():

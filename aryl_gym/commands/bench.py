@@ -45,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
 
         if not (Path(args.baseline) / "aryl_gym" / "__init__.py").is_file():
             raise ValueError(f"--baseline {args.baseline}: not a checkout of aryl-gym (no aryl_gym/__init__.py)")
+        if "scale" not in only:  # was: accepted and unused
+            raise ValueError("--baseline applies to the scale benchmark only: add scale to --only (or drop --baseline)")
         scale.BASELINE = args.baseline
     out = {}
     for b in BENCHMARKS:

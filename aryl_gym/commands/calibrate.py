@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,10 +48,28 @@ ARRIVAL_ROWS = [
 ARRIVAL_TOL = 0.25
 
 
+
+def _null_nonfinite(v: Any) -> Any:
+    """``v`` with every NaN or infinite float (nested in dicts, lists, tuples) as None."""
+    if isinstance(v, (float, np.floating)):
+        return float(v) if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _null_nonfinite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_null_nonfinite(x) for x in v]
+    return v
+
+
+def _json(obj: Any) -> str:
+    """Strict JSON: a figure that is not a finite number (no paper value, no finished job) is
+    null, as ``simulate --json`` and ``compare --json`` write it (was: a bare NaN, which strict
+    parsers refuse)."""
+    return json.dumps(_null_nonfinite(obj), allow_nan=False, default=float)
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_scenario_args(p, default="production")
     p.set_defaults(scenario=None)  # None: not given (production); --relevance tells them apart
-    p.add_argument("--seed", type=seed_arg, default=0)
+    p.add_argument("--seed", type=seed_arg, default=None, help="the calibration table's seed (default 0)")
     p.add_argument("--json", action="store_true")
     p.add_argument(
         "--relevance",
@@ -78,7 +98,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(instead of --seed); with --relevance, its seeds (default 0-4)",
     )
     p.add_argument(
-        "--workers", type=positive_int, default=1, help="with --relevance or --load-grid: parallel processes (default 1)"
+        "--workers", type=positive_int, default=None,
+        help="with --relevance or --load-grid: parallel processes (default 1)"
     )
     p.add_argument(
         "--out",
@@ -133,6 +154,18 @@ def check_modes(args: argparse.Namespace) -> None:
             raise ValueError(f"{flag} is empty; give comma-separated names (or leave the flag out)")
         if v is not None:
             names_list(v, flag)  # a name given twice is an error (was: counted twice)
+    grid = args.relevance or bool(args.load_grid)
+    if args.workers is not None and not grid:  # was: accepted and unused
+        raise ValueError("--workers applies to --relevance and --load-grid only (the calibration table "
+                         "runs its episodes in this process)")
+    if args.seed is not None and grid:  # was: ignored
+        raise ValueError("--seed is the calibration table's seed; --relevance and --load-grid take --seeds")
+    if args.seed is not None and args.seeds:
+        raise ValueError("--seed and --seeds both set the seeds; give one of them")
+    if args.workers is None:
+        args.workers = 1
+    if args.seed is None:
+        args.seed = 0
     if args.scenario is None:
         args.scenario = "production"
 
@@ -200,8 +233,7 @@ def run(args: argparse.Namespace) -> int:
              "within_25pct": a["within"]}
             for a in arrivals
         ]
-        print(json.dumps({"scenario": ep.config.name, "seed": seeds[0], "seeds": seeds,
-                          "rows": out_rows}))
+        print(_json({"scenario": ep.config.name, "seed": seeds[0], "seeds": seeds, "rows": out_rows}))
         return 0
     rows = [[label, figures.get(key), text] for label, key, _paper, text in facts]
     ours = "ours" if len(seeds) == 1 else f"ours (mean of {len(seeds)} seeds)"
@@ -236,7 +268,7 @@ def _run_relevance(args: argparse.Namespace) -> int:
     rows = relevance(scenarios, policies, rel_seeds, workers=args.workers,
                      data_root=args.data_root, out=args.out)
     if args.json:
-        print(json.dumps({"policies": policies, "seeds": rel_seeds, "rows": rows}))
+        print(_json({"policies": policies, "seeds": rel_seeds, "rows": rows}))
         return 0
     print(relevance_table(rows))
     return 0
@@ -254,8 +286,7 @@ def _run_load_grid(args: argparse.Namespace) -> int:
                      out=args.out)
     load, why = pick_load(rows)
     if args.json:
-        print(json.dumps({"scenario": args.scenario, "seeds": seeds, "rows": rows,
-                          "pick": load, "why": why}))
+        print(_json({"scenario": args.scenario, "seeds": seeds, "rows": rows, "pick": load, "why": why}))
         return 0
     trows = [[f"{r['load']:g}" + (" <- pick" if r["load"] == load else ""), r["avg_queue"],
               r["p95_queue"], r["train_util"], r["strict_ratio"], r["max_queued_share"], r["jobs"]]

@@ -50,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--minari-path", default=None, metavar="DIR",
                    help="Minari datasets folder (default $MINARI_DATASETS_PATH, else ~/.minari/datasets)")
     p.add_argument("--author", default="aryl-gym", help="the dataset's author (Minari metadata)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing Minari dataset of that id")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output (the --out file, or a Minari dataset of that id)")
     add_json_arg(p)
 
 
@@ -106,6 +106,8 @@ def record(scenario: str, policy: str, episodes: int, seed: int, action_mode: st
 def output_path(text: str) -> Path:
     """The file ``np.savez`` writes for ``--out text`` (it appends ``.npz`` when missing)."""
     out = Path(text)
+    if out.is_dir():  # was: written beside it as FOLDER.npz
+        raise ValueError(f"--out {text}: is a folder; give a file name such as {out / 'demos.npz'}")
     if out.suffix != ".npz":
         out = out.with_name(out.name + ".npz")
     if out.is_dir():
@@ -151,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         raise ValueError("--out FILE is needed with --format npz (or use --format minari)")
     out = output_path(args.out)
+    if out.exists() and not args.overwrite:  # was: replaced without a word
+        raise ValueError(f"--out {args.out}: {out} exists; pass --overwrite to replace it, or give another file")
     arrays = record(args.scenario, args.policy, args.episodes, args.seed, args.action_mode,
                     args.window, args.data_root)
     out.parent.mkdir(parents=True, exist_ok=True)

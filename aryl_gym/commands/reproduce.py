@@ -143,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"{flag} is empty; give comma-separated names (or leave the flag out)")
         if v is not None:
             names_list(v, flag)  # a name given twice is an error (was: a row printed twice)
+    if args.fresh and args.cached_only:  # was: accepted (--fresh recomputes, --cached-only never runs)
+        raise ValueError("--fresh recomputes every episode and --cached-only runs none; give one of them")
     if args.study and (args.rows or args.sweep):
         raise ValueError("--study runs its own grid; drop --rows and --sweep")
     if (args.policies or args.scenario) and not args.study:

@@ -71,7 +71,8 @@ def check_overrides(args: argparse.Namespace) -> dict[str, object]:
             over[attr] = v
     if not getattr(args, "trace", None):
         for attr, flag in TRACE_ONLY:
-            if getattr(args, attr, None):
+            v = getattr(args, attr, None)
+            if v is not None and v is not False and v != [] and v != "":  # 0 too (was: 0 slipped through)
                 hint = (
                     "; to change the synthetic workload's size set workload.num_jobs in a scenario YAML"
                     if attr == "max_jobs" else ""
@@ -126,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.agents import make_policy
 
+    if args.series and not args.json:  # was: accepted and unused
+        raise ValueError("--series adds the per-job and hourly series to --json output; add --json")
     policy = make_policy(args.policy)
     ep = load_episode(args, args.seed)
     sim = ep.simulator()

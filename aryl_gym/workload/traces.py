@@ -279,14 +279,23 @@ def _check_options(opts: dict[str, Any], where: str) -> None:
     if opts.get("duplicates", "error") not in ("error", "keep"):
         raise ConfigError(f"{where}: duplicates must be 'error' (bad rows) or 'keep', got {opts['duplicates']!r}")
     tc = opts.get("time_compression")
-    if tc is not None and (isinstance(tc, bool) or not isinstance(tc, (int, float)) or not tc > 0):
-        raise ConfigError(f"{where}: time_compression must be a number > 0, got {tc!r}")
+    if tc is not None and (isinstance(tc, bool) or not isinstance(tc, (int, float)) or not 0 < tc < math.inf):
+        raise ConfigError(f"{where}: time_compression must be a finite number > 0, got {tc!r}")
     mj = opts.get("max_jobs")
     if type(mj) is float and mj.is_integer() and mj <= 2**53:  # max_jobs: 1e3 (YAML reads a float)
         mj = opts["max_jobs"] = int(mj)
     if mj is not None and (isinstance(mj, bool) or not isinstance(mj, int) or mj < 1):
         raise ConfigError(f"{where}: max_jobs must be an integer >= 1, got {mj!r}")
     vc = opts.get("vc")
+    if vc is not None:
+        items = list(vc) if isinstance(vc, (list, tuple, set, frozenset)) else [vc]
+        for v in items:
+            if isinstance(v, bool) or not isinstance(v, (str, int)):
+                raise ConfigError(
+                    f"{where}: vc {v!r} is not a virtual cluster id: give the id as text, quoted in "
+                    "YAML (vc: \"6214e9\"; unquoted, YAML reads 6214e9 as the number 6.214e12)")
+        # an integer id (YAML reads vc: 103959 as a number) is its own text
+        vc = opts["vc"] = [str(v) for v in items] if isinstance(vc, (list, tuple, set, frozenset)) else str(vc)
     if vc is not None and not [v for s in ([vc] if isinstance(vc, str) else vc) for v in str(s).split(",")
                                if v.strip()]:
         # was: '' read every virtual cluster

@@ -1,0 +1,240 @@
+"""What a third hostile-user pass found (each case says what happened before): a crash on a numeric
+virtual-cluster id, scenario keys accepted and ignored or silently overridden, NaN in --json
+output, flags that did nothing, an output file replaced without a word, and a benchmark that left
+temporary folders behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from aryl_gym.cli import main
+from aryl_gym.config import configs_dir, load_scenario
+from aryl_gym.errors import ConfigError
+from aryl_gym.workload.traces import load_trace
+
+PHILLY = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        rc = main(argv)
+    except SystemExit as exc:
+        rc = int(exc.code or 0)
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def _tiny(tmp_path: Path, name: str = "s.yaml", **workload: object) -> Path:
+    """tiny.yaml with ``workload`` keys set (None: the key removed)."""
+    data = yaml.safe_load((configs_dir() / "scenarios" / "tiny.yaml").read_text())
+    for k, v in workload.items():
+        if v is None:
+            data["workload"].pop(k, None)
+        else:
+            data["workload"][k] = v
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+@pytest.fixture()
+def philly_csv(tmp_path: Path) -> Path:
+    """Two virtual clusters whose ids read as numbers: 6214e9 (a float) and 103959 (an int)."""
+    rows = [f"2017-10-01 00:{i:02d}:00,{300 + 60 * i}.0,1,{300 + 60 * i}.0,{'6214e9' if i % 2 else '103959'}"
+            for i in range(8)]
+    p = tmp_path / "philly.csv"
+    p.write_text(PHILLY + "\n".join(rows) + "\n")
+    return p
+
+
+# -- virtual cluster ids -------------------------------------------------------------------------
+def test_numeric_vc_is_text_or_a_clear_error(philly_csv: Path) -> None:
+    # was: TypeError: 'float' object is not iterable (YAML reads vc: 6214e9 as a number)
+    with pytest.raises(ConfigError, match=r"vc 6214000000000.0 is not a virtual cluster id: .*quoted in YAML"):
+        load_trace(philly_csv, "philly", vc=6214e9)
+    with pytest.raises(ConfigError, match="is not a virtual cluster id"):
+        load_trace(philly_csv, "philly", vc=True)
+    # an integer id is its own text: the 4 jobs of cluster 103959
+    jobs, _ = load_trace(philly_csv, "philly", vc=103959)
+    assert len(jobs) == 4
+    jobs, _ = load_trace(philly_csv, "philly", vc=[103959, "6214e9"])
+    assert len(jobs) == 8
+
+
+def test_cli_trace_option_vc_stays_text(philly_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # was: --trace-option vc=6214e9 became the float 6.214e12 and crashed
+    rc, out, err = _run(["simulate", "--scenario", "tiny", "--trace", str(philly_csv), "--trace-format", "philly",
+                         "--trace-option", "vc=6214e9", "--no-progress", "--json"], capsys)
+    assert rc == 0, err[-400:]
+    assert json.loads(out)["jobs_total"] == 4
+
+
+# -- scenario keys that did nothing ---------------------------------------------------------------
+@pytest.mark.parametrize(
+    "workload, match",
+    [
+        # was: every job clipped to max_duration_s (np.clip with min > max)
+        ({"min_duration_s": 99999.0}, "min_duration_s (99999) is above workload.max_duration_s (10800)"),
+        # was: "job 0 (cnn): work and pred_work must be finite and positive", no key named
+        ({"max_duration_s": 0.0, "min_duration_s": 0.0}, "workload.max_duration_s must be > 0"),
+        # was: never read, any name accepted
+        ({"generator": "nope"}, "generator"),
+        # was: ignored without a trace
+        ({"trace_format": "philly"}, "workload.trace_format applies to a trace, but workload.trace is not set"),
+        ({"trace_options": {"bogus": 1}}, "workload.trace_options applies to a trace"),
+        # was: ignored (the scenario does not set elastic_gpu_share)
+        ({"elastic_share_sample": "trace"}, "elastic_share_sample only changes how elastic_gpu_share is kept"),
+        # was: load silently unused when num_jobs fixes the count
+        ({"load": 5.0}, "workload.num_jobs and workload.load are both set"),
+    ],
+)
+def test_scenario_keys_that_did_nothing(tmp_path: Path, workload: dict, match: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_scenario(_tiny(tmp_path, **workload))
+    assert match in str(err.value)
+
+
+def test_trace_scenario_refuses_generator_size_keys(tmp_path: Path) -> None:
+    data = yaml.safe_load((configs_dir() / "scenarios" / "philly-6214e9.yaml").read_text())
+    for key, value, match in (("load", 0.1, "workload.load does not apply to a trace"),
+                              ("num_jobs", 5, "workload.num_jobs does not apply to a trace")):
+        d = json.loads(json.dumps(data))
+        d["workload"][key] = value
+        p = tmp_path / f"{key}.yaml"
+        p.write_text(yaml.safe_dump(d))
+        with pytest.raises(ConfigError, match=match):  # was: the whole trace, 1,478 jobs
+            load_scenario(p)
+
+
+def test_inference_csv_needs_csv_mode(tmp_path: Path) -> None:
+    data = yaml.safe_load((configs_dir() / "scenarios" / "tiny.yaml").read_text())
+    data["inference"]["csv"] = "u.csv"  # mode stays diurnal: was: the file never read
+    p = tmp_path / "i.yaml"
+    p.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match="inference.csv is set but inference.mode is diurnal"):
+        load_scenario(p)
+
+
+def test_shipped_scenarios_still_load() -> None:
+    for name in ("tiny", "testbed", "basic", "ideal", "production", "philly-6214e9", "pollux-w6"):
+        load_scenario(name)
+
+
+# -- command-line flags ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        # a trace-only flag set to 0 without a trace (was: 0 slipped past the check)
+        (["simulate", "--scenario", "tiny", "--max-jobs", "0"], "--max-jobs applies to a trace file only"),
+        (["simulate", "--scenario", "tiny", "--time-compression", "0"], "--time-compression applies to a trace"),
+        # flags that did nothing
+        (["simulate", "--scenario", "tiny", "--series"], "--series adds the per-job and hourly series to --json"),
+        (["calibrate", "--scenario", "tiny", "--workers", "2"], "--workers applies to --relevance and --load-grid"),
+        (["calibrate", "--relevance", "--scenarios", "tiny", "--seed", "3"], "--relevance and --load-grid take --seeds"),
+        (["calibrate", "--scenario", "tiny", "--seed", "1", "--seeds", "0-1"], "--seed and --seeds both set"),
+        (["reproduce", "--fresh", "--cached-only"], "--fresh recomputes every episode and --cached-only runs none"),
+        (["bench", "--only", "knapsack", "--baseline", "."], "--baseline applies to the scale benchmark only"),
+    ],
+)
+def test_flags_that_did_nothing(argv: list[str], match: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    if argv[0] == "bench":  # a checkout for --baseline to accept
+        argv = [*argv[:-1], str(Path(__file__).resolve().parents[1])]
+    rc, _, err = _run(argv, capsys)
+    assert rc == 2, err[-400:]
+    assert match in err and "Traceback" not in err
+
+
+def test_infinite_time_compression_is_refused(philly_csv: Path) -> None:
+    # was: accepted, every arrival moved to time 0
+    for bad in (float("inf"), 1e400):
+        with pytest.raises(ConfigError, match="time_compression must be a finite number > 0"):
+            load_trace(philly_csv, "philly", time_compression=bad)
+
+
+def test_calibrate_json_is_strict_json(capsys: pytest.CaptureFixture[str]) -> None:
+    # was: "paper": NaN (no paper figure), which strict parsers refuse
+    rc, out, err = _run(["calibrate", "--scenario", "tiny", "--json"], capsys)
+    assert rc == 0, err[-400:]
+
+    def refuse(c: str) -> None:
+        raise ValueError(f"non-standard JSON constant {c}")
+
+    d = json.loads(out, parse_constant=refuse)
+    assert any(r.get("paper") is None for r in d["rows"])
+
+
+def test_cache_hint_names_what_each_command_has(tmp_path: Path) -> None:
+    from aryl_gym.episodes import CacheError, read_cached
+
+    p = tmp_path / "e.json"
+    p.write_text("{broken")
+    with pytest.raises(CacheError, match=r"reproduce: --fresh; calibrate and relevance: a new --out"):
+        read_cached(p)
+
+
+# -- output files -----------------------------------------------------------------------------------
+def test_demos_does_not_replace_a_file_without_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    keep = tmp_path / "keep.npz"
+    keep.write_text("precious")
+    base = ["demos", "--scenario", "tiny", "--policy", "fifo", "--episodes", "1", "--out", str(keep)]
+    rc, _, err = _run(base, capsys)
+    assert rc == 2 and "exists; pass --overwrite" in err  # was: replaced
+    assert keep.read_text() == "precious"
+    rc, _, err = _run([*base, "--overwrite"], capsys)
+    assert rc == 0, err[-400:]
+    assert len(np.load(keep)["actions"]) > 0
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    rc, _, err = _run([*base[:-1], str(folder)], capsys)
+    assert rc == 2 and "is a folder" in err  # was: written beside it as dir.npz
+    assert not (tmp_path / "dir.npz").exists()
+
+
+def test_atomic_write_gives_the_mode_open_would(tmp_path: Path) -> None:
+    from aryl_gym.fileio import atomic_write_bytes
+
+    old = os.umask(0o022)
+    try:
+        p = tmp_path / "new.bin"
+        atomic_write_bytes(p, b"x")
+        assert stat.S_IMODE(p.stat().st_mode) == 0o644  # was: 0o600 (mkstemp's)
+        q = tmp_path / "kept.bin"
+        q.write_bytes(b"a")
+        q.chmod(0o640)
+        atomic_write_bytes(q, b"b")  # replacing keeps the file's own mode
+        assert stat.S_IMODE(q.stat().st_mode) == 0o640 and q.read_bytes() == b"b"
+    finally:
+        os.umask(old)
+
+
+# -- bench --baseline ---------------------------------------------------------------------------------
+def test_bench_baseline_bad_checkout_is_one_line_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    from aryl_gym.benchmarks import scale
+
+    fake = tmp_path / "fake"
+    (fake / "aryl_gym").mkdir(parents=True)
+    (fake / "aryl_gym" / "__init__.py").write_text("")
+    with pytest.raises(ValueError, match=r"not a checkout of aryl-gym \(no aryl_gym/envs/ or agents/\)"):
+        scale.bench_steps(quick=True, baseline=fake, scenarios=("tiny",))
+    # a checkout whose code fails: a one-line error naming it, and its overlay removed
+    broken = tmp_path / "broken"
+    (broken / "aryl_gym" / "envs").mkdir(parents=True)
+    (broken / "agents").mkdir()
+    (broken / "aryl_gym" / "__init__.py").write_text("raise ImportError('broken on purpose')\n")
+    monkeypatch.setitem(scale.WARMUP, "tiny", 5)
+    monkeypatch.setitem(scale.QUICK_STEPS, "tiny", 20)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the overlay goes here
+    with pytest.raises(ValueError, match="failed with that checkout's code: ImportError: broken on purpose"):
+        scale.bench_steps(quick=True, baseline=broken, scenarios=("tiny",))
+    assert not list(tmp_path.glob("aryl-gym-baseline-*"))  # was: one left behind per run
