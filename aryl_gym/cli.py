@@ -43,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
         mods.append(importlib.import_module(f"aryl_gym.commands.{info.name}"))
     for mod in sorted(mods, key=lambda m: m.NAME):
         # argparse %-formats help strings (not descriptions): a literal % must be doubled
-        p = sub.add_parser(mod.NAME, help=mod.HELP.replace("%", "%%"), description=mod.HELP)
+        # no prefix matching of long options: reproduce --seed 3 was read as --seeds 3 (a count)
+        p = sub.add_parser(mod.NAME, help=mod.HELP.replace("%", "%%"), description=mod.HELP,
+                           allow_abbrev=False)
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser

@@ -238,3 +238,10 @@ def test_bench_baseline_bad_checkout_is_one_line_and_leaves_nothing(tmp_path: Pa
     with pytest.raises(ValueError, match="failed with that checkout's code: ImportError: broken on purpose"):
         scale.bench_steps(quick=True, baseline=broken, scenarios=("tiny",))
     assert not list(tmp_path.glob("aryl-gym-baseline-*"))  # was: one left behind per run
+
+
+def test_long_options_are_not_abbreviated(capsys: pytest.CaptureFixture[str]) -> None:
+    # was: reproduce --seed 3 was read as --seeds 3 (a count of seeds), compare --polic as --policies
+    for argv in (["reproduce", "--seed", "3"], ["compare", "--scenario", "tiny", "--polic", "fifo"]):
+        rc, _, err = _run(argv, capsys)
+        assert rc == 2 and "unrecognized arguments" in err, err[-300:]

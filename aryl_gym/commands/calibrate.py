@@ -34,7 +34,7 @@ PAPER_FACTS = [
     ("type-agnostic share of jobs", "type_agnostic_share", 0.21, "up to 21%"),
     ("elastic families' share of GPU-time", "elastic_gpu_time_share", 0.36, "about 36%"),
     ("elastic jobs' mean running time, h", "elastic_mean_hours", 14.2, "14.2 h"),
-    ("jobs in 15 days (production)", "jobs", 50000, "about 50,000"),
+    ("jobs (the paper: 15 days of production)", "jobs", 50000, "about 50,000"),
 ]
 
 

@@ -118,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
             ["policy", *[m.header for m in TABLE]],
         )
     )
+    if len(policies) < 2:  # was: an empty ratio table
+        return 0
     print()
     print(f"ratio to {policies[0]} (policy / {policies[0]}; < 1 on times = faster)")
     print(
