@@ -424,6 +424,8 @@ def _cross_check(cfg: ScenarioConfig) -> None:
     if w.min_duration_s > w.max_duration_s:  # was: every job clipped to max_duration_s
         raise ConfigError(f"{src}: workload.min_duration_s ({w.min_duration_s:g}) is above "
                           f"workload.max_duration_s ({w.max_duration_s:g}); give min <= max")
+    if w.max_job_gpus == 0:  # was: read as no cap
+        raise ConfigError(f"{src}: workload.max_job_gpus must be >= 1 (or left out: no cap), got 0")
     if w.trace is None:
         if not w.max_duration_s > 0:  # was: "job 0: work and pred_work must be finite and positive"
             raise ConfigError(f"{src}: workload.max_duration_s must be > 0 (every generated job's "

@@ -91,6 +91,8 @@ def test_cli_trace_option_vc_stays_text(philly_csv: Path, capsys: pytest.Capture
         ({"trace_options": {"bogus": 1}}, "workload.trace_options applies to a trace"),
         # was: ignored (the scenario does not set elastic_gpu_share)
         ({"elastic_share_sample": "trace"}, "elastic_share_sample only changes how elastic_gpu_share is kept"),
+        # was: 0 read as no cap (8-GPU jobs on tiny, whose cap is 4)
+        ({"max_job_gpus": 0}, "workload.max_job_gpus must be >= 1 (or left out: no cap), got 0"),
         # was: load silently unused when num_jobs fixes the count
         ({"load": 5.0}, "workload.num_jobs and workload.load are both set"),
     ],

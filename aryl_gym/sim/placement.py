@@ -666,6 +666,10 @@ def _validate_target(st: PlacementState, j: object, t: object) -> tuple[int, int
 
 def _check_decision(decision: object) -> None:
     """A TypeError naming the problem when ``decision`` is not a well-formed Decision."""
+    if (type(decision) is Decision and type(decision.targets) is dict and type(decision.pools) is dict
+            and (decision.speedup is None or type(decision.speedup) is dict)
+            and (decision.order is None or type(decision.order) is list)):
+        return  # the common case (every shipped policy and the env send these)
     if not isinstance(decision, Decision):
         raise TypeError(
             f"a decision must be an aryl_gym.sim.view.Decision, got {type(decision).__name__}"
