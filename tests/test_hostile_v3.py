@@ -14,21 +14,12 @@ import numpy as np
 import pytest
 import yaml
 
-from aryl_gym.cli import main
 from aryl_gym.config import configs_dir, load_scenario
 from aryl_gym.errors import ConfigError
 from aryl_gym.workload.traces import load_trace
+from tests.test_hostile_v2 import _run  # aryl-gym ARGV: exit code, stdout, stderr
 
 PHILLY = "timestamp,duration,num_gpus,gpu_time,cluster\n"
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = int(exc.code or 0)
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
 
 
 def _tiny(tmp_path: Path, name: str = "s.yaml", **workload: object) -> Path:
