@@ -406,8 +406,9 @@ def executor_for(backend: str, ray_address: str | None = None) -> Executor:
 class Store(Protocol):
     """Where finished episodes are kept: the episode cache, or the leaderboard's results CSV."""
 
-    #: how to pick up an interrupted run (said on an interruption)
-    resume_hint: str
+    @property
+    def resume_hint(self) -> str:
+        """How to pick up an interrupted run (said on an interruption)."""
 
     def get(self, task: EpisodeTask) -> Mapping[str, Any] | None:
         """The saved record of ``task``'s episode (with its ``commit``), or ``None``."""

@@ -129,7 +129,11 @@ def _load_capped(text: str, where: str) -> Any:
 def load_yaml_value(text: str) -> Any:
     """One value given on the command line (``--set KEY=VALUE``), read as YAML by
     :class:`StrictLoader` (so ``1e-4`` is a number, as in the YAML files)."""
-    return _load_capped(text, repr(text[:40]))
+    try:
+        return _load_capped(text, repr(text[:40]))
+    except yaml.YAMLError as exc:  # was: a parser traceback (--set learning_rate=[1)
+        why = str(getattr(exc, "problem", None) or exc).splitlines()[0]
+        raise _config_error(f"{text!r} is not a YAML value ({why}); quote it to give it as text (KEY=\"'...'\")") from None
 
 
 def parse_number(text: str, what: str = "value", integer: bool = False) -> int | float:

@@ -238,3 +238,163 @@ def test_long_options_are_not_abbreviated(capsys: pytest.CaptureFixture[str]) ->
     for argv in (["reproduce", "--seed", "3"], ["compare", "--scenario", "tiny", "--polic", "fifo"]):
         rc, _, err = _run(argv, capsys)
         assert rc == 2 and "unrecognized arguments" in err, err[-300:]
+
+
+# -- a second pass: the envs, training and the leaderboard -------------------------------------------
+def _suite(**over: object) -> dict:
+    d: dict = {"name": "hz", "scenarios": ["tiny"], "seeds": [0], "baseline": "fifo", "policies": ["fifo"]}
+    d.update(over)
+    return d
+
+
+def test_env_spec_serialises_for_every_id() -> None:
+    import gymnasium as gym
+
+    from aryl_gym.envs import ENTRIES
+
+    for env_id in ENTRIES:  # was: ValueError "Callable found ... vector_entry_point" for Aryl-v2
+        spec = gym.spec(env_id)
+        assert gym.envs.registration.EnvSpec.from_json(spec.to_json()) == spec
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"action_mode": "targets", "release": False}, "release=False removes the sequential mode's release"),
+        ({"action_mode": "priority", "allow_preempt": True}, "the priority mode only orders queued jobs"),
+        ({"action_mode": "sequential", "preempt_guard": True}, "allow_preempt=False allows none"),
+        ({"end_fallback": "aryl"}, "end_fallback='aryl' is the policy early_end='charge' bills"),
+        ({"trace_options": {"max_jobs": 3}}, "trace_options applies to a trace file, and trace is not set"),
+        ({"trace_format": "bogus"}, "trace_format applies to a trace file"),
+        # reward strings that gave a reward of 0 at every step, or read a name twice as weight 1
+        ({"reward": ""}, "give component names joined by '+'"),
+        ({"reward": "jct+"}, "give component names joined by '+'"),
+        ({"reward": "jct+jct"}, "'jct' is named twice"),
+        ({"reward": {}}, "every weight is 0"),
+        ({"reward": {"jct": 0}}, "every weight is 0"),
+    ],
+)
+def test_env_options_that_did_nothing(kwargs: dict, match: str) -> None:
+    import gymnasium as gym
+
+    with pytest.raises(ValueError) as err:  # was: accepted and ignored
+        gym.make("aryl_gym/Aryl-v2", scenario="tiny", **kwargs).reset(seed=0)
+    assert match in str(err.value)
+
+
+def test_env_options_still_accepted() -> None:
+    import gymnasium as gym
+
+    for kw in ({"action_mode": "sequential", "allow_preempt": True, "preempt_guard": True},
+               {"early_end": "charge", "end_fallback": "aryl"}, {"reward": {"jct": 1.0, "preemption": 0.0}},
+               {"reward": "jct+preemption"}, {"action_mode": "targets", "allow_preempt": True}):
+        env = gym.make("aryl_gym/Aryl-v2", scenario="tiny", **kw)
+        env.reset(seed=0)
+        env.close()
+
+
+def test_train_config_refuses_what_the_runner_sets() -> None:
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3 import PPO
+
+    from aryl_gym.train.config import check_hyperparams, load_train_config
+
+    algo = configs_dir() / "algos" / "maskable_ppo.yaml"
+    with pytest.raises(ConfigError, match="env_kwargs.scenario is set by the run itself"):
+        load_train_config(algo, "tiny", overrides={"env_kwargs": {"scenario": "testbed"}})  # was: played testbed
+    for hp, match in (({"verbose": 1}, "'verbose' is set by the training runner"),
+                      ({"rollout_buffer_class": "foo"}, "takes a Python class"),
+                      ({"rollout_buffer_kwargs": 3}, "must be a mapping"),
+                      ({"gamma": 2.0}, "gamma: 2.0 is outside (0, 1]"),
+                      ({"gae_lambda": 5}, "gae_lambda: 5 is outside [0, 1]"),
+                      ({"max_grad_norm": -1}, "max_grad_norm: -1 is outside (0, inf)"),
+                      ({"vf_coef": -3}, "vf_coef: -3 is outside [0, inf)"),
+                      ({"ent_coef": float("nan")}, "ent_coef: nan must be a finite number"),
+                      ({"learning_rate": float("inf")}, "must be a finite number"),
+                      ({"learning_rate": "nan"}, "learning_rate: 'nan' must be a finite number"),
+                      ({"normalize_advantage": "maybe"}, "must be true or false")):
+        with pytest.raises(ConfigError) as err:  # was: trained on, or a tensor of NaNs later
+            check_hyperparams(PPO, hp)
+        assert match in str(err.value), (hp, str(err.value))
+    check_hyperparams(PPO, {"gamma": 1.0, "gae_lambda": 0.0, "ent_coef": 0.0, "target_kl": 0.02,
+                            "learning_rate": "lin_3e-4", "normalize_advantage": False})
+
+
+def test_train_set_value_that_is_not_yaml(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("stable_baselines3")
+    rc, _, err = _run(["train", "--config", str(configs_dir() / "algos" / "maskable_ppo.yaml"), "--scenario", "tiny",
+                       "--set", "learning_rate=[1"], capsys)
+    assert rc == 2 and "'[1' is not a YAML value" in err and "Traceback" not in err  # was: a parser traceback
+
+
+def test_resume_keeps_the_run_scenario_and_refuses_a_damaged_config(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("stable_baselines3")
+    from aryl_gym.train.config import load_train_config
+    from aryl_gym.train.runner import load_run_config
+
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    cfg = load_train_config(configs_dir() / "algos" / "maskable_ppo.yaml", "tiny")
+    text = yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+    (run / "config.yaml").write_text(text)
+    ckpt = run / "checkpoints" / "rl_model_256_steps.zip"
+    ckpt.write_bytes(b"")
+    algo = str(configs_dir() / "algos" / "maskable_ppo.yaml")
+    for extra in (["--scenario", "testbed"], ["--config", algo, "--scenario", "testbed"]):
+        rc, _, err = _run(["train", "--resume", str(ckpt), *extra], capsys)
+        # was: the tiny run went on on testbed in the same folder (or --scenario was ignored)
+        assert rc == 2 and "trains on 'tiny', not 'testbed'" in err, err[-300:]
+    (run / "config.yaml").write_text("\n".join(text.splitlines()[:5]) + "\n")  # a cut file
+    with pytest.raises(ConfigError, match="damaged run config: no "):  # was: defaults filled in
+        load_run_config(run)
+
+
+def test_init_from_a_damaged_zip_fails_before_a_run_folder(tmp_path: Path) -> None:
+    pytest.importorskip("stable_baselines3")
+    from aryl_gym.train.config import load_train_config
+    from aryl_gym.train.runner import preflight
+
+    bad = tmp_path / "cut.zip"
+    bad.write_bytes(b"PK\x03\x04 cut short")
+    cfg = load_train_config(configs_dir() / "algos" / "maskable_ppo.yaml", "tiny",
+                            overrides={"init_from": str(bad)})
+    with pytest.raises(ConfigError, match="not a readable model .zip"):  # was: "weights do not fit"
+        preflight(cfg)
+
+
+def test_suite_env_kwargs_are_checked_when_the_suite_loads() -> None:
+    from aryl_gym.leaderboard import suite_from_dict
+
+    for over, match in (({"env_kwargs": {"windw": 3}}, "env_kwargs: unknown env option 'windw'"),
+                        ({"env": "aryl_gym/Bogus-v9"}, "env 'aryl_gym/Bogus-v9' is not an aryl_gym env"),
+                        ({"agents": {"mine": {"source": "x:y", "env_kwargs": {"scenario": "testbed"}}}},
+                         "agents.mine.env_kwargs must not set 'scenario'")):
+        with pytest.raises(ConfigError) as err:  # was: at each episode, a skip with exit 0, or dropped
+            suite_from_dict(_suite(**over))
+        assert match in str(err.value)
+
+
+def test_leaderboard_resume_refuses_another_suite_and_reads_cut_series(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from aryl_gym.leaderboard import run_leaderboard, suite_from_dict
+    from aryl_gym.leaderboard.results import read_series
+    from aryl_gym.leaderboard.runner import run_suite
+
+    out = tmp_path / "out"
+    run_leaderboard(suite_from_dict(_suite()), out, plots=False, tensorboard=False, progress=False,
+                    log=lambda m: None)
+    md = (out / "leaderboard.md").read_text()
+    assert "over completed jobs" not in md and "censored at the episode's end" in md  # metrics v2's rule
+    with pytest.raises(ConfigError, match="holds results of suite 'hz', not 'other'"):  # was: mixed in
+        run_suite(suite_from_dict(_suite(name="other")), out, resume=True, progress=False, log=lambda m: None)
+    gz = next(out.rglob("*.json.gz"))
+    gz.write_bytes(gz.read_bytes()[:50])  # a cut series file: left out (was: EOFError traceback)
+    assert read_series(gz) is None
+    rc, _, err = _run(["leaderboard", "--suite", "quick", "--out", str(out), "--resume", "--overwrite"], capsys)
+    assert rc == 2 and "give one of them" in err  # was: --overwrite won silently
+
+
+def test_evaluate_stochastic_needs_a_learned_agent(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = _run(["evaluate", "--agent", "aryl", "--seeds", "0", "--scenario", "tiny", "--stochastic"], capsys)
+    assert rc == 2 and "--stochastic samples a learned agent's actions" in err  # was: ignored

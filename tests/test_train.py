@@ -173,7 +173,10 @@ def test_unknown_keys_are_errors(tmp_path):
     assert cfg.hyperparams["learning_rate"] == "1e-4"
     with pytest.raises(ConfigError, match=r"learning_rate: '1e-4' is text, not a number.*learning_rate: 1.0e-04"):
         check_hyperparams(PPO, cfg.hyperparams)
-    check_hyperparams(PPO, {"learning_rate": 1.0e-4, "device": "cpu"})  # a real string is fine
+    check_hyperparams(PPO, {"learning_rate": 1.0e-4})
+    # the runner passes verbose and device itself (was: "got multiple values for keyword argument")
+    with pytest.raises(ConfigError, match="'device' is set by the training runner"):
+        check_hyperparams(PPO, {"device": "cpu"})
 
 
 def test_config_round_trips_through_run_dict():

@@ -12,6 +12,7 @@ import functools
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.envs.registration import load_env_creator
 
 import aryl_gym  # noqa: F401
 from aryl_gym.envs import ENTRIES, vector_entry
@@ -135,8 +136,11 @@ def test_registration_is_id_agnostic():
         spec = gym.spec(env_id)
         assert spec.kwargs["world_version"] == world
         if vector:
-            vep = spec.vector_entry_point
-            assert isinstance(vep, functools.partial) and vep.args == (env_id,)
+            vep = spec.vector_entry_point  # text, so that the spec serialises (EnvSpec.to_json)
+            assert isinstance(vep, str) and vep.startswith("aryl_gym.envs:")
+            fn = load_env_creator(vep)
+            assert isinstance(fn, functools.partial) and fn.args == (env_id,)
+            assert gym.envs.registration.EnvSpec.from_json(spec.to_json()).vector_entry_point == vep
         else:
             assert spec.vector_entry_point is None
     v = vector_entry("Aryl-v1", num_envs=2, scenario="tiny")

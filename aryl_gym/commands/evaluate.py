@@ -85,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"evaluate: {name} done on {len(args.seeds)} seed(s), {time.perf_counter() - t0:.0f} s "
                   "elapsed", file=sys.stderr, flush=True)
 
+    if args.stochastic and all(_is_policy_name(n) or n == "random" for n in args.agent):
+        # was: accepted and unused (reference policies are deterministic; random samples anyway)
+        raise ValueError("--stochastic samples a learned agent's actions; --agent names only reference "
+                         "policies (add a learned agent, or drop --stochastic)")
     by_policy: dict = {}
     scenario = args.scenario
     for name in args.agent:

@@ -128,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
     # reclaim_suite imports pydantic: only when a config is validated
     from aryl_gym.leaderboard import reclaim_suite as rs
 
+    if args.resume and args.overwrite:  # was: --overwrite won and every episode was rerun
+        raise ValueError("--resume keeps the finished rows and --overwrite moves them aside; give one of them")
     if args.list:
         if args.json:
             out = {}

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from aryl_gym.commands._common import nonneg_int, out_arg, positive_int, seed_arg, seeds_arg
 
@@ -61,9 +62,6 @@ def build_config(args: argparse.Namespace):
     from aryl_gym.config import ConfigError
     from aryl_gym.fileio import load_yaml_value
 
-    # config imports pydantic: only when a config is validated
-    from aryl_gym.train.config import load_train_config
-
     # runner imports pydantic: only when a config is validated
     from aryl_gym.train.runner import checkpoint_run_dir, load_run_config
 
@@ -103,6 +101,32 @@ def build_config(args: argparse.Namespace):
             overrides[key] = kv
     if args.resume and not Path(args.resume).exists():
         raise ConfigError(f"--resume {args.resume}: file not found (give a checkpoint .zip)")
+    cfg: Any = _config_of(args, overrides)
+    if args.resume:
+        run_dir = checkpoint_run_dir(Path(args.resume))
+        if run_dir is not None:
+            run_scen = load_run_config(run_dir).scenario
+            asked = args.scenario if args.scenario is not None else cfg.scenario
+            if asked != run_scen:
+                # was: the run went on in the same folder on another scenario (its eval.csv and
+                # best model mixing both), or --scenario was ignored without a word
+                raise ConfigError(f"--resume: the run {run_dir} trains on {run_scen!r}, not {asked!r}; resume it "
+                                  f"on {run_scen} (drop --scenario), or fork a new run: --init-from {args.resume} "
+                                  f"with --scenario {asked}")
+    return cfg
+
+
+def _config_of(args: argparse.Namespace, overrides: dict) -> object:
+    """The run's config: ``--config`` with the overrides, or a resumed run's own."""
+    # at run time: aryl-gym imports every command module to build its parser
+    from aryl_gym.config import ConfigError
+
+    # config imports pydantic: only when a config is validated
+    from aryl_gym.train.config import load_train_config
+
+    # runner imports pydantic: only when a config is validated
+    from aryl_gym.train.runner import checkpoint_run_dir, load_run_config
+
     if args.config is None:
         if not args.resume:
             raise ConfigError("give --config configs/algos/NAME.yaml (or --resume a checkpoint of a run)")

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from gymnasium.envs.registration import register, registry
@@ -61,6 +62,19 @@ def vector_entry(env_id: str, num_envs: int = 1, **kwargs: Any) -> Any:
     return make_vector(env_id, num_envs=num_envs, **kwargs)
 
 
+def _vector_entry_name(env_id: str) -> str:
+    """The module attribute holding ``env_id``'s vector entry point (``_vec_aryl_gym_Aryl_v2``)."""
+    return "_vec_" + re.sub(r"\W", "_", env_id)
+
+
+# One named function per vector env id, so that a spec names its vector entry point as text
+# ("aryl_gym.envs:_vec_..."), as Gymnasium's EnvSpec.to_json needs (a functools.partial made
+# gym.make("aryl_gym/Aryl-v2").spec.to_json() raise)
+for _id, (_entry, _vec, _world) in ENTRIES.items():
+    if _vec:
+        globals()[_vector_entry_name(_id)] = functools.partial(vector_entry, _id)
+
+
 def register_envs() -> None:
     """Register the environments with Gymnasium (idempotent)."""
     for env_id, (entry, vector, world) in ENTRIES.items():
@@ -68,7 +82,7 @@ def register_envs() -> None:
             register(
                 id=env_id,
                 entry_point=entry,
-                vector_entry_point=functools.partial(vector_entry, env_id) if vector else None,
+                vector_entry_point=f"{__name__}:{_vector_entry_name(env_id)}" if vector else None,
                 # Gymnasium's passive checker (first reset and step): its cost is within
                 # measurement noise, about 1% of step time (docs/env.md, scripts/env_checker_cost.py)
                 disable_env_checker=False,

@@ -261,6 +261,24 @@ class EnvOptions:
                     f"{guard} acts on the sequential mode's {acts_on}; action_mode is {self.action_mode!r} "
                     f"(use action_mode='sequential' or {guard}=False)"
                 )
+        # options another option makes inert (was: accepted and ignored)
+        if not self.release and self.action_mode != "sequential":
+            raise ValueError(f"release=False removes the sequential mode's release actions; action_mode is "
+                             f"{self.action_mode!r}, which has none (drop release)")
+        if self.allow_preempt and self.action_mode == "priority":
+            raise ValueError("allow_preempt: the priority mode only orders queued jobs and never preempts "
+                             "(use action_mode='sequential' or 'targets', or drop allow_preempt)")
+        if self.preempt_guard and not self.allow_preempt:
+            raise ValueError("preempt_guard limits preemptions, and allow_preempt=False allows none "
+                             "(set allow_preempt=True, or drop preempt_guard)")
+        if self.end_fallback != "fifo" and self.early_end != "charge":
+            raise ValueError(f"end_fallback={self.end_fallback!r} is the policy early_end='charge' bills; "
+                             f"early_end is {self.early_end!r} (set early_end='charge', or drop end_fallback)")
+        if self.trace is None:
+            given = [k for k in ("trace_format", "trace_map", "trace_options") if getattr(self, k)]
+            if given:
+                raise ValueError(f"{given[0]} applies to a trace file, and trace is not set "
+                                 "(give trace=PATH, or drop it)")
         put("jobs", check_jobs(self.jobs))
         if self.trace_options is not None and not isinstance(self.trace_options, dict):
             raise ValueError(f"trace_options must be a dict of load_trace options, got {self.trace_options!r}")

@@ -172,7 +172,14 @@ def parse_weights(reward: str | dict[str, float] | None, invalid_penalty: float)
     if reward is None:
         reward = "jct"
     if isinstance(reward, str):
-        names = [r.strip() for r in reward.split("+") if r.strip()]
+        names = [r.strip() for r in reward.split("+")]
+        if not all(names):  # was: "" and "jct+" accepted ("" a reward of 0 at every step)
+            raise ValueError(f"reward {reward!r}: give component names joined by '+', e.g. 'jct' or "
+                             "'jct+preemption'")
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:  # was: "jct+jct" read as weight 1
+            raise ValueError(f"reward {reward!r}: {twice[0]!r} is named twice; for a weight other than 1 "
+                             f"give a dict, e.g. reward={{'{twice[0]}': 2.0}}")
         w = {n: 1.0 for n in names}
     elif isinstance(reward, dict):
         w = {}
@@ -196,6 +203,9 @@ def parse_weights(reward: str | dict[str, float] | None, invalid_penalty: float)
     out = {c: float(w.get(c, 0.0)) for c in known}
     if invalid_penalty:
         out["invalid"] = float(invalid_penalty)
+    if not any(out.values()):  # was: accepted, a reward of 0 at every step
+        raise ValueError(f"reward {reward!r}: every weight is 0, so the reward would be 0 at every step; "
+                         "give at least one non-zero weight (e.g. reward='jct')")
     return out
 
 

@@ -417,7 +417,7 @@ def _resume_rows(csv_path: Path, say: Callable[[str], None]) -> list[dict[str, A
             f"as it was is saved as {bak}")
         rewrite_rows(csv_path, rows, RECLAIM_SCHEMA)
     elif scan.edited is None and scan.rows:
-        say(f"note: {csv_path} has no {digest_path(csv_path).name} (written by an older version): "
+        say(f"note: {csv_path} has no {digest_path(csv_path).name} (deleted, or written by a version before digests): "
             "hand edits cannot be detected")
     return rows
 

@@ -582,8 +582,10 @@ def protocol_header(agg: Mapping[str, Any]) -> str:
            "thrashing, refuses releases of the jobs the agent keeps flipping; docs/env.md)"
            if p.get("flap_damping") else "")
         + ". Both yield the same metrics (SPEC 5)."),
-        (f"- **Numbers**: {p['statistics']}. JCT and queuing times over completed jobs, in "
-        "seconds; makespan in hours; utilisation and usage as fractions of GPU time."),
+        (f"- **Numbers**: {p['statistics']}. JCT counts every submitted job, an unfinished one "
+        "with its JCT censored at the episode's end (a lower bound; `avg_jct_finished` is the "
+        "finished jobs' mean); queuing times are over the jobs that started; times in seconds, "
+        "makespan in hours, utilisation and usage as fractions of GPU time."),
     ]
     iv = p.get("intervals")
     if iv:
@@ -627,9 +629,9 @@ def protocol_header(agg: Mapping[str, Any]) -> str:
             "(install `aryl-gym[stats]` for rliable's intervals and tied ranks)."),
         ]
     lines += [
-        ("- † marks an entrant with unfinished jobs in some episode (its averages cover fewer "
-        "jobs and are not comparable): it ranks after every entrant that finished all its jobs, "
-        "never tied with one. Decision time is wall-clock and machine dependent."),
+        ("- † marks an entrant with unfinished jobs in some episode (their JCTs are censored at "
+        "the episode's end, so its averages are lower bounds): it ranks after every entrant that "
+        "finished all its jobs, never tied with one. Decision time is wall-clock and machine dependent."),
         ("- **Replay**: each row of `results.csv` records scenario, seed, entrant, env id and "
         "kwargs, config hash and commit; `aryl-gym leaderboard --validate results.csv` replays a "
         "sample and checks the metrics."),

@@ -16,6 +16,7 @@ import io
 import json
 import math
 import os
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -457,7 +458,7 @@ def read_series(path: Path) -> dict[str, Any] | None:
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             return json.load(fh)
-    except (OSError, ValueError):
+    except (OSError, ValueError, EOFError, zlib.error):  # EOFError: a cut .gz (was: a traceback)
         return None
 
 

@@ -118,7 +118,13 @@ class _Rows:
         self.out = out
         self.done = done
         self.appender: CsvAppender | None = None
-        self.resume_hint = f"finished rows are safe in {out / CSV_NAME}; rerun with --resume to finish the rest"
+
+    @property
+    def resume_hint(self) -> str:
+        """What an interrupted run says (was: "finished rows are safe" also when none was written)."""
+        if not self.done and self.appender is None:
+            return "no episode had finished, so nothing was written; rerun to start again"
+        return f"finished rows are safe in {self.out / CSV_NAME}; rerun with --resume to finish the rest"
 
     def get(self, task: EpisodeTask) -> dict[str, Any] | None:
         return self.done.get(task.key)
@@ -226,7 +232,7 @@ def _resume_rows(csv_path: Path, say: Callable[[str], None], summary: RunSummary
         rewrite_rows(csv_path, rows)
     elif scan.edited is None and scan.rows:
         say(
-            f"note: {csv_path} has no {digest_path(csv_path).name} (written by an older version): "
+            f"note: {csv_path} has no {digest_path(csv_path).name} (deleted, or written by a version before digests): "
             "hand edits cannot be detected; validate with --validate"
         )
     return rows
@@ -250,11 +256,17 @@ def _run_suite_locked(
             )
         else:
             rows = _resume_rows(csv_path, say, summary)
+            others = sorted({str(r["suite"]) for r in rows} - {suite.name})
+            if others:  # was: mixed into results.csv, the table and plots replaced by this suite's
+                raise ConfigError(
+                    f"{csv_path} holds results of suite {others[0]!r}, not {suite.name!r}; give this "
+                    f"suite its own --out (or --overwrite to move the old results aside)"
+                )
             for r in rows:
                 k = row_key(r)
                 t = by_key.get(k)
                 if t is None:
-                    continue  # a row of another suite or an entrant no longer listed: kept, unused
+                    continue  # an entrant (or seed) no longer listed: kept, unused
                 if r["config_hash"] != t.config_hash:
                     raise StaleResultsError(
                         f"{csv_path}: the row for {k} was made with another configuration (hash "

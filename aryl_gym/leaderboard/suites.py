@@ -257,6 +257,26 @@ def _check_scenarios(entries: list[NamedEntry], source: str, check: bool) -> tup
     return kept, missing
 
 
+
+def _check_env(env_id: str, kwargs: Mapping[str, Any], where: str, source: str) -> None:
+    """``kwargs`` for the suite's env: never ``scenario`` (the suite's scenarios set it); for an
+    aryl_gym allocation env, only its options (docs/env.md), and the id itself registered."""
+    if "scenario" in kwargs:
+        raise ConfigError(f"{source}: {where} must not set 'scenario' (the suite's scenarios do)")
+    # the env table: registering the envs needs no torch
+    from aryl_gym.envs import ENTRIES
+    from aryl_gym.envs.options import EnvOptions
+
+    if env_id.startswith("aryl_gym/") and env_id not in ENTRIES:
+        ids = sorted(k for k in ENTRIES if k.startswith("aryl_gym/"))
+        raise ConfigError(f"{source}: env {env_id!r} is not an aryl_gym env; known: {', '.join(ids)}")
+    if env_id in ENTRIES:
+        names = set(EnvOptions.names()) - {"world_version"}
+        bad = sorted(k for k in kwargs if k not in names)
+        if bad:  # was: found when each episode ran (or never, without agents)
+            raise ConfigError(f"{source}: {where}: unknown env option {bad[0]!r}; options: "
+                              f"{', '.join(sorted(names))} (docs/env.md)")
+
 def suite_from_dict(
     data: Any, source: str = "<dict>", allow_missing: bool = False, check_scenarios: bool = True
 ) -> Suite:
@@ -310,8 +330,10 @@ def suite_from_dict(
     if f.baseline in missing:
         raise ConfigError(f"{source}: the baseline policy {f.baseline!r} is not registered")
     env_kwargs = dict(f.env_kwargs or {})
-    if "scenario" in env_kwargs:
-        raise ConfigError(f"{source}: env_kwargs must not set 'scenario' (the suite's scenarios do)")
+    _check_env(f.env, env_kwargs, "env_kwargs", source)
+    for e in kept:
+        if e.kind == "agent":  # was: a per-agent scenario dropped, a typo found episode by episode
+            _check_env(f.env, e.env_kwargs, f"agents.{e.name}.env_kwargs", source)
 
     if f.rank_by not in METRIC_TYPES:
         raise ConfigError(

@@ -25,6 +25,7 @@ import copy
 import dataclasses
 import importlib
 import inspect
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -320,6 +321,12 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
         TrainConfig, d, source, exclude=_NOT_IN_SECTION, fill={"algo": algo, "scenario": scenario}
     )
     # rules across keys
+    for key in ("scenario", "data_root"):
+        if key in cfg.env_kwargs or key in cfg.deploy_env_kwargs:
+            # was: the env played that scenario while the run's name, config and native
+            # references said the run's own (evaluation ratios across two scenarios)
+            raise ConfigError(f"{source}: env_kwargs.{key} is set by the run itself (--scenario / the config's "
+                              f"scenario{', --data-root' if key == 'data_root' else ''}); drop it")
     if cfg.model_class is not None and not _CLASS_RE.match(cfg.model_class):
         raise ConfigError(f"{source}: model_class must be 'module:Class', got {cfg.model_class!r}")
     if cfg.pair_group > 1 and cfg.n_envs % cfg.pair_group:
@@ -468,6 +475,14 @@ def check_hyperparams(
     reserved = {"self", "policy", "env", "seed", "tensorboard_log", "policy_kwargs", "_init_setup_model"}
     allowed = params - reserved
     for k, v in hyperparams.items():
+        if k in _SET_BY_RUNNER:  # was: TypeError "got multiple values for keyword argument"
+            raise ConfigError(f"{source}: hyperparameter {k!r} is set by the training runner "
+                              f"({_SET_BY_RUNNER[k]}); drop it")
+        if k.endswith("_class") and k in allowed:  # was: TypeError "'str' object is not callable"
+            raise ConfigError(f"{source}: hyperparameter {k!r} takes a Python class, which a config cannot "
+                              "give; use model_class: 'module:Class' for a custom model")
+        if k.endswith("_kwargs") and k in allowed and v is not None and not isinstance(v, Mapping):
+            raise ConfigError(f"{source}: hyperparameter {k}: {v!r} must be a mapping (e.g. {k}: {{}})")
         if k not in allowed:
             raise ConfigError(
                 f"{source}: hyperparameter {k!r} is not an argument of {algo_cls.__name__}. "
@@ -481,6 +496,8 @@ def check_hyperparams(
             # was: a TypeError deep inside SB3 (n_steps=64.5, or n_steps= read as null)
             raise ConfigError(f"{source}: hyperparameter {k}: {v!r} must be a whole number "
                               f"({algo_cls.__name__}'s default is {default!r})")
+        if k in _FLAGS and not isinstance(v, bool):  # was: "maybe" stored as text (truthy)
+            raise ConfigError(f"{source}: hyperparameter {k}: {v!r} must be true or false")
         if isinstance(v, str) and v.startswith("lin_"):  # a schedule: checked here, built later
             parse_schedule(k, v, source)
             continue
@@ -497,8 +514,54 @@ def check_hyperparams(
                         f"{algo_cls.__name__}'s default is {default!r}"
                     ) from None
                 continue  # a genuine string (e.g. a device or a schedule name)
+            if not math.isfinite(num):  # was: "write nan as e.g. learning_rate: nane"
+                raise ConfigError(f"{source}: hyperparameter {k}: {v!r} must be a finite number")
             raise ConfigError(
                 f"{source}: hyperparameter {k}: {v!r} is text, not a number (quoted, or read as "
                 f"text by another YAML reader); write {num!r} as e.g. "
                 f"{k}: {_yaml_float(num)}"
             )
+        _check_range(k, v, source)
+
+
+#: hyperparameters the training runner passes itself, and how to change what it passes
+_SET_BY_RUNNER = {
+    "verbose": "SB3's own log lines are off; the runner prints its evaluations",
+    "device": "training runs on the CPU build of torch",
+}
+
+#: hyperparameters that are true or false
+_FLAGS = ("normalize_advantage", "use_sde", "optimize_memory_usage")
+
+#: the ranges SB3 does not check and that fail late (a NaN loss after minutes) or not at all:
+#: (low, low inclusive, high, high inclusive)
+_RANGES: dict[str, tuple[float, bool, float, bool]] = {
+    "gamma": (0.0, False, 1.0, True),
+    "gae_lambda": (0.0, True, 1.0, True),
+    "learning_rate": (0.0, False, math.inf, False),
+    "clip_range": (0.0, False, math.inf, False),
+    "clip_range_vf": (0.0, False, math.inf, False),
+    "ent_coef": (0.0, True, math.inf, False),
+    "vf_coef": (0.0, True, math.inf, False),
+    "max_grad_norm": (0.0, False, math.inf, False),
+    "target_kl": (0.0, False, math.inf, False),
+    "tau": (0.0, False, 1.0, True),
+}
+
+
+def _check_range(k: str, v: Any, source: str) -> None:
+    """A number hyperparameter that is NaN, infinite or outside its range (:data:`_RANGES`)
+    (was: trained on, or a tensor of NaNs minutes later)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return
+    if not math.isfinite(v):
+        raise ConfigError(f"{source}: hyperparameter {k}: {v!r} must be a finite number")
+    r = _RANGES.get(k)
+    if r is None:
+        return
+    lo, lo_in, hi, hi_in = r
+    if (v < lo or (v == lo and not lo_in)) or (v > hi or (v == hi and not hi_in)):
+        lo_s = "[" if lo_in else "("
+        hi_s = "]" if hi_in else ")"
+        hi_txt = "inf" if hi == math.inf else f"{hi:g}"
+        raise ConfigError(f"{source}: hyperparameter {k}: {v!r} is outside {lo_s}{lo:g}, {hi_txt}{hi_s}")

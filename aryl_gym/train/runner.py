@@ -43,7 +43,7 @@ import yaml
 from gymnasium import spaces
 
 from aryl_gym.config import ConfigError
-from aryl_gym.fileio import DirLock, claim_folder, load_yaml_file
+from aryl_gym.fileio import DirLock, atomic_write_text, claim_folder, load_yaml_file
 from aryl_gym.offline import is_minari_ref
 from aryl_gym.provenance import git_commit as _git_commit
 from aryl_gym.train.bc import load_demos, pretrain, record_demos
@@ -248,6 +248,10 @@ def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
         raise ConfigError(f"teacher.demos {cfg.teacher.demos}: file not found (an `aryl-gym demos` .npz)")
     if cfg.init_from and not Path(cfg.init_from).is_file():
         raise ConfigError(f"init_from {cfg.init_from}: file not found (a model .zip, e.g. RUN/warm_start.zip)")
+    if cfg.init_from and not zipfile.is_zipfile(cfg.init_from):
+        # was: "its weights do not fit this config's network", after the run folder was made
+        raise ConfigError(f"init_from {cfg.init_from}: not a readable model .zip (cut or damaged?); "
+                          "give a model or checkpoint .zip that SB3 saved")
     try:
         env = EnvFactory(cfg, data_root)()
     except (TypeError, ValueError) as exc:
@@ -307,7 +311,7 @@ def new_run_dir(cfg: TrainConfig, out: str | Path) -> Path:
 
 def write_run_files(run_dir: Path, cfg: TrainConfig, args: dict[str, Any]) -> None:
     commit = git_commit()
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(cfg.to_dict(), sort_keys=False))
     (run_dir / "commit.txt").write_text(commit + "\n")
     # stable-baselines3 (the train extra, torch): imported when used
     import stable_baselines3
@@ -329,9 +333,21 @@ def write_run_files(run_dir: Path, cfg: TrainConfig, args: dict[str, Any]) -> No
     (run_dir / name).write_text(json.dumps(meta, indent=2, default=str) + "\n")
 
 
+#: keys every run's config.yaml has held since the first shipped run (later versions add more);
+#: one missing means the file was cut or edited (was: filled in with defaults and trusted)
+RUN_CONFIG_KEYS = ("algo", "scenario", "env_id", "env_kwargs", "eval", "hyperparams", "n_envs",
+                   "policy", "policy_kwargs", "seed", "total_timesteps", "checkpoint_freq", "vec_env")
+
+
 def load_run_config(run_dir: Path) -> TrainConfig:
-    data = load_yaml_file(run_dir / "config.yaml", "run config")
-    return config_from_run_dict(data, str(run_dir / "config.yaml"))
+    path = run_dir / "config.yaml"
+    data = load_yaml_file(path, "run config")
+    if isinstance(data, dict):
+        missing = [k for k in RUN_CONFIG_KEYS if k not in data]
+        if missing:
+            raise ConfigError(f"{path}: damaged run config: no {', '.join(missing)} (every run writes them); "
+                              "restore the file, or start a new run with --config")
+    return config_from_run_dict(data, str(path))
 
 
 def checkpoint_run_dir(ckpt: Path) -> Path | None:
