@@ -398,3 +398,11 @@ def test_leaderboard_resume_refuses_another_suite_and_reads_cut_series(tmp_path:
 def test_evaluate_stochastic_needs_a_learned_agent(capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = _run(["evaluate", "--agent", "aryl", "--seeds", "0", "--scenario", "tiny", "--stochastic"], capsys)
     assert rc == 2 and "--stochastic samples a learned agent's actions" in err  # was: ignored
+
+
+def test_reclaim_env_snapshot_options_need_snapshots() -> None:
+    import gymnasium as gym
+
+    for kw in ({"max_servers": 0}, {"optimum": True}):  # was: accepted and ignored
+        with pytest.raises(ValueError, match="belong to the snapshot mode"):
+            gym.make("aryl_gym/ArylReclaim-v2", scenario="tiny", **kw)

@@ -258,6 +258,10 @@ class ArylReclaimEnv(gym.Env):
         self.world_version = check_world(world_version)
         self.observation_version = check_reclaim_observation(observation)
         self.snaps: list[Any] | None = None
+        if snapshots is None and (max_servers is not None or optimum):
+            # was: accepted and ignored (both belong to the snapshot mode)
+            raise ValueError("max_servers and optimum belong to the snapshot mode; give snapshots=PATH "
+                             "(or drop them)")
         if snapshots is not None:
             self._init_snapshots(snapshots, max_servers, invalid_penalty, max_steps, optimum, render_mode)
             return
