@@ -48,7 +48,6 @@ ARRIVAL_ROWS = [
 ARRIVAL_TOL = 0.25
 
 
-
 def _null_nonfinite(v: Any) -> Any:
     """``v`` with every NaN or infinite float (nested in dicts, lists, tuples) as None."""
     if isinstance(v, (float, np.floating)):
@@ -65,6 +64,7 @@ def _json(obj: Any) -> str:
     null, as ``simulate --json`` and ``compare --json`` write it (was: a bare NaN, which strict
     parsers refuse)."""
     return json.dumps(_null_nonfinite(obj), allow_nan=False, default=float)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_scenario_args(p, default="production")
