@@ -61,10 +61,18 @@ def t_quantile(df: int, level: float = LEVEL) -> float:
     """``t_{(1 + level) / 2, df}``, the two-sided Student-t quantile (``scipy.stats.t.ppf``)."""
     if df < 1:
         raise ValueError("a t interval needs at least 2 observations (df >= 1)")
+    check_level(level)
     # scipy.stats costs about a second to import: only when an interval is computed
     from scipy.stats import t
 
     return float(t.ppf(0.5 + level / 2, df))
+
+
+def check_level(level: float) -> float:
+    """A confidence level strictly between 0 and 1 (was: 1.5 gave NaN intervals, 0 zero-width ones)."""
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0.0 < level < 1.0:
+        raise ValueError(f"the confidence level must be a number between 0 and 1 (e.g. 0.95), got {level!r}")
+    return float(level)
 
 
 def mean_sd(values: Any) -> tuple[float, float]:
@@ -135,13 +143,19 @@ def paired_ratio_ci(ratios: Mapping[int, float] | Sequence[float], level: float 
         if n == 1:
             return RatioStat(mu, math.nan, math.nan, 1, tuple(good), dropped, "arithmetic")
         half = t_half_width(xs, level)
-        return RatioStat(mu, mu - half, mu + half, n, tuple(good), dropped, "arithmetic")
+        # a ratio is never negative: the interval stops at 0 (was: -1.48 for ratios 0, 1, 2)
+        return RatioStat(mu, max(mu - half, 0.0), mu + half, n, tuple(good), dropped, "arithmetic")
     logs = np.log([r for _, r in good])
     m = float(logs.mean())
     if n == 1:
-        return RatioStat(math.exp(m), math.nan, math.nan, 1, tuple(good), dropped)
+        return RatioStat(_exp(m), math.nan, math.nan, 1, tuple(good), dropped)
     half = t_half_width(logs, level)
-    return RatioStat(math.exp(m), math.exp(m - half), math.exp(m + half), n, tuple(good), dropped)
+    return RatioStat(_exp(m), _exp(m - half), _exp(m + half), n, tuple(good), dropped)
+
+
+def _exp(x: float) -> float:
+    """``exp(x)``, inf beyond the float range (was: OverflowError for ratios near 1e-320)."""
+    return math.exp(x) if x < 709.0 else math.inf
 
 
 def seeds_needed(sd_log: float, delta: float = 0.03, z: float = Z95) -> int:
@@ -149,9 +163,13 @@ def seeds_needed(sd_log: float, delta: float = 0.03, z: float = Z95) -> int:
     sd_log / log(1 + delta)) ** 2)``, at least 2 (a standard deviation needs two). With ``z =
     Z95`` the 95% interval of the mean log ratio has half-width ``log(1 + delta)``; with ``Z95 +
     Z_POWER80`` a true difference ``delta`` is detected with 80% power."""
-    if not (delta > 0 and math.isfinite(sd_log) and sd_log >= 0):
-        raise ValueError(f"need delta > 0 and a finite sd >= 0, got delta={delta}, sd={sd_log}")
-    return max(2, math.ceil((z * sd_log / math.log1p(delta)) ** 2))
+    if not (delta > 0 and math.isfinite(delta) and math.isfinite(sd_log) and sd_log >= 0):
+        raise ValueError(f"need a finite delta > 0 and a finite sd >= 0, got delta={delta}, sd={sd_log}")
+    root = z * sd_log / math.log1p(delta)
+    n = root * root if root < 1e6 else math.inf
+    if not n < 1e12:  # was: an OverflowError traceback (delta 1e-300)
+        raise ValueError(f"delta={delta} is too small to resolve: it would need about {n:.3g} seeds")
+    return max(2, math.ceil(n))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -173,6 +191,8 @@ def bootstrap_replicates(
     if any(len(a) != n for a in xs):
         raise ValueError(f"paired arrays must have one length, got {[len(a) for a in xs]}")
     gen = np.random.default_rng(rng)
+    if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)) or reps < 1:
+        raise ValueError(f"reps must be an integer >= 1, got {reps!r}")  # was: an IndexError
     idx = gen.integers(0, n, size=(reps, n))
     return np.asarray(statistic(*(a[idx] for a in xs)), dtype=float)
 

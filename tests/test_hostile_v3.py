@@ -6,6 +6,7 @@ temporary folders behind."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from pathlib import Path
@@ -406,3 +407,103 @@ def test_reclaim_env_snapshot_options_need_snapshots() -> None:
     for kw in ({"max_servers": 0}, {"optimum": True}):  # was: accepted and ignored
         with pytest.raises(ValueError, match="belong to the snapshot mode"):
             gym.make("aryl_gym/ArylReclaim-v2", scenario="tiny", **kw)
+
+
+# -- a third pass: statistics, the simulator's API, the reclaim tools ---------------------------------
+def test_ratio_statistics_edges() -> None:
+    from aryl_gym import stats as st
+
+    r = st.paired_ratio_ci([0.0, 1.0, 2.0])  # a ratio is never negative (was: lo -1.484)
+    assert r.method == "arithmetic" and r.lo == 0.0 and r.hi == pytest.approx(1.0 + 4.302653 / math.sqrt(3))
+    assert math.isinf(st.paired_ratio_ci([1e-320, 1.0]).hi)  # was: OverflowError
+    for level in (1.5, 0.0, float("nan")):  # was: NaN or zero-width intervals
+        with pytest.raises(ValueError, match="confidence level must be a number between 0 and 1"):
+            st.paired_ratio_ci([1.0, 2.0], level=level)
+    with pytest.raises(ValueError, match="reps must be an integer >= 1"):  # was: IndexError
+        st.bootstrap_replicates(lambda a: a.mean(axis=1), [1.0, 2.0], reps=0)
+    for delta in (1e-300, float("inf")):  # was: OverflowError, and "inf% difference: 2"
+        with pytest.raises(ValueError):
+            st.seeds_needed(0.1, delta)
+
+
+def _open_tiny_round():  # type: ignore[no-untyped-def]
+    from aryl_gym.agents import make_policy
+
+    from aryl_gym.scenario import make_episode
+
+    sim = make_episode("tiny", 0).simulator()
+    pol = make_policy("fifo")
+    sim.begin(pol)
+    while not sim.open_round(pol):
+        sim.close_round(pol, None)
+    return sim, pol
+
+
+def test_decision_batch_is_checked_before_anything_changes() -> None:
+    from aryl_gym.sim.view import Decision
+
+    sim, pol = _open_tiny_round()
+    j = int(np.flatnonzero(sim.state == 0)[0])  # a queued job
+    before = sim.state.copy()
+    with pytest.raises(TypeError, match="Decision.batch must be a dict"):  # was: AttributeError after placing
+        sim.close_round(pol, Decision(targets={j: 1}, batch=[1.0]))  # type: ignore[arg-type]
+    assert (sim.state == before).all()
+
+
+def test_rate_and_batch_keys_must_be_job_ids() -> None:
+    from aryl_gym.sim.view import Decision
+
+    sim, pol = _open_tiny_round()
+    rep = sim.close_round(pol, Decision(speedup={0.5: [3.0]}, batch={"0": 2.0})).report  # type: ignore[dict-item]
+    # was: 0.5 and "0" read as job 0
+    assert any("a job id must be an integer" in str(v) for v in rep.invalid.values())
+    assert sim.batch_lam == {} and not sim.rate_mult
+
+
+def test_malformed_reclaim_answer_is_a_type_error() -> None:
+    sim, _ = _open_tiny_round()
+    for bad in (3, "abc", [float("nan")], ["abc"], [1.7]):  # was: raw int()/iteration errors, 1.7 -> 1
+        with pytest.raises(TypeError, match="reclaim\\(\\)"):
+            sim._validate_reclaim(bad, 1)  # type: ignore[arg-type]
+
+
+def test_reclaim_training_guards(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    from aryl_gym.reclaim_snapshots import synthetic_snapshots
+    from aryl_gym.train.reclaim_agent import ReclaimTrainConfig, Reference, gap_table
+
+    basic = str(configs_dir() / "scenarios" / "basic.yaml")
+    with pytest.raises(ValueError, match="reclaim suite's evaluation events"):  # was: a path passed
+        ReclaimTrainConfig(scenarios=((basic, (1,)),)).check()
+    g = gap_table(synthetic_snapshots(2, 4, 6, 0, 1.0), [Reference(0, 0)] * 2, [3, 2])
+    assert math.isinf(g["all"]["agent_gap"]) and g["all"]["aryl_gap"] == 0.0  # was: 0.0 (perfect)
+    assert math.isnan(g[">=60"]["agent_gap"])  # no events
+    run = tmp_path / "fakerun"
+    run.mkdir()
+    (run / "config.json").write_text('{"precious": 1}')
+    rc, _, err = _run(["train-reclaim", "--out", str(run), "--events", "none", "--val-events", "none",
+                       "--synthetic", "4", "--val-synthetic", "2", "--synthetic-servers", "4-8", "--rounds", "1"],
+                      capsys)
+    assert rc == 2 and "holds config.json; pass --overwrite" in err  # was: replaced
+    assert (run / "config.json").read_text() == '{"precious": 1}'
+
+
+def test_reclaim_study_snapshots_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snaps = tmp_path / "snaps.npz"
+    snaps.write_bytes(b"precious")
+    rc, _, err = _run(["reclaim-study", "--scenario", "tiny", "--seeds", "0", "--save-snapshots", str(snaps)], capsys)
+    assert rc == 2 and "exists; pass --overwrite" in err and snaps.read_bytes() == b"precious"  # was: emptied
+    rc, out, err = _run(["reclaim-study", "--synthetic", "1", "--min-servers", "4", "--max-servers", "6",
+                         "--seed", "0", "--elastic", "1.0", "--json"], capsys)
+    assert rc == 0, err[-300:]
+
+    def refuse(c: str) -> None:
+        raise ValueError(c)
+
+    json.loads(out, parse_constant=refuse)  # was: "extra": Infinity
+
+
+def test_reproduce_refuses_an_inert_load_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = _run(["reproduce", "--scale", "tiny", "--seeds", "1", "--rows", "jct-aryl-baseline",
+                       "--sweep", "workload.load=0.5,0.9", "--out", str(tmp_path / "rp")], capsys)
+    assert rc == 2 and "so load changes nothing" in err  # was: two identical sweep points

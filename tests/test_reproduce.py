@@ -302,8 +302,9 @@ def test_reproduce_tiny_end_to_end_and_resume(tmp_path, capsys):
     md = (tmp_path / "reproduction.md").read_text()
     assert f"its episodes were made at commits `{here[:12]}` (15), `0123456789ab` (1)" in md
     # a sweep point equal to the shipped value reuses the same episodes (same config hash)
-    load = load_scenario("tiny").workload.load
-    third = _run_json(capsys, [*argv, "--sweep", f"workload.load={load}"])
+    # (tiny fixes its job count, so its load is inert and refused as a sweep: a knob that acts)
+    ef = load_scenario("tiny").workload.elastic_fraction
+    third = _run_json(capsys, [*argv, "--sweep", f"workload.elastic_fraction={ef}"])
     assert third["episodes"]["new"] == 0
     assert [r["ours"] for r in third["sweep"][0]["rows"]] == [r["ours"] for r in first["rows"]]
     # ... and its Baseline-vs-Aryl decomposition is the table's

@@ -77,7 +77,12 @@ def test_paired_ratio_ci_reports_a_real_zero_with_the_arithmetic_mean() -> None:
     # ratios 0, 0.5, 1.0: mean 0.5, sd 0.5, half-width 4.302653 * 0.5 / sqrt(3) = 1.242069
     r = st.paired_ratio_ci([0.0, 0.5, 1.0])
     assert r.method == "arithmetic" and r.n == 3 and r.dropped == 0
-    assert (r.mean, r.lo, r.hi) == pytest.approx((0.5, 0.5 - 1.242069, 0.5 + 1.242069), rel=1e-6)
+    # the t interval reaches below 0, where no ratio lies: it stops at 0 (was: -0.742069)
+    assert (r.mean, r.lo, r.hi) == pytest.approx((0.5, 0.0, 0.5 + 1.242069), rel=1e-6)
+    # one that stays above 0 is the plain t interval: 0, 2, 2, 2, 2 (mean 1.6, sd 0.894427)
+    r = st.paired_ratio_ci([0.0, 2.0, 2.0, 2.0, 2.0])
+    half = 2.776445 * 0.894427 / math.sqrt(5)
+    assert (r.lo, r.hi) == pytest.approx((1.6 - half, 1.6 + half), rel=1e-5) and r.lo > 0
     assert st.paired_ratio_ci([1.2, 1.5]).method == "geometric"
 
 

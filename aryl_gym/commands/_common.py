@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from collections.abc import Iterable
 from typing import Any
+
+import numpy as np
 
 from aryl_gym.fileio import parse_number
 
@@ -159,3 +162,21 @@ def table(rows: Iterable[list[Any]], header: list[str]) -> str:
         for r in rows
     ]
     return "\n".join([line, sep, *body])
+
+
+def null_nonfinite(v: Any) -> Any:
+    """``v`` with every NaN or infinite float (nested in dicts, lists, tuples) as None."""
+    if isinstance(v, (float, np.floating)):
+        return float(v) if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: null_nonfinite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [null_nonfinite(x) for x in v]
+    return v
+
+
+def strict_json(obj: Any) -> str:
+    """Strict JSON: a figure that is not a finite number (no paper value, no finished job) is
+    null, as ``simulate --json`` and ``compare --json`` write it (a bare NaN or Infinity is
+    not JSON: strict parsers refuse it)."""
+    return json.dumps(null_nonfinite(obj), allow_nan=False, default=float)

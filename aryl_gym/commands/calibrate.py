@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -18,6 +15,7 @@ from aryl_gym.commands._common import (
     positive_int,
     seed_arg,
     seeds_arg,
+    strict_json,
     table,
 )
 
@@ -46,24 +44,6 @@ ARRIVAL_ROWS = [
 ]
 #: tolerance of the arrival rows (relative to the trace's figure)
 ARRIVAL_TOL = 0.25
-
-
-def _null_nonfinite(v: Any) -> Any:
-    """``v`` with every NaN or infinite float (nested in dicts, lists, tuples) as None."""
-    if isinstance(v, (float, np.floating)):
-        return float(v) if math.isfinite(v) else None
-    if isinstance(v, dict):
-        return {k: _null_nonfinite(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_null_nonfinite(x) for x in v]
-    return v
-
-
-def _json(obj: Any) -> str:
-    """Strict JSON: a figure that is not a finite number (no paper value, no finished job) is
-    null, as ``simulate --json`` and ``compare --json`` write it (was: a bare NaN, which strict
-    parsers refuse)."""
-    return json.dumps(_null_nonfinite(obj), allow_nan=False, default=float)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -233,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
              "within_25pct": a["within"]}
             for a in arrivals
         ]
-        print(_json({"scenario": ep.config.name, "seed": seeds[0], "seeds": seeds, "rows": out_rows}))
+        print(strict_json({"scenario": ep.config.name, "seed": seeds[0], "seeds": seeds, "rows": out_rows}))
         return 0
     rows = [[label, figures.get(key), text] for label, key, _paper, text in facts]
     ours = "ours" if len(seeds) == 1 else f"ours (mean of {len(seeds)} seeds)"
@@ -268,7 +248,7 @@ def _run_relevance(args: argparse.Namespace) -> int:
     rows = relevance(scenarios, policies, rel_seeds, workers=args.workers,
                      data_root=args.data_root, out=args.out)
     if args.json:
-        print(_json({"policies": policies, "seeds": rel_seeds, "rows": rows}))
+        print(strict_json({"policies": policies, "seeds": rel_seeds, "rows": rows}))
         return 0
     print(relevance_table(rows))
     return 0
@@ -286,7 +266,7 @@ def _run_load_grid(args: argparse.Namespace) -> int:
                      out=args.out)
     load, why = pick_load(rows)
     if args.json:
-        print(_json({"scenario": args.scenario, "seeds": seeds, "rows": rows, "pick": load, "why": why}))
+        print(strict_json({"scenario": args.scenario, "seeds": seeds, "rows": rows, "pick": load, "why": why}))
         return 0
     trows = [[f"{r['load']:g}" + (" <- pick" if r["load"] == load else ""), r["avg_queue"],
               r["p95_queue"], r["train_util"], r["strict_ratio"], r["max_queued_share"], r["jobs"]]

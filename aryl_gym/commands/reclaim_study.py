@@ -22,7 +22,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -31,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from aryl_gym.commands._common import int_arg, seed_arg
+from aryl_gym.commands._common import int_arg, seed_arg, strict_json
 from aryl_gym.fileio import parse_number
 
 NAME = "reclaim-study"
@@ -67,6 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="write the snapshots recorded from --scenario episodes to FILE (.npz)",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --save-snapshots file")
     p.add_argument(
         "--synthetic",
         "--instances",
@@ -231,6 +231,14 @@ def collect(args: argparse.Namespace) -> list[Any]:
         synthetic_snapshots,
     )
 
+    if args.save_snapshots:  # before any episode runs (was: replaced without a word)
+        # at run time: aryl-gym imports every command module to build its parser
+        from aryl_gym.fileio import check_output_file
+
+        target = check_output_file(args.save_snapshots, "snapshot file")
+        if target.exists() and not args.overwrite:
+            raise ValueError(f"--save-snapshots {target}: exists; pass --overwrite to replace it, or give "
+                             "another file")
     snaps: list[Any] = []
     for path in args.snapshots:
         snaps.extend(load_snapshots(path))
@@ -248,6 +256,10 @@ def collect(args: argparse.Namespace) -> list[Any]:
             recorded.extend(got)
     elif args.save_snapshots:
         raise ValueError("--save-snapshots saves the events of --scenario episodes; give --scenario")
+    if args.scenario and not recorded and (args.save_snapshots or not (args.snapshots or args.synthetic)):
+        # was: an empty snapshot file written, then "no instances: give --scenario"
+        raise ValueError(f"--scenario {', '.join(args.scenario)} with --seeds {args.seeds}: the episodes had no "
+                         "reclaim event; give more seeds or a larger scenario")
     if args.save_snapshots:
         path = save_snapshots(args.save_snapshots, recorded)
         print(f"saved {len(recorded)} snapshots to {path}", file=sys.stderr)
@@ -329,7 +341,7 @@ def run(args: argparse.Namespace) -> int:
     rows = evaluate(snaps)
     summary = summarise(rows, edges)
     if args.json:
-        print(json.dumps({"bins": bin_labels(edges), "summary": summary, **overall(rows)}))
+        print(strict_json({"bins": bin_labels(edges), "summary": summary, **overall(rows)}))
         return 0
     print(
         f"{len(rows)} reclaim instances ({sum(not r['trivial'] for r in rows)} non-trivial); "

@@ -158,6 +158,15 @@ def run(args: argparse.Namespace) -> int:
     for key, values in sweeps:
         for v in values:
             rp.sweep_configs(configs, key, v)  # a bad value fails here, with its key
+    if any(k == "workload.load" for k, _ in sweeps) and all(
+            c.workload.num_jobs is not None or c.workload.trace is not None for c in configs.values()):
+        # was: swept, and every point the same episodes (a fixed job count or a trace ignores load)
+        named = any(t.strip() != "default" and t.split("=", 1)[0].strip() == "workload.load" for t in args.sweep)
+        if named:
+            raise ValueError(f"--sweep workload.load: scale {args.scale}'s scenarios fix their jobs "
+                             "(workload.num_jobs or a trace), so load changes nothing; sweep another knob")
+        _say(f"note: --sweep default: workload.load skipped at scale {args.scale} (its scenarios fix their jobs)")
+        sweeps = [(k, v) for k, v in sweeps if k != "workload.load"]
     if args.write_docs:
         docs_path()  # fail before running anything
     _check_study_args(args, rp)  # before the output folder is made (was: made, then refused)

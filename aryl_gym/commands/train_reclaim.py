@@ -15,11 +15,17 @@ writes ``runs/reclaim-v1/reclaim-agent.npz`` (weights and training record, loada
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from aryl_gym.commands._common import nonneg_int, out_arg, positive_int, seed_arg, seeds_arg
+from aryl_gym.commands._common import (
+    nonneg_int,
+    out_arg,
+    positive_int,
+    seed_arg,
+    seeds_arg,
+    strict_json,
+)
 
 NAME = "train-reclaim"
 HELP = "train the learned reclaim agent (DAgger on the exact optimum) for the reclaim suite"
@@ -103,6 +109,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
 
 
+#: what a run writes into its --out
+OUTPUT_FILES = ("reclaim-agent.npz", "config.json", "curve.csv", "curve.png")
+
+
 def build_config(args: argparse.Namespace):
     # reclaim_agent imports torch: only when a run starts
     from aryl_gym.train.reclaim_agent import ReclaimTrainConfig
@@ -136,20 +146,29 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cfg = build_config(args)
     out = Path(args.out) if args.out else Path("runs") / f"reclaim-agent-seed{cfg.seed}"
-    if (out / "reclaim-agent.npz").exists() and not args.overwrite:
-        raise ValueError(f"{out / 'reclaim-agent.npz'} exists; pass --overwrite or choose another --out")
-    from aryl_gym.train.reclaim_agent import train_reclaim_agent  # torch: not at CLI start-up
+    # was: only reclaim-agent.npz was checked, so config.json and curve.csv of any folder (another
+    # run's, or another command's results) were replaced without a word
+    held = [n for n in OUTPUT_FILES if (out / n).exists()]
+    if held and not args.overwrite:
+        raise ValueError(f"--out {out}: holds {', '.join(held)}; pass --overwrite to replace them, or choose "
+                         "another --out")
+    # at run time: aryl-gym imports every command module to build its parser
+    from aryl_gym.fileio import DirLock, claim_folder
+    from aryl_gym.leaderboard.runner import prepare_out_dir
+    from aryl_gym.train.reclaim_agent import _pct, train_reclaim_agent  # torch: not at CLI start-up
 
-    res = train_reclaim_agent(cfg, out, cache_dir=args.cache, data_root=args.data_root,
-                              progress=not args.no_progress)
+    with DirLock(prepare_out_dir(out)):  # one run per folder, never another command's folder
+        claim_folder(out, NAME)
+        res = train_reclaim_agent(cfg, out, cache_dir=args.cache, data_root=args.data_root,
+                                  progress=not args.no_progress)
     best = res.curve[res.best_round]
     if args.json:
-        print(json.dumps({"run_dir": str(res.out_dir), "weights": str(res.weights), "selected_round": res.best_round,
-                          "val_gap": best["val_gap"], "wall_s": res.wall_s, "cpu_s": res.cpu_s}))
+        print(strict_json({"run_dir": str(res.out_dir), "weights": str(res.weights), "selected_round": res.best_round,
+                           "val_gap": best["val_gap"], "wall_s": res.wall_s, "cpu_s": res.cpu_s}))
         return 0
     print(f"weights        {res.weights}")
-    print(f"selected round {res.best_round}: validation gap {100 * best['val_gap']:+.1f}% "
-          f"(Aryl's rule {100 * best['val_aryl_gap']:+.1f}%)")
+    print(f"selected round {res.best_round}: validation gap {_pct(best['val_gap'])} "
+          f"(Aryl's rule {_pct(best['val_aryl_gap'])})")
     print(f"time           {res.wall_s:.0f} s wall, {res.cpu_s:.0f} s CPU")
     print(f"use it         aryl-gym leaderboard --suite reclaim --agent mine={res.weights}")
     return 0

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -616,6 +616,10 @@ class Simulator:
     def _set_speedup(self, speedup: dict, report: PlacementReport) -> None:
         """Store ``Decision.speedup`` tables (validated); bad entries are reported and ignored."""
         for j, tab in speedup.items():
+            if isinstance(j, (bool, np.bool_)) or not isinstance(j, (int, np.integer)):
+                # was: 2.5 or "2" read as job 2 (a target's key of that kind is refused)
+                report.invalid[-1 - len(report.invalid)] = f"speedup for {j!r}: a job id must be an integer"
+                continue
             try:
                 jj = int(j)
                 arr = np.asarray(tab, dtype=np.float64).reshape(-1)
@@ -636,6 +640,9 @@ class Simulator:
         """Store ``Decision.batch`` local-batch factors (validated; 1 = the reference batch).
         Bad entries are reported and ignored."""
         for j, lam in batch.items():
+            if isinstance(j, (bool, np.bool_)) or not isinstance(j, (int, np.integer)):
+                report.invalid[-1 - len(report.invalid)] = f"batch for {j!r}: a job id must be an integer"
+                continue
             try:
                 jj = int(j)
                 x = float(lam)
@@ -936,8 +943,16 @@ class Simulator:
     def _validate_reclaim(self, picked: Sequence[int] | None, k: int) -> list[int]:
         if picked is None:
             return default_reclaim(self.view, k)
+        if isinstance(picked, (str, bytes, Mapping)) or not hasattr(picked, "__iter__"):
+            raise TypeError(f"a policy's reclaim() must return a list of server ids (or None for the "
+                            f"default rule), got {picked!r}")  # was: "'int' object is not iterable"
         out: list[int] = []
         for s in picked:
+            if isinstance(s, (bool, np.bool_)) or not (isinstance(s, (int, np.integer)) or (
+                    isinstance(s, (float, np.floating)) and float(s).is_integer())):
+                # was: a raw ValueError from int() ('abc', nan), or 1.7 read as server 1
+                raise TypeError(f"a policy's reclaim() returned {s!r} among its servers; give integer "
+                                "server ids")
             s = int(s)
             if 0 <= s < self.n_servers and self.srv_loaned[s] and s not in out:
                 out.append(s)

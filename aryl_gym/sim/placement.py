@@ -668,16 +668,18 @@ def _check_decision(decision: object) -> None:
     """A TypeError naming the problem when ``decision`` is not a well-formed Decision."""
     if (type(decision) is Decision and type(decision.targets) is dict and type(decision.pools) is dict
             and (decision.speedup is None or type(decision.speedup) is dict)
+            and (decision.batch is None or type(decision.batch) is dict)
             and (decision.order is None or type(decision.order) is list)):
         return  # the common case (every shipped policy and the env send these)
     if not isinstance(decision, Decision):
         raise TypeError(
             f"a decision must be an aryl_gym.sim.view.Decision, got {type(decision).__name__}"
         )
-    for name, what in (("targets", "workers"), ("pools", "pool"), ("speedup", "rate table")):
+    for name, what in (("targets", "workers"), ("pools", "pool"), ("speedup", "rate table"),
+                       ("batch", "local batch factor")):
         v = getattr(decision, name, None)
-        if v is None and name == "speedup":
-            continue
+        if v is None and name in ("speedup", "batch"):
+            continue  # (batch was not checked here: a list crashed after the targets were placed)
         if type(v) is not dict and not isinstance(v, Mapping):
             raise TypeError(
                 f"Decision.{name} must be a dict (job id -> {what}), got {type(v).__name__}"

@@ -30,7 +30,9 @@ torch is imported here (the ``train`` extra); the shipped agent runs on numpy al
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
+import math
 import platform
 import resource
 import sys
@@ -49,8 +51,9 @@ from aryl_gym.agents.reclaim import (
     reclaim_preemptions,
 )
 from aryl_gym.agents.reclaim_learned import V0_COLUMNS, ReclaimSetAgent, save_weights
+from aryl_gym.config import ConfigError, list_scenarios, load_scenario
 from aryl_gym.progress import progress_bar
-from aryl_gym.provenance import git_commit
+from aryl_gym.provenance import config_hash, git_commit
 from aryl_gym.reclaim_features import (
     CONTEXT_FEATURES_V1,
     SERVER_FEATURES_V1,
@@ -66,6 +69,25 @@ from aryl_gym.reclaim_snapshots import (
 
 #: the suite's events (never trained on): scenario -> seeds, and the synthetic seed
 SUITE_SEEDS: dict[str, tuple[int, ...]] = {"basic": (0, 1, 2), "production": (0,)}
+
+
+def suite_scenario(sc: str) -> str | None:
+    """The suite scenario (a key of :data:`SUITE_SEEDS`) that ``sc`` (a name or a YAML path) is:
+    the same name, or the same configuration under another name or path (was: a path to
+    basic.yaml passed the held-out check). None for any other scenario, or one that does not load
+    (its own error comes when its events are recorded)."""
+    if sc in SUITE_SEEDS:
+        return sc
+    try:
+        cfg = load_scenario(sc)
+    except (ConfigError, OSError):
+        return None
+    for name in SUITE_SEEDS:
+        ref = load_scenario(name)
+        if cfg.name == name or dataclasses.replace(cfg, name=ref.name, description=ref.description,
+                                                   source=ref.source) == ref:
+            return name
+    return None
 SUITE_SYNTHETIC_SEED = 0
 #: size bins of the report (loaned servers): the issue's target splits at 60
 BIG = 60
@@ -125,7 +147,7 @@ class ReclaimTrainConfig:
         if self.synthetic == 0 and not any(seeds for _, seeds in self.scenarios):
             raise ValueError("no training events: give synthetic > 0 or scenario seeds")
         for sc, seeds in self.scenarios:
-            clash = sorted(set(seeds) & set(SUITE_SEEDS.get(sc, ())))
+            clash = sorted(set(seeds) & set(SUITE_SEEDS.get(suite_scenario(sc) or sc, ())))
             if clash:
                 raise ValueError(
                     f"{sc} seed(s) {clash} are the reclaim suite's evaluation events; train on other "
@@ -139,7 +161,7 @@ class ReclaimTrainConfig:
             raise ValueError("the validation synthetic seed must differ from the training and suite seeds")
         for sc, seeds in self.val_scenarios:
             train = dict(self.scenarios).get(sc, ())
-            clash = sorted(set(seeds) & (set(train) | set(SUITE_SEEDS.get(sc, ()))))
+            clash = sorted(set(seeds) & (set(train) | set(SUITE_SEEDS.get(suite_scenario(sc) or sc, ()))))
             if clash:
                 raise ValueError(f"validation {sc} seed(s) {clash} are also training or suite seeds")
         return self
@@ -157,6 +179,15 @@ def _nontrivial(snaps: Sequence[Snapshot]) -> list[Snapshot]:
     return out
 
 
+def _cache_stem(sc: str) -> str:
+    """A scenario's name in the event cache: a shipped scenario's own (the suite's layout), a YAML
+    path's stem with the hash of its configuration (was: the stem alone, so another file of the
+    same stem read this one's events)."""
+    if sc in list_scenarios():
+        return sc
+    return f"{Path(sc).stem}-{config_hash(load_scenario(sc))[:8]}"
+
+
 def build_events(
     scenarios: Sequence[tuple[str, Sequence[int]]],
     synthetic: int,
@@ -172,7 +203,7 @@ def build_events(
     out: list[Snapshot] = []
     for sc, seeds in scenarios:
         for seed in seeds:
-            cache = cache_dir / f"{Path(sc).stem}-seed{seed}.npz" if cache_dir is not None else None
+            cache = cache_dir / f"{_cache_stem(sc)}-seed{seed}.npz" if cache_dir is not None else None
             if cache is not None and cache.is_file():
                 snaps = load_snapshots(cache)
             else:
@@ -403,10 +434,25 @@ def gap_table(snaps: Sequence[Snapshot], refs: Sequence[Reference], picks: Seque
             "optimum": opt,
             "agent": agent,
             "aryl": aryl,
-            "agent_gap": agent / opt - 1 if opt else 0.0,
-            "aryl_gap": aryl / opt - 1 if opt else 0.0,
+            "agent_gap": _gap(agent, opt, len(idx)),
+            "aryl_gap": _gap(aryl, opt, len(idx)),
         }
     return out
+
+
+def _gap(total: int, opt: int, events: int) -> float:
+    """``total / opt - 1``; where the optimum preempts nothing, 0 for no preemption and inf for
+    any (was 0: a policy preempting where none was needed read as perfect); NaN without events."""
+    if events == 0:
+        return math.nan
+    if opt == 0:
+        return 0.0 if total == 0 else math.inf
+    return total / opt - 1
+
+
+def _pct(x: float) -> str:
+    """A gap for the training log: '+12.3%', '+inf%', or '-' (no events)."""
+    return "-" if math.isnan(x) else f"{100 * x:+.1f}%"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -522,9 +568,9 @@ def train_reclaim_agent(
         }
         curve.append(row)
         say(
-            f"round {rnd}: {len(data)} states, loss {loss:.3f}, validation gap {100 * row['val_gap']:+.1f}% "
-            f"(<{BIG}: {100 * row[f'val_gap_lt{BIG}']:+.1f}%, >={BIG}: {100 * row[f'val_gap_ge{BIG}']:+.1f}%; "
-            f"Aryl {100 * row['val_aryl_gap']:+.1f}%), {row['collect_s']:.0f} s collecting, {row['fit_s']:.0f} s fitting"
+            f"round {rnd}: {len(data)} states, loss {loss:.3f}, validation gap {_pct(row['val_gap'])} "
+            f"(<{BIG}: {_pct(row[f'val_gap_lt{BIG}'])}, >={BIG}: {_pct(row[f'val_gap_ge{BIG}'])}; "
+            f"Aryl {_pct(row['val_aryl_gap'])}), {row['collect_s']:.0f} s collecting, {row['fit_s']:.0f} s fitting"
         )
         key = (row["val_gap"], -rnd)
         if best is None or key < (best[0], -best[1]):
@@ -547,7 +593,7 @@ def train_reclaim_agent(
     weights = save_weights(out / "reclaim-agent.npz", best_weights, meta)
     _write_curve(out, curve, plot)
     (out / "config.json").write_text(json.dumps(meta["config"], indent=1) + "\n")
-    say(f"selected round {best[1]} (validation gap {100 * best[0]:+.1f}%); wrote {weights}")
+    say(f"selected round {best[1]} (validation gap {_pct(best[0])}); wrote {weights}")
     return TrainResult(out, weights, best[1], curve, wall, cpu)
 
 
