@@ -507,3 +507,13 @@ def test_reproduce_refuses_an_inert_load_sweep(tmp_path: Path, capsys: pytest.Ca
     rc, _, err = _run(["reproduce", "--scale", "tiny", "--seeds", "1", "--rows", "jct-aryl-baseline",
                        "--sweep", "workload.load=0.5,0.9", "--out", str(tmp_path / "rp")], capsys)
     assert rc == 2 and "so load changes nothing" in err  # was: two identical sweep points
+
+
+def test_order_entries_must_be_job_ids() -> None:
+    from aryl_gym.sim.view import Decision
+
+    sim, pol = _open_tiny_round()
+    for order in ([1.7], ["2"], [True]):  # was: 1.7 and "2" read as jobs 1 and 2
+        with pytest.raises(TypeError, match="Decision.order must be a list of job ids"):
+            sim.close_round(pol, Decision(order=order))  # type: ignore[arg-type]
+    sim.close_round(pol, Decision(order=[np.int64(0), 1]))  # numpy integers are ids

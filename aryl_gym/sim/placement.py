@@ -705,11 +705,15 @@ def apply_decision(
     _check_decision(decision)
     # everything that can raise is checked before the state changes
     try:
-        prio = {int(j): i for i, j in enumerate(decision.order or [])}
-    except (TypeError, ValueError):
+        order = list(decision.order or [])
+    except TypeError:
+        order = [None]  # not a sequence: the error below
+    if any(type(j) is not int and (isinstance(j, (bool, np.bool_)) or not isinstance(j, np.integer))
+           for j in order):  # was: 1.7 and "2" read as jobs 1 and 2
         raise TypeError(
             f"Decision.order must be a list of job ids (integers) or None, got {decision.order!r}"
-        ) from None
+        )
+    prio = {int(j): i for i, j in enumerate(order)}
     rep = PlacementReport()
     targets: dict[int, int] = {}
     for j, t in decision.targets.items():
