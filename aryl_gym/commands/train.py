@@ -111,7 +111,8 @@ def build_config(args: argparse.Namespace):
                 # was: the run went on in the same folder on another scenario (its eval.csv and
                 # best model mixing both), or --scenario was ignored without a word
                 raise ConfigError(f"--resume: the run {run_dir} trains on {run_scen!r}, not {asked!r}; resume it "
-                                  f"on {run_scen} (drop --scenario), or fork a new run: --init-from {args.resume} "
+                                  f"on {run_scen} (--scenario {run_scen}, or leave out --config and --scenario), or fork a new "
+                                  f"run: --init-from {args.resume} "
                                   f"with --scenario {asked}")
     return cfg
 
