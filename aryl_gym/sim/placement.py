@@ -707,12 +707,11 @@ def apply_decision(
     try:
         order = list(decision.order or [])
     except TypeError:
-        order = [None]  # not a sequence: the error below
-    if any(type(j) is not int and (isinstance(j, (bool, np.bool_)) or not isinstance(j, np.integer))
-           for j in order):  # was: 1.7 and "2" read as jobs 1 and 2
-        raise TypeError(
-            f"Decision.order must be a list of job ids (integers) or None, got {decision.order!r}"
-        )
+        order = None  # not a sequence
+    if order is None or any(
+            type(j) is not int and (isinstance(j, (bool, np.bool_)) or not isinstance(j, np.integer))
+            for j in order):  # was: 1.7 and "2" read as jobs 1 and 2
+        raise TypeError(f"Decision.order must be a list of job ids (integers) or None, got {decision.order!r}")
     prio = {int(j): i for i, j in enumerate(order)}
     rep = PlacementReport()
     targets: dict[int, int] = {}
