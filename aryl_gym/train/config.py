@@ -538,7 +538,7 @@ _FLAGS = ("normalize_advantage", "use_sde", "optimize_memory_usage")
 _RANGES: dict[str, tuple[float, bool, float, bool]] = {
     "gamma": (0.0, False, 1.0, True),
     "gae_lambda": (0.0, True, 1.0, True),
-    "learning_rate": (0.0, False, math.inf, False),
+    "learning_rate": (0.0, True, math.inf, False),  # 0: no gradient steps (a frozen policy)
     "clip_range": (0.0, False, math.inf, False),
     "clip_range_vf": (0.0, False, math.inf, False),
     "ent_coef": (0.0, True, math.inf, False),
