@@ -195,10 +195,6 @@ class ObservationV1:
         out = [self._rate(sim, j, ww, pp) if ww > 0 else 0.0 for ww, pp in pts]
         return (out[0], out[1], out[2], out[3] if len(out) > 3 else None)
 
-    def _time_h(self, sim: Any, j: int, w: int, pool: int) -> float:
-        r = self._rate(sim, j, w, pool) if w > 0 else 0.0
-        return float(sim.pred_remaining[j]) / r / 3600.0 if r > 0 else math.inf
-
     def build(self, env: Any) -> dict[str, np.ndarray]:
         """``jobs_v1`` and ``cluster_v1`` (new arrays) for the env's current decision point."""
         self._update(env)

@@ -157,6 +157,10 @@ def _doc(text: str, default: Any) -> Any:
     return field(default=default, metadata={"doc": text})
 
 
+#: ``end_fallback``'s default (another value without ``early_end="charge"`` is an inert option)
+_DEFAULT_FALLBACK = "fifo"
+
+
 @dataclass(frozen=True)
 class EnvOptions:
     """Every option of the allocation env, with its default. Built and checked once; the env
@@ -202,7 +206,7 @@ class EnvOptions:
     flap_damping: bool | Mapping[str, float] | None = _doc(
         "refuse releases of flapping jobs: None/False (off), True, or a dict of DampingParams", None)
     early_end: str = _doc("an end by the stall or thrash rule: 'truncate' or 'charge'", "truncate")
-    end_fallback: str = _doc("the reference policy whose finish 'charge' bills", "fifo")
+    end_fallback: str = _doc("the reference policy whose finish 'charge' bills", _DEFAULT_FALLBACK)
     backfill: bool = _doc("at a commit, start queued jobs outside the window where they fit", False)
     stall_guard: bool = _doc(
         "sequential mode: while nothing runs, nothing is left to arrive and a queued window job can "
@@ -271,7 +275,7 @@ class EnvOptions:
         if self.preempt_guard and not self.allow_preempt:
             raise ValueError("preempt_guard limits preemptions, and allow_preempt=False allows none "
                              "(set allow_preempt=True, or drop preempt_guard)")
-        if self.end_fallback != "fifo" and self.early_end != "charge":
+        if self.end_fallback != _DEFAULT_FALLBACK and self.early_end != "charge":
             raise ValueError(f"end_fallback={self.end_fallback!r} is the policy early_end='charge' bills; "
                              f"early_end is {self.early_end!r} (set early_end='charge', or drop end_fallback)")
         if self.trace is None:

@@ -704,15 +704,16 @@ def apply_decision(
     """
     _check_decision(decision)
     # everything that can raise is checked before the state changes
-    try:
-        order = list(decision.order or [])
-    except TypeError:
-        order = None  # not a sequence
-    if order is None or any(
-            type(j) is not int and (isinstance(j, (bool, np.bool_)) or not isinstance(j, np.integer))
-            for j in order):  # was: 1.7 and "2" read as jobs 1 and 2
-        raise TypeError(f"Decision.order must be a list of job ids (integers) or None, got {decision.order!r}")
-    prio = {int(j): i for i, j in enumerate(order)}
+    prio: dict[int, int] = {}
+    try:  # one pass: each entry checked as it is ranked (was: 1.7 and "2" read as jobs 1 and 2)
+        for i, j in enumerate(decision.order or ()):
+            if type(j) is not int and (isinstance(j, (bool, np.bool_)) or not isinstance(j, np.integer)):
+                raise TypeError
+            prio[int(j)] = i
+    except TypeError:  # a non-integer entry, or an order that is not a sequence
+        raise TypeError(
+            f"Decision.order must be a list of job ids (integers) or None, got {decision.order!r}"
+        ) from None
     rep = PlacementReport()
     targets: dict[int, int] = {}
     for j, t in decision.targets.items():
