@@ -44,6 +44,9 @@ Definitions (times in seconds):
   ceiling and the best batch at each point of its training; World v1 and v2 alike), a true
   lower bound for every policy;
   ``mean_slowdown``: mean of JCT (censored as above) / that bound over the submitted jobs.
+* ``declared_rate_jobs``: jobs whose rate the policy declared itself (``Decision.speedup``
+  tables the simulator accepted; no shipped policy sends them). The lower bound does not cover
+  a declared rate: an episode with any such job can score above 1 against it, and says so here.
 
 How each figure is titled, in what unit, whether higher is better, how it is printed and which
 tables show it is the metric table :data:`METRICS` at the end of this module: the CLI
@@ -182,6 +185,8 @@ class EpisodeResult:
     avg_run_time: float = float("nan")
     #: the elastic jobs' share of the completed jobs' summed running time (module docstring)
     elastic_run_share: float = float("nan")
+    #: jobs that ran at a rate the policy declared (``Decision.speedup``; module docstring)
+    declared_rate_jobs: int = 0
     combined_usage_hourly: list[float] = field(default_factory=list)
     queued_share_hourly: list[float] = field(default_factory=list, repr=False)
     jcts: list[float] = field(default_factory=list, repr=False)
@@ -390,6 +395,7 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
         p95_queue_time_total=_pct(qt_total, 95),
         avg_run_time=_mean(sim.running_time[done]),
         elastic_run_share=_elastic_run_share(sim, done),
+        declared_rate_jobs=len(getattr(sim, "rate_mult", ())),
         combined_usage_hourly=hourly,
         queued_share_hourly=qshare,
         jcts=[float(x) for x in jct],
@@ -482,6 +488,7 @@ METRICS: dict[str, Metric] = _table(
     ("scale_ins", "scale-ins", "", None, "n", ""),
     ("hetero_jobs", "mixed jobs", "", None, "n", ""),
     ("hetero_gpu_hours", "mixed GPU-h", "GPU-h", None, "n", ""),
+    ("declared_rate_jobs", "declared-rate jobs", "", None, "n", ""),
     ("jct_lower_bound", "JCT lower bound", "s", None, "s", _ALL),
     ("mean_slowdown", "slowdown", "", False, "n", f"{_ALL} report {_TRAIN}"),
     ("jobs_total", "jobs", "", None, "n", "simulate"),

@@ -46,7 +46,7 @@ SUMMARY = ("avg_jct", "avg_queue_time", "jobs_completed", "preemptions")
 TIMING = ("wall_s", "decision_ms_mean", "decision_ms_max")
 # fields added later, left out while they hold the value every earlier episode had, so records
 # made before they existed still compare
-ADDED = {"thrashing": False, "failed": 0}
+ADDED = {"thrashing": False, "failed": 0, "declared_rate_jobs": 0}
 #: World v2 figures computed from per-job arrays the old digests never held; left out of the
 #: digest (the episode's behaviour is covered by jcts, queue_times and the other figures)
 NEW_FIGURES = ("avg_queue_time_total", "p95_queue_time_total", "avg_run_time")

@@ -726,14 +726,23 @@ def apply_decision(
     for j in sorted(targets):
         release_job(st, j, targets[j], rep)
     # 2. growth, best-fit decreasing
-    if decision.pools:
-        for j, p in decision.pools.items():
+    pools = decision.pools
+    if pools:
+        n_jobs = len(st.workers)
+        bad = []
+        for j, p in pools.items():
             if p != TRAIN and p != INFER:
                 rep.invalid[-1 - len(rep.invalid)] = (
                     f"pool {p!r} for job {j!r} is not TRAIN ({TRAIN}) or INFER ({INFER}); ignored"
                 )
+            elif (isinstance(j, (bool, np.bool_)) or not isinstance(j, (int, np.integer))
+                  or not 0 <= j < n_jobs):  # (was: ignored without a word; 2.0 was read as job 2)
+                rep.invalid[-1 - len(rep.invalid)] = f"pool for {j!r}: not a job id of the trace; ignored"
+                bad.append(j)
+        if bad:
+            pools = {j: p for j, p in pools.items() if not any(j is b for b in bad)}
     for j in growth_order(st, targets, prio):
-        grow_job(st, j, targets[j], opts, decision.pools.get(j), fixed_pools, whole, rep)
+        grow_job(st, j, targets[j], opts, pools.get(j), fixed_pools, whole, rep)
     return rep
 
 
