@@ -158,18 +158,44 @@ def _exp(x: float) -> float:
     return math.exp(x) if x < 709.0 else math.inf
 
 
-def seeds_needed(sd_log: float, delta: float = 0.03, z: float = Z95) -> int:
-    """Seeds for a paired comparison whose per-seed log ratios spread by ``sd_log``: ``ceil((z *
-    sd_log / log(1 + delta)) ** 2)``, at least 2 (a standard deviation needs two). With ``z =
-    Z95`` the 95% interval of the mean log ratio has half-width ``log(1 + delta)``; with ``Z95 +
-    Z_POWER80`` a true difference ``delta`` is detected with 80% power."""
+def seeds_needed(sd_log: float, delta: float = 0.03, level: float = LEVEL, power: float | None = None) -> int:
+    """Seeds for a paired comparison whose per-seed log ratios spread by ``sd_log``: the smallest
+    ``n >= 2`` (a standard deviation needs two) whose Student-t interval fits, as
+    :func:`paired_ratio_ci` computes it.
+
+    Without ``power``: ``t_{(1 + level) / 2, n-1} * sd_log / sqrt(n) <= log(1 + delta)``, so the
+    ``level`` interval of the mean log ratio has half-width at most ``log(1 + delta)``. With
+    ``power`` (e.g. 0.8): ``(t_{(1 + level) / 2, n-1} + t_{power, n-1}) * sd_log / sqrt(n) <=
+    log(1 + delta)``, so a true difference ``delta`` is detected (the interval excludes a ratio
+    of 1) with about that probability. The t quantiles grow as ``n`` shrinks, so ``n`` is
+    found by search, starting from the normal approximation (a lower bound)."""
     if not (delta > 0 and math.isfinite(delta) and math.isfinite(sd_log) and sd_log >= 0):
         raise ValueError(f"need a finite delta > 0 and a finite sd >= 0, got delta={delta}, sd={sd_log}")
-    root = z * sd_log / math.log1p(delta)
-    n = root * root if root < 1e6 else math.inf
-    if not n < 1e12:  # was: an OverflowError traceback (delta 1e-300)
-        raise ValueError(f"delta={delta} is too small to resolve: it would need about {n:.3g} seeds")
-    return max(2, math.ceil(n))
+    check_level(level)
+    if power is not None and (isinstance(power, bool) or not 0.5 <= power < 1.0):
+        raise ValueError(f"power must be a probability in [0.5, 1), e.g. 0.8, got {power!r}")
+    target = math.log1p(delta)
+    if sd_log == 0:
+        return 2
+    # scipy.stats costs about a second to import: only when a sample size is computed
+    from scipy.stats import norm, t
+
+    hi_q = 0.5 + level / 2
+    z = float(norm.ppf(hi_q)) + (float(norm.ppf(power)) if power is not None else 0.0)
+    root = z * sd_log / target
+    n0 = root * root if root < 1e6 else math.inf
+    if not n0 < 1e12:  # was: an OverflowError traceback (delta 1e-300)
+        raise ValueError(f"delta={delta} is too small to resolve: it would need about {n0:.3g} seeds")
+    lo = max(2, math.ceil(n0))  # t > z: never fewer seeds than the normal approximation
+    while True:
+        n = np.arange(lo, lo + 64, dtype=float)
+        q = t.ppf(hi_q, n - 1)
+        if power is not None:
+            q = q + t.ppf(power, n - 1)
+        fits = np.flatnonzero(q * sd_log / np.sqrt(n) <= target)
+        if fits.size:
+            return int(n[fits[0]])
+        lo += 64
 
 
 # ----------------------------------------------------------------------------------------------

@@ -87,9 +87,13 @@ def test_paired_ratio_ci_reports_a_real_zero_with_the_arithmetic_mean() -> None:
 
 
 def test_seeds_needed_hand_computed() -> None:
-    # (1.96 * 0.05 / log 1.03)^2 = (0.098 / 0.029559)^2 = 10.99 -> 11
-    assert st.seeds_needed(0.05) == 11
-    assert st.seeds_needed(0.05, z=st.Z95 + st.Z_POWER80) == math.ceil((2.8016 * 0.05 / math.log(1.03)) ** 2)
+    # the t rule (the suites' intervals are t intervals): at n = 13, t_{0.975,12} = 2.178813 and
+    # 2.178813 * 0.05 / sqrt(13) = 0.030215 > log 1.03 = 0.029559; at n = 14, t_{0.975,13} =
+    # 2.160369 and 2.160369 * 0.05 / sqrt(14) = 0.028869 fits (the normal rule gave 11)
+    assert st.seeds_needed(0.05) == 14
+    # 80% power: (t_{0.975,n-1} + t_{0.8,n-1}) * 0.05 / sqrt(n); n = 25: (2.063899 + 0.856855)
+    # * 0.01 = 0.029208 fits, n = 24: (2.068658 + 0.857530) * 0.05 / sqrt(24) = 0.029865 does not
+    assert st.seeds_needed(0.05, power=0.8) == 25
     assert st.seeds_needed(0.0) == 2
     with pytest.raises(ValueError):
         st.seeds_needed(float("nan"))

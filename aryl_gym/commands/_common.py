@@ -83,6 +83,17 @@ def seed_arg(text: str) -> int:
     return v
 
 
+def check_seed_range(first: int, count: int, flag: str, count_what: str = "seeds") -> None:
+    """Every seed of ``first .. first + count - 1`` is a seed :func:`seed_arg` accepts (at most
+    ``MAX_SEED``); a ValueError naming ``flag`` otherwise (was: seeds up to 2**63 + count ran)."""
+    last = first + count - 1
+    if last > MAX_SEED:
+        raise ValueError(
+            f"{flag} {first} with {count:,} {count_what} uses seeds up to {last}, above the largest seed "
+            f"2**63 - 1 = {MAX_SEED}; give {flag} at most {MAX_SEED - count + 1} (or fewer {count_what})"
+        )
+
+
 def int_arg(text: str) -> int:
     """Any integer (``200`` or ``2e2``); the command checks its range."""
     try:

@@ -10,7 +10,7 @@ from typing import Any
 from aryl_gym.commands._common import int_arg
 from aryl_gym.config import ConfigError, ScenarioConfig
 from aryl_gym.workload.formats import format_names, guess_format
-from aryl_gym.workload.traces import load_trace
+from aryl_gym.workload.traces import check_time_window, load_trace
 
 
 def _kv_pairs(text: str) -> dict[str, Any]:
@@ -79,6 +79,8 @@ def trace_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
             raise ConfigError("--trace-option '': expected KEY=VALUE (e.g. --trace-option sort=true)")
         if item.lstrip().startswith("delimiter="):  # the value may itself be a comma (or commas)
             pairs = {"delimiter": item.split("=", 1)[1]}
+        elif item.lstrip().startswith("time_window="):  # START,END holds a comma
+            pairs = {"time_window": item.split("=", 1)[1].strip()}
         else:
             try:
                 # a virtual cluster id is text (6214e9 is not a number)
@@ -96,6 +98,9 @@ def trace_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
                 flag = "--" + key.replace("_", "-")
                 raise ConfigError(f"{flag} and --trace-option {key}=... both set {key}; give one")
             opts[key] = v
+    if "time_window" in opts:  # named as given (was: a negative start accepted)
+        given = "--time-window" if getattr(args, "time_window", None) is not None else "--trace-option time_window"
+        check_time_window(opts["time_window"], given)
     if getattr(args, "columns", None):
         opts["columns"] = args.columns
     if getattr(args, "units", None):

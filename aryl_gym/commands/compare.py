@@ -73,12 +73,13 @@ def summarize(
 def run(args: argparse.Namespace) -> int:
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.agents import make_policy
-    from aryl_gym.commands.simulate import load_episode
+    from aryl_gym.commands.simulate import failure_note, load_episode
 
     policies = names_list(args.policies, "--policies")
     for p in policies:
         make_policy(p)  # unknown names fail before any run, listing the known ones
     rows: list[dict[str, Any]] = []
+    failures: list[str] = []  # "POLICY seed S: why", one per failed episode
     total = len(policies) * len(args.seeds)
     i = 0
     for seed in args.seeds:
@@ -89,10 +90,14 @@ def run(args: argparse.Namespace) -> int:
             res = ep.simulator().run(make_policy(name))
             d = res.to_dict()
             rows.append({"policy": name, "seed": seed, **{m: d.get(m) for m in METRICS}})
+            note = failure_note(res) if res.failed else ""
+            if note:
+                failures.append(f"{name} seed {seed}: {note}")
             if not args.quiet:
                 print(
                     f"[{i}/{total}] {res.scenario} seed {seed} {name}: avg JCT {fmt_num(res.avg_jct)} s, "
-                    f"avg queue {fmt_num(res.avg_queue_time)} s, {time.perf_counter() - tic:.1f} s wall",
+                    f"avg queue {fmt_num(res.avg_queue_time)} s, {time.perf_counter() - tic:.1f} s wall"
+                    + (f"; FAILED: {note}" if note else ""),
                     file=sys.stderr,
                     flush=True,
                 )
@@ -107,27 +112,50 @@ def run(args: argparse.Namespace) -> int:
             "seeds": list(args.seeds),
             "rows": [{k: clean(v) for k, v in r.items()} for r in rows],
             "ratios": {p: {m: clean(v) for m, v in r.items()} for p, r in ratios.items()},
+            "failed_episodes": len(failures),
         }
         print(json.dumps(out))
-        return 0
+        return _report_failures(failures, len(rows))
     seeds = ",".join(str(s) for s in args.seeds)
-    print(f"scenario {args.scenario}, seeds {seeds}: mean over seeds")
+    print(f"scenario {args.scenario}, seeds {seeds}: mean over seeds (failed episodes: a count)")
+
+    def cell(p: str, m: Any) -> Any:
+        if m.fmt == "c":  # a 0/1 flag per episode: how many of the policy's episodes had it
+            flags = [r.get(m.name) for r in rows if r["policy"] == p]
+            return f"{sum(1 for f in flags if f)}/{len(flags)}"
+        return means[p][m.name]
+
     print(
         table(
-            [[p, *[means[p][m.name] for m in TABLE]] for p in policies],
+            [[p, *[cell(p, m) for m in TABLE]] for p in policies],
             ["policy", *[m.header for m in TABLE]],
         )
     )
-    if len(policies) < 2:  # was: an empty ratio table
+    if len(policies) >= 2:  # was: an empty ratio table
+        print()
+        print(f"ratio to {policies[0]} (policy / {policies[0]}; < 1 on times = faster)")
+        print(
+            table(
+                [[p, *[_ratio(ratios[p][m.name]) for m in TABLE]] for p in policies[1:]],
+                ["policy", *[m.header for m in TABLE]],
+            )
+        )
+    return _report_failures(failures, len(rows))
+
+
+def _report_failures(failures: list[str], episodes: int) -> int:
+    """Name the failed episodes on stderr: exit 1 when every episode failed (was: exit 0 with a
+    table of censored figures), 0 with a warning when only some did."""
+    if not failures:
         return 0
-    print()
-    print(f"ratio to {policies[0]} (policy / {policies[0]}; < 1 on times = faster)")
-    print(
-        table(
-            [[p, *[_ratio(ratios[p][m.name]) for m in TABLE]] for p in policies[1:]],
-            ["policy", *[m.header for m in TABLE]],
-        )
-    )
+    listed = "; ".join(failures[:5]) + (f"; and {len(failures) - 5} more" if len(failures) > 5 else "")
+    if len(failures) == episodes:
+        print(f"aryl-gym compare: error: every episode failed ({episodes} of {episodes}: jobs left "
+              f"unfinished): {listed}", file=sys.stderr)
+        return 1
+    print(f"aryl-gym compare: warning: {len(failures)} of {episodes} episodes failed (jobs left "
+          f"unfinished; their job-time figures count those jobs censored at the episode's end): {listed}",
+          file=sys.stderr)
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 
 NAME = "policies"
@@ -25,6 +26,8 @@ DESCRIPTIONS = {
     "aryl-default-reclaim": "Aryl with the simple reclaim rule (fewest busy GPUs first)",
     "aryl-trainfirst": "Aryl whose elastic jobs prefer training servers (diagnostic, ours)",
     "aryl-preempt": "Aryl that preempts jobs >= 2x longer than a queued job that does not fit (ours)",
+    "aryl-hetero": "Aryl with heterogeneous training (paper 7.2): a hetero job on training servers "
+    "may add flexible workers on loaned T4 servers",
     "aryl+tuned": "Aryl with Pollux's runtime batch-size tuning on every job (paper 7.4 "
     "Aryl+TunedJobs)",
     "aryl+tuned-loan": "aryl+tuned with capacity loaning",
@@ -37,9 +40,17 @@ DESCRIPTIONS = {
     "pollux-250": "Pollux with 250 generations, as the Aryl paper ran it",
     "pollux-elastic": "pollux where only elastic families resize (inelastic jobs keep their "
     "request; reading)",
+    "pollux-250-elastic": "pollux-250 where only elastic families resize (the reproduction's "
+    "@pollux-elastic rows)",
     "gandiva": "Gandiva-style opportunistic grow and shrink into idle GPUs",
     "random": "uniformly random valid targets (seeded)",
 }
+
+
+def summary_line(doc: str | None) -> str:
+    """A docstring's first paragraph on one line (was: its first line, often half a sentence)."""
+    para = inspect.cleandoc(doc or "").split("\n\n")[0]
+    return " ".join(para.split())
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,8 +71,7 @@ def run(args: argparse.Namespace) -> int:
         text = DESCRIPTIONS.get(name)
         if text is None:
             try:  # a plugin whose factory fails is named, and the list still prints
-                doc = (type(make_policy(name)).__doc__ or "").strip().splitlines()
-                text = doc[0] if doc else ""
+                text = summary_line(type(make_policy(name)).__doc__)
             except Exception as exc:  # noqa: BLE001 - a plugin's own error
                 problems.setdefault(name, f"its factory failed: {type(exc).__name__}: {exc}")
                 continue

@@ -306,7 +306,7 @@ def render(summary: Sequence[dict[str, Any]]) -> str:
                 pct(a["equal"]),
                 pct(d["equal"]),
                 pct(a["overlap"]),
-                f"{a['time_ratio']:.0f}x" if a["time_ratio"] else "-",
+                times(a["time_ratio"]),
                 f"{s['optimal_ms']:.1f}/{s['optimal_ms_max']:.1f}" if s["optimal_ms"] is not None else "-",
                 paper["extra"],
             ]
@@ -328,6 +328,13 @@ def render(summary: Sequence[dict[str, Any]]) -> str:
             "paper aryl extra",
         ],
     )
+
+
+def times(v: float | None) -> str:
+    """A time ratio: ``420,000x``, ``144x``, ``4.6x``, ``0.3x`` (was: ``0x`` below 0.5)."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    return f"{v:,.0f}x" if v >= 10 else f"{v:.2g}x"
 
 
 def _lo(label: str) -> int:

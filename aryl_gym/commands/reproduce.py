@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aryl_gym.commands._common import names_list, out_arg, positive_int, seed_arg
+from aryl_gym.commands._common import check_seed_range, names_list, out_arg, positive_int, seed_arg
 
 #: the most seeds per policy ``--seeds`` takes (README, "Size limits")
 MAX_SEEDS = 10_000
@@ -137,6 +137,11 @@ def run(args: argparse.Namespace) -> int:
         # was: 100000000 built a task list until memory ran out, with no message
         raise ValueError(f"--seeds {args.seeds:,}: at most {MAX_SEEDS:,} seeds per policy (check the value, "
                          "or set ARYL_GYM_ALLOW_HUGE=1 to run it anyway)")
+    scale = rp.SCALES[args.scale]
+    # every seed used, FIRST..FIRST+N-1, must be a valid seed (was: --first-seed 2**63-1 ran 2**63)
+    n_seeds = args.seeds if args.seeds is not None else (
+        3 if args.study else max([scale.seeds, *scale.slow_seeds.values()]))
+    check_seed_range(args.first_seed, n_seeds, "--first-seed", "seeds per policy")
     for flag, v in (("--rows", args.rows), ("--policies", args.policies), ("--scenario", args.scenario)):
         if v is not None and not [x for x in v.split(",") if x.strip()]:
             # was: an empty --rows ran every row
@@ -150,7 +155,6 @@ def run(args: argparse.Namespace) -> int:
     if (args.policies or args.scenario) and not args.study:
         raise ValueError("--policies and --scenario apply to --study only (the table's rows fix "
                          "their policies and the scale fixes the scenarios)")
-    scale = rp.SCALES[args.scale]
     out = Path(args.out) if args.out else Path("results") / f"reproduce-{args.scale}"
     specs = rp.select_rows([r.strip() for r in args.rows.split(",") if r.strip()] if args.rows else None)
     sweeps = rp.resolve_sweeps(args.sweep, _say)  # validated before any episode runs

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from aryl_gym.leaderboard.runner import prepare_out_dir, run_suite
 
     # seed_study imports pydantic: only when a config is validated
-    from aryl_gym.leaderboard.seed_study import recommendation, render, study
+    from aryl_gym.leaderboard.seed_study import metric_problem, recommendation, render, study
 
     # suites imports pydantic: only when a config is validated
     from aryl_gym.leaderboard.suites import suite_from_dict
@@ -109,8 +109,11 @@ def run(args: argparse.Namespace) -> int:
     names = [e.name for e in suite.entrants]
     spreads = study(summary.rows, args.scenario, names, args.metric, args.delta)
     if not spreads:
-        print(f"aryl-gym seed-study: error: no pair of entrants has {args.metric} on two common seeds "
-              f"(failed or unfinished episodes?); rows in {summary.csv_path}", file=sys.stderr)
+        why = metric_problem(summary.rows, args.scenario, names, args.metric)
+        if why is None:
+            why = (f"no pair of entrants has {args.metric} on two common seeds "
+                   "(failed or unfinished episodes?)")
+        print(f"aryl-gym seed-study: error: {why}; rows in {summary.csv_path}", file=sys.stderr)
         return 1
     rec = recommendation(spreads)
     if args.json:
@@ -118,4 +121,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"{args.scenario}: {len(suite.seeds)} seeds x {len(names)} entrants, rows in {summary.csv_path}")
         print(render(spreads, rec, args.delta, args.metric))
+    if not rec["pairs"]:  # every pair identical: no spread to advise on
+        print(f"aryl-gym seed-study: error: every pair of entrants gave identical {args.metric} on every "
+              "seed (ratio exactly 1), so there is no seed-to-seed spread to base advice on; compare "
+              "entrants that differ (--policies)", file=sys.stderr)
+        return 1
     return 1 if summary.failed else 0

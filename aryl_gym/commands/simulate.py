@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from aryl_gym.commands._common import add_scenario_args, fmt_num, seed_arg
 from aryl_gym.metrics import names as metric_names
@@ -123,6 +124,17 @@ def load_episode(args: argparse.Namespace, seed: int):
     return make_episode(cfg, seed, data_root=args.data_root)
 
 
+def failure_note(res: Any) -> str:
+    """Why an episode failed (``EpisodeResult.failed``: it ended with jobs unfinished)."""
+    if res.thrashing:
+        why = "ended by the thrash rule"
+    elif res.stalled:
+        why = "ended as stalled: no job progressed for the stall rule's hours"
+    else:
+        why = "cut by the scenario's sim.horizon_hours or sim.max_rounds"
+    return f"{res.jobs_unfinished} of {res.jobs_total} jobs unfinished ({why})"
+
+
 def run(args: argparse.Namespace) -> int:
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.agents import make_policy
@@ -147,11 +159,15 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.json:
         print(json.dumps(res.to_dict(series=args.series)))
-        return 0
-    print(f"scenario {res.scenario}  policy {res.policy}  seed {res.seed}")
-    d = res.to_dict()
-    for k in SUMMARY_KEYS:
-        print(f"  {k:26s} {fmt_num(d[k])}")
-    if res.truncated:
-        print(f"  (truncated: {res.jobs_unfinished} jobs unfinished{'; stalled' if res.stalled else ''})")
+    else:
+        print(f"scenario {res.scenario}  policy {res.policy}  seed {res.seed}")
+        d = res.to_dict()
+        for k in SUMMARY_KEYS:
+            print(f"  {k:26s} {fmt_num(d[k])}")
+        if res.truncated:
+            print(f"  (truncated: {res.jobs_unfinished} jobs unfinished{'; stalled' if res.stalled else ''})")
+    if res.failed:  # was: exit 0 for an episode that left jobs unfinished
+        print(f"aryl-gym simulate: error: the episode failed: {failure_note(res)}; its job-time figures "
+              "count the unfinished jobs censored at the episode's end", file=sys.stderr)
+        return 1
     return 0

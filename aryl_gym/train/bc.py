@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from aryl_gym.commands._bc_args import bc_parser
+from aryl_gym.commands._common import check_seed_range
 from aryl_gym.config import ConfigError
 from aryl_gym.envs.observation import JOB_FEATURES
 from aryl_gym.envs.predict import HeuristicPredictor
@@ -285,7 +286,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     configured exactly as the training config's (same kwargs, so the same reward scale).
     For Aryl's own demonstrations use ``aryl-gym demos --policy aryl``."""
 
-    a = bc_parser(main.__doc__).parse_args(argv)
+    parser = bc_parser(main.__doc__)
+    a = parser.parse_args(argv)
+    try:  # episode seeds seed .. seed + episodes - 1 (was: beyond 2**63 - 1 accepted)
+        check_seed_range(a.seed, a.episodes, "--seed", "episodes")
+    except ValueError as exc:
+        parser.error(str(exc))
     cfg = load_train_config(a.config, a.scenario)
     if cfg.env_kwargs.get("action_mode", "targets") != "sequential":
         raise SystemExit("the demonstrators need action_mode: sequential")

@@ -37,6 +37,7 @@ import csv
 import datetime as _dt
 import math
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -247,17 +248,71 @@ def fit_arrivals(
     )
 
 
+def _csv_records(path: str | Path, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line, row)`` of a CSV file with a header naming ``columns``; a missing column is a
+    :class:`~aryl_gym.workload.traces_formats.TraceError` naming the file and its header line."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        try:
+            header = reader.fieldnames or []
+            missing = [c for c in columns if c not in header]
+            if missing:
+                raise _bad_csv(path, 1, None, f"the header ({', '.join(header) or 'empty file'}) lacks the "
+                               f"column(s) {', '.join(missing)}", f"give a header line naming {', '.join(columns)}")
+            for row in reader:
+                yield reader.line_num, row
+        except UnicodeDecodeError as exc:  # was: a message with no file
+            raise _bad_csv(path, None, None, f"not UTF-8 text (byte {exc.object[exc.start]:#04x}: {exc.reason})",
+                           "save the file as UTF-8 CSV") from None
+        except csv.Error as exc:  # was: a traceback
+            raise _bad_csv(path, reader.line_num + 1, None, f"not a readable CSV line ({exc})",
+                           "correct or remove the line") from None
+
+
+def _bad_csv(path: str | Path, line: int | None, column: str | None, message: str, fix: str) -> Exception:
+    # traces_formats imports pyarrow: only when a file is bad
+    from aryl_gym.workload.traces_formats import TraceError
+
+    return TraceError(path, message, fix, line=line, column=column)
+
+
+def _field(path: str | Path, line: int, row: dict[str, Any], column: str, integer: bool = False,
+           low: float = 0.0) -> float:
+    """``row[column]`` as a finite number >= ``low`` (a whole one with ``integer``), else a
+    TraceError naming the file, line and column."""
+    text = row.get(column)
+    try:
+        v = float(text)  # type: ignore[arg-type]
+        ok = math.isfinite(v) and v >= low and (not integer or v.is_integer())
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        kind = "a whole number" if integer else "a finite number"
+        shown = "nothing (the row is short)" if text is None else repr(text)
+        raise _bad_csv(path, line, column, f"expected {kind} >= {low:g}, got {shown}",
+                       "correct or remove the row")
+    return v
+
+
 def read_philly(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Submission times (s from the first), running times (s) and GPU counts of ``philly.csv``."""
+    """Submission times (s from the first), running times (s) and GPU counts of ``philly.csv``.
+
+    A missing column or a bad field is a :class:`~aryl_gym.workload.traces_formats.TraceError`
+    (a ConfigError) naming the file, the line and the column."""
     times: list[float] = []
     durs: list[float] = []
     gpus: list[int] = []
-    with open(path, newline="", encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            ts = _dt.datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S")
-            times.append(ts.replace(tzinfo=_dt.timezone.utc).timestamp())
-            durs.append(float(row["duration"]))
-            gpus.append(int(row["num_gpus"]))
+    for line, row in _csv_records(path, ("timestamp", "duration", "num_gpus")):
+        try:
+            ts = _dt.datetime.strptime(row["timestamp"] or "", "%Y-%m-%d %H:%M:%S")
+        except ValueError:
+            raise _bad_csv(path, line, "timestamp", f"expected a time 'YYYY-MM-DD HH:MM:SS', got "
+                           f"{row['timestamp']!r}", "correct or remove the row") from None
+        times.append(ts.replace(tzinfo=_dt.timezone.utc).timestamp())
+        durs.append(_field(path, line, row, "duration"))
+        gpus.append(int(_field(path, line, row, "num_gpus", integer=True, low=1)))
+    if not times:
+        raise _bad_csv(path, 1, None, "no data rows", "give the trace's job rows under the header")
     t = np.array(times)
     return t - t.min(), np.array(durs), np.array(gpus)
 
@@ -272,10 +327,10 @@ def fit_elastic_range(profiles_dir: str | Path) -> dict[str, Any]:
     for app in POLLUX_APPS:
         path = Path(profiles_dir) / app / "scalability.csv"
         by_bsz: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-        with open(path, newline="", encoding="utf-8") as fh:
-            for row in csv.DictReader(fh):
-                n = int(row["num_replicas"])
-                by_bsz[int(row["local_bsz"])][n].append(float(row["step_time"]))
+        for line, row in _csv_records(path, ("num_replicas", "local_bsz", "step_time")):
+            n = int(_field(path, line, row, "num_replicas", integer=True, low=1))
+            bsz = int(_field(path, line, row, "local_bsz", integer=True, low=1))
+            by_bsz[bsz][n].append(_field(path, line, row, "step_time"))
         rs = []
         for runs in by_bsz.values():
             sizes = sorted(runs)
@@ -334,10 +389,11 @@ def _perf_rows(folder: Path) -> np.ndarray:
             pl = r["placement"].strip()
             rows.append((float(len(pl)), float(sum(int(c) for c in pl)), float(r["local_bsz"]),
                          float(r["step_time"])))
-    with open(folder / "scalability.csv", newline="", encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):
-            rows.append((float(r["num_nodes"]), float(r["num_replicas"]), float(r["local_bsz"]),
-                         float(r["step_time"])))
+    path = folder / "scalability.csv"
+    for line, r in _csv_records(path, ("num_nodes", "num_replicas", "local_bsz", "step_time")):
+        nodes, reps, bsz, step = (_field(path, line, r, c) for c in ("num_nodes", "num_replicas", "local_bsz",
+                                                                      "step_time"))
+        rows.append((nodes, reps, bsz, step))
     return np.array(rows)
 
 

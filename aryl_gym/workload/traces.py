@@ -100,6 +100,7 @@ __all__ = [
     "MappingRules",
     "TraceError",
     "TraceMap",
+    "check_time_window",
     "load_map",
     "load_scenario_trace",
     "load_trace",
@@ -308,6 +309,7 @@ def _check_options(opts: dict[str, Any], where: str) -> None:
                           f"or 'ceil' (round up to whole GPUs), got {opts['fractional_gpus']!r}")
     if "filter" in opts:
         opts["filter"] = parse_row_filter(opts["filter"], where)  # type: ignore[index]
+    check_time_window(opts.get("time_window"), f"{where}: time_window")
 
 
 def parse_row_filter(spec: Any, where: str) -> dict[str, list[str]]:
@@ -335,14 +337,49 @@ def parse_row_filter(spec: Any, where: str) -> dict[str, list[str]]:
 # ------------------------------------------------------------------------------------------------
 # time window
 # ------------------------------------------------------------------------------------------------
+def _window_offset(text: str) -> float | None:
+    """A window end given as an offset from the first job (``48h``, ``1.5d``, ``3600``), in
+    seconds; None for an empty end or a timestamp."""
+    s = text.strip()
+    for unit in sorted(TIME_UNITS, key=len, reverse=True):
+        if s.endswith(unit) and _finite(s[: -len(unit)]) is not None:  # 48h, 1.5d, 1e1h
+            return float(s[: -len(unit)]) * TIME_UNITS[unit]
+    return _finite(s) if s else None
+
+
+def check_time_window(spec: Any, name: str = "time_window") -> None:
+    """Refuse a window whose offsets cannot select jobs: a negative START offset (the episode
+    would start that long before the first job: idle time at the start of every episode), a
+    negative END offset (before the first job: no job kept), or an END offset not after the START
+    offset. ``name`` is what the message calls the option (``--time-window``,
+    ``workload.trace_options: time_window``). Timestamps and the shape are checked on load."""
+    if spec is None:
+        return
+    parts = list(spec) if isinstance(spec, (list, tuple)) else str(spec).split(",")
+    if len(parts) != 2:
+        return  # parse_time_window says how to write it
+    a_text, b_text = (str(x).strip() for x in parts)
+    a, b = _window_offset(a_text), _window_offset(b_text)
+    if a is not None and a < 0:
+        raise ConfigError(
+            f"{name} {spec!r}: the start offset {a_text!r} is negative; offsets count from the first "
+            f"job's submit time (0 = the first job), so START must be >= 0: give e.g. "
+            f"'0h,{b_text or '48h'}' (or a timestamp START on a trace with dates)")
+    if b is not None and b < 0:
+        raise ConfigError(
+            f"{name} {spec!r}: the end offset {b_text!r} is negative, before the first job, so no job "
+            "would be kept; give an END offset > 0 from the first job (e.g. '0h,48h')")
+    if a is not None and b is not None and not b > a:
+        raise ConfigError(
+            f"{name} {spec!r}: the end {b_text!r} is not after the start {a_text!r}; give START,END "
+            "with END > START (e.g. '0h,48h')")
+
+
 def _parse_window_end(text: str, absolute: bool, t_first: float) -> float | None:
     s = text.strip()
     if not s:
         return None
-    for unit in sorted(TIME_UNITS, key=len, reverse=True):
-        if s.endswith(unit) and _finite(s[: -len(unit)]) is not None:  # 48h, 1.5d, 1e1h
-            return t_first + float(s[: -len(unit)]) * TIME_UNITS[unit]
-    x = _finite(s)
+    x = _window_offset(s)
     if x is not None:
         return t_first + x
     if not absolute:
@@ -374,6 +411,7 @@ def parse_time_window(spec: Any, absolute: bool, t_first: float) -> tuple[float 
     parts = list(spec) if isinstance(spec, (list, tuple)) else str(spec).split(",")
     if len(parts) != 2:
         raise ConfigError(f"time_window {spec!r}: give 'START,END' (e.g. '0h,48h' or '2017-10-01 00:00:00,2017-10-08 00:00:00')")
+    check_time_window(spec)
     a = _parse_window_end(str(parts[0]), absolute, t_first)
     b = _parse_window_end(str(parts[1]), absolute, t_first)
     if a is None and b is None:  # was: ',' read the whole trace
