@@ -215,17 +215,7 @@ def load_agent(source: str, env: Any = None) -> Any:
     """
     kind = source_kind(source)
     if kind == "import":
-        mod_name, attr = source.split(":", 1)
-        try:
-            obj: Any = importlib.import_module(mod_name)
-        except ImportError as exc:
-            raise AgentUnavailable(f"cannot import {mod_name!r}: {exc}") from None
-        for part in attr.split("."):
-            if not hasattr(obj, part):
-                raise AgentUnavailable(f"{mod_name!r} has no attribute {attr!r}")
-            obj = getattr(obj, part)
-        if not callable(obj):
-            raise AgentUnavailable(f"{source} is not callable")
+        obj = _factory(source)
         if env is None:
             raise ValueError("a module:factory agent is built with its env; pass env")
         try:
@@ -249,6 +239,33 @@ def load_agent(source: str, env: Any = None) -> Any:
     if not callable(getattr(agent, "predict", None)):
         raise AgentUnavailable(f"the agent from {source} has no predict(obs, state, episode_start, deterministic)")
     return agent
+
+
+def _factory(source: str) -> Any:
+    """The callable a ``module:factory`` source names; AgentUnavailable when it is not there."""
+    mod_name, attr = source.split(":", 1)
+    try:
+        obj: Any = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise AgentUnavailable(f"cannot import {mod_name!r}: {exc}") from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise AgentUnavailable(f"{mod_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise AgentUnavailable(f"{source} is not callable")
+    return obj
+
+
+def preload_agent(source: str) -> None:
+    """Load ``source`` in this process as an episode would, to learn early that it cannot be: a
+    saved model (a path, a shipped name) is loaded (and kept in this process's cache); a
+    ``module:factory`` is imported and its factory found, not called (it is built with each
+    episode's env). Raises :class:`AgentUnavailable`, or the loader's own error."""
+    if source_kind(source) == "import":
+        _factory(source)
+    else:
+        _cached_agent(source)
 
 
 #: saved models loaded in this process, by source (a worker loads each model once, not per

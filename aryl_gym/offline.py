@@ -21,15 +21,34 @@ reset), ``time``, ``elapsed``, ``decision_point``, ``substep``, ``invalid``, ``i
 ``queued``, ``running``, ``done``, ``unplaced`` and ``window`` (the job ids in the window's
 slots). Each episode's metadata: its ``seed`` and reset ``options`` (``{"episode_seed": s}``),
 and the final scheduling figures (``episode_metrics``: avg JCT, queueing, usage, ...). The
-dataset's metadata: ``author``, ``algorithm_name`` (the policy), the env spec (id and every
+dataset's metadata: ``author``, ``algorithm_name`` (the label below), the env spec (id and every
 keyword argument, JSON: the policy's placement options and reclaim rule included, so
 ``recover_environment()`` rebuilds the env the episodes were played in), ``requirements``
-(this aryl-gym version) and, under ``aryl_gym``: scenario, policy, action mode, window, world
-version, episode seeds, aryl-gym version and code commit.
+(this aryl-gym version) and, under ``aryl_gym``: scenario (resolved) and its configuration
+hash, policy, label, env id, action mode, window, decisions not expressed, world version, episode
+seeds, aryl-gym version and code commit.
 
-**Faithful.** Resetting the recovered env with an episode's ``seed`` and ``options`` and
-playing its actions gives its observations and rewards bit for bit (float32 observations and
-float64 rewards are stored as they are; ``tests/test_offline.py``).
+**Played through the env.** The policy acts through the env's action space, seeing only the
+jobs in its window (``--window``): the dataset is labelled so (``algorithm_name`` and
+``aryl_gym.label``: ``aryl played through aryl_gym/Aryl-v2 (sequential actions, window 16)``,
+with ``env_id``, ``action_mode`` and ``window``), and ``aryl_gym.decisions_not_expressed``
+counts the parts of the policy's decisions the env could not express (a job outside the window,
+a masked action; per episode in its metadata). Only when it is 0 -- in the sequential mode, with
+a window at least as large as the number of active jobs -- are the episodes the policy's native
+ones (:mod:`aryl_gym.envs.predict`).
+
+**The scenario** is stored resolved (:func:`scenario_ref`: a shipped name stays a name, a YAML
+path becomes absolute, so the recovered env finds it from any folder) with the hash of its
+resolved configuration (``aryl_gym.config_hash``, :func:`aryl_gym.provenance.config_hash`, as
+leaderboard rows record it). Reading a dataset (:func:`load_minari_demos`) or rebuilding its env
+(:func:`recover_environment`) refuses a dataset whose scenario file now has another hash: its
+episodes were not played in that configuration. A dataset written before the hash was stored is
+read without the check.
+
+**Faithful.** Resetting the recovered env (:func:`recover_environment`, or Minari's
+``dataset.recover_environment()``, which does not check the scenario's hash) with an episode's
+``seed`` and ``options`` and playing its actions gives its observations and rewards bit for bit
+(float32 observations and float64 rewards are stored as they are; ``tests/test_offline.py``).
 
 Behaviour cloning reads a dataset as ``--bc-demos minari:ID`` (:func:`load_minari_demos`).
 
@@ -123,6 +142,62 @@ def dataset_folder(dataset_id: str) -> Path:
     return Path(root) / dataset_id
 
 
+def is_scenario_file(scenario: str | Path) -> bool:
+    """Whether ``scenario`` names a YAML file rather than a shipped scenario (the rule of
+    :func:`aryl_gym.config.load_scenario`)."""
+    text = str(scenario)
+    return text.endswith((".yaml", ".yml")) or os.sep in text or "/" in text
+
+
+def scenario_ref(scenario: str | Path) -> str:
+    """The scenario as a dataset stores it: a shipped name stays a name; a YAML path becomes
+    absolute (a relative ``configs/x.yaml`` is found from any folder on replay)."""
+    return str(Path(scenario).resolve()) if is_scenario_file(scenario) else str(scenario)
+
+
+def scenario_hash(scenario: str | Path) -> str:
+    """The hash of ``scenario``'s resolved configuration (:func:`aryl_gym.provenance.config_hash`,
+    as leaderboard rows record it)."""
+    # at run time: the scenario loader and provenance are not needed to name a dataset
+    from aryl_gym.config import load_scenario
+    from aryl_gym.provenance import config_hash
+
+    return config_hash(load_scenario(scenario))
+
+
+def played_label(policy: str, env_id: str, action_mode: str, window: int) -> str:
+    """How a recording is labelled: the policy *played through* the env, which shows it only the
+    jobs of its window (not the policy's native episode unless the window holds every job)."""
+    return f"{policy} played through {env_id} ({action_mode} actions, window {int(window)})"
+
+
+def check_scenario(metadata: Any, dataset_id: str) -> None:
+    """Refuse a dataset whose scenario file's configuration is no longer the one it was recorded
+    in (its stored ``config_hash``): a ValueError saying so and how to fix it. A shipped scenario
+    name, a dataset without a stored hash (written before it was stored) and a scenario file that
+    is not here (nothing to compare; rebuilding its env fails on its own) pass."""
+    mine = metadata.get(NAMESPACE) if isinstance(metadata, dict) else None
+    if not isinstance(mine, dict):
+        return
+    stored, ref = mine.get("config_hash"), mine.get("scenario")
+    if not stored or not isinstance(ref, str) or not is_scenario_file(ref) or not Path(ref).is_file():
+        return
+    # at run time: the scenario loader (pydantic) only when a dataset is read
+    from aryl_gym.config import ConfigError
+
+    try:
+        now = scenario_hash(ref)
+    except ConfigError as exc:
+        raise ValueError(f"Minari dataset {dataset_id}: its scenario file {ref} no longer loads ({exc}); "
+                         "restore the file, or record the dataset again") from None
+    if now != stored:
+        raise ValueError(
+            f"Minari dataset {dataset_id} was recorded in scenario {ref} with configuration hash {stored}, "
+            f"but that file's configuration now hashes to {now}: the file changed since, so the episodes "
+            f"are not this scenario's. Restore the file, or record the dataset again (aryl-gym demos "
+            f"--format minari --scenario {ref} ... --overwrite, or another --dataset-id version)")
+
+
 # ---------------------------------------------------------------------------------------------
 # recording
 # ---------------------------------------------------------------------------------------------
@@ -157,6 +232,8 @@ class _Episode:
     truncs: list[bool] = field(default_factory=list)
     infos: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: parts of the policy's decisions the env could not express (outside the window, masked)
+    not_expressed: int = 0
 
 
 def _json_value(v: Any) -> Any:
@@ -200,8 +277,10 @@ def record_episodes(env: Any, policy: str, seeds: Sequence[int]) -> list[_Episod
             ep.truncs.append(bool(st.truncated))
             ep.infos.append(dict(st.info))
 
+        before = agent.skipped
         ro = play(agent, env, seed=int(s), options={"episode_seed": int(s)}, on_reset=on_reset, on_step=keep)
         ep.metrics = {k: _json_value(v) for k, v in dict(ro.info.get("episode_metrics", {})).items()}
+        ep.not_expressed = int(agent.skipped - before)
         out.append(ep)
     return out
 
@@ -252,6 +331,11 @@ def write_dataset(
         if not overwrite:
             raise ValueError(f"Minari dataset {dataset_id} exists ({folder}); pass --overwrite to replace "
                              "it, or record under another version (--dataset-id ...-v1)")
+    # as the user typed it, a relative path failed on replay from another folder; and without the
+    # configuration's hash an edited file went unnoticed
+    scenario = scenario_ref(scenario)
+    cfg_hash = scenario_hash(scenario)
+    label = played_label(policy, DEFAULT_ENV_ID, action_mode, window)
     env_kwargs = recording_env_kwargs(scenario, policy, action_mode, window, data_root)
     env = gym.make(DEFAULT_ENV_ID, **env_kwargs)
     try:
@@ -277,10 +361,9 @@ def write_dataset(
                 # the commit is in the metadata (aryl_gym.code_commit); no e-mail is asked for
                 warnings.filterwarnings("ignore", message=".*(code_permalink|author_email).*")
                 ds = minari.create_dataset_from_buffers(
-                    dataset_id, buffers, env=spec, eval_env=spec, algorithm_name=policy,
+                    dataset_id, buffers, env=spec, eval_env=spec, algorithm_name=label,
                     author=author, description=description or (
-                        f"{policy} acting through {DEFAULT_ENV_ID} ({action_mode} actions, window "
-                        f"{window}) on scenario {scenario}, {episodes} episodes from episode seed {seed}"),
+                        f"{label} on scenario {scenario}, {episodes} episodes from episode seed {seed}"),
                     requirements=[f"aryl-gym=={__version__}"], data_format="arrow")
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)  # no half-written dataset
@@ -288,10 +371,14 @@ def write_dataset(
     finally:
         env.close()
     ds.storage.update_metadata({NAMESPACE: {
-        "scenario": str(scenario), "policy": policy, "action_mode": action_mode, "window": int(window),
+        "scenario": scenario, "config_hash": cfg_hash, "policy": policy, "label": label,
+        "env_id": DEFAULT_ENV_ID, "action_mode": action_mode, "window": int(window),
+        "decisions_not_expressed": sum(ep.not_expressed for ep in eps),
         "world_version": str(opts.world_version), "episode_seeds": seeds, "reward_components": components,
         "aryl_gym_version": __version__, "code_commit": git_commit(dirty=True)}})
-    ds.storage.update_episode_metadata([{"episode_metrics": ep.metrics} for ep in eps], range(len(eps)))
+    ds.storage.update_episode_metadata(
+        [{"episode_metrics": ep.metrics, "decisions_not_expressed": ep.not_expressed} for ep in eps],
+        range(len(eps)))
     return ds
 
 
@@ -314,11 +401,10 @@ def minari_id(text: str | Path) -> str:
     return s[len(MINARI_PREFIX):] if s.startswith(MINARI_PREFIX) else s
 
 
-def load_minari_demos(ref: str | Path) -> dict[str, Any]:
-    """A Minari dataset as the demonstrations of :func:`aryl_gym.train.bc.load_demos`: one row per
-    step (the observation the action was chosen on; each episode's last observation dropped):
-    ``obs`` (a dict, one array per key), ``actions``, ``masks`` (``obs["action_mask"] > 0.5``),
-    ``rewards`` and ``dones`` (terminated or truncated)."""
+def load_dataset(ref: str | Path) -> Any:
+    """``minari.load_dataset`` of ``ref`` (``minari:ID`` or ``ID``), checked against its scenario
+    (:func:`check_scenario`): a missing dataset is a FileNotFoundError, a scenario file changed
+    since the recording a ValueError."""
     dataset_id = minari_id(ref)
     minari = require_minari()
     try:
@@ -327,6 +413,29 @@ def load_minari_demos(ref: str | Path) -> dict[str, Any]:
         raise FileNotFoundError(
             f"Minari dataset {dataset_id}: not found under {dataset_folder(dataset_id).parent} ({exc}); "
             "record one with `aryl-gym demos --format minari` or set MINARI_DATASETS_PATH") from None
+    check_scenario(ds.storage.metadata, dataset_id)
+    return ds
+
+
+def recover_environment(dataset: Any, eval_env: bool = False, **kwargs: Any) -> Any:
+    """The env a dataset was recorded in (``dataset``: a :class:`minari.MinariDataset`, or its
+    id), as ``dataset.recover_environment()`` builds it, after :func:`check_scenario`: a scenario
+    file changed since the recording is a ValueError, not an env that replays other episodes."""
+    if isinstance(dataset, (str, Path)):
+        ds = load_dataset(dataset)  # checked
+    else:
+        ds = dataset
+        check_scenario(ds.storage.metadata, str(ds.id))
+    return ds.recover_environment(eval_env=eval_env, **kwargs)
+
+
+def load_minari_demos(ref: str | Path) -> dict[str, Any]:
+    """A Minari dataset as the demonstrations of :func:`aryl_gym.train.bc.load_demos`: one row per
+    step (the observation the action was chosen on; each episode's last observation dropped):
+    ``obs`` (a dict, one array per key), ``actions``, ``masks`` (``obs["action_mask"] > 0.5``),
+    ``rewards`` and ``dones`` (terminated or truncated)."""
+    ds = load_dataset(ref)
+    dataset_id = minari_id(ref)
     obs: dict[str, list[np.ndarray]] = {}
     actions, rewards, dones = [], [], []
     for ep in ds.iterate_episodes():
@@ -351,11 +460,14 @@ def summary(ds: Any) -> dict[str, Any]:
     md = ds.storage.metadata
     return {"dataset_id": md["dataset_id"], "path": str(dataset_folder(md["dataset_id"])),
             "episodes": int(md["total_episodes"]), "steps": int(md["total_steps"]),
-            **{k: md.get(NAMESPACE, {}).get(k) for k in ("policy", "scenario", "world_version")}}
+            **{k: md.get(NAMESPACE, {}).get(k) for k in (
+                "policy", "label", "env_id", "action_mode", "window", "decisions_not_expressed", "scenario",
+                "config_hash", "world_version")}}
 
 
 __all__ = [
-    "MINARI_PREFIX", "NAMESPACE", "check_dataset_id", "datasets_path", "default_dataset_id",
-    "is_minari_ref", "load_minari_demos", "minari_id", "record_episodes", "recording_env_kwargs",
+    "MINARI_PREFIX", "NAMESPACE", "check_dataset_id", "check_scenario", "datasets_path", "default_dataset_id",
+    "is_minari_ref", "is_scenario_file", "load_dataset", "load_minari_demos", "minari_id", "played_label",
+    "record_episodes", "recording_env_kwargs", "recover_environment", "scenario_hash", "scenario_ref",
     "summary", "write_dataset",
 ]

@@ -95,7 +95,8 @@ def test_replaying_the_actions_gives_the_same_observations_and_rewards_bit_for_b
 def test_metadata_names_the_recording(in_store: Path) -> None:
     ds = minari.load_dataset(DSID)
     md = ds.storage.metadata
-    assert md["author"] == {"tests"} and md["algorithm_name"] == "aryl"
+    assert md["author"] == {"tests"}
+    assert md["algorithm_name"] == "aryl played through aryl_gym/Aryl-v2 (sequential actions, window 16)"
     spec = json.loads(md["env_spec"])
     assert spec["id"] == "aryl_gym/Aryl-v2"
     assert spec["kwargs"]["scenario"] == "tiny" and spec["kwargs"]["reclaim"] == "aryl"

@@ -5,10 +5,18 @@
 ``$MINARI_DATASETS_PATH``), which ``--bc-demos minari:ID`` reads back. The default ``--format
 npz`` writes one ``.npz`` with, per env step: ``obs_<key>`` for every observation key, ``actions``,
 ``masks`` (the boolean action mask the policy saw), ``rewards``, ``episode`` (index),
-``terminated`` and ``truncated``; plus ``episode_seeds`` and ``policy``/``scenario``/
-``action_mode`` strings. The policy decides on the simulator's full state
-(:class:`aryl_gym.envs.predict.HeuristicPredictor`); the env uses that policy's loaning,
-placement and reclaim settings.
+``terminated`` and ``truncated``; plus ``episode_seeds``, ``policy``/``scenario``/
+``action_mode``/``env_id``/``label`` strings, ``window``, ``config_hash`` (of the resolved
+scenario, stored as a shipped name or an absolute path) and ``decisions_not_expressed``. The
+policy decides on the simulator's full state (:class:`aryl_gym.envs.predict.HeuristicPredictor`);
+the env uses that policy's loaning, placement and reclaim settings.
+
+**Played through the env, not the native episode.** The policy acts through the env's action
+space and reaches only the jobs in its window (``--window``, default 16): its decisions about
+jobs outside it are dropped (``decisions_not_expressed`` counts them). The recording is labelled
+``POLICY played through ENV (MODE actions, window W)``; only with a window at least as large as
+the number of active (queued and running) jobs, in the sequential mode, is it the policy's
+native episode (``decisions_not_expressed`` 0; ``--window 64`` on ``tiny``).
 """
 
 from __future__ import annotations
@@ -32,7 +40,8 @@ from aryl_gym.envs import DEFAULT_ENV_ID
 from aryl_gym.rollout import Step, play
 
 NAME = "demos"
-HELP = "record observations, actions and masks of a reference policy acting through the env"
+HELP = ("record observations, actions and masks of a reference policy played through the env (it sees "
+        "only the jobs of its --window: only a window at least as large as the queue gives its native episode)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,7 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--episodes", type=positive_int, default=1, help="episodes to record (>= 1)")
     p.add_argument("--seed", type=seed_arg, default=0, help="episode seeds are seed, seed+1, ...")
     p.add_argument("--action-mode", default="sequential", choices=["sequential", "targets", "priority"])
-    p.add_argument("--window", type=positive_int, default=16)
+    p.add_argument("--window", type=positive_int, default=16,
+                   help="jobs the env shows the policy (default 16); the recording is the policy's native "
+                        "episode only when the window is at least as large as the number of active jobs "
+                        "(e.g. 64 on tiny); the window is recorded in the output and its label")
     p.add_argument("--format", choices=("npz", "minari"), default="npz",
                    help="npz: one .npz file (--out); minari: a Minari dataset (the offline extra)")
     p.add_argument("--out", type=out_arg, default=None, help="output .npz file (.npz is added when missing; --format npz)")
@@ -60,7 +72,9 @@ def record(scenario: str, policy: str, episodes: int, seed: int, action_mode: st
 
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.envs.predict import HeuristicPredictor, policy_env_kwargs
+    from aryl_gym.offline import played_label, scenario_hash, scenario_ref
 
+    scenario = scenario_ref(scenario)  # a path as an absolute path: found from any folder
     env = gym.make(
         DEFAULT_ENV_ID,
         scenario=scenario,
@@ -98,7 +112,12 @@ def record(scenario: str, policy: str, episodes: int, seed: int, action_mode: st
         episode_seeds=np.arange(seed, seed + episodes),
         policy=np.asarray(policy),
         scenario=np.asarray(str(scenario)),
+        config_hash=np.asarray(scenario_hash(scenario)),
         action_mode=np.asarray(action_mode),
+        env_id=np.asarray(DEFAULT_ENV_ID),
+        window=np.asarray(int(window)),
+        label=np.asarray(played_label(policy, DEFAULT_ENV_ID, action_mode, window)),
+        decisions_not_expressed=np.asarray(int(agent.skipped)),
     )
     return out
 
@@ -139,9 +158,18 @@ def run_minari(args: argparse.Namespace) -> int:
         print(json.dumps(info))
         return 0
     print(f"wrote Minari dataset {info['dataset_id']} ({info['path']}): {info['episodes']} episodes, "
-          f"{info['steps']} steps of {args.policy} on {args.scenario}; read it with "
+          f"{info['steps']} steps of {info['label']} on {info['scenario']}; read it with "
           f"minari.load_dataset({info['dataset_id']!r}) or --bc-demos minari:{info['dataset_id']}")
+    _note_not_native(args.policy, args.window, info["decisions_not_expressed"])
     return 0
+
+
+def _note_not_native(policy: str, window: int, not_expressed: int) -> None:
+    """Say when the recording is not the policy's native episode (was: labelled by its bare name)."""
+    if not_expressed:
+        print(f"note: {not_expressed} part(s) of {policy}'s decisions could not be expressed through the env "
+              f"(jobs outside the window of {window}, or masked actions): these are not {policy}'s native "
+              "episodes; a --window at least as large as the number of active jobs records those")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -166,9 +194,15 @@ def run(args: argparse.Namespace) -> int:
     np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]
     atomic_write_bytes(out, buf.getvalue())
     n = len(arrays["actions"])
+    label = str(arrays["label"])
+    not_expressed = int(arrays["decisions_not_expressed"])
     if args.json:
         print(json.dumps({"path": str(out), "episodes": args.episodes, "steps": n,
-                          "policy": args.policy, "scenario": str(args.scenario)}))
+                          "policy": args.policy, "label": label, "env_id": DEFAULT_ENV_ID,
+                          "action_mode": args.action_mode, "window": args.window,
+                          "decisions_not_expressed": not_expressed, "scenario": str(arrays["scenario"]),
+                          "config_hash": str(arrays["config_hash"])}))
         return 0
-    print(f"wrote {out}: {args.episodes} episodes, {n} steps of {args.policy} on {args.scenario}")
+    print(f"wrote {out}: {args.episodes} episodes, {n} steps of {label} on {args.scenario}")
+    _note_not_native(args.policy, args.window, not_expressed)
     return 0

@@ -46,7 +46,9 @@ def add_run_arguments(p: argparse.ArgumentParser, default_workers: int | None = 
     )
     p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-plots", action="store_true",
+                   help="skip the PNG plots (the leaderboard's plots of an earlier run in OUT/plots are "
+                        "removed: they would not match the new table)")
     p.add_argument("--no-tensorboard", action="store_true", help="skip the TensorBoard logs")
 
 
@@ -61,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME=SOURCE",
         help="add a learned agent: a path to an SB3 model (.zip), a shipped agent name, or "
         "module:factory returning an object with predict(obs, state, episode_start, deterministic); "
-        "repeatable",
+        "repeatable; one that cannot be loaded is an error (a suite's own agents are skipped with a note)",
     )
     p.add_argument("--backend", choices=("local", "ray"), default="local")
     p.add_argument(

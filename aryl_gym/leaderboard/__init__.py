@@ -112,6 +112,17 @@ def _run_leaderboard_locked(
             res.plots = make_plots(out, suite, summary.rows, series, data)
         except ImportError as exc:
             res.notes.append(f"no plots: {exc}")
+    # plots of an earlier run in this folder that this run did not redraw (--no-plots, no
+    # matplotlib, a scenario or interval plot not drawn this time) would sit beside a table they
+    # do not match (was: left in place): the leaderboard's own plot files go
+    from aryl_gym.leaderboard.plots import remove_stale_plots
+
+    stale = remove_stale_plots(out, res.plots)
+    if stale:
+        res.notes.append(
+            f"removed {len(stale)} plot(s) of an earlier run from {out / 'plots'} "
+            f"({', '.join(p.name for p in stale)}): they did not match this table"
+        )
     if tensorboard and summary.rows:
         try:
             # an optional dependency: its absence is handled here

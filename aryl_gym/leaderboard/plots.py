@@ -24,7 +24,8 @@ For the suite:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,32 @@ from aryl_gym.leaderboard.results import Key
 from aryl_gym.leaderboard.suites import Suite
 from aryl_gym.provenance import slug
 from aryl_gym.stats import available, performance_profile, score_distribution
+
+#: the names of the files :func:`make_plots` writes in ``OUT/plots`` (and only those): the
+#: per-scenario plots (a scenario's tag is :func:`aryl_gym.provenance.slug`'s alphabet) and the
+#: suite's two
+PLOT_NAME_RE = re.compile(
+    r"^(?:(?:usage|jct_cdf|queue)_[A-Za-z0-9_.+-]+|performance_profile|interval_estimates)\.png$")
+
+
+def remove_stale_plots(out_dir: str | Path, keep: Iterable[Path] = ()) -> list[Path]:
+    """Remove the leaderboard's own plot files in ``OUT/plots`` (names of :data:`PLOT_NAME_RE`)
+    that this run did not write (``keep``): plots of an earlier run beside a new table would not
+    match it. Nothing else in the folder is touched; return the files removed."""
+    pdir = Path(out_dir) / "plots"
+    if not pdir.is_dir():
+        return []
+    kept = {p.name for p in keep}
+    removed: list[Path] = []
+    for p in sorted(pdir.iterdir()):
+        if p.name in kept or not PLOT_NAME_RE.match(p.name) or p.is_dir():
+            continue
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(p)
+    return removed
 
 
 def _pyplot() -> Any:

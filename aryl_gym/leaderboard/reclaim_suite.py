@@ -444,24 +444,19 @@ def run_reclaim_suite(
     # collide, rows with digests
     with DirLock(out):
         claim_folder(out, "leaderboard")
-        return _run_locked(suite, out, agents, resume, overwrite, data_root, progress, say, wall0)
+        return _run_locked(suite, out, agents, resume, overwrite, data_root, progress, say, wall0,
+                           named=set(extra_agents or {}))
 
 
 def _run_locked(suite: ReclaimSuite, out: Path, agents: dict[str, str], resume: bool, overwrite: bool,
                 data_root: str | None, progress: bool, say: Callable[[str], None],
-                wall0: float) -> ReclaimOutputs:
+                wall0: float, named: set[str] | None = None) -> ReclaimOutputs:
     csv_path = out / "results.csv"
     has_rows = csv_path.exists() and csv_path.stat().st_size > 0
     if has_rows and not (resume or overwrite):
         raise ValueError(
             f"{csv_path} exists; pass --resume to keep its finished rows or --overwrite to start afresh"
         )
-    done: dict[tuple[str, str], dict[str, Any]] = {}
-    if has_rows and overwrite:
-        move_aside(csv_path, say)
-    elif has_rows:
-        for r in _resume_rows(csv_path, say):
-            done[(r["instance"], r["entrant"])] = r
     instances, notes = build_instances(suite, out / "snapshots", data_root)
     if not instances:
         raise ValueError(f"suite {suite.name}: no reclaim instances to play")
@@ -471,11 +466,24 @@ def _run_locked(suite: ReclaimSuite, out: Path, agents: dict[str, str], resume: 
     }
     if "optimum" not in entrants:
         entrants["optimum"] = ("policy", _rule("optimum", suite.seed))
+    # the agents are loaded before the old rows are moved aside: one named with --agent that
+    # cannot be loaded stops the run (was: skipped with a note, exit 0); the suite's own are
+    # skipped with a note
     for name, src in agents.items():
         try:
             entrants[name] = ("agent", _AgentPlayer(src, snaps))
         except (AgentUnavailable, ImportError, FileNotFoundError) as exc:
+            if name in (named or set()):
+                why = " ".join(str(exc).split())
+                raise ConfigError(f"--agent {name}={src}: cannot load this agent: {why}. Fix or replace "
+                                  f"{src}, or leave this --agent out") from None
             notes.append(f"skipped agent {name} ({src}): {exc}")
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    if has_rows and overwrite:
+        move_aside(csv_path, say)
+    elif has_rows:
+        for r in _resume_rows(csv_path, say):
+            done[(r["instance"], r["entrant"])] = r
     app = CsvAppender(csv_path, RECLAIM_SCHEMA)
     try:
         opt_pick: dict[int, list[int]] = {}

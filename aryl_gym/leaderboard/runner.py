@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from aryl_gym.config import ConfigError, load_scenario
-from aryl_gym.episodes import EpisodeOutput, EpisodeTask, Executor, check_entrant, run_episodes
+from aryl_gym.episodes import (
+    EpisodeOutput,
+    EpisodeTask,
+    Executor,
+    check_entrant,
+    preload_agent,
+    run_episodes,
+)
 from aryl_gym.fileio import DirLock, unique_backup
 from aryl_gym.leaderboard.results import (
     CSV_NAME,
@@ -58,6 +65,31 @@ from aryl_gym.workload.paths import resolve_data_path
 class StaleResultsError(ConfigError):
     """A resumed results file holds rows made with another configuration of the same entrant
     (other weights, env settings or suite settings): they cannot be reused."""
+
+
+class AgentLoadError(ConfigError):
+    """An agent the user named on the command line (``--agent NAME=SOURCE``) cannot be loaded:
+    the run stops instead of skipping it (a suite's own agents are skipped with a note)."""
+
+
+def _agent_load_error(name: str, source: str, why: str) -> AgentLoadError:
+    why = " ".join(why.split())  # one line
+    return AgentLoadError(
+        f"--agent {name}={source}: cannot load this agent: {why}. Fix or replace {source}, "
+        "or leave this --agent out"
+    )
+
+
+def _preload_named_agent(e: Any) -> None:
+    """Load an agent given with ``--agent`` here, before any episode runs; AgentLoadError says
+    why it cannot be (was: skipped with a note, exit 0, as if it were a suite's optional agent)."""
+    try:
+        preload_agent(e.source)
+    except Exception as exc:  # noqa: BLE001 - whatever the loader raises, in one line
+        msg = str(exc) or type(exc).__name__
+        if type(exc).__name__ != "AgentUnavailable":
+            msg = f"{type(exc).__name__}: {msg}"
+        raise _agent_load_error(e.name, e.source, msg) from None
 
 
 @dataclass
@@ -246,6 +278,14 @@ def _run_suite_locked(
     by_key = {t.key: t for t in tasks}
     done: dict[Key, dict[str, Any]] = {}
     summary = RunSummary(out, csv_path, rows=[])
+    # agents named on the command line are loaded first, before anything is moved or run: one
+    # that cannot be loaded stops the run (a suite's own agents are skipped with a note below)
+    for e in suite.entrants:
+        if e.explicit:
+            why = check_entrant(e, suite.env_id)
+            if why:
+                raise _agent_load_error(e.name, e.source, why)
+            _preload_named_agent(e)
     if csv_path.exists() and csv_path.stat().st_size > 0:
         if opts.overwrite:
             move_aside(csv_path, say)
@@ -308,9 +348,14 @@ def _run_suite_locked(
         summary.wall_s = time.perf_counter() - wall0
     summary.new = stats.new
     summary.stale_commit_rows = stats.other_commit
+    named = {e.name: e for e in suite.entrants if e.explicit}
+    failed = [(t.key, msg) for t, msg in stats.failed]
     for t, msg in stats.skipped:
-        summary.skipped.setdefault(t.policy, msg)
-    summary.failed = [(t.key, msg) for t, msg in stats.failed]
+        if t.policy in named:  # loaded here, but not in the episode's worker: a failure
+            failed.append((t.key, str(_agent_load_error(t.policy, named[t.policy].source, msg))))
+        else:
+            summary.skipped.setdefault(t.policy, msg)
+    summary.failed = failed
     order = {t.key: i for i, t in enumerate(tasks)}
     summary.rows = sorted(done.values(), key=lambda r: order[row_key(r)])
     return summary

@@ -21,7 +21,8 @@ Loading is strict: the schema :class:`SuiteFile` is checked by pydantic (:mod:`a
 strict types, unknown keys forbidden), then unique names, known scenarios and registered
 policies; every failure is a :class:`~aryl_gym.config.ConfigError` naming the file, the key and
 the fix. Agents are *not* resolved here (a model file may be
-missing or the env not yet installed); the runner skips an unavailable agent with a note.
+missing or the env not yet installed); the runner skips a suite's unavailable agent with a
+note, and stops on an agent given with ``--agent`` that cannot be loaded.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ class Entrant:
     source: str = ""
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     optional: bool = False
+    #: named by the user on the command line (``--agent NAME=SOURCE``): an agent that cannot be
+    #: loaded stops the run instead of being skipped with a note, as a suite's own agents are
+    explicit: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,8 @@ class Suite:
         return [e for e in self.entrants if e.kind == "agent"]
 
     def with_agents(self, extra: Mapping[str, str]) -> Suite:
-        """A copy with user agents ``{name: source}`` added (``--agent NAME=SOURCE``)."""
+        """A copy with user agents ``{name: source}`` added (``--agent NAME=SOURCE``), marked
+        :attr:`Entrant.explicit`: one that cannot be loaded stops the run."""
         names = {e.name for e in self.entrants}
         added = []
         for name, src in extra.items():
@@ -106,7 +111,7 @@ class Suite:
             if not src:
                 raise ConfigError(f"--agent {name}=: give a source (path, shipped name or module:factory)")
             names.add(name)
-            added.append(Entrant(name=name, kind="agent", source=src))
+            added.append(Entrant(name=name, kind="agent", source=src, explicit=True))
         return _replace(self, entrants=self.entrants + tuple(added))
 
 
