@@ -316,3 +316,23 @@ def test_every_builtin_policy_has_a_one_line_description(capsys: pytest.CaptureF
         the moon's phase.
 
         Details.""") == "Mine: schedules by the moon's phase."
+
+
+# -- seeds past what the consumer accepts: demos, train --------------------------------------------
+def test_demos_keeps_every_episode_seed_in_range(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "d.npz"
+    rc, _, err = _run(["demos", "--scenario", "tiny", "--policy", "aryl", "--episodes", "2",
+                       "--seed", str(2**63 - 1), "--out", str(out)], capsys)
+    # was: seeds 2**63 - 1 and 2**63 ran
+    assert rc == 2 and "give --seed at most 9223372036854775806" in err
+    assert not out.exists()
+
+
+def test_train_refuses_a_seed_sb3_cannot_take_before_a_run_folder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("sb3_contrib")
+    rc, _, err = _run(["train", "--config", "maskable_ppo", "--seed", str(2**32), "--timesteps", "64",
+                       "--out", str(tmp_path / "runs"), "--quiet"], capsys)
+    # was: SB3's "Seed must be between 0 and 2**32 - 1", with the run folder already made
+    assert rc == 2 and "give a seed from 0 to 4294967295" in err
+    assert not (tmp_path / "runs").exists()

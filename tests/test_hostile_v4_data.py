@@ -62,6 +62,26 @@ def test_no_plots_cli_after_a_plotted_run(tmp_path: Path, capsys: pytest.Capture
     assert "plot(s) of an earlier run" in stdout
 
 
+def test_no_tensorboard_after_a_logged_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from aryl_gym.leaderboard.tb import tensorboard_available
+
+    if not tensorboard_available():
+        pytest.skip("needs tensorboardX (the train extra)")
+    suite = _suite_file(tmp_path)
+    out = tmp_path / "out"
+    base = ["leaderboard", "--suite", str(suite), "--out", str(out), "--no-progress", "--no-plots"]
+    rc, _, err = _run(base, capsys)
+    assert rc == 0, err[-400:]
+    assert list((out / "tensorboard").glob("*/events.out.tfevents.*"))
+    (out / "tensorboard" / "notes.txt").write_text("mine")
+    rc, stdout, err = _run([*base, "--no-tensorboard", "--overwrite"], capsys)
+    assert rc == 0, err[-400:]
+    # was: the first run's event files, read by TensorBoard as this run's
+    assert not list((out / "tensorboard").glob("*/events.out.tfevents.*"))
+    assert (out / "tensorboard" / "notes.txt").read_text() == "mine"  # nothing else is touched
+    assert "TensorBoard log file(s) of an earlier run" in stdout
+
+
 # -- 2. an agent named with --agent that cannot be loaded ---------------------------------------------
 @pytest.mark.parametrize("source, reason", [
     ("bad.zip", "cannot load bad.zip as an SB3 model"),  # a corrupt model file

@@ -32,6 +32,7 @@ import numpy as np
 from aryl_gym.commands._common import (
     add_json_arg,
     add_scenario_args,
+    check_seed_range,
     out_arg,
     positive_int,
     seed_arg,
@@ -173,6 +174,8 @@ def _note_not_native(policy: str, window: int, not_expressed: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # episode i plays seed + i: every one must be a valid seed (was: seeds past 2**63 - 1 ran)
+    check_seed_range(args.seed, args.episodes, "--seed", "episodes")
     if args.format == "minari":
         return run_minari(args)
     for flag in ("dataset_id", "minari_path"):

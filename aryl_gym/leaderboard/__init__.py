@@ -131,4 +131,13 @@ def _run_leaderboard_locked(
             res.tensorboard = write_tensorboard(out, suite, summary.rows, series)
         except ImportError as exc:
             res.notes.append(f"no TensorBoard logs: {exc}")
+    if res.tensorboard is None:
+        # the same for TensorBoard logs of an earlier run (--no-tensorboard, no tensorboardX):
+        # TensorBoard would show them as this run's (was: left in place)
+        from aryl_gym.leaderboard.tb import remove_stale_logs
+
+        old = remove_stale_logs(out)
+        if old:
+            res.notes.append(f"removed {len(old)} TensorBoard log file(s) of an earlier run from "
+                             f"{out / 'tensorboard'}: they did not match this table")
     return res

@@ -181,6 +181,22 @@ def timeline_scalars(
     return sorted(by_step.items())
 
 
+def remove_stale_logs(out_dir: str | Path) -> list[Path]:
+    """Remove the event files :func:`write_tensorboard` writes (``OUT/tensorboard/*/events.out.
+    tfevents.*``, nothing else) when a run writes none: logs of an earlier run would be read as
+    this run's. Return the files removed."""
+    root = Path(out_dir) / TB_DIR
+    removed: list[Path] = []
+    if root.is_dir():
+        for old in sorted(root.glob("*/events.out.tfevents.*")):
+            try:
+                old.unlink()
+            except FileNotFoundError:
+                continue
+            removed.append(old)
+    return removed
+
+
 def write_tensorboard(
     out_dir: str | Path,
     suite: Suite,

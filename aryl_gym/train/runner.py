@@ -233,12 +233,24 @@ def _save_interrupted(model: Any, venv: Any, run_dir: Path, total: int, eval_cb:
     return ck
 
 
+#: the largest seed ``stable_baselines3.common.utils.set_random_seed`` accepts (numpy's legacy
+#: ``np.random.seed``)
+SB3_MAX_SEED = 2**32 - 1
+
+
 def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
     """What SB3 or the env would reject deep inside a run, as a ConfigError before any work:
     the hyperparameters (names, numbers, counts >= 1) and the env kwargs (one env is built)."""
     cls = model_class(cfg)
     check_hyperparams(algo_class(cfg.algo), cfg.hyperparams, f"algo config ({cfg.algo})",
                       cls if cfg.model_class else None)
+    # SB3 seeds numpy's legacy generator (np.random.seed) with the run seed, which must be below
+    # 2**32 (was: "Seed must be between 0 and 2**32 - 1" after the run folder was made); the envs'
+    # own seeds (seed + i) go to numpy Generators, which take any size
+    if int(cfg.seed) > SB3_MAX_SEED:
+        raise ConfigError(
+            f"seed {cfg.seed} is above {SB3_MAX_SEED} (2**32 - 1, the largest seed SB3 accepts: it "
+            f"seeds numpy's legacy generator with it); give a seed from 0 to {SB3_MAX_SEED}")
     # the files the run reads, before a run folder exists (they used to fail after it was made)
     if cfg.bc.demos:
         load_demos(cfg.bc.demos)  # missing, damaged or of the wrong layout: a ConfigError
