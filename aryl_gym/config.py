@@ -129,7 +129,7 @@ class InferenceConfig:
     #: independent noise on each 5-minute sample (World v1: 0.02; World v2: 0, since no public
     #: trace supports it: aryl_gym.worlds)
     sample_noise: NonNeg = 0.0
-    sample_seconds: NonNeg = 300.0
+    sample_seconds: Pos = 300.0  # (0 divided by zero when the series was built)
     headroom: Fraction = 0.10
     csv: str | None = None
     start_hour: NonNeg = 0.0
@@ -164,7 +164,9 @@ class WorkloadConfig:
     num_jobs: PosCount | None = None
     duration_hours: NonNeg = 24.0
     load: Pos = 0.85
-    diurnal_arrivals: NonNeg = 0.3
+    #: amplitude of the arrival rate's daily cycle, ``1 + a sin(...)``: above 1 the rate would go
+    #: negative (was accepted: numpy's error, or a flat rate without a word)
+    diurnal_arrivals: Fraction = 0.3
     elastic_fraction: Fraction = 0.03
     #: World v2: the elastic families' share of GPU-time (paper: 36%) the generator keeps at any
     #: ``elastic_fraction`` (a count share) by scaling elastic jobs' requested sizes
@@ -191,8 +193,8 @@ class WorkloadConfig:
     burst_day_sigma: NonNeg = 0.864
     burst_day_rho: Rho = 0.682
     burst_duration_sigma: NonNeg = 0.433
-    elastic_mean_hours: NonNeg = 14.2
-    duration_median_s: NonNeg = 1144.0
+    elastic_mean_hours: Pos = 14.2  # (0 gave jobs of no work: an error naming a job, not the key)
+    duration_median_s: Pos = 1144.0
     duration_sigma: NonNeg = 2.15
     size_duration_exponent: NonNeg = 1.0
     min_duration_s: NonNeg = 60.0
@@ -217,8 +219,10 @@ class SimConfig:
     """
 
     interval: Pos = 60.0
-    horizon_hours: NonNeg | None = None
-    max_rounds: Count | None = None
+    #: limits of an episode's length (None: none); 0 was accepted and gave an episode over before
+    #: its first round (the env crashed on its first commit)
+    horizon_hours: Pos | None = None
+    max_rounds: PosCount | None = None
     fast_forward: bool = True
     scale_overhead_s: NonNeg = 10.0
     relaunch_overhead_s: Mapping[str, NonNeg] = field(

@@ -149,7 +149,9 @@ def _draw_jobs(
     use_el_shape = elastic & el_family
     total = np.where(use_el_shape, tot_el, tot_in)
     total = np.minimum(total, max_gpus)
-    g = np.where(use_el_shape, np.minimum(g_el, total), np.minimum(total, max_g))
+    # a worker fits a training server: elastic families' per-worker GPUs are capped as the
+    # others' are (was not: on 1- or 2-GPU servers a 4-GPU worker stopped the episode at once)
+    g = np.minimum(np.where(use_el_shape, np.minimum(g_el, total), total), max_g)
     if w.all_elastic:
         g = np.where(use_el_shape, g, 1)  # data-parallel, one GPU per worker
     g = np.maximum(g, 1)
