@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aryl_gym.config import ScenarioConfig, load_scenario
+from aryl_gym.config import ConfigError, ScenarioConfig, load_scenario
 from aryl_gym.sim.engine import Simulator
 from aryl_gym.sim.jobs import JobSpec
 from aryl_gym.sim.loaning import diurnal_utilization, load_utilization_csv
@@ -72,6 +72,14 @@ def make_episode(
     cfg = scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario)
     r_jobs, r_util, _ = _seed_streams(seed)
     job_list = list(jobs) if jobs is not None else load_jobs(cfg, r_jobs, data_root)
+    if not job_list and jobs is None and not cfg.workload.trace:
+        # a generated workload that drew no job (was: the simulator's message about a trace file)
+        w, c = cfg.workload, cfg.cluster
+        raise ConfigError(
+            f"{cfg.source}: the generated workload has no job for seed {seed} (load {w.load:g} over "
+            f"{w.duration_hours:g} h on {c.train_gpus} training GPUs); raise workload.load or "
+            "workload.duration_hours, or set workload.num_jobs"
+        )
     span = max((j.submit for j in job_list), default=0.0)
     util = utilization_for(cfg, span, r_util, data_root)
     return Episode(cfg, job_list, util, seed)

@@ -145,5 +145,5 @@ def test_an_empty_generated_workload_says_which_knob(tmp_path) -> None:  # type:
 
     p = _yaml(tmp_path, "empty", {"cluster": {"train_servers": 1, "train_gpus_per_server": 1},
                                   "workload": {"duration_hours": 0.25, "load": 0.05}})
-    with pytest.raises(ConfigError, match="the generated workload has no job for this seed.*workload.num_jobs"):
-        make_episode(str(p), 0).simulator()  # was: "check the trace file" (there is none)
+    with pytest.raises(ConfigError, match="the generated workload has no job for seed 0.*workload.num_jobs"):
+        make_episode(str(p), 0)  # was: "check the trace file" (there is none)

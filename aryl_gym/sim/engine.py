@@ -180,13 +180,6 @@ class Simulator:
     def _check_jobs(self) -> None:
         c = self.config.cluster
         if not self.jobs:
-            w = self.config.workload
-            if w.trace is None:  # a generated workload (was: a message about a trace file)
-                raise ConfigError(
-                    f"{self.config.source}: the generated workload has no job for this seed (load "
-                    f"{w.load:g} over {w.duration_hours:g} h on {c.train_gpus} training GPUs); raise "
-                    "workload.load or workload.duration_hours, or set workload.num_jobs"
-                )
             raise ConfigError(
                 "the trace is empty: no jobs to simulate; check the trace file, its filters "
                 "(virtual cluster, time window) or the scenario's workload section"
