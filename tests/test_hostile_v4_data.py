@@ -103,7 +103,7 @@ def test_named_agent_that_cannot_load_fails_the_run(tmp_path: Path, monkeypatch:
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in err
     assert f"--agent mine={source}: cannot load this agent" in lines[0] and reason in lines[0]
-    assert not (tmp_path / "out" / "results.csv").exists()  # nothing ran
+    assert not (tmp_path / "out").exists()  # nothing ran, no folder (was: the folder and its lock marker)
 
 
 def test_named_agent_is_checked_before_overwrite_moves_rows(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from aryl_gym.leaderboard.results import series_for
 from aryl_gym.leaderboard.runner import (
     RunOptions,
     RunSummary,
+    check_named_agents,
     prepare_out_dir,
     run_options,
     run_suite,
@@ -85,6 +86,9 @@ def run_leaderboard(
 
     opts = run_options(options, **changes)
     say = log or (lambda m: print(m, file=sys.stderr))
+    # an agent given with --agent that cannot be loaded stops the run before the folder is
+    # created or claimed (was: an empty folder with its marker was left behind)
+    check_named_agents(suite)
     # the folder stays locked while the tables, plots and logs are written too
     with DirLock(prepare_out_dir(out_dir)):
         claim_folder(Path(out_dir), "leaderboard")

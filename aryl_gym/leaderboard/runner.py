@@ -92,6 +92,16 @@ def _preload_named_agent(e: Any) -> None:
         raise _agent_load_error(e.name, e.source, msg) from None
 
 
+def check_named_agents(suite: Suite) -> None:
+    """AgentLoadError for the first agent given with ``--agent`` that cannot be loaded."""
+    for e in suite.entrants:
+        if e.explicit:
+            why = check_entrant(e, suite.env_id)
+            if why:
+                raise _agent_load_error(e.name, e.source, why)
+            _preload_named_agent(e)
+
+
 @dataclass
 class RunSummary:
     """The outcome of :func:`run_suite`."""
@@ -225,6 +235,10 @@ def run_suite(
     opts = run_options(options, **changes)
     say = log or (lambda m: print(m, file=sys.stderr))
     wall0 = time.perf_counter()
+    # agents named on the command line are loaded first, before the output folder is created
+    # or anything in it is moved: one that cannot be loaded stops the run and leaves no trace
+    # (a suite's own agents are skipped with a note later)
+    check_named_agents(suite)
     out = prepare_out_dir(out_dir)
     with DirLock(out):
         return _run_suite_locked(suite, out, say, wall0, opts)
@@ -278,14 +292,6 @@ def _run_suite_locked(
     by_key = {t.key: t for t in tasks}
     done: dict[Key, dict[str, Any]] = {}
     summary = RunSummary(out, csv_path, rows=[])
-    # agents named on the command line are loaded first, before anything is moved or run: one
-    # that cannot be loaded stops the run (a suite's own agents are skipped with a note below)
-    for e in suite.entrants:
-        if e.explicit:
-            why = check_entrant(e, suite.env_id)
-            if why:
-                raise _agent_load_error(e.name, e.source, why)
-            _preload_named_agent(e)
     if csv_path.exists() and csv_path.stat().st_size > 0:
         if opts.overwrite:
             move_aside(csv_path, say)
