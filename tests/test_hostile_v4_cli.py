@@ -328,11 +328,28 @@ def test_demos_keeps_every_episode_seed_in_range(tmp_path: Path, capsys: pytest.
     assert not out.exists()
 
 
+@pytest.mark.parametrize("backend", ["sb3", "rllib"])
 def test_train_refuses_a_seed_sb3_cannot_take_before_a_run_folder(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str) -> None:
     pytest.importorskip("sb3_contrib")
-    rc, _, err = _run(["train", "--config", "maskable_ppo", "--seed", str(2**32), "--timesteps", "64",
-                       "--out", str(tmp_path / "runs"), "--quiet"], capsys)
-    # was: SB3's "Seed must be between 0 and 2**32 - 1", with the run folder already made
-    assert rc == 2 and "give a seed from 0 to 4294967295" in err
+    rc, _, err = _run(["train", "--backend", backend, "--config", "maskable_ppo", "--seed", str(2**32),
+                       "--timesteps", "64", "--out", str(tmp_path / "runs"), "--quiet"], capsys)
+    # was: SB3's "Seed must be between 0 and 2**32 - 1", with the run folder already made; RLlib
+    # seeds numpy's legacy generator the same way (was: not checked)
+    assert rc == 2 and "seed must be in [0, 4294967295], got 4294967296" in err
     assert not (tmp_path / "runs").exists()
+    from aryl_gym.train.config import load_train_config
+
+    assert load_train_config("maskable_ppo", overrides={"seed": 2**32 - 1}).seed == 2**32 - 1  # the largest
+
+
+def test_preflight_refuses_a_seed_set_in_code() -> None:
+    import dataclasses
+
+    from aryl_gym.config import ConfigError
+    from aryl_gym.train.config import MAX_RUN_SEED, load_train_config
+    from aryl_gym.train.runner import preflight
+
+    cfg = dataclasses.replace(load_train_config("maskable_ppo", scenario="tiny"), seed=MAX_RUN_SEED + 1)
+    with pytest.raises(ConfigError, match="give a seed from 0 to 4294967295"):
+        preflight(cfg)

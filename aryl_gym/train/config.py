@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from annotated_types import Ge, Gt, Lt
+from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BeforeValidator
 
 from aryl_gym.agents import policy_names
@@ -55,6 +55,11 @@ ALGOS: dict[str, tuple[str, str, bool]] = {
 }
 
 DEFAULT_ENV_ID = "aryl_gym/Aryl-v2"
+
+#: the largest run seed: SB3 (``set_random_seed``) and RLlib (``.debugging(seed=)``) both seed
+#: numpy's legacy generator with it, which takes 0 to 2**32 - 1; the envs' own seeds (seed + i)
+#: go to numpy Generators, which take any size
+MAX_RUN_SEED = 2**32 - 1
 
 
 def algo_class(algo: str) -> type[BaseAlgorithm]:
@@ -200,7 +205,7 @@ class TrainConfig:
     # warm_start.zip); replaces the behaviour-cloning warm start
     init_from: str | None = None
     log_interval: Steps = 1  # rollouts between log dumps (on-policy algorithms)
-    seed: Steps = 0
+    seed: Annotated[int, Ge(0), Le(MAX_RUN_SEED)] = 0  # both backends: see MAX_RUN_SEED
     torch_threads: Steps = 1
     eval: EvalConfig = EvalConfig()
     bc: BCConfig = BCConfig()

@@ -48,6 +48,7 @@ from aryl_gym.offline import is_minari_ref
 from aryl_gym.provenance import git_commit as _git_commit
 from aryl_gym.train.bc import load_demos, pretrain, record_demos
 from aryl_gym.train.config import (
+    MAX_RUN_SEED,
     TrainConfig,
     algo_class,
     check_eval_sets,
@@ -234,8 +235,8 @@ def _save_interrupted(model: Any, venv: Any, run_dir: Path, total: int, eval_cb:
 
 
 #: the largest seed ``stable_baselines3.common.utils.set_random_seed`` accepts (numpy's legacy
-#: ``np.random.seed``)
-SB3_MAX_SEED = 2**32 - 1
+#: ``np.random.seed``); a loaded config is checked against it already, one built in code here
+SB3_MAX_SEED = MAX_RUN_SEED
 
 
 def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
