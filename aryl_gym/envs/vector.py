@@ -19,8 +19,13 @@ new episode's first observation; the last one and the last info are in
 ``info["final_obs"]`` / ``info["final_info"]``. ``"disabled"``: call
 ``reset(options={"reset_mask": mask})`` yourself.
 
-**Seeds**: ``reset(seed=s)`` seeds env ``i`` with ``s + i`` (a list seeds each env), as
-``SyncVectorEnv``; ``options`` go to every env.
+**Seeds**: ``reset(seed=s)`` seeds env ``i`` with ``s + i`` (a list or 1-D array seeds each
+env), as ``SyncVectorEnv``; every seed is checked (an integer >= 0 or None) before any env is
+reset; ``options`` go to every env.
+
+**Not applied**: ``max_episode_steps`` (Gymnasium's ``TimeLimit``) is a ValueError: pass the
+env's ``max_steps``. After ``close()``, ``step``/``reset``/``action_masks`` raise Gymnasium's
+``ClosedEnvironmentError``.
 
 **Masks**: ``action_masks()`` returns the stacked boolean masks ``(N, mask size)`` for
 MaskablePPO-style agents; ``obs["action_mask"]`` has them as float32.
@@ -36,8 +41,9 @@ one entry in the registration table.
 from __future__ import annotations
 
 import multiprocessing as mp
+import pickle
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from multiprocessing import shared_memory
 from typing import Any
 
@@ -75,14 +81,54 @@ def _autoreset(mode: object) -> AutoresetMode:
     raise ValueError(f"autoreset_mode must be one of {', '.join(names)} (or a gymnasium AutoresetMode), got {mode!r}")
 
 
-def _seeds(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:
+def _is_int(x: object) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _seeds(seed: int | Sequence[int | None] | np.ndarray | None, n: int) -> list[int | None]:
+    """One seed per env (``s + i`` for an int ``s``), every one checked before any env is reset
+    (was: a negative or float seed reset the envs before it, then Gymnasium's error)."""
     if seed is None:
         return [None] * n
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)):
-        return [int(seed) + i for i in range(n)]
+    if _is_int(seed):
+        s0 = int(seed)  # type: ignore[arg-type]
+        if s0 < 0:
+            raise ValueError(f"seed must be an integer >= 0 (env i gets seed + i), got {seed}")
+        return [s0 + i for i in range(n)]
+    if isinstance(seed, np.ndarray) and seed.ndim == 1:  # was: rejected (SyncVectorEnv takes it)
+        seed = seed.tolist()
     if isinstance(seed, (str, bytes)) or not isinstance(seed, Sequence) or len(seed) != n:
         raise ValueError(f"seed must be an int, None or a list of {n} seeds (one per env), got {seed!r}")
-    return list(seed)
+    for i, s in enumerate(seed):
+        if s is not None and (not _is_int(s) or int(s) < 0):
+            raise ValueError(f"seed[{i}] must be an integer >= 0 or None, got {s!r} ({type(s).__name__})")
+    return [None if s is None else int(s) for s in seed]
+
+
+def _check_options(options: object) -> None:
+    # was: a str became dict("x")'s "dictionary update sequence" error (sync) or an
+    # AttributeError (async)
+    if options is not None and not isinstance(options, dict):
+        raise ValueError(f"reset(options=...) must be a dict or None, got {type(options).__name__}")
+
+
+def _no_time_limit(kwargs: dict[str, Any]) -> None:
+    """``max_episode_steps`` (Gymnasium's ``TimeLimit``, which ``gym.make_vec`` passes on when
+    given) is not applied here: say so instead of running without it (was: dropped silently)."""
+    steps = kwargs.pop("max_episode_steps", None)
+    if steps is not None:
+        raise ValueError(
+            f"max_episode_steps={steps!r} (Gymnasium's TimeLimit) is not applied by the batched vector "
+            "env: pass max_steps=N (the env truncates after N steps, with its episode_result), or "
+            "vectorization_mode='sync' for a TimeLimit around each gym.make env"
+        )
+
+
+def _check_open(venv: VectorEnv) -> None:
+    if venv.closed:  # was: stepped on (sync), a BrokenPipeError or a segfault on freed memory (async)
+        raise gym.error.ClosedEnvironmentError(
+            f"{type(venv).__name__} is closed: make a new one (gym.make_vec) to go on"
+        )
 
 
 def _single_env_class(env_id: str) -> Any:
@@ -172,7 +218,7 @@ class ArylVectorEnv(VectorEnv):
         n = check_num_envs(num_envs)
         _world_of(env_id, kwargs)
         self.autoreset_mode = _autoreset(autoreset_mode)
-        kwargs.pop("max_episode_steps", None)  # make_vec passes the spec's (ours have none)
+        _no_time_limit(kwargs)
         cls = _single_env_class(env_id)
         self.env_id = env_id
         self.env_kwargs = dict(kwargs)
@@ -213,10 +259,27 @@ class ArylVectorEnv(VectorEnv):
             for k in self._keys:
                 obs[k][i] = single[k]
 
+    def __getstate__(self) -> dict[str, Any]:
+        # the row views are rebuilt at the first step (was: a pickled or deep-copied env wrote
+        # its observations into copies of the views, detached from the buffers it returned)
+        state = self.__dict__.copy()
+        state["_views"], state["_views_of"] = [], None
+        return state
+
     def _actions(self, actions: Any) -> Any:
         if isinstance(actions, np.ndarray) and actions.shape[:1] == (self.num_envs,):
             return actions
-        a = list(actions) if not isinstance(actions, np.ndarray) else actions
+        # was: a str or dict of num_envs characters / keys was taken as that many (invalid)
+        # actions, and a scalar raised "'int' object is not iterable"
+        a: Any = None
+        if not (isinstance(actions, np.ndarray) and actions.ndim == 0 or isinstance(actions, (str, bytes, Mapping))):
+            try:
+                a = list(actions) if not isinstance(actions, np.ndarray) else actions
+            except TypeError:
+                pass
+        if a is None:
+            raise ValueError(f"actions must be an array or list of {self.num_envs} actions (one per env), "
+                             f"got {type(actions).__name__} {actions!r:.80}")
         if len(a) != self.num_envs:
             raise ValueError(f"expected {self.num_envs} actions (one per env), got {len(a)}")
         return a
@@ -231,6 +294,8 @@ class ArylVectorEnv(VectorEnv):
                   options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], list[dict[str, Any] | None]]:
         """:meth:`reset` with the envs' infos as a list (None for envs not reset) and this
         env's buffers as the observation."""
+        _check_open(self)
+        _check_options(options)
         seeds = _seeds(seed, self.num_envs)
         options = dict(options) if options else None
         mask = None
@@ -255,10 +320,15 @@ class ArylVectorEnv(VectorEnv):
     def step_raw(self, actions: Any) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
         """:meth:`step` with the envs' infos as a list (no vector-info merge); the arrays
         returned are this env's buffers (copy them to keep them past the next step)."""
+        _check_open(self)
         acts = self._actions(actions)
         obs = self._obs
         rew, terms, truncs, auto = self._rewards, self._terms, self._truncs, self._autoreset_envs
         mode = self.autoreset_mode
+        if mode is AutoresetMode.DISABLED and auto.any():
+            # checked before any env steps (was: raised at env i after envs 0..i-1 had stepped)
+            raise RuntimeError(f"env {int(np.flatnonzero(auto)[0])} has ended: reset it "
+                               "(options={'reset_mask': ...}) before stepping")
         rows = self._rows
         infos: list[dict[str, Any]] = []
         for i, env in enumerate(self.envs):
@@ -268,8 +338,6 @@ class ArylVectorEnv(VectorEnv):
                 rew[i] = 0.0
                 terms[i] = truncs[i] = False
             else:
-                if mode is AutoresetMode.DISABLED and auto[i]:
-                    raise RuntimeError(f"env {i} has ended: reset it (options={{'reset_mask': ...}}) before stepping")
                 if rows:
                     r, te, tr, info = env._step_core(acts[i])
                     rew[i], terms[i], truncs[i] = r, te, tr
@@ -299,6 +367,7 @@ class ArylVectorEnv(VectorEnv):
 
     def action_masks(self) -> np.ndarray:
         """The envs' boolean action masks, stacked ``(num_envs, mask size)``."""
+        _check_open(self)
         return np.stack([env.action_masks() for env in self.envs])
 
     def render(self) -> tuple[Any, ...]:
@@ -331,58 +400,84 @@ class ArylVectorEnv(VectorEnv):
 # ------------------------------------------------------------------------------------------------
 # the subprocess variant
 # ------------------------------------------------------------------------------------------------
+def _error_payload(exc: BaseException) -> tuple[BaseException | None, str]:
+    """What a worker sends for an exception: the exception itself when it pickles (the parent
+    raises it, the same type as :class:`ArylVectorEnv` raises) and its traceback as text."""
+    tb = traceback.format_exc()
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:  # noqa: BLE001 - an exception that does not pickle goes as text only
+        return None, tb
+    return exc, tb
+
+
 def _worker(conn: Any, lo: int, hi: int, env_id: str, autoreset: str, kwargs: dict[str, Any],
             shm_names: dict[str, str], shapes: dict[str, tuple[int, ...]], n_total: int) -> None:
+    shms: dict[str, shared_memory.SharedMemory] = {}
     try:
-        venv = ArylVectorEnv(hi - lo, env_id=env_id, autoreset_mode=autoreset, **kwargs)
-        shms = {k: shared_memory.SharedMemory(name=v) for k, v in shm_names.items()}
-        views = {k: np.ndarray((n_total, *shapes[k]), dtype=np.float32, buffer=shms[k].buf)[lo:hi] for k in shapes}
+        try:
+            venv = ArylVectorEnv(hi - lo, env_id=env_id, autoreset_mode=autoreset, **kwargs)
+            shms = {k: shared_memory.SharedMemory(name=v) for k, v in shm_names.items()}
+            views = {k: np.ndarray((n_total, *shapes[k]), dtype=np.float32, buffer=shms[k].buf)[lo:hi] for k in shapes}
+        except Exception as e:  # noqa: BLE001 - sent to the parent, which raises it
+            conn.send(("error", _error_payload(e)))
+            return
         conn.send(("ok", None))
         while True:
             cmd, arg = conn.recv()
-            if cmd == "step":
-                obs, rew, te, tr, infos = venv.step_raw(arg)
-                for k, v in views.items():
-                    v[...] = obs[k]
-                conn.send(("ok", (rew.copy(), te.copy(), tr.copy(), infos)))
-            elif cmd == "reset":
-                seeds, options = arg
-                m = options.get("reset_mask") if options else None
-                obs, rinfos = venv.reset_raw(seed=seeds, options=options)
-                for k, v in views.items():
-                    if m is not None:
-                        v[m] = obs[k][m]
-                    else:
+            # a command that raises is answered with its error and the worker goes on (was: the
+            # worker exited, and every later call raised BrokenPipeError)
+            try:
+                reply: Any = None
+                if cmd == "step":
+                    obs, rew, te, tr, infos = venv.step_raw(arg)
+                    for k, v in views.items():
                         v[...] = obs[k]
-                conn.send(("ok", rinfos))
-            elif cmd == "call":
-                name, a, kw = arg
-                conn.send(("ok", venv.call(name, *a, **kw)))
-            elif cmd == "get_attr":
-                conn.send(("ok", venv.get_attr(arg)))
-            elif cmd == "set_attr":
-                venv.set_attr(*arg)
-                conn.send(("ok", None))
-            elif cmd == "close":
-                venv.close()
-                conn.send(("ok", None))
+                    reply = (rew.copy(), te.copy(), tr.copy(), infos)
+                elif cmd == "reset":
+                    seeds, options = arg
+                    m = options.get("reset_mask") if options else None
+                    obs, reply = venv.reset_raw(seed=seeds, options=options)
+                    for k, v in views.items():
+                        if m is not None:
+                            v[m] = obs[k][m]
+                        else:
+                            v[...] = obs[k]
+                elif cmd == "call":
+                    name, a, kw = arg
+                    reply = venv.call(name, *a, **kw)
+                elif cmd == "get_attr":
+                    reply = venv.get_attr(arg)
+                elif cmd == "set_attr":
+                    venv.set_attr(*arg)
+                elif cmd == "close":
+                    venv.close()
+            except Exception as e:  # noqa: BLE001 - sent to the parent, which raises it
+                conn.send(("error", _error_payload(e)))
+            else:
+                conn.send(("ok", reply))
+            if cmd == "close":
                 break
-    except (KeyboardInterrupt, EOFError):  # pragma: no cover
+    except (KeyboardInterrupt, EOFError, BrokenPipeError):  # pragma: no cover - the parent has gone
         pass
-    except Exception:  # noqa: BLE001 - sent to the parent, which raises it
-        conn.send(("error", traceback.format_exc()))
     finally:
-        try:
-            for s in shms.values():  # type: ignore[possibly-undefined]
-                s.close()
-        except NameError:  # pragma: no cover
-            pass
+        for s in shms.values():
+            s.close()
+
+
+class _WorkerTraceback(Exception):
+    """The traceback of an exception raised in an :class:`ArylAsyncVectorEnv` worker (the
+    ``__cause__`` of the exception the parent raises)."""
 
 
 class ArylAsyncVectorEnv(VectorEnv):
     """:class:`ArylVectorEnv` split over ``workers`` processes (more cores): each worker steps
     its share of the envs and writes their observations into shared memory; the parent stacks
-    nothing. The same results as :class:`ArylVectorEnv` (same seeds, autoreset, infos)."""
+    nothing. The same results as :class:`ArylVectorEnv` (same seeds, autoreset, infos) and the
+    same errors: an error in a worker is raised in the parent (its type and message, the
+    worker's traceback as its cause) and the worker goes on; a worker that died (killed, out of
+    memory) is a RuntimeError naming it, and the vector env must then be closed. It does not
+    pickle (it owns processes and shared memory)."""
 
     def __init__(self, num_envs: int = 2, workers: int = 2, env_id: str = "aryl_gym/Aryl-v2",
                  autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
@@ -392,7 +487,7 @@ class ArylAsyncVectorEnv(VectorEnv):
         if w > n:
             raise ValueError(f"workers ({w}) must not exceed num_envs ({n})")
         self.autoreset_mode = _autoreset(autoreset_mode)
-        kwargs.pop("max_episode_steps", None)
+        _no_time_limit(kwargs)
         _world_of(env_id, kwargs)
         probe = _single_env_class(env_id)(**kwargs)
         self.num_envs = n
@@ -412,11 +507,15 @@ class ArylAsyncVectorEnv(VectorEnv):
                      for k, s in self._shapes.items()}
         self._obs = {k: np.ndarray((n, *s), dtype=np.float32, buffer=self._shm[k].buf) for k, s in self._shapes.items()}
         self._merger = _InfoMerger(n)
+        self._was_reset = False
+        self._ended = np.zeros(n, dtype=np.bool_)  # envs that ended at the last step (disabled mode)
+        self._dead: str | None = None
         bounds = np.linspace(0, n, w + 1).round().astype(int)
         self._slices = [(int(bounds[i]), int(bounds[i + 1])) for i in range(w)]
         ctx: Any = mp.get_context(context or ("fork" if "fork" in mp.get_all_start_methods() else "spawn"))
         self._conns = []
         self._procs = []
+        self._closed = False
         for lo, hi in self._slices:
             parent, child = ctx.Pipe()
             p = ctx.Process(target=_worker, args=(child, lo, hi, env_id, self.autoreset_mode.value, kwargs,
@@ -426,19 +525,68 @@ class ArylAsyncVectorEnv(VectorEnv):
             child.close()
             self._conns.append(parent)
             self._procs.append(p)
-        self._closed = False
-        for c in self._conns:
-            self._recv(c)
+        try:
+            self._recv_all(range(w))
+        except BaseException:
+            self.close()
+            raise
 
-    def _recv(self, conn: Any) -> Any:
-        status, payload = conn.recv()
-        if status != "ok":
-            raise RuntimeError(f"an ArylAsyncVectorEnv worker failed:\n{payload}")
-        return payload
+    def __getstate__(self) -> dict[str, Any]:
+        # was: "Pickling an AuthenticationString object is disallowed" from multiprocessing
+        raise TypeError(
+            "ArylAsyncVectorEnv does not pickle or copy (it owns worker processes and shared memory): "
+            "pickle an ArylVectorEnv (gym.make_vec without workers) instead"
+        )
+
+    # -- talking to the workers -----------------------------------------------------------------
+    def _worker_died(self, i: int) -> RuntimeError:
+        """The error for worker ``i`` gone (its pipe broke); later calls raise it too."""
+        p = self._procs[i]
+        p.join(timeout=1)
+        lo, hi = self._slices[i]
+        self._dead = (
+            f"ArylAsyncVectorEnv worker {i} (pid {p.pid}, envs {lo}..{hi - 1}) has died "
+            f"(exit code {p.exitcode}): close() this vector env and make a new one"
+        )
+        return RuntimeError(self._dead)
+
+    def _check_usable(self) -> None:
+        _check_open(self)
+        if self._dead is not None:  # was: BrokenPipeError / ConnectionResetError / EOFError
+            raise RuntimeError(self._dead)
+
+    def _send(self, i: int, msg: tuple[str, Any]) -> None:
+        try:
+            self._conns[i].send(msg)
+        except OSError:  # BrokenPipeError, ConnectionResetError
+            raise self._worker_died(i) from None
+
+    def _recv_all(self, which: Any) -> list[Any]:
+        """The replies of the workers ``which``, every one read before an error is raised (was:
+        the first error was raised with the other replies left in their pipes)."""
+        out: list[Any] = []
+        error: tuple[Any, str] | None = None
+        died: RuntimeError | None = None
+        for i in which:
+            try:
+                status, payload = self._conns[i].recv()
+            except (EOFError, OSError):
+                died = died or self._worker_died(i)
+                continue
+            if status != "ok":
+                error = error or payload
+            out.append(payload)
+        if died is not None:
+            raise died
+        if error is not None:
+            exc, tb = error
+            raise (exc if exc is not None else RuntimeError("an ArylAsyncVectorEnv worker failed")) from _WorkerTraceback(tb)
+        return out
 
     def _gather(self, parts: list[Any]) -> list[Any]:
         return [x for part in parts for x in part]
 
+    # -- the API --------------------------------------------------------------------------------
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
               options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         obs, infos = self.reset_raw(seed=seed, options=options)
@@ -446,37 +594,55 @@ class ArylAsyncVectorEnv(VectorEnv):
 
     def reset_raw(self, *, seed: int | Sequence[int | None] | None = None,
                   options: dict[str, Any] | None = None) -> tuple[dict[str, np.ndarray], list[dict[str, Any] | None]]:
-        """:meth:`reset` with the envs' infos as a list and the shared buffers."""
+        """:meth:`reset` with the envs' infos as a list and the shared buffers (valid until
+        :meth:`close`)."""
+        self._check_usable()
+        _check_options(options)
         seeds = _seeds(seed, self.num_envs)
         mask = (options or {}).get("reset_mask")
-        for c, (lo, hi) in zip(self._conns, self._slices):
+        if mask is not None:
+            if not isinstance(mask, np.ndarray) or mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
+                raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), got {mask!r}")
+            if not mask.any():
+                raise ValueError("options['reset_mask'] must select at least one env")
+        sent = []
+        for i, (lo, hi) in enumerate(self._slices):
             opt = dict(options) if options else None
             if mask is not None:
-                if not isinstance(mask, np.ndarray) or mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
-                    raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},)")
-                opt["reset_mask"] = mask[lo:hi]  # type: ignore[index]
                 if not mask[lo:hi].any():
                     continue
-            c.send(("reset", (seeds[lo:hi], opt)))
+                opt["reset_mask"] = mask[lo:hi]  # type: ignore[index]
+            self._send(i, ("reset", (seeds[lo:hi], opt)))
+            sent.append(i)
+        parts = iter(self._recv_all(sent))
         infos: list[Any] = []
-        for c, (lo, hi) in zip(self._conns, self._slices):
-            if mask is not None and not mask[lo:hi].any():
-                infos += [None] * (hi - lo)
-                continue
-            infos += self._recv(c)
+        for i, (lo, hi) in enumerate(self._slices):
+            infos += next(parts) if i in sent else [None] * (hi - lo)
+        self._ended[mask if mask is not None else slice(None)] = False
+        self._was_reset = True
         return self._obs, infos
 
     def step_raw(self, actions: Any) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
-        """:meth:`step` with the envs' infos as a list; the observation is the shared buffers."""
-        acts = np.asarray(actions) if not isinstance(actions, np.ndarray) else actions
+        """:meth:`step` with the envs' infos as a list; the observation is the shared buffers
+        (valid until :meth:`close`)."""
+        self._check_usable()
+        try:
+            acts = np.asarray(actions) if not isinstance(actions, np.ndarray) else actions
+        except ValueError:  # was: numpy's "inhomogeneous shape" error
+            raise ValueError(f"actions must be an array of {self.num_envs} actions (one per env) of one shape, "
+                             f"got {actions!r:.80}") from None
         if acts.shape[:1] != (self.num_envs,):
             raise ValueError(f"expected {self.num_envs} actions (one per env), got shape {acts.shape}")
-        for c, (lo, hi) in zip(self._conns, self._slices):
-            c.send(("step", acts[lo:hi]))
-        parts = [self._recv(c) for c in self._conns]
+        if self.autoreset_mode is AutoresetMode.DISABLED and self._ended.any():
+            raise RuntimeError(f"env {int(np.flatnonzero(self._ended)[0])} has ended: reset it "
+                               "(options={'reset_mask': ...}) before stepping")
+        for i, (lo, hi) in enumerate(self._slices):
+            self._send(i, ("step", acts[lo:hi]))
+        parts = self._recv_all(range(len(self._conns)))
         rew = np.concatenate([p[0] for p in parts])
         te = np.concatenate([p[1] for p in parts])
         tr = np.concatenate([p[2] for p in parts])
+        np.logical_or(te, tr, out=self._ended)
         return self._obs, rew, te, tr, self._gather([p[3] for p in parts])
 
     def step(self, actions: Any) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -484,27 +650,32 @@ class ArylAsyncVectorEnv(VectorEnv):
         return {k: v.copy() for k, v in obs.items()}, rew, te, tr, self._merger.merge(infos)
 
     def action_masks(self) -> np.ndarray:
+        self._check_usable()
+        if not self._was_reset:  # was: all-False masks read from the zeroed shared memory
+            raise RuntimeError("call reset() before action_masks()")
         return self._obs["action_mask"] > 0.5
 
+    def _ask_all(self, msg: tuple[str, Any]) -> list[Any]:
+        self._check_usable()
+        for i in range(len(self._conns)):
+            self._send(i, msg)
+        return self._recv_all(range(len(self._conns)))
+
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        for c in self._conns:
-            c.send(("call", (name, args, kwargs)))
-        return tuple(self._gather([self._recv(c) for c in self._conns]))
+        return tuple(self._gather(self._ask_all(("call", (name, args, kwargs)))))
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
-        for c in self._conns:
-            c.send(("get_attr", name))
-        return tuple(self._gather([self._recv(c) for c in self._conns]))
+        return tuple(self._gather(self._ask_all(("get_attr", name))))
 
     def set_attr(self, name: str, values: Any) -> None:
+        self._check_usable()
         if not isinstance(values, (list, tuple)):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
             raise ValueError(f"set_attr needs {self.num_envs} values (one per env), got {len(values)}")
-        for c, (lo, hi) in zip(self._conns, self._slices):
-            c.send(("set_attr", (name, list(values[lo:hi]))))
-        for c in self._conns:
-            self._recv(c)
+        for i, (lo, hi) in enumerate(self._slices):
+            self._send(i, ("set_attr", (name, list(values[lo:hi]))))
+        self._recv_all(range(len(self._conns)))
 
     def close_extras(self, **kwargs: Any) -> None:
         if getattr(self, "_closed", True):
@@ -513,13 +684,21 @@ class ArylAsyncVectorEnv(VectorEnv):
         for c in self._conns:
             try:
                 c.send(("close", None))
-                c.recv()
-            except (BrokenPipeError, EOFError, OSError):  # pragma: no cover
+            except OSError:  # a dead worker
+                pass
+        for c in self._conns:
+            try:
+                if c.poll(5):  # a worker that does not answer is terminated below
+                    c.recv()
+            except (EOFError, OSError):  # a dead worker
                 pass
         for p in self._procs:
             p.join(timeout=5)
             if p.is_alive():  # pragma: no cover
                 p.terminate()
+        # the observation as plain arrays before the shared memory goes (was: reading it after
+        # close(), e.g. action_masks(), read unmapped memory: a segfault)
+        self._obs = {k: v.copy() for k, v in self._obs.items()}
         for s in self._shm.values():
             s.close()
             s.unlink()
