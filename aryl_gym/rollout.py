@@ -72,6 +72,40 @@ def _masks_of(env: Any) -> np.ndarray:
     return m
 
 
+def _check_seed(seed: object, what: str = "seed") -> int:
+    """``seed`` as an int: a Python or numpy integer >= 0 (was: ``int(seed)``, so 1.7 played
+    seed 1 and ``"3"`` seed 3 without a word)."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"{what} must be an integer >= 0 (Python or numpy), got {seed!r}; "
+                         "pass e.g. int(seed)")
+    return int(seed)
+
+
+def _check_max_steps(max_steps: object) -> int | None:
+    """``max_steps``: None or an integer >= 1 (was: 0 or -1 still played one step)."""
+    if max_steps is None:
+        return None
+    if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
+        raise ValueError(f"max_steps must be an integer >= 1 or None, got {max_steps!r}")
+    return int(max_steps)
+
+
+def _split_prediction(out: Any, agent: Any) -> tuple[Any, Any]:
+    """``(action, state)`` from what ``agent.predict`` returned: a tuple (or list) of two, as
+    SB3's ``predict`` returns. Anything else is a ValueError naming it (was: a bare action of
+    two entries was unpacked as ``action, state = action``, so the env got the first entry as
+    the whole action; a bare int or a 3-tuple failed in the unpacking)."""
+    if isinstance(out, (tuple, list)) and len(out) == 2:
+        return out[0], out[1]
+    what = (f"an array of shape {np.shape(out)}" if isinstance(out, np.ndarray)
+            else f"a {type(out).__name__} of length {len(out)}" if isinstance(out, (tuple, list))
+            else f"{out!r}")
+    raise ValueError(
+        f"{type(agent).__name__}.predict must return (action, state) as SB3's predict does, got "
+        f"{what}; return e.g. (action, None)"
+    )
+
+
 def _accepts_masks(predict: Callable[..., Any]) -> bool:
     try:
         return "action_masks" in inspect.signature(predict).parameters
@@ -150,6 +184,7 @@ def play(
     ``obs_transform`` maps raw observations to what the agent expects (e.g. a VecNormalize's
     ``normalize_obs``); ``after_reset(env)`` runs once after the reset (checks on the episode).
     """
+    max_steps = _check_max_steps(max_steps)
     use_masks = _accepts_masks(agent.predict)
     obs, info = env.reset(seed=seed, options=dict(options) if options is not None else None)
     if on_reset is not None:
@@ -167,7 +202,7 @@ def play(
         mask = env_action_masks(env) if use_masks or masks else None
         if use_masks:
             kw["action_masks"] = mask
-        action, state = agent.predict(o, **kw)
+        action, state = _split_prediction(agent.predict(o, **kw), agent)
         start = np.zeros((1,), dtype=bool)
         before = obs
         obs, reward, terminated, truncated, info = env.step(action)
@@ -192,14 +227,24 @@ def run_agent(
     """One episode of ``agent`` through ``env`` from ``reset(seed=seed)`` (:func:`play`).
 
     Returns ``(result, episode return, env steps)``; the result is the
-    :class:`~aryl_gym.metrics.EpisodeResult` of the final ``info``.
+    :class:`~aryl_gym.metrics.EpisodeResult` of the final ``info``. ``seed`` is an integer >= 0;
+    an episode that ``max_steps`` cuts before it ends has no result (a RuntimeError): give the
+    env ``max_steps=N`` instead, which truncates it with one.
     """
+    seed = _check_seed(seed)
     # ``episode_seed`` makes the env draw exactly ``make_episode(scenario, seed)`` (the episode
     # the native references run on); ``seed`` alone would draw a trace seed from np_random.
-    ro = play(agent, env, seed=int(seed), options={"episode_seed": int(seed)},
+    ro = play(agent, env, seed=seed, options={"episode_seed": seed},
               deterministic=deterministic, obs_transform=obs_transform, max_steps=max_steps,
               after_reset=after_reset)
     res = result_from_info(ro.info)
+    if res is None and not (ro.terminated or ro.truncated):
+        # was: "the env must put it in the last step's info", about an episode that had not ended
+        raise RuntimeError(
+            f"run_agent stopped after max_steps={max_steps} steps, before the episode ended, so "
+            "there is no EpisodeResult; raise max_steps, or give the env max_steps=N (it "
+            "truncates the episode with a result)"
+        )
     if res is None:
         raise RuntimeError(
             "the env's final info carries no EpisodeResult (looked for "
@@ -218,10 +263,12 @@ def run_agent_batch(
     """:func:`run_agent` on several seeds at once: ``envs[i]`` plays ``seeds[i]``; the agent is
     asked once per step for all unfinished episodes (one batched forward pass), which is what
     makes periodic evaluation affordable. Recurrent state is not supported here (use
-    :func:`run_agent`). Results come back in seed order and equal :func:`run_agent`'s for a
-    deterministic agent."""
+    :func:`run_agent`): a ``predict`` that returns a state is a ValueError. ``predict`` must
+    return one action per observation of the batch (a ValueError otherwise). Results come back in
+    seed order and equal :func:`run_agent`'s for a deterministic agent."""
     if len(envs) != len(seeds):
         raise ValueError(f"{len(envs)} envs for {len(seeds)} seeds; give one env per seed")
+    seeds = [_check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
     use_masks = _accepts_masks(agent.predict)
     n = len(seeds)
     obs: list[Any] = [None] * n
@@ -242,7 +289,22 @@ def run_agent_batch(
         kw: dict[str, Any] = {"deterministic": deterministic}
         if use_masks:
             kw["action_masks"] = np.stack([_masks_of(envs[i]) for i in active])
-        actions, _ = agent.predict(batch, **kw)
+        actions, state = _split_prediction(agent.predict(batch, **kw), agent)
+        # was: a state was dropped (a recurrent agent acted with a fresh memory every step), and
+        # zip() paired the actions with the envs, so too few actions left the last episodes
+        # unplayed with None results and too many were ignored
+        if state is not None:
+            raise ValueError(
+                f"{type(agent).__name__}.predict returned a recurrent state, which run_agent_batch "
+                "does not carry between steps; play a recurrent agent with run_agent"
+            )
+        if np.ndim(actions) == 0 or isinstance(actions, (str, bytes, Mapping)) or len(actions) != len(active):
+            got = f"{len(actions)} actions" if np.ndim(actions) and not isinstance(actions, (str, bytes)) else repr(actions)
+            raise ValueError(
+                f"{type(agent).__name__}.predict got a batch of {len(active)} observations and returned "
+                f"{got}; it must return one action per observation (an array with a leading "
+                f"dimension of {len(active)})"
+            )
         still = []
         for a, i in zip(actions, active):
             obs[i], r, term, trunc, info = envs[i].step(a)

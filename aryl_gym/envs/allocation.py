@@ -132,7 +132,10 @@ MAX_INVALID_STREAK = 1000
 
 def plain_seed(seed: object) -> object:
     """A numpy integer seed as a Python int (Gymnasium accepts only the latter); other values
-    are left for Gymnasium to accept or reject."""
+    are left for Gymnasium to accept or reject, but a bool is a ValueError (was: Gymnasium took
+    ``seed=True`` as seed 1; the vector env refuses it too)."""
+    if isinstance(seed, (bool, np.bool_)):
+        raise ValueError(f"reset(seed=...) must be an integer >= 0 or None, got {seed!r}")
     if isinstance(seed, np.integer):
         return int(seed)
     return seed
@@ -301,7 +304,31 @@ class ArylEnv(gym.Env):
         self.policy.reclaim_fn = resolve_reclaim(reclaim)
 
     # -- episode ------------------------------------------------------------------------------
+    def _episode_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The reset options that choose the episode's jobs, checked before anything changes
+        (a trace key given as None unsets the env's value; ``jobs: None`` is not given)."""
+        given = [k for k in ("trace_format", "trace_map", "trace_options") if options.get(k) is not None]
+        if options.get("jobs") is not None and (options.get("trace") is not None or given):
+            # was: the jobs were played and the trace options ignored
+            raise ValueError(
+                f"reset(options=...) gives both jobs and "
+                f"{('trace' if options.get('trace') is not None else given[0])}; "
+                "give a trace file or a list of JobSpec, not both"
+            )
+        trace = options.get("trace")
+        if trace is not None and (not isinstance(trace, (str, Path)) or not str(trace)):
+            # was: "" (or any false value) played the scenario's generated workload
+            raise ValueError(f"reset(options={{'trace': ...}}) must be a trace file path, got {trace!r}")
+        if given and not options.get("trace", self.trace):
+            # was: ignored, so the episode came from the generator (the constructor refuses it)
+            raise ValueError(
+                f"reset(options={{'{given[0]}': ...}}) applies to a trace file, and neither the "
+                "options nor the env give one (add 'trace': PATH, or drop it)"
+            )
+        return options
+
     def _draw_jobs(self, options: dict[str, Any], ep_seed: int = 0) -> list[JobSpec] | None:
+        """The episode's jobs: ``options`` (checked by :meth:`_episode_options`) over the env's."""
         if options.get("jobs") is not None:
             return list(options["jobs"])
         trace = options.get("trace", self.trace)
@@ -332,7 +359,7 @@ class ArylEnv(gym.Env):
         return self.fixed_jobs
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        options = check_reset_options(options, RESET_OPTIONS)
+        options = self._episode_options(check_reset_options(options, RESET_OPTIONS))
         super().reset(seed=plain_seed(seed))  # type: ignore[arg-type]
         ep_seed = episode_seed(self.np_random, options)
         jobs = self._draw_jobs(options, int(ep_seed))

@@ -132,8 +132,16 @@ class ArylMOEnv(ArylEnv):
         """``sum_i weights[i] * vector[i]`` in objective order, plain float64 arithmetic (default
         weights: :attr:`reward_weights`)."""
         w = self.reward_weights if weights is None else np.asarray(weights, dtype=np.float64)
+        v = np.asarray(vector, dtype=np.float64)
+        n = len(self.objectives)
+        for name, a in (("vector", v), ("weights", w)):
+            if a.shape != (n,):
+                # was: zip() paired what it could, so a vector or weights of another length gave
+                # a sum over the first entries without a word
+                raise ValueError(f"scalarize: {name} must have one entry per objective "
+                                 f"({', '.join(self.objectives)}), shape ({n},), got shape {a.shape}")
         total = 0.0
-        for wi, vi in zip(w.tolist(), np.asarray(vector, dtype=np.float64).tolist()):
+        for wi, vi in zip(w.tolist(), v.tolist()):
             if wi:
                 total += wi * vi
         return total

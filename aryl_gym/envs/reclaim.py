@@ -30,7 +30,12 @@ from aryl_gym.agents import make_policy, policy_names
 from aryl_gym.agents.reclaim import instance_from_view, milp_reclaim, reclaim_preemptions
 from aryl_gym.config import ScenarioConfig, load_scenario
 from aryl_gym.envs.actions import discrete_action
-from aryl_gym.envs.allocation import check_reset_options, episode_seed, plain_seed
+from aryl_gym.envs.allocation import (
+    MAX_INVALID_STREAK,
+    check_reset_options,
+    episode_seed,
+    plain_seed,
+)
 from aryl_gym.envs.observation import F_CLUSTER, ObservationBuilder, fit_tables
 from aryl_gym.envs.options import check_jobs, check_max_steps, check_reward_scale
 from aryl_gym.envs.render import render_ansi, render_rgb
@@ -194,7 +199,9 @@ class ArylReclaimEnv(gym.Env):
 
     ## Action Space
     ``Discrete(inference servers)``: index of the inference server to return. Masked: loaned and
-    not picked yet. An invalid pick is a no-op counted in ``info["invalid"]``.
+    not picked yet. An invalid pick is a no-op counted in ``info["invalid"]``; after
+    :data:`~aryl_gym.envs.allocation.MAX_INVALID_STREAK` (1,000) in a row the episode is
+    truncated, with ``info["invalid_streak"]`` set.
 
     ## Rewards
     As ``Aryl-v1`` (:mod:`aryl_gym.envs.reward`), default ``"jct+preemption"`` weights
@@ -278,7 +285,9 @@ class ArylReclaimEnv(gym.Env):
             raise ValueError(f"allocator {allocator!r} does not use loaning, so nothing is ever reclaimed")
         self.allocator = allocator
         self.proxy = _Proxy(pol)
-        self.weights = parse_weights(reward or {"jct": 1.0, "preemption": 1.0}, invalid_penalty)
+        # was: ``reward or {...}``, so reward="" or {} gave the default weights without a word
+        # (the allocation env refuses both)
+        self.weights = parse_weights({"jct": 1.0, "preemption": 1.0} if reward is None else reward, invalid_penalty)
         self.reward_scale = check_reward_scale(reward_scale)
         self.max_steps = check_max_steps(max_steps)
         self.fixed_jobs = check_jobs(jobs)
@@ -360,6 +369,7 @@ class ArylReclaimEnv(gym.Env):
         self.picks: list[int] = []
         self.steps = 0
         self.invalid_total = 0
+        self.invalid_streak = 0
         self.preempted = 0
         self._finished = False
         return self._snap_obs(), self._snap_info(0)
@@ -381,9 +391,16 @@ class ArylReclaimEnv(gym.Env):
             reward = -self.invalid_penalty
         self.steps += 1
         self.invalid_total += invalid
+        self.invalid_streak = self.invalid_streak + 1 if invalid else 0
         terminated = len(self.picks) >= self.need
-        truncated = not terminated and self.max_steps is not None and self.steps >= self.max_steps
+        # was: no streak rule, so an agent repeating an invalid pick never ended its episode
+        truncated = not terminated and (
+            (self.max_steps is not None and self.steps >= self.max_steps)
+            or self.invalid_streak >= MAX_INVALID_STREAK
+        )
         info = self._snap_info(invalid)
+        if self.invalid_streak >= MAX_INVALID_STREAK:
+            info["invalid_streak"] = self.invalid_streak
         if terminated or truncated:
             self._finished = True
             metrics: dict[str, Any] = {
@@ -452,7 +469,9 @@ class ArylReclaimEnv(gym.Env):
         if self.snaps is not None:
             return self._snap_reset(options)
         ep_seed = episode_seed(self.np_random, options)
-        jobs = options.get("jobs", self.fixed_jobs)
+        # was: options.get("jobs", self.fixed_jobs), so {"jobs": None} dropped the env's jobs= for
+        # a generated episode (the allocation env keeps them)
+        jobs = options["jobs"] if options.get("jobs") is not None else self.fixed_jobs
         ep = make_episode(self.config, int(ep_seed), jobs=jobs, data_root=self.data_root)
         sim = ep.simulator()
         self.sim = sim
@@ -461,6 +480,7 @@ class ArylReclaimEnv(gym.Env):
         self._builder.begin(sim)
         self.steps = 0
         self.invalid_total = 0
+        self.invalid_streak = 0  # invalid picks in a row (MAX_INVALID_STREAK truncates)
         self._wall0 = time.perf_counter()
         self._finished = False
         self._tracker = RewardTracker(sim, self.weights, self.reward_scale)
@@ -526,16 +546,22 @@ class ArylReclaimEnv(gym.Env):
                 invalid = 1
         self.steps += 1
         self.invalid_total += invalid
+        # an invalid pick does not move the clock: after MAX_INVALID_STREAK of them in a row the
+        # episode is truncated, as in the allocation env (was: an agent repeating one never ended)
+        self.invalid_streak = self.invalid_streak + 1 if invalid else 0
         reward, comp = self._tracker.step(invalid, sim.n_queued)
         terminated = sim.done
         truncated = not terminated and (
             self.need == 0  # ended without a pending reclaim (horizon, stall, or no reclaim)
             or (self.max_steps is not None and self.steps >= self.max_steps)
+            or self.invalid_streak >= MAX_INVALID_STREAK
             or sim.horizon_reached()
             or sim.stalled
             or sim.thrashing
         )
         info = self._info(comp, invalid)
+        if self.invalid_streak >= MAX_INVALID_STREAK:
+            info["invalid_streak"] = self.invalid_streak
         if terminated or truncated:
             self._finished = True
             res = episode_result(sim, f"reclaim-env:{self.allocator}", 0.0)
