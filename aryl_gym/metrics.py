@@ -21,7 +21,7 @@ Definitions (times in seconds):
   elasticity), no scheduler can run the average job more than ``1 / (1 - share)`` times faster
   than this episode did.
 * ``train_util``: GPU-seconds used on the training pool / (training GPUs x time), over the arrival
-  window (hour 0 to the hour of the last submission); ``train_util_makespan`` over the whole
+  window (hour 0 to the hour of the last submission, or of the episode's end if it came first); ``train_util_makespan`` over the whole
   episode, drain included.
 * ``combined_usage``: (training-pool GPUs used + loaned GPUs used by training + inference GPUs used
   by inference, u(t) x inference GPUs) / all GPUs, time-averaged; ``combined_usage_hourly`` the
@@ -31,15 +31,18 @@ Definitions (times in seconds):
   the same figure as ``loaned_gpu_hours_offered``, kept under its first name for compatibility:
   saved results, leaderboard CSVs and the CLI's JSON carry it (new code should read
   ``loaned_gpu_hours_offered``).
-* ``preemption_ratio`` = jobs preempted at least once / jobs.
+* ``preemption_ratio`` = jobs preempted at least once / jobs submitted by the episode's end
+  (every job, in an episode where every job finished).
 * ``scaling_events`` = scale-outs + scale-ins of running jobs (reclaim scale-ins included).
 * ``max_hourly_queued_share``: the largest, over the hours of the arrival window, of the
   time-averaged share of the jobs in the system that wait for their first start (paper Figure 2,
-  "as high as 100%"); ``queued_share_hourly`` the series.
+  "as high as 100%"); ``queued_share_hourly`` the series. The window ends at the episode's end
+  too: an episode cut short (truncated, stalled) counts neither the hours after it nor the jobs
+  it never submitted.
 * ``hetero_jobs``: jobs that ran on both GPU types at some point (heterogeneous training, paper
   7.2; ``workload.hetero_fraction``); ``hetero_gpu_hours``: GPU-hours (both types) those jobs held
   while they ran on both.
-* ``jct_lower_bound``: mean over jobs of each job's shortest possible running time alone on the
+* ``jct_lower_bound``: mean over the submitted jobs (as ``avg_jct``) of each job's shortest possible running time alone on the
   cluster (:func:`lower_bounds`: its fastest allowed GPU, the fastest worker count up to the
   ceiling and the best batch at each point of its training; World v1 and v2 alike), a true
   lower bound for every policy;
@@ -69,9 +72,10 @@ from aryl_gym.sim.jobs import JobSpec, JobState
 
 #: the version of the metrics' definitions; raised when a stored figure would change meaning
 #: (2: ``avg_jct``, ``median_jct``, ``p95_jct`` and ``mean_slowdown`` count unfinished jobs,
-#: censored at the episode's end; ``avg_jct_finished`` and ``failed`` added). Caches of episode
-#: results key on it.
-METRICS_VERSION = 2
+#: censored at the episode's end; ``avg_jct_finished`` and ``failed`` added; 3: in an episode that
+#: ended with jobs unfinished, ``preemption_ratio`` and ``jct_lower_bound`` count the submitted
+#: jobs only and the queued share stops at the episode's end). Caches of episode results key on it.
+METRICS_VERSION = 3
 
 
 class UsageTotals(Protocol):
@@ -299,13 +303,16 @@ def _hourly_integral(starts: np.ndarray, ends: np.ndarray, hours: int) -> np.nda
 
 
 def hourly_queued_share(
-    submit: np.ndarray, first_start: np.ndarray, finish: np.ndarray, hours: int
+    submit: np.ndarray, first_start: np.ndarray, finish: np.ndarray, hours: int,
+    end: float = math.inf,
 ) -> list[float]:
-    """Time-averaged share of in-system jobs waiting for their first start, per hour."""
+    """Time-averaged share of in-system jobs waiting for their first start, per hour, up to
+    ``end`` (the episode's end: a job still waiting or running there counts up to it, not
+    after; the last hour is the part of it before ``end``)."""
     if hours <= 0 or len(submit) == 0:
         return []
-    end_q = np.where(np.isnan(first_start), np.inf, first_start)
-    end_s = np.where(np.isnan(finish), np.inf, finish)
+    end_q = np.minimum(np.where(np.isnan(first_start), np.inf, first_start), end)
+    end_s = np.minimum(np.where(np.isnan(finish), np.inf, finish), end)
     queued = _hourly_integral(submit, end_q, hours)
     system = _hourly_integral(submit, end_s, hours)
     return [float(q / t) if t > 0 else 0.0 for q, t in zip(queued, system)]
@@ -332,15 +339,21 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
         hourly.append((tb + lu + iu) / (total_gpus * dt) if dt > 0 else 0.0)
     makespan = float(np.nanmax(sim.finish)) if done.any() else float("nan")
     # Utilization over the arrival window (0 .. last submit, whole hours): the steady state the
-    # paper's 82% refers to, not the drain after the last arrival.
-    last_hour = int(np.ceil(float(sim.submit.max()) / 3600.0)) if sim.n_jobs else 0
+    # paper's 82% refers to, not the drain after the last arrival. An episode cut short ends the
+    # window at its end (was: the hours after it, with the jobs it never submitted counted as
+    # queued, a share of 1.0)
+    end = float(sim.now)
+    arrived = sim.submit[seen] if len(seen) < sim.n_jobs else sim.submit
+    last_hour = int(np.ceil(min(float(arrived.max()), end) / 3600.0)) if len(arrived) else 0
     win = [acc.hourly[h] for h in sorted(acc.hourly) if h < max(last_hour, 1)]
     win_s = sum(r[3] for r in win)
     train_util_window = (
         sum(r[0] for r in win) / (c.train_gpus * win_s) if win_s > 0 else float("nan")
     )
     qshare = hourly_queued_share(
-        sim.submit, sim.first_start, sim.finish, min(max(last_hour, 1), 24 * 400)
+        arrived, sim.first_start[seen] if len(seen) < sim.n_jobs else sim.first_start,
+        sim.finish[seen] if len(seen) < sim.n_jobs else sim.finish, min(max(last_hour, 1), 24 * 400),
+        end=math.inf if done.all() else end,
     )
     dts = np.asarray(sim.decision_times) * 1000.0
     scale_outs = int(sim.scale_out_count.sum())
@@ -368,11 +381,13 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
         loaned_gpu_hours_used=acc.loan_used_gs / 3600.0,
         preemptions=int(sim.preempt_count.sum()),
         preempted_jobs=int((sim.preempt_count > 0).sum()),
-        preemption_ratio=float((sim.preempt_count > 0).mean()) if sim.n_jobs else 0.0,
+        # over the submitted jobs (was: over every job, those an episode cut short never
+        # submitted included, which diluted it)
+        preemption_ratio=float((sim.preempt_count[seen] > 0).mean()) if len(seen) else 0.0,
         scaling_events=scale_outs + scale_ins,
         scale_outs=scale_outs,
         scale_ins=scale_ins,
-        jct_lower_bound=_mean(lb),
+        jct_lower_bound=_mean(lb[seen]),  # the jobs avg_jct counts (was: every job)
         mean_slowdown=_mean(jct_all / lb[seen]),
         decision_ms_mean=_mean(dts),
         decision_ms_max=float(dts.max()) if len(dts) else 0.0,

@@ -479,3 +479,42 @@ def test_production_calibration_meets_the_paper_facts_it_claims(capsys) -> None:
     assert all(r["within_25pct"] for r in out["rows"] if "within_25pct" in r)  # arrivals
     # stated as missed: utilisation (about 82%) and the job count (about 50,000)
     assert m["train_util"] < 0.72 and m["jobs"] < 45_000
+
+
+def test_an_episode_cut_short_counts_only_the_jobs_it_submitted() -> None:
+    # job 0 runs and is preempted once, job 1 waits throughout, job 2 arrives after the cut
+    from aryl_gym.metrics import episode_result, lower_bounds
+
+    jobs = [_job(0, 4, 4, elastic=False, family="lstm", work=3600.0 * 4 * 10),
+            _job(1, 4, 4, elastic=False, family="lstm", work=3600.0 * 4 * 10),
+            dataclasses.replace(_job(2, 4, 4, elastic=False, family="lstm"), submit=3600.0 * 19.5)]
+    sim = _sim(jobs, servers=1)  # room for one of them
+    run, stop = _Fixed({0: 4}), _Fixed({0: 0})
+    sim.begin(run)
+    sim.step(run)
+    sim.step(stop)  # job 0 preempted
+    while sim.now < 2.5 * 3600.0:
+        sim.step(run)
+    assert not sim.done and sim.state[2] == 0 and jobs[2].submit > sim.now
+    res = episode_result(sim, "x", 0.0)
+    assert res.failed == 1
+    # was: 1/3 (the unsubmitted job counted as not preempted)
+    assert res.preemption_ratio == pytest.approx(1 / 2)
+    # was: the mean over all three jobs; now over the ones avg_jct counts
+    assert res.jct_lower_bound == pytest.approx(float(lower_bounds(sim)[:2].mean()))
+    # the arrival window of the submitted jobs (both at 0: hour 0); was: 20 hours, up to the
+    # unsubmitted job's arrival, far past the cut
+    assert len(res.queued_share_hourly) == 1
+    # job 1 waits for its first start all hour, job 0 started at once (a preemption is not a wait
+    # for the first start)
+    assert res.queued_share_hourly == [0.5] and res.max_hourly_queued_share == 0.5
+    # a later arrival inside the episode extends the window to the cut, not past it
+    late = [*jobs[:2], dataclasses.replace(jobs[2], submit=3600.0 * 1.5)]
+    sim = _sim(late, servers=1)
+    sim.begin(run)
+    while sim.now < 2.5 * 3600.0:
+        sim.step(run)
+    res = episode_result(sim, "x", 0.0)
+    assert len(res.queued_share_hourly) == 2  # hours 0 and 1 (the last arrival at 1.5 h)
+    # hour 1: job 1 queued 3,600 s and job 2 1,800 s, of 3,600 + 3,600 + 1,800 s in the system
+    assert res.queued_share_hourly == [0.5, pytest.approx(5400 / 9000)]
