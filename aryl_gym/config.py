@@ -442,13 +442,6 @@ def _cross_check(cfg: ScenarioConfig) -> None:
     if w.elastic_share_sample != "shapes-100k" and w.elastic_gpu_share is None:  # was: ignored
         raise ConfigError(f"{src}: workload.elastic_share_sample only changes how elastic_gpu_share is kept, "
                           "and this scenario does not set workload.elastic_gpu_share; set both or neither")
-    # an elastic GPU-time share the generated sizes cannot reach (was: found at the first episode)
-    from aryl_gym.workload.generator import check_elastic_share
-
-    try:
-        check_elastic_share(cfg)
-    except ConfigError as exc:
-        raise ConfigError(f"{src}: {exc}") from None
 
 
 # --------------------------------------------------------------------------------------------

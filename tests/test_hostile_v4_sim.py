@@ -5,7 +5,6 @@ found accepted and then failing deep inside."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -148,19 +147,3 @@ def test_an_empty_generated_workload_says_which_knob(tmp_path) -> None:  # type:
                                   "workload": {"duration_hours": 0.25, "load": 0.05}})
     with pytest.raises(ConfigError, match="the generated workload has no job for seed 0.*workload.num_jobs"):
         make_episode(str(p), 0)  # was: "check the trace file" (there is none)
-
-
-# -- an elastic GPU-time share the generated sizes cannot reach -------------------------------------
-@pytest.mark.parametrize("fraction, ok", [(0.0, False), (0.03, True)])
-def test_unreachable_elastic_share_is_refused_on_load(tmp_path: Path, fraction: float, ok: bool) -> None:
-    from aryl_gym.config import ConfigError, load_scenario
-
-    p = tmp_path / "s.yaml"
-    p.write_text(f"name: s\nworkload:\n  elastic_fraction: {fraction}\n  elastic_gpu_share: 0.36\n")
-    if ok:
-        assert load_scenario(p).workload.elastic_gpu_share == 0.36
-        return
-    # was: accepted on load, a ConfigError only when the first episode was generated
-    with pytest.raises(ConfigError, match=r"s\.yaml: workload\.elastic_gpu_share 0\.36 cannot be reached "
-                                          r"at elastic_fraction 0"):
-        load_scenario(p)

@@ -76,14 +76,6 @@ def _max_gpus(cfg: ScenarioConfig) -> int:
     return min(cap, w.max_job_gpus) if w.max_job_gpus else cap
 
 
-def check_elastic_share(cfg: ScenarioConfig) -> None:
-    """The ConfigError :func:`elastic_size_scale` raises for a ``workload.elastic_gpu_share``
-    the generated sizes cannot reach, raised when the scenario loads (was: at the first
-    episode); the scale found is cached for the episodes."""
-    if cfg.workload.trace is None and cfg.workload.elastic_gpu_share is not None:
-        elastic_size_scale(cfg.workload, _max_gpus(cfg), min(8, cfg.cluster.train_gpus_per_server))
-
-
 def _elastic_factors(w: WorkloadConfig) -> np.ndarray:
     """The growth factors ``r`` an elastic job may draw: powers of two in ``[2, elastic_range]``."""
     rs = [2**k for k in range(1, 31) if 2**k <= w.elastic_range + 1e-9]
