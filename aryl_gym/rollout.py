@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from aryl_gym.envs.options import check_max_steps
 from aryl_gym.metrics import EpisodeResult
 
 #: keys of the final ``info`` that may carry the episode's result (the env's choice first)
@@ -79,15 +80,6 @@ def _check_seed(seed: object, what: str = "seed") -> int:
         raise ValueError(f"{what} must be an integer >= 0 (Python or numpy), got {seed!r}; "
                          "pass e.g. int(seed)")
     return int(seed)
-
-
-def _check_max_steps(max_steps: object) -> int | None:
-    """``max_steps``: None or an integer >= 1 (was: 0 or -1 still played one step)."""
-    if max_steps is None:
-        return None
-    if isinstance(max_steps, (bool, np.bool_)) or not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
-        raise ValueError(f"max_steps must be an integer >= 1 or None, got {max_steps!r}")
-    return int(max_steps)
 
 
 def _split_prediction(out: Any, agent: Any) -> tuple[Any, Any]:
@@ -184,7 +176,7 @@ def play(
     ``obs_transform`` maps raw observations to what the agent expects (e.g. a VecNormalize's
     ``normalize_obs``); ``after_reset(env)`` runs once after the reset (checks on the episode).
     """
-    max_steps = _check_max_steps(max_steps)
+    max_steps = check_max_steps(max_steps)  # the env's own rule (was: 0 or -1 played one step)
     use_masks = _accepts_masks(agent.predict)
     obs, info = env.reset(seed=seed, options=dict(options) if options is not None else None)
     if on_reset is not None:
