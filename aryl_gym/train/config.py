@@ -256,10 +256,13 @@ def resolve_algo_path(name_or_path: str | os.PathLike[str]) -> Path:
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """Deep merge: mappings merge key by key, everything else is replaced."""
+    """Deep merge: mappings merge key by key, everything else is replaced. An empty ``worlds``
+    (or ``dagger.worlds``) replaces too: ``worlds: {}`` in a scenario's section turns the
+    default's worlds off, as the shipped recipes' ``tiny`` sections mean it (was: merged with
+    nothing, so the default's worlds stayed: a ``tiny`` run drew other cluster sizes and loads)."""
     out = copy.deepcopy(base)
     for k, v in over.items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) and (v or k != "worlds"):
             out[k] = _merge(dict(out[k]), v)
         else:
             out[k] = copy.deepcopy(v)
@@ -338,6 +341,16 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
         raise ConfigError(
             f"{source}: n_envs ({cfg.n_envs}) must be a multiple of pair_group ({cfg.pair_group})"
         )
+    if cfg.pair_repeats > 1 and cfg.pair_group < 2:
+        # was: ignored (pairing, repeats included, needs groups of at least 2 envs)
+        raise ConfigError(f"{source}: pair_repeats ({cfg.pair_repeats}) needs trace pairing, pair_group >= 2 "
+                          f"(found {cfg.pair_group}; 0 and 1 mean no pairing); set pair_group or drop pair_repeats")
+    if cfg.eval.freq > 0 and not cfg.eval.seeds:
+        # was: no evaluation, no eval.csv and no best_model.zip, without a word
+        raise ConfigError(f"{source}: eval.seeds is empty but eval.freq is {cfg.eval.freq}; give held-out "
+                          "seeds (e.g. eval.seeds: [1000, 1001, 1002], --eval-seeds 1000-1002), or "
+                          "eval.freq: 0 (--eval-freq 0) to train without evaluations")
+    _distinct_seeds(cfg.eval.seeds, f"{source}: eval.seeds")
     if cfg.teacher.policy:
         _needs_sequential_maskable(cfg, source, "teacher")
         if cfg.teacher.policy == "sjf-grant":
@@ -374,6 +387,17 @@ def build_config(algo: str, scenario: str, d: Mapping[str, Any], source: str = "
     return cfg
 
 
+def _distinct_seeds(seeds: Any, where: str) -> None:
+    """Evaluation seeds listed twice (was: played and averaged twice, so the row's mean was not
+    the mean over the seeds it names)."""
+    seen: set[Any] = set()
+    for x in seeds:
+        if x in seen:
+            raise ConfigError(f"{where}: seed {x} is listed twice (each would count twice in the "
+                              "evaluation's means); list each seed once")
+        seen.add(x)
+
+
 _LABEL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
@@ -398,6 +422,7 @@ def check_eval_sets(sets: Mapping[str, Any], source: str = "eval.scenarios") -> 
         if (not isinstance(seeds, (list, tuple)) or not seeds
                 or any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in seeds)):
             raise ConfigError(f"{where}.seeds: give a non-empty list of seeds >= 0, got {seeds!r}")
+        _distinct_seeds(seeds, f"{where}.seeds")
         if not isinstance(over, Mapping):
             raise ConfigError(f"{where}.overrides: give a mapping such as {{workload: {{load: 1.3}}}}, got {over!r}")
         try:

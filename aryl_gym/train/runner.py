@@ -30,7 +30,9 @@ import os
 import platform
 import re
 import shutil
+import signal
 import sys
+import threading
 import time
 import zipfile
 from collections.abc import Callable
@@ -54,12 +56,14 @@ from aryl_gym.train.config import (
     check_eval_sets,
     check_hyperparams,
     config_from_run_dict,
+    dagger_worlds,
     scenario_key,
     whole_counts,
 )
 from aryl_gym.train.dagger import run_dagger
 from aryl_gym.train.envs import EnvFactory, train_scenario
 from aryl_gym.train.schedules import resolve_schedules
+from aryl_gym.train.worlds import check_worlds_fit
 
 
 @dataclass
@@ -208,9 +212,10 @@ def teacher_kwargs(cfg: TrainConfig) -> dict[str, Any]:
             "demos": t.demos}
 
 
-def _save_interrupted(model: Any, venv: Any, run_dir: Path, total: int, eval_cb: Any) -> Path:
-    """Save an interrupted run's model as a checkpoint (and its VecNormalize statistics) and
-    print the command that continues it."""
+def _save_interrupted(model: Any, venv: Any, run_dir: Path, total: int, eval_cb: Any,
+                      what: str = "interrupted") -> Path:
+    """Save an interrupted (or failed) run's model as a checkpoint (and its VecNormalize
+    statistics) and print the command that continues it."""
     # stable-baselines3 (the train extra, torch): imported when used
     from stable_baselines3.common.vec_env import VecNormalize
 
@@ -220,11 +225,12 @@ def _save_interrupted(model: Any, venv: Any, run_dir: Path, total: int, eval_cb:
     model.save(ck)
     if isinstance(venv, VecNormalize):
         venv.save(str(ck.parent / f"rl_model_vecnormalize_{n}_steps.pkl"))
-    print(f"\ninterrupted at {n:,} steps: saved {ck}; continue with\n"
+    print(f"\n{what} at {n:,} steps: saved {ck}; continue with\n"
           f"  aryl-gym train --resume {ck} --timesteps {total}", file=sys.stderr, flush=True)
     if eval_cb is not None:
         try:
-            eval_cb.finish()  # stop background evaluations
+            # stop background evaluations (keeping the ones that finished)
+            getattr(eval_cb, "abandon", eval_cb.finish)()
         except Exception:  # noqa: BLE001 - the interruption is what is reported
             pass
     try:
@@ -232,6 +238,27 @@ def _save_interrupted(model: Any, venv: Any, run_dir: Path, total: int, eval_cb:
     except Exception:  # noqa: BLE001 - the interruption is what is reported
         pass
     return ck
+
+
+def _sigterm_interrupts() -> Callable[[], None]:
+    """While training, SIGTERM (a batch scheduler's stop, ``kill``) interrupts as Ctrl-C does, so
+    the run saves its model as a checkpoint (was: the process died at once, losing the steps since
+    the last checkpoint); a second SIGTERM kills as before. Returns the function that restores
+    the previous handler (nothing to do outside the main thread, where handlers cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM while saving kills
+        raise KeyboardInterrupt("SIGTERM")
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+    return restore
 
 
 #: the largest seed ``stable_baselines3.common.utils.set_random_seed`` accepts (numpy's legacy
@@ -265,6 +292,11 @@ def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
         # was: "its weights do not fit this config's network", after the run folder was made
         raise ConfigError(f"init_from {cfg.init_from}: not a readable model .zip (cut or damaged?); "
                           "give a model or checkpoint .zip that SB3 saved")
+    if cfg.worlds:  # the worlds' knobs and range ends against the scenarios they play
+        check_worlds_fit(cfg.worlds, train_scenario(cfg))
+    if cfg.dagger.rounds > 0 and cfg.dagger.worlds:
+        # DAgger's rollout worlds (was: checked when the phase began, after the whole RL phase)
+        check_worlds_fit(dagger_worlds(cfg), train_scenario(cfg), "dagger.worlds (merged with worlds)")
     try:
         env = EnvFactory(cfg, data_root)()
     except (TypeError, ValueError) as exc:
@@ -315,11 +347,15 @@ def new_run_dir(cfg: TrainConfig, out: str | Path) -> Path:
     base = Path(out) / run_name(cfg)
     d = base
     i = 1
-    while d.exists():  # two runs in the same second
-        d = Path(f"{base}-{i}")
-        i += 1
-    d.mkdir(parents=True)
-    return d
+    while True:  # two runs in the same second: the second gets NAME-1
+        try:
+            # exist_ok=False claims the name atomically (was: an exists() check, then mkdir: two
+            # processes could both pass the check, and the second failed with "File exists")
+            d.mkdir(parents=True)
+            return d
+        except FileExistsError:
+            d = Path(f"{base}-{i}")
+            i += 1
 
 
 def write_run_files(run_dir: Path, cfg: TrainConfig, args: dict[str, Any]) -> None:
@@ -641,6 +677,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, origin: Pa
     remaining = max(int(cfg.total_timesteps) - start_steps, 0)
     tic = time.perf_counter()
     if remaining > 0:
+        restore = _sigterm_interrupts()
         try:
             model.learn(
                 total_timesteps=remaining,
@@ -648,9 +685,20 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, origin: Pa
                 log_interval=cfg.log_interval,
                 reset_num_timesteps=ckpt is None,
             )
-        except KeyboardInterrupt:  # Ctrl-C: keep what was trained, say how to go on
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what was trained, say how to go on
             _save_interrupted(model, venv, run_dir, int(cfg.total_timesteps), eval_cb)
             raise
+        except Exception:
+            # an error mid-run (was: the steps since the last checkpoint were lost with it)
+            if int(model.num_timesteps) > start_steps:
+                try:
+                    _save_interrupted(model, venv, run_dir, int(cfg.total_timesteps), eval_cb,
+                                      "failed (the error follows)")
+                except Exception:  # noqa: BLE001 - the run's own error is what is reported
+                    pass
+            raise
+        finally:
+            restore()
     wall = time.perf_counter() - tic
     if eval_cb is not None:
         if getattr(eval_cb, "model", None) is None:  # learn() never ran (no steps left to train)

@@ -143,6 +143,65 @@ def world_scenario(base: ScenarioConfig, world: Mapping[str, Any]) -> ScenarioCo
     return base.replace(**over) if over else base
 
 
+def check_world_fits(scenario: ScenarioConfig, keys: Mapping[str, Any], where: str = "worlds",
+                     inherited: tuple[str, ...] = ()) -> None:
+    """A ConfigError when the world keys ``keys`` (checked, one entry's or the section's) cannot
+    mean what they say in ``scenario``: a knob the scenario does not follow (was: ignored, every
+    world the same episodes), or a range end the scenario rejects (was: an error at the first
+    episode that drew it, after the run folder was made, possibly hours into the run)."""
+    w = scenario.workload
+    name = scenario.name
+    if "load" in keys and (w.trace or w.num_jobs is not None):
+        fixed = f"replays a trace ({w.trace})" if w.trace else f"fixes workload.num_jobs={w.num_jobs}"
+        fix = ("the section's load applies to every entry: move load into the entries whose scenario "
+               "follows it" if "load" in inherited else "drop load for it")
+        raise ConfigError(f"{where}.load: scenario {name!r} {fixed}, so workload.load does not change its "
+                          f"episodes (every world would play the same jobs); {fix}, or use a generated "
+                          "scenario without num_jobs (testbed, basic, production)")
+    if "duration_hours" in keys and (w.trace or w.num_jobs is not None):
+        fixed = (f"replays a trace ({w.trace}), which ignores workload.duration_hours" if w.trace else
+                 f"fixes workload.num_jobs={w.num_jobs}: all {w.num_jobs} jobs would arrive within the "
+                 "slice instead of its first hours of arrivals")
+        raise ConfigError(f"{where}.duration_hours: scenario {name!r} {fixed}; drop duration_hours for it")
+    ends: list[tuple[str, Any]] = []
+    for k in ("load", "elastic_fraction"):
+        if k in keys:
+            ends += [(k, keys[k][0]), (k, keys[k][1])]
+    if "train_servers" in keys:
+        ends += [("train_servers", min(keys["train_servers"])), ("train_servers", max(keys["train_servers"]))]
+    if "duration_hours" in keys:
+        ends.append(("duration_hours", keys["duration_hours"]))
+    for k, v in ends:
+        try:
+            world_scenario(scenario, {k: v})
+        except (ConfigError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{where}.{k}: scenario {name!r} rejects {k} {v!r}, an end of the range it "
+                              f"draws from ({exc}); give a range the scenario accepts") from None
+    largest = {k: max(v) if k == "train_servers" else v for k, v in keys.items()
+               if k in ("train_servers", "duration_hours")}
+    if len(largest) > 1:  # the largest cluster over the longest slice (the size limits)
+        try:
+            world_scenario(scenario, largest)
+        except (ConfigError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{where}: scenario {name!r} rejects its largest world {largest} ({exc})") from None
+
+
+def check_worlds_fit(worlds: Mapping[str, Any], base: Any, where: str = "worlds") -> dict[int, ScenarioConfig]:
+    """:func:`check_world_fits` for a whole ``worlds`` section played from scenario ``base`` (a
+    name, path or ScenarioConfig: the run's own); the loaded scenario of each entry by index."""
+    worlds = check_worlds(worlds, where)
+    section = {k: v for k, v in worlds.items() if k in WORLD_KEYS}
+    loaded: dict[int, ScenarioConfig] = {}
+    for i, e in enumerate(worlds.get("scenarios", ())):
+        loaded[i] = load_scenario(e["scenario"])
+        entry = {k: v for k, v in e.items() if k in (*WORLD_KEYS, "duration_hours")}
+        check_world_fits(loaded[i], {**section, **entry}, f"{where}.scenarios[{i}]",
+                         tuple(k for k in section if k not in entry))
+    if "scenarios" not in worlds:
+        check_world_fits(base if isinstance(base, ScenarioConfig) else load_scenario(base), section, where)
+    return loaded
+
+
 class _WorldEnv(Protocol):
     """What :class:`WorldSampler` sets and reads on its inner (unwrapped) aryl envs."""
 
@@ -156,15 +215,15 @@ class WorldSampler(gym.Env):
 
     metadata = {"render_modes": []}  # noqa: RUF012 (gymnasium convention)
 
-    def __init__(self, env_id: str, scenario: Any, worlds: Mapping[str, Any], **env_kwargs: Any):
+    def __init__(self, env_id: str, scenario: Any, worlds: Mapping[str, Any], where: str = "worlds",
+                 **env_kwargs: Any):
         self.env_id = env_id
-        self.worlds = check_worlds(worlds)
+        self.worlds = check_worlds(worlds, where)
         self.base = scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario)
         self.env_kwargs = dict(env_kwargs)
         # the scenario of each entry (index -1: the run's own scenario)
         self.scenarios: dict[int, ScenarioConfig] = {-1: self.base}
-        for i, e in enumerate(self.worlds.get("scenarios", ())):
-            self.scenarios[i] = load_scenario(e["scenario"])
+        self.scenarios.update(check_worlds_fit(self.worlds, self.base, where))
         if "max_workers" not in self.env_kwargs and "scenarios" not in self.worlds:
             c = self.base.cluster  # equal spaces in every world of one scenario
             mw = int(self.base.workload.max_job_gpus or c.train_gpus)
