@@ -8,7 +8,7 @@ the paper's table at paper scale (``production``) at a given load, with the repr
 policies, seeds and statistics (paired by seed, geometric mean, 95% t interval), through the
 project's episode runner and cache (an interrupted run resumes).
 
-    python experiments/27-load-reading/load_reading.py --load 1.0 --seeds 2 --workers 2 \
+    python experiments/27-load-reading/load_reading.py --load 1.0 --seeds 3 --workers 2 \
         --rows pollux-aryl-median,pollux-aryl-p95,pollux-tuned-median,pollux-tuned-p95 \
         --out results/exp27 --json experiments/27-load-reading/result-load-1.0.json
 """
