@@ -343,7 +343,8 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
     # window at its end (was: the hours after it, with the jobs it never submitted counted as
     # queued, a share of 1.0)
     end = float(sim.now)
-    arrived = sim.submit[seen] if len(seen) < sim.n_jobs else sim.submit
+    sub = seen if len(seen) < sim.n_jobs else slice(None)  # the submitted jobs (all, usually)
+    arrived = sim.submit[sub]
     last_hour = int(np.ceil(min(float(arrived.max()), end) / 3600.0)) if len(arrived) else 0
     win = [acc.hourly[h] for h in sorted(acc.hourly) if h < max(last_hour, 1)]
     win_s = sum(r[3] for r in win)
@@ -351,8 +352,7 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
         sum(r[0] for r in win) / (c.train_gpus * win_s) if win_s > 0 else float("nan")
     )
     qshare = hourly_queued_share(
-        arrived, sim.first_start[seen] if len(seen) < sim.n_jobs else sim.first_start,
-        sim.finish[seen] if len(seen) < sim.n_jobs else sim.finish, min(max(last_hour, 1), 24 * 400),
+        arrived, sim.first_start[sub], sim.finish[sub], min(max(last_hour, 1), 24 * 400),
         end=math.inf if done.all() else end,
     )
     dts = np.asarray(sim.decision_times) * 1000.0

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from aryl_gym.envs.options import check_max_steps
+from aryl_gym.envs.options import check_max_steps, check_seed
 from aryl_gym.metrics import EpisodeResult
 
 #: keys of the final ``info`` that may carry the episode's result (the env's choice first)
@@ -71,15 +71,6 @@ def _masks_of(env: Any) -> np.ndarray:
     if m is None:
         raise ValueError(f"{env!r} has no action_masks(), but the agent's predict takes action_masks")
     return m
-
-
-def _check_seed(seed: object, what: str = "seed") -> int:
-    """``seed`` as an int: a Python or numpy integer >= 0 (was: ``int(seed)``, so 1.7 played
-    seed 1 and ``"3"`` seed 3 without a word)."""
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"{what} must be an integer >= 0 (Python or numpy), got {seed!r}; "
-                         "pass e.g. int(seed)")
-    return int(seed)
 
 
 def _split_prediction(out: Any, agent: Any) -> tuple[Any, Any]:
@@ -223,7 +214,7 @@ def run_agent(
     an episode that ``max_steps`` cuts before it ends has no result (a RuntimeError): give the
     env ``max_steps=N`` instead, which truncates it with one.
     """
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
     # ``episode_seed`` makes the env draw exactly ``make_episode(scenario, seed)`` (the episode
     # the native references run on); ``seed`` alone would draw a trace seed from np_random.
     ro = play(agent, env, seed=seed, options={"episode_seed": seed},
@@ -260,7 +251,7 @@ def run_agent_batch(
     seed order and equal :func:`run_agent`'s for a deterministic agent."""
     if len(envs) != len(seeds):
         raise ValueError(f"{len(envs)} envs for {len(seeds)} seeds; give one env per seed")
-    seeds = [_check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
+    seeds = [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
     use_masks = _accepts_masks(agent.predict)
     n = len(seeds)
     obs: list[Any] = [None] * n

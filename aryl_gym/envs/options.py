@@ -75,13 +75,27 @@ def check_early_end(early_end: object, end_fallback: object) -> tuple[str, str]:
     return str(early_end), end_fallback
 
 
+def is_int(value: object) -> bool:
+    """A Python or numpy integer, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_seed(value: object, what: str = "seed") -> int:
+    """A seed: a Python or numpy integer >= 0, as an int (a float or a string is never rounded
+    or parsed)."""
+    if not is_int(value) or value < 0:  # type: ignore[operator]
+        raise ValueError(f"{what} must be an integer >= 0 (Python or numpy), got {value!r}; "
+                         "pass e.g. int(seed)")
+    return int(value)  # type: ignore[call-overload]
+
+
 def check_max_steps(value: object) -> int | None:
     """``max_steps``: None or an integer >= 1."""
     if value is None:
         return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+    if not is_int(value) or value < 1:  # type: ignore[operator]
         raise ValueError(f"max_steps must be an integer >= 1 or None, got {value!r}")
-    return int(value)
+    return int(value)  # type: ignore[call-overload]
 
 
 def check_reward_scale(value: object) -> float:

@@ -53,6 +53,8 @@ from gymnasium.envs.registration import load_env_creator, registry
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from aryl_gym.envs.options import is_int
+
 #: the most envs one vector env accepts (each holds a simulator)
 MAX_ENVS = 4096
 
@@ -81,16 +83,12 @@ def _autoreset(mode: object) -> AutoresetMode:
     raise ValueError(f"autoreset_mode must be one of {', '.join(names)} (or a gymnasium AutoresetMode), got {mode!r}")
 
 
-def _is_int(x: object) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
 def _seeds(seed: int | Sequence[int | None] | np.ndarray | None, n: int) -> list[int | None]:
     """One seed per env (``s + i`` for an int ``s``), every one checked before any env is reset
     (was: a negative or float seed reset the envs before it, then Gymnasium's error)."""
     if seed is None:
         return [None] * n
-    if _is_int(seed):
+    if is_int(seed):
         s0 = int(seed)  # type: ignore[arg-type]
         if s0 < 0:
             raise ValueError(f"seed must be an integer >= 0 (env i gets seed + i), got {seed}")
@@ -100,7 +98,7 @@ def _seeds(seed: int | Sequence[int | None] | np.ndarray | None, n: int) -> list
     if isinstance(seed, (str, bytes)) or not isinstance(seed, Sequence) or len(seed) != n:
         raise ValueError(f"seed must be an int, None or a list of {n} seeds (one per env), got {seed!r}")
     for i, s in enumerate(seed):
-        if s is not None and (not _is_int(s) or int(s) < 0):
+        if s is not None and (not is_int(s) or int(s) < 0):
             raise ValueError(f"seed[{i}] must be an integer >= 0 or None, got {s!r} ({type(s).__name__})")
     return [None if s is None else int(s) for s in seed]
 
@@ -122,6 +120,13 @@ def _no_time_limit(kwargs: dict[str, Any]) -> None:
             "env: pass max_steps=N (the env truncates after N steps, with its episode_result), or "
             "vectorization_mode='sync' for a TimeLimit around each gym.make env"
         )
+
+
+def _check_none_ended(ended: np.ndarray) -> None:
+    """``autoreset_mode="disabled"``: no env that has ended may step before it is reset."""
+    if ended.any():
+        raise RuntimeError(f"env {int(np.flatnonzero(ended)[0])} has ended: reset it "
+                           "(options={'reset_mask': ...}) before stepping")
 
 
 def _check_open(venv: VectorEnv) -> None:
@@ -325,10 +330,8 @@ class ArylVectorEnv(VectorEnv):
         obs = self._obs
         rew, terms, truncs, auto = self._rewards, self._terms, self._truncs, self._autoreset_envs
         mode = self.autoreset_mode
-        if mode is AutoresetMode.DISABLED and auto.any():
-            # checked before any env steps (was: raised at env i after envs 0..i-1 had stepped)
-            raise RuntimeError(f"env {int(np.flatnonzero(auto)[0])} has ended: reset it "
-                               "(options={'reset_mask': ...}) before stepping")
+        if mode is AutoresetMode.DISABLED:
+            _check_none_ended(auto)  # before any env steps (was: at env i, after envs 0..i-1 had)
         rows = self._rows
         infos: list[dict[str, Any]] = []
         for i, env in enumerate(self.envs):
@@ -633,9 +636,8 @@ class ArylAsyncVectorEnv(VectorEnv):
                              f"got {actions!r:.80}") from None
         if acts.shape[:1] != (self.num_envs,):
             raise ValueError(f"expected {self.num_envs} actions (one per env), got shape {acts.shape}")
-        if self.autoreset_mode is AutoresetMode.DISABLED and self._ended.any():
-            raise RuntimeError(f"env {int(np.flatnonzero(self._ended)[0])} has ended: reset it "
-                               "(options={'reset_mask': ...}) before stepping")
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            _check_none_ended(self._ended)
         for i, (lo, hi) in enumerate(self._slices):
             self._send(i, ("step", acts[lo:hi]))
         parts = self._recv_all(range(len(self._conns)))
