@@ -7,6 +7,7 @@ import copy
 import os
 import pickle
 import signal
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -192,3 +193,34 @@ def test_async_dead_worker_and_close():
     with pytest.raises(gym.error.ClosedEnvironmentError):
         a.reset(seed=0)
     assert o["action_mask"].shape == (2, 9)  # what step/reset returned stays readable
+
+
+def test_async_stopped_worker_times_out_and_close_ends_it():
+    """was: a worker stopped (SIGSTOP) but not killed made every call wait forever; close()
+    sent it SIGTERM, which a stopped process does not act on."""
+    a = gym.make_vec(ID, num_envs=2, workers=2, timeout=1.0, **KW)
+    try:
+        a.reset(seed=0)
+        a.step(np.zeros(2, dtype=np.int64))  # answers in time
+        os.kill(a._procs[0].pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"worker 0 \(pid \d+, envs 0\.\.0\) did not answer within timeout=1 s"):
+            a.step(np.zeros(2, dtype=np.int64))
+        assert time.monotonic() - t0 < 10
+        with pytest.raises(RuntimeError, match="did not answer"):  # unusable after it
+            a.step(np.zeros(2, dtype=np.int64))
+    finally:
+        a.close()
+    assert not any(p.is_alive() for p in a._procs)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "5", True])
+def test_bad_timeout_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="timeout must be a number of seconds > 0 or None"):
+        gym.make_vec(ID, num_envs=2, workers=2, timeout=bad, **KW)
+
+
+def test_timeout_without_workers_is_a_clear_error():
+    with pytest.raises(ValueError, match="timeout= applies to worker processes only"):
+        gym.make_vec(ID, num_envs=2, timeout=5.0, **KW)
+    gym.make_vec(ID, num_envs=2, timeout=None, **KW).close()  # None is the default: accepted

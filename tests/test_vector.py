@@ -13,10 +13,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.envs.registration import load_env_creator
+from gymnasium.vector import VectorEnv
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import aryl_gym  # noqa: F401
 from aryl_gym.envs import ENTRIES, vector_entry
-from aryl_gym.envs.vector import ArylAsyncVectorEnv, ArylVectorEnv, check_num_envs
+from aryl_gym.envs.vector import ArylAsyncVectorEnv, ArylVectorEnv, _InfoMerger, check_num_envs
+from tests.helpers import examples
 
 MODES = {"next_step": gym.vector.AutoresetMode.NEXT_STEP, "same_step": gym.vector.AutoresetMode.SAME_STEP,
          "disabled": gym.vector.AutoresetMode.DISABLED}
@@ -238,3 +242,79 @@ def test_sb3_adapter_equals_dummy_vec_env():
     assert ends >= 2
     with pytest.raises(ValueError, match="same_step"):
         sb3_vec_env(ArylVectorEnv(2, scenario="tiny"))
+
+
+# -- the info merge against Gymnasium's own, env by env -----------------------------------------
+_VALUE = {
+    "int": st.integers(-5, 5),
+    "float": st.floats(-1e6, 1e6, allow_nan=False),
+    "bool": st.booleans(),
+    "f32": st.floats(-10, 10, width=32).map(np.float32),
+    "arr": st.integers(0, 9).map(lambda x: np.arange(3, dtype=np.int64) + x),
+    "str": st.text(max_size=3),
+    "mixed": st.one_of(st.integers(-5, 5), st.floats(-100, 100, allow_nan=False)),  # the first env's type rules
+}
+
+
+@st.composite
+def _infos(draw):
+    n = draw(st.integers(1, 6))
+    keys = {f"k{i}": draw(st.sampled_from(sorted(_VALUE))) for i in range(draw(st.integers(0, 6)))}
+    nested = {f"n{i}": draw(st.sampled_from(["int", "float"])) for i in range(draw(st.integers(0, 3)))}
+    infos = []
+    for _ in range(n):
+        if draw(st.integers(0, 5)) == 0:
+            infos.append(draw(st.sampled_from([None, {}])))
+            continue
+        # every env draws its own subset and order of the keys (the types stay per key, as an
+        # env's info keys do)
+        mine = draw(st.permutations(sorted(keys)))
+        inf = {k: draw(_VALUE[keys[k]]) for k in mine if draw(st.integers(0, 3))}
+        if nested and draw(st.booleans()):
+            inf["sub"] = {k: draw(_VALUE[t]) for k, t in nested.items() if draw(st.integers(0, 3))}
+        if draw(st.integers(0, 4)) == 0:
+            inf["final_obs"] = {"x": np.full(2, draw(st.integers(0, 9)), dtype=np.float32)}
+        infos.append(inf)
+    return infos
+
+
+class _GymMerge:
+    """Gymnasium's ``VectorEnv._add_info``, applied env by env as ``SyncVectorEnv`` does."""
+
+    _add_info = VectorEnv._add_info
+
+    def __init__(self, n):
+        self.num_envs = n
+
+
+def _same_ordered(a, b, path=""):
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b), (path, list(a), list(b))
+        for k in a:
+            _same_ordered(a[k], b[k], f"{path}.{k}")
+    else:
+        _same(a, b, path)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(_infos())
+def test_info_merge_equals_gymnasiums_env_by_env_merge(infos):
+    n = len(infos)
+    ref: dict = {}
+    gm = _GymMerge(n)
+    for i, inf in enumerate(infos):
+        if inf:
+            ref = gm._add_info(ref, inf, i)
+    got = _InfoMerger(n).merge(infos)
+    _same_ordered(got, ref)  # the same keys in the same order, the same dtypes and values
+    for k, v in got.items():
+        if k.startswith("_"):
+            assert v.dtype == np.bool_ and v.shape == (n,)
+
+
+def test_info_merge_masks_are_independent():
+    infos = [{"a": 1, "b": 2.0}, {"a": 3, "b": 4.0}]
+    got = _InfoMerger(2).merge(infos)
+    got["_a"][0] = False  # the masks of keys every env has may share a buffer: never each other's
+    assert got["_b"].tolist() == [True, True]
+    assert got["a"].dtype == np.int64 and got["a"].tolist() == [1, 3]

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import pickle
+import time
 import traceback
 from collections.abc import Mapping, Sequence
 from multiprocessing import shared_memory
@@ -122,6 +123,17 @@ def _no_time_limit(kwargs: dict[str, Any]) -> None:
         )
 
 
+def check_timeout(timeout: object) -> float | None:
+    """``timeout`` (seconds an :class:`ArylAsyncVectorEnv` call waits for its workers) as a
+    positive float, or None (wait as long as the workers take)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, (int, float, np.integer, np.floating)) \
+            or not 0 < float(timeout) < float("inf"):
+        raise ValueError(f"timeout must be a number of seconds > 0 or None, got {timeout!r}")
+    return float(timeout)
+
+
 def _check_none_ended(ended: np.ndarray) -> None:
     """``autoreset_mode="disabled"``: no env that has ended may step before it is reset."""
     if ended.any():
@@ -157,42 +169,73 @@ class _InfoMerger:
 
     def merge(self, infos: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
         n = self.n
-        keys: dict[str, None] = {}
-        for inf in infos:
+        # the envs grouped by their infos' keys (a step has one or two groups: infos with and
+        # without the keys of a commit or an episode's end), so that which envs have a key is
+        # known per group, not looked up env by env
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, inf in enumerate(infos):
             if inf:
-                keys.update(dict.fromkeys(inf))
+                kt = tuple(inf)
+                g = groups.get(kt)
+                if g is None:
+                    groups[kt] = [i]
+                else:
+                    g.append(i)
+        keys: dict[str, None] = {}
+        for kt in groups:  # first-seen order, as env-by-env merging gives
+            keys.update(dict.fromkeys(kt))
+        sets = [(frozenset(kt), idx) for kt, idx in groups.items()]
+        # the keys every env has (none when an env has no info)
+        common = frozenset.intersection(*[ks for ks, _ in sets]) if (
+            sets and sum(len(idx) for _, idx in sets) == n) else frozenset()
+        full = np.ones((len(keys), n), dtype=np.bool_)  # the masks of keys every env has (rows)
         out: dict[str, Any] = {}
-        for key in keys:
-            have = [i for i, inf in enumerate(infos) if inf and key in inf]
-            first = infos[have[0]][key]  # type: ignore[index]
+        for r, key in enumerate(keys):
+            have: list[int] | None = None
+            if key not in common:
+                have = sorted([i for ks, idx in sets if key in ks for i in idx])
+            if have is None:
+                values = [inf[key] for inf in infos]  # type: ignore[index]
+            else:
+                values = [infos[i][key] for i in have]  # type: ignore[index]
+            first = values[0]
             if key == "final_obs":
                 arr: Any = np.full(n, None, dtype=object)
-                for i in have:
-                    arr[i] = infos[i][key]  # type: ignore[index]
+                for i, v in zip(have if have is not None else range(n), values):
+                    arr[i] = v
             elif isinstance(first, dict):
-                sub: list[dict[str, Any] | None] = [None] * n
-                for i in have:
-                    sub[i] = infos[i][key]  # type: ignore[index]
+                if have is None:
+                    sub: list[dict[str, Any] | None] = values
+                else:
+                    sub = [None] * n
+                    for i, v in zip(have, values):
+                        sub[i] = v
                 arr = self.merge(sub)
             else:
-                arr = self._array(first, [infos[i][key] for i in have], have)  # type: ignore[index]
-            mask = np.zeros(n, dtype=np.bool_)
-            mask[have] = True
+                arr = self._array(first, values, have)
+            if have is None:
+                mask = full[r]
+            else:
+                mask = np.zeros(n, dtype=np.bool_)
+                mask[have] = True
             out[key], out[f"_{key}"] = arr, mask
         return out
 
-    def _array(self, first: Any, values: list[Any], where: list[int]) -> np.ndarray:
+    def _array(self, first: Any, values: list[Any], where: list[int] | None) -> np.ndarray:
+        """The array of one key's ``values`` (the envs in ``where``, every env when None), of
+        the type of the first env's value, as Gymnasium's ``VectorEnv._add_info`` builds it."""
         n = self.n
-        if type(first) in (int, float, bool) or issubclass(type(first), np.number):
-            arr = np.zeros(n, dtype=type(first))
+        t = type(first)
+        if t is float or t is int or t is bool or issubclass(t, np.number):
+            arr = np.zeros(n, dtype=t)
         elif isinstance(first, np.ndarray):
             arr = np.zeros((n, *first.shape), dtype=first.dtype)
         else:
             arr = np.full(n, None, dtype=object)
-        if len(where) == n and arr.dtype != object:
-            arr[:] = values if arr.ndim == 1 else np.stack(values)
+        if where is None and arr.dtype != object:
+            arr[:] = values
         else:
-            for i, v in zip(where, values):
+            for i, v in zip(where if where is not None else range(n), values):
                 arr[i] = v
         return arr
 
@@ -479,16 +522,20 @@ class ArylAsyncVectorEnv(VectorEnv):
     nothing. The same results as :class:`ArylVectorEnv` (same seeds, autoreset, infos) and the
     same errors: an error in a worker is raised in the parent (its type and message, the
     worker's traceback as its cause) and the worker goes on; a worker that died (killed, out of
-    memory) is a RuntimeError naming it, and the vector env must then be closed. It does not
-    pickle (it owns processes and shared memory)."""
+    memory) is a RuntimeError naming it, and the vector env must then be closed. With
+    ``timeout=T`` (seconds), a call whose workers have not all answered within T raises a
+    TimeoutError naming the silent one (a stopped or stuck worker; without it the call waits as
+    long as the workers take), and the vector env must then be closed. It does not pickle (it
+    owns processes and shared memory)."""
 
     def __init__(self, num_envs: int = 2, workers: int = 2, env_id: str = "aryl_gym/Aryl-v2",
                  autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-                 context: str | None = None, **kwargs: Any):
+                 context: str | None = None, timeout: float | None = None, **kwargs: Any):
         n = check_num_envs(num_envs)
         w = check_num_envs(workers, "workers")
         if w > n:
             raise ValueError(f"workers ({w}) must not exceed num_envs ({n})")
+        self._timeout = check_timeout(timeout)
         self.autoreset_mode = _autoreset(autoreset_mode)
         _no_time_limit(kwargs)
         _world_of(env_id, kwargs)
@@ -513,6 +560,7 @@ class ArylAsyncVectorEnv(VectorEnv):
         self._was_reset = False
         self._ended = np.zeros(n, dtype=np.bool_)  # envs that ended at the last step (disabled mode)
         self._dead: str | None = None
+        self._silent: set[int] = set()  # workers that did not answer within the timeout
         bounds = np.linspace(0, n, w + 1).round().astype(int)
         self._slices = [(int(bounds[i]), int(bounds[i + 1])) for i in range(w)]
         ctx: Any = mp.get_context(context or ("fork" if "fork" in mp.get_all_start_methods() else "spawn"))
@@ -553,6 +601,24 @@ class ArylAsyncVectorEnv(VectorEnv):
         )
         return RuntimeError(self._dead)
 
+    def _poll(self, i: int, deadline: float) -> bool:
+        """Whether worker ``i`` answered (or its pipe closed: a dead worker) by ``deadline``."""
+        try:
+            return bool(self._conns[i].poll(max(deadline - time.monotonic(), 0.0)))
+        except OSError:  # a broken pipe: recv() reports the dead worker
+            return True
+
+    def _no_answer(self, i: int) -> TimeoutError:
+        """The error for worker ``i`` silent past ``timeout`` (stopped, or stuck); the vector
+        env is unusable after it (the other replies of that call are not read)."""
+        lo, hi = self._slices[i]
+        self._silent.add(i)  # close() kills it at once
+        self._dead = (
+            f"ArylAsyncVectorEnv worker {i} (pid {self._procs[i].pid}, envs {lo}..{hi - 1}) did not answer "
+            f"within timeout={self._timeout:g} s (stopped or stuck): close() this vector env and make a new one"
+        )
+        return TimeoutError(self._dead)
+
     def _check_usable(self) -> None:
         _check_open(self)
         if self._dead is not None:  # was: BrokenPipeError / ConnectionResetError / EOFError
@@ -570,7 +636,11 @@ class ArylAsyncVectorEnv(VectorEnv):
         out: list[Any] = []
         error: tuple[Any, str] | None = None
         died: RuntimeError | None = None
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
         for i in which:
+            # (TimeoutError is an OSError: raised outside the try that reads a dead worker)
+            if deadline is not None and not self._poll(i, deadline):
+                raise self._no_answer(i)
             try:
                 status, payload = self._conns[i].recv()
             except (EOFError, OSError):
@@ -683,12 +753,15 @@ class ArylAsyncVectorEnv(VectorEnv):
         if getattr(self, "_closed", True):
             return
         self._closed = True
-        for c in self._conns:
+        for i in self._silent:  # stopped or stuck: waiting for it would only wait longer
+            self._procs[i].kill()
+        live = [c for i, c in enumerate(self._conns) if i not in self._silent]
+        for c in live:
             try:
                 c.send(("close", None))
             except OSError:  # a dead worker
                 pass
-        for c in self._conns:
+        for c in live:
             try:
                 if c.poll(5):  # a worker that does not answer is terminated below
                     c.recv()
@@ -696,8 +769,9 @@ class ArylAsyncVectorEnv(VectorEnv):
                 pass
         for p in self._procs:
             p.join(timeout=5)
-            if p.is_alive():  # pragma: no cover
-                p.terminate()
+            if p.is_alive():  # a stuck or stopped worker (SIGTERM waits for a stopped one)
+                p.kill()
+                p.join(timeout=5)
         # the observation as plain arrays before the shared memory goes (was: reading it after
         # close(), e.g. action_masks(), read unmapped memory: a segfault)
         self._obs = {k: v.copy() for k, v in self._obs.items()}
@@ -712,6 +786,9 @@ def make_vector(env_id: str, num_envs: int = 1, workers: int = 1, **kwargs: Any)
     w = check_num_envs(workers, "workers")
     if w >= 2:
         return ArylAsyncVectorEnv(num_envs=num_envs, workers=w, env_id=env_id, **kwargs)
+    if kwargs.get("timeout") is not None:  # was: passed on to the env, an "unexpected keyword" TypeError
+        raise ValueError("timeout= applies to worker processes only (workers >= 2): one process never waits")
+    kwargs.pop("timeout", None)
     return ArylVectorEnv(num_envs=num_envs, env_id=env_id, **kwargs)
 
 
@@ -726,4 +803,5 @@ def sb3_vec_env(venv: ArylVectorEnv | ArylAsyncVectorEnv) -> Any:
     return SB3ArylVecEnv(venv)
 
 
-__all__ = ["ArylAsyncVectorEnv", "ArylVectorEnv", "MAX_ENVS", "check_num_envs", "make_vector", "sb3_vec_env"]
+__all__ = ["ArylAsyncVectorEnv", "ArylVectorEnv", "MAX_ENVS", "check_num_envs", "check_timeout", "make_vector",
+           "sb3_vec_env"]
