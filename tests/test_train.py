@@ -437,6 +437,31 @@ def test_reference_reward_sums_to_the_jct_difference():
     assert total == pytest.approx(expected, rel=1e-9, abs=1e-6)
 
 
+@needs_env
+def test_reference_reward_carries_the_jct_weight():
+    """was: the reference's term had weight 1 whatever the env's jct weight, so with weight w
+    the return summed to (reference - w x agent) / scale."""
+    from aryl_gym.train.bc import sjf_grant
+    from aryl_gym.train.evaluation import run_reference
+    from aryl_gym.train.wrappers import ReferenceJCTReward
+
+    env = ReferenceJCTReward(gym.make("aryl_gym/Aryl-v1", scenario="tiny", action_mode="sequential",
+                                      reward={"jct": 0.25}), "fifo")
+    obs, _ = env.reset(seed=0, options={"episode_seed": 7})
+    total = 0.0
+    while True:
+        obs, r, term, trunc, info = env.step(sjf_grant(env, obs))
+        total += r
+        if term or trunc:
+            break
+    assert term
+    ref = run_reference("fifo", "tiny", 7)
+    expected = 0.25 * (sum(ref.jcts) - sum(info["episode_result"].jcts)) / 3600.0
+    assert total == pytest.approx(expected, rel=1e-9, abs=1e-6)
+    with pytest.raises(ValueError, match=r"reward_reference=.fifo. makes the jct reward relative .* drop reward_reference"):
+        ReferenceJCTReward(gym.make("aryl_gym/Aryl-v1", scenario="tiny", action_mode="sequential", reward="queue"),
+                           "fifo")
+
 def _masked_batch(env, n: int, seed: int = 0):
     """``n`` observations and masks of a masked-random rollout (resets when an episode ends)."""
     rng = np.random.default_rng(seed)

@@ -199,3 +199,30 @@ def test_trace_mean_reward_sums_to_the_pool_mean_minus_the_agent():
     mean_pool = (sum(ref.jcts) + jcts[0]) / 2
     assert totals[1] == pytest.approx((mean_pool - jcts[1]) / 3600.0, rel=1e-9, abs=1e-6)
     paired._POOLS.clear()
+
+
+def test_trace_mean_reward_carries_the_jct_weight_and_needs_a_jct_component():
+    """was: the baseline's term had weight 1 whatever the env's jct weight."""
+    from aryl_gym.train import paired
+    from aryl_gym.train.bc import sjf_grant
+    from aryl_gym.train.evaluation import run_reference
+
+    paired._POOLS.clear()
+    try:
+        env = paired.TraceMeanJCTReward(
+            gym.make("aryl_gym/Aryl-v2", scenario="tiny", action_mode="sequential", reward={"jct": 2.0}), "fifo")
+        obs, _ = env.reset(seed=0, options={"episode_seed": 7})
+        total = 0.0
+        while True:
+            obs, r, term, trunc, info = env.step(sjf_grant(env, obs))
+            total += r
+            if term or trunc:
+                break
+        ref = run_reference("fifo", "tiny", 7)
+        assert total == pytest.approx(2.0 * (sum(ref.jcts) - sum(info["episode_result"].jcts)) / 3600.0,
+                                      rel=1e-9, abs=1e-6)
+        with pytest.raises(ValueError, match=r"pair_baseline='trace_mean' makes the jct reward relative .* drop pair_baseline"):
+            paired.TraceMeanJCTReward(
+                gym.make("aryl_gym/Aryl-v2", scenario="tiny", action_mode="sequential", reward="queue"), "fifo")
+    finally:
+        paired._POOLS.clear()

@@ -17,7 +17,9 @@ native run of a reference heuristic (``reference``, Aryl by default) and receive
 training episode on that trace (the most recent ``pool_size`` are kept). The added term depends
 on the trace and on time only, never on the agent's actions, so the optimal policy is unchanged;
 an undiscounted episode return is ``(mean total JCT of the pool at reset - the agent's total
-JCT) / scale``: positive when the agent beats its recent runs on the same arrivals.
+JCT) / scale`` (times the reward's ``jct`` weight, which the added term carries; a reward
+without a ``jct`` component is refused): positive when the agent beats its recent runs on the
+same arrivals.
 
 The pool is shared by the envs of one process (``DummyVecEnv`` / ``ArylVecEnv``), keyed by the
 episode seed and the world (:mod:`aryl_gym.train.worlds`); subprocess envs each keep their own.
@@ -32,7 +34,7 @@ import gymnasium as gym
 import numpy as np
 
 from aryl_gym.agents import make_policy
-from aryl_gym.train.wrappers import accrued, sim_env
+from aryl_gym.train.wrappers import accrued, jct_weight, sim_env
 
 #: trace key -> (submit times, [finish times of each finished run]); shared in the process
 _POOLS: OrderedDict[Any, tuple[np.ndarray, list[np.ndarray]]] = OrderedDict()
@@ -55,6 +57,8 @@ class TraceMeanJCTReward(gym.Wrapper):
         super().__init__(env)
 
         make_policy(reference)  # unknown names fail here, listing the known ones
+        if isinstance(getattr(env.unwrapped, "weights", None), dict):  # at once (a run's preflight builds one env)
+            jct_weight(sim_env(env), "pair_baseline='trace_mean'")
         self.reference = reference
         self.pool_size = int(pool_size)
         self._key: Any = None
@@ -81,6 +85,7 @@ class TraceMeanJCTReward(gym.Wrapper):
 
     def reset(self, **kwargs: Any):
         obs, info = self.env.reset(**kwargs)
+        self._w = jct_weight(sim_env(self.env), "pair_baseline='trace_mean'")
         self._key = trace_key(self.env)
         submit, runs = self._pool()
         self._runs = len(runs)
@@ -97,7 +102,7 @@ class TraceMeanJCTReward(gym.Wrapper):
         b1 = self.baseline(t1)
         if terminated and not np.isnan(self._finish).any():
             b1 = self.baseline(np.inf)  # the baseline runs' job time still to come counts now
-        bonus = (b1 - self._b) / float(u.reward_scale)
+        bonus = self._w * (b1 - self._b) / float(u.reward_scale)  # weighted as the env's jct
         self._t, self._b = t1, b1
         comp = dict(info.get("reward_components") or {})
         comp["trace_baseline"] = bonus

@@ -9,7 +9,8 @@ episode at reset (one simulator run, about 0.1-0.3 s on testbed), and adds
 ``+(A_ref(t1) - A_ref(t0)) / scale``, where ``A_ref`` is computed in closed form from the
 reference's finish times. The added term depends on time only, not on the agent's actions, (at
 termination the reference's job time still to come is added), so an undiscounted episode return
-becomes ``(total JCT of reference - total JCT of agent) / scale``
+becomes ``(total JCT of reference - total JCT of agent) / scale`` (times the reward's ``jct``
+weight, which the added term carries too; a reward without a ``jct`` component is refused)
 and the optimal policy is unchanged; per-step it cancels the trace's load swings.
 """
 
@@ -35,11 +36,24 @@ class SimEnv(Protocol):
     episode: Episode
     sim: Simulator
     reward_scale: float
+    weights: dict[str, float]
 
 
 def sim_env(env: gym.Env[Any, Any]) -> SimEnv:
     """``env.unwrapped``, typed as the aryl env the wrappers read."""
     return cast(SimEnv, env.unwrapped)
+
+
+def jct_weight(u: SimEnv, what: str) -> float:
+    """The weight of the env's ``jct`` reward component, which a term added to it carries too;
+    a reward without one is a ValueError naming ``what`` (the wrapper's setting)."""
+    w = float(u.weights.get("jct", 0.0))
+    if not w:
+        raise ValueError(
+            f"{what} makes the jct reward relative to a baseline, but the env's reward has no jct "
+            f"component (weights {dict(u.weights)}): add jct to the reward, or drop {what.split('=')[0]}"
+        )
+    return w
 
 
 class ReferenceJCTReward(gym.Wrapper):
@@ -49,6 +63,8 @@ class ReferenceJCTReward(gym.Wrapper):
         super().__init__(env)
 
         make_policy(reference)  # unknown names fail here, listing the known ones
+        if isinstance(getattr(env.unwrapped, "weights", None), dict):  # at once (a run's preflight builds one env)
+            jct_weight(sim_env(env), f"reward_reference={reference!r}")
         self.reference = reference
         self._submit = np.zeros(0)
         self._finish = np.zeros(0)
@@ -56,6 +72,7 @@ class ReferenceJCTReward(gym.Wrapper):
     def reset(self, **kwargs: Any):
         obs, info = self.env.reset(**kwargs)
         u = sim_env(self.env)
+        self._w = jct_weight(u, f"reward_reference={self.reference!r}")
         sim = u.episode.simulator()
         sim.run(make_policy(self.reference))
         self._submit = sim.submit.copy()
@@ -73,7 +90,9 @@ class ReferenceJCTReward(gym.Wrapper):
             # the agent's schedule is complete (every job finished, or the rest charged by the
             # env's early_end="charge"): the reference's remaining job time counts now
             a1 = accrued(self._submit, self._finish, np.inf) if not np.isnan(self._finish).any() else a1
-        bonus = (a1 - self._a) / float(u.reward_scale)
+        # weighted as the env weighs its jct component (was: weight 1 whatever the env's, so a
+        # reward with jct weight w summed to w x agent's + 1 x reference's job time)
+        bonus = self._w * (a1 - self._a) / float(u.reward_scale)
         self._t, self._a = t1, a1
         comp = dict(info.get("reward_components") or {})
         comp["reference_jct"] = bonus
