@@ -212,6 +212,10 @@ class ArylEnv(gym.Env):
 
     def __init__(self, options: EnvOptions | str | Path | ScenarioConfig | None = None, /, **kwargs: Any):
         if options is not None and not isinstance(options, EnvOptions):
+            if "scenario" in kwargs:
+                # was: the keyword won without a word (ArylEnv("tiny", scenario="testbed") played testbed)
+                raise TypeError(f"scenario given twice: positionally ({options!r}) and as scenario="
+                                f"{kwargs['scenario']!r}; give one")
             kwargs = {"scenario": options, **kwargs}  # the scenario given positionally
             options = None
         opts = self.options = EnvOptions.from_kwargs(options, **kwargs)
@@ -813,8 +817,12 @@ class ArylEnv(gym.Env):
 
     # -- rendering ----------------------------------------------------------------------------
     def render(self):
-        if self.render_mode is None or self.sim is None:
+        if self.render_mode is None:
             return None
+        if self.sim is None:
+            # was: None, without a word, for a render mode that promises a text or an image
+            # (gym.make's order check raises; the raw env and the two-agent view did not)
+            raise RuntimeError("call reset() before render()")
 
         if self.render_mode == "ansi":
             return render_ansi(self.sim, self.window)

@@ -68,8 +68,12 @@ class DampingParams:
 
     @property
     def ceiling(self) -> float:
-        """The highest penalty kept: it decays to ``reuse`` in ``max_suppress_s``."""
-        return self.reuse * 2.0 ** (self.max_suppress_s / self.half_life_s)
+        """The highest penalty kept: it decays to ``reuse`` in ``max_suppress_s`` (``inf`` when
+        that is beyond floating point: no penalty a job can reach is capped then)."""
+        try:
+            return self.reuse * 2.0 ** (self.max_suppress_s / self.half_life_s)
+        except OverflowError:  # was: raised mid-episode, at the first flap (e.g. max_suppress_s=1e6)
+            return math.inf
 
 
 def parse_flap_damping(value: Any) -> DampingParams | None:
@@ -105,6 +109,15 @@ def parse_flap_damping(value: Any) -> DampingParams | None:
         raise ValueError(
             f"flap_damping: reuse ({p.reuse}) must be below suppress ({p.suppress}), "
             "or a suppressed job would never be released from suppression"
+        )
+    if not p.ceiling > p.suppress:
+        # was: accepted, and the cap kept every penalty at or below suppress: no job was ever
+        # suppressed, the shield did nothing without a word
+        raise ValueError(
+            f"flap_damping: max_suppress_s ({p.max_suppress_s:g}) is too short for half_life_s "
+            f"({p.half_life_s:g}): the penalty cap reuse * 2 ** (max_suppress_s / half_life_s) = "
+            f"{p.ceiling:.3g} must exceed suppress ({p.suppress:g}), or no job is ever suppressed "
+            "(raise max_suppress_s or lower half_life_s)"
         )
     return p
 

@@ -36,7 +36,12 @@ def check_objectives(objectives: object, weights: dict[str, float]) -> tuple[str
     ``invalid_penalty``) left out, since the weighted sum of the vector would then not be the
     scalar reward."""
     if isinstance(objectives, str):
-        names = [n.strip() for n in objectives.split("+") if n.strip()]
+        names = [n.strip() for n in objectives.split("+")]
+        if objectives.strip() and not all(names):
+            # was: empty names dropped, so "jct+" or "jct++preemption" were accepted (reward= refuses them)
+            raise ValueError(f"objectives {objectives!r}: give component names joined by '+', "
+                             "e.g. 'jct+preemption'")
+        names = [n for n in names if n]
     elif isinstance(objectives, Sequence) and all(isinstance(n, str) for n in objectives):
         names = [n.strip() for n in objectives]
     else:
@@ -131,15 +136,24 @@ class ArylMOEnv(ArylEnv):
     def scalarize(self, vector: np.ndarray, weights: np.ndarray | None = None) -> float:
         """``sum_i weights[i] * vector[i]`` in objective order, plain float64 arithmetic (default
         weights: :attr:`reward_weights`)."""
-        w = self.reward_weights if weights is None else np.asarray(weights, dtype=np.float64)
-        v = np.asarray(vector, dtype=np.float64)
         n = len(self.objectives)
-        for name, a in (("vector", v), ("weights", w)):
+        arrays = []
+        for name, x in (("vector", vector), ("weights", self.reward_weights if weights is None else weights)):
+            a = np.asarray(x)
+            if a.dtype.kind not in "iuf":
+                # was: strings parsed ("1" was 1.0), bools taken as 0/1
+                raise ValueError(f"scalarize: {name} must hold numbers, got dtype {a.dtype} ({x!r})")
+            a = a.astype(np.float64, copy=False)
             if a.shape != (n,):
                 # was: zip() paired what it could, so a vector or weights of another length gave
                 # a sum over the first entries without a word
                 raise ValueError(f"scalarize: {name} must have one entry per objective "
                                  f"({', '.join(self.objectives)}), shape ({n},), got shape {a.shape}")
+            if not np.isfinite(a).all():
+                # was: a NaN or infinite weight (or entry) gave a NaN or infinite sum without a word
+                raise ValueError(f"scalarize: {name} must be finite, got {a.tolist()}")
+            arrays.append(a)
+        v, w = arrays
         total = 0.0
         for wi, vi in zip(w.tolist(), v.tolist()):
             if wi:

@@ -138,7 +138,14 @@ class ArylParallelEnv(ParallelEnv):
         self.alloc = ArylEnv(options, **kwargs)
         self.alloc.round_gate = self._gate
         self.alloc.set_reclaim(self._agent_picks)
-        self.reclaim_weights = parse_weights(reclaim_reward or RECLAIM_REWARD, reclaim_invalid_penalty)
+        # was: ``reclaim_reward or RECLAIM_REWARD``, so "", {}, 0 or False gave the default weights
+        # without a word (Aryl-v2 and ArylReclaim-v2 refuse them); errors now name the argument
+        try:
+            self.reclaim_weights = parse_weights(
+                RECLAIM_REWARD if reclaim_reward is None else reclaim_reward, reclaim_invalid_penalty)
+        except ValueError as exc:
+            what = "reclaim_invalid_penalty" if str(exc).startswith("invalid_penalty") else "reclaim_reward"
+            raise ValueError(f"{what} (the reclaim agent's reward): {exc}") from None
         self.config = self.alloc.config
         c = self.config.cluster
         self.n_train = c.train_servers
@@ -254,6 +261,10 @@ class ArylParallelEnv(ParallelEnv):
     def step(self, actions: dict[str, Any]):
         if not self.agents:
             raise RuntimeError("the episode has ended (or never started); call reset()")
+        if not isinstance(actions, dict):
+            # was: a TypeError ("'int' object is not iterable") or a list read as agent names
+            raise TypeError(f"step() takes a dict {{agent: action}} (agents: {', '.join(AGENTS)}; the "
+                            f"pending one is env.active = {self.active!r}), got {type(actions).__name__}")
         unknown = [a for a in actions if a not in AGENTS]
         if unknown:
             raise ValueError(f"unknown agent {unknown[0]!r}; agents: {', '.join(AGENTS)}")
@@ -302,6 +313,11 @@ class ArylParallelEnv(ParallelEnv):
             alloc_info["episode_metrics"] = alloc_info["episode_result"].to_dict()
         if self._streak >= MAX_INVALID_STREAK and not terminated:
             truncated = True
+            if "episode_result" not in alloc_info:
+                # was: an episode ended by the reclaim agent's invalid streak had no
+                # episode_result in either agent's last info (docs: each last info holds it)
+                alloc_info = {**alloc_info, "episode_result": alloc.episode_result()}
+                alloc_info["episode_metrics"] = alloc_info["episode_result"].to_dict()
         r_rec = 0.0
         for k, w in self.reclaim_weights.items():
             if w and k != "invalid" and k in comp:

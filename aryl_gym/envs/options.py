@@ -292,6 +292,13 @@ class EnvOptions:
         if self.end_fallback != _DEFAULT_FALLBACK and self.early_end != "charge":
             raise ValueError(f"end_fallback={self.end_fallback!r} is the policy early_end='charge' bills; "
                              f"early_end is {self.early_end!r} (set early_end='charge', or drop end_fallback)")
+        if self.trace is not None and (not isinstance(self.trace, (str, Path)) or not str(self.trace)):
+            # was: accepted; "" played the scenario's generated workload without a word (as
+            # reset(options={'trace': ''}) did before it was refused), 5 failed at reset as a file
+            raise ValueError(f"trace must be a trace file path (str or pathlib.Path) or None, got {self.trace!r}")
+        if self.data_root is not None and not isinstance(self.data_root, (str, Path)):
+            # was: accepted, and failed (or not) deep inside a trace or series load at reset
+            raise ValueError(f"data_root must be a folder path (str or pathlib.Path) or None, got {self.data_root!r}")
         if self.trace is None:
             given = [k for k in ("trace_format", "trace_map", "trace_options") if getattr(self, k)]
             if given:
@@ -308,7 +315,7 @@ class EnvOptions:
         check_early_end(self.early_end, self.end_fallback)
         parse_flap_damping(self.flap_damping)
         if self.render_mode is not None and self.render_mode not in RENDER_MODES:
-            raise ValueError(f"render_mode must be one of {list(RENDER_MODES)} or None")
+            raise ValueError(f"render_mode must be one of {list(RENDER_MODES)} or None, got {self.render_mode!r}")
         if self.observation not in OBSERVATION_VERSIONS:
             raise ValueError(
                 f"unknown observation {self.observation!r}; choose one of {', '.join(OBSERVATION_VERSIONS)}"

@@ -62,7 +62,15 @@ class HeuristicPredictor:
 
     def __init__(self, policy: Any, env: Any, use_policy_reclaim: bool = True):
         self.policy = make_policy(policy) if isinstance(policy, str) else policy
-        self.env = env.unwrapped
+        if not callable(getattr(self.policy, "decide", None)):
+            # was: an AttributeError ('NoneType' object has no attribute 'reclaim')
+            raise ValueError(f"policy must be a policy name (aryl-gym policies) or a policy object, got {policy!r}")
+        self.env = getattr(env, "unwrapped", env)
+        if not callable(getattr(self.env, "set_reclaim", None)):
+            # was: an AttributeError ('ArylParallelEnv' object has no attribute 'set_reclaim')
+            hint = " (the two-agent view: pass env.alloc, its allocation agent's env)" if hasattr(self.env, "alloc") else ""
+            raise ValueError(f"HeuristicPredictor acts through an allocation env (Aryl-v2, ArylMO-v2), "
+                             f"got {type(self.env).__name__}{hint}")
         if use_policy_reclaim:
             self.env.set_reclaim(self.policy.reclaim)
         self._episode = -1
@@ -73,6 +81,8 @@ class HeuristicPredictor:
     # ------------------------------------------------------------------------------------------
     def _sync(self) -> None:
         env = self.env
+        if env.sim is None:  # was: an AttributeError ('NoneType' object has no attribute 'seed')
+            raise RuntimeError("call env.reset() before predict()")
         if env.episode_count != self._episode:
             self._episode = env.episode_count
             self._point = -1
@@ -208,11 +218,21 @@ class ReclaimPredictor:
     def __init__(self, rule: Any = "aryl", env: Any = None):
         self.rule = resolve_reclaim(rule)
         self.env = env.unwrapped if hasattr(env, "unwrapped") and not hasattr(env, "need") else env
+        # was: env=None, an allocation env or the reclaim env's snapshot mode were accepted and
+        # failed at the first act() with an AttributeError
+        if self.env is None or not hasattr(self.env, "n_train") or getattr(self.env, "snaps", None) is not None:
+            raise ValueError(
+                "ReclaimPredictor acts through a reclaim agent's actions: give it ArylReclaim-v2 in "
+                "simulator mode or the two-agent view (aryl_gym.envs.multiagent.ArylParallelEnv), got "
+                f"{type(self.env).__name__ if self.env is not None else None}"
+            )
         self._plan: list[int] = []
 
     def act(self) -> int:
         """The slot to pick now (0 when no reclaim is pending: the action is then ignored)."""
         env = self.env
+        if env.sim is None:  # was: an AttributeError before the reclaim env's first reset
+            raise RuntimeError("call env.reset() before predict()")
         need, picks = int(env.need), list(env.picks)
         if not need:
             return 0
