@@ -754,6 +754,11 @@ class MemoryStore:
         return record["wall_s"], record["cpu_s"]
 
 
+class EpisodesFailed(RuntimeError):
+    """:func:`run_results`: an episode failed or could not run; the message names the first and
+    its error in one line (commands report it without a traceback)."""
+
+
 def run_results(tasks: Sequence[EpisodeTask], *, workers: int = 1, desc: str = "episodes",
                 progress: bool = True, out: Path | None = None) -> dict[EpisodeTask, EpisodeResult]:
     """Run every task and return each of ``tasks``' results (an episode listed twice runs
@@ -767,7 +772,10 @@ def run_results(tasks: Sequence[EpisodeTask], *, workers: int = 1, desc: str = "
     bad = stats.failed + stats.skipped
     if bad:
         t, msg = bad[0]
-        raise RuntimeError(f"episode {t.label} failed ({len(bad)} in all): {msg}")
+        # was: a RuntimeError carrying the worker's traceback, printed as a traceback by the CLI
+        first = msg.splitlines()[0] if msg else "no message"
+        raise EpisodesFailed(f"episode {t.label} failed ({len(bad)} of {len(records) + len(bad)} in all): "
+                             f"{first}")
     # a worker returns its own copy of the task: match by the episode's key
     by_key = {t.episode_key: r["result"] for t, r in records.items()}
     if out is not None:  # cached records hold the result's JSON form

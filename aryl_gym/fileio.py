@@ -413,6 +413,10 @@ def claim_folder(folder: Path, command: str, what: str = "--out") -> None:
                 break
     except OSError as exc:
         raise _config_error(f"{mark}: cannot read the folder's owner: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:  # was: the decoder's message alone, naming no file
+        raise _config_error(f"{mark}: cannot read the folder's owner: not a text file (damaged); delete "
+                            f"it if {folder} holds your results of `aryl-gym {command}`, or choose "
+                            f"another {what}") from None
     if owner is not None and owner != command:
         raise _config_error(
             f"{what} {folder}: this folder holds the results of `aryl-gym {owner}` (see {mark.name}); "

@@ -78,7 +78,10 @@ def parse_loads(text: str) -> list[float]:
             f"--load-grid {text!r}: load {bad[0]:g} is not in (0, {MAX_LOAD:g}] (offered load "
             "relative to the training GPUs)"
         )
-    dup = sorted({x for x in loads if loads.count(x) > 1})
+    # compared at 10 decimals, as the range form rounds (was: 0.3 and 0.30000000000000004 ran
+    # twice and printed as two rows "0.3")
+    keys = [round(x, 10) for x in loads]
+    dup = sorted({x for x, k in zip(loads, keys) if keys.count(k) > 1})
     if dup:
         raise ValueError(f"--load-grid {text!r}: load {dup[0]:g} is listed twice")
     if len(loads) > MAX_LOADS:

@@ -68,6 +68,9 @@ def relevance(
     the one episode runner (:func:`aryl_gym.episodes.run_results`). ``out``: keep them in the
     episode cache there (a rerun resumes)."""
 
+    if "random" in policies:  # was: random counted as a reference policy: spread random / random = 1
+        raise ValueError("--policies: 'random' runs beside the reference policies anyway (the spread is "
+                         "random's JCT over the best reference policy's); list reference policies only")
     pols = list(dict.fromkeys([*policies, "random"]))
     for p in pols:
         make_policy(p)  # unknown names fail before any run

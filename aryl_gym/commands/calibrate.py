@@ -153,17 +153,25 @@ def check_modes(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     check_modes(args)
     if args.relevance or args.load_grid:
-        grid = _run_relevance if args.relevance else _run_load_grid
-        if args.out is None:
-            return grid(args)
         # at run time: aryl-gym imports every command module to build its parser
-        from aryl_gym.fileio import DirLock, claim_folder
-        from aryl_gym.leaderboard.runner import prepare_out_dir
+        from aryl_gym.episodes import EpisodesFailed
 
-        # one run per --out at a time, and never another command's folder (as reproduce)
-        with DirLock(prepare_out_dir(args.out)):
-            claim_folder(args.out, "calibrate")
-            return grid(args)
+        grid = _run_relevance if args.relevance else _run_load_grid
+        try:
+            if args.out is None:
+                return grid(args)
+            # at run time: aryl-gym imports every command module to build its parser
+            from aryl_gym.fileio import DirLock, claim_folder
+            from aryl_gym.leaderboard.runner import prepare_out_dir
+
+            # one run per --out at a time, and never another command's folder (as reproduce)
+            with DirLock(prepare_out_dir(args.out)):
+                claim_folder(args.out, "calibrate")
+                return grid(args)
+        except EpisodesFailed as exc:  # was: a RuntimeError traceback holding the worker's traceback
+            kept = f"; the finished ones are kept in {args.out}/episodes" if args.out is not None else ""
+            print(f"aryl-gym calibrate: error: {exc}{kept}", file=sys.stderr)
+            return 1
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.agents import make_policy
     from aryl_gym.scenario import make_episode

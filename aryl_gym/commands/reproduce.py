@@ -209,9 +209,7 @@ def _run_locked(args: argparse.Namespace, rp: Any, scale: Any, out: Path, specs:
     # equal to the shipped one) runs once.
     results, stats = run_tasks([*tasks, *(t for _, _, ts in sweep_tasks for t in ts)])
     if args.cached_only and not results:  # was: a table of '-' rows and exit 0
-        print(f"aryl-gym reproduce: error: --cached-only: no episode of this table is cached in {out}; "
-              "run without --cached-only (or give the --out folder of an earlier run)", file=sys.stderr)
-        return 1
+        return _nothing_cached(out, "this table")
     by_key = {t.episode_key: r for t, r in results.items()}
 
     def rows_for(ts: list[Any]) -> list[Any]:
@@ -284,8 +282,16 @@ def _run_locked(args: argparse.Namespace, rp: Any, scale: Any, out: Path, specs:
         print(f"\n{stats.new} episode(s) run, {stats.cached} cached, {stats.wall_s:.0f} s; report: {md}"
               + (f"; sweep plot: {plot}" if plot else ""))
     for t, msg in failed:
-        _say(f"FAILED {t.config.name} {t.policy} seed {t.seed}: {msg.splitlines()[0]}")
+        # was: t.config.name, an AttributeError traceback after the report (EpisodeTask has no config)
+        _say(f"FAILED {t.label}: {msg.splitlines()[0]}")
     return 1 if failed else 0
+
+
+def _nothing_cached(out: Path, what: str) -> int:
+    """--cached-only found none of the episodes: say so (exit 1), and write no report."""
+    print(f"aryl-gym reproduce: error: --cached-only: no episode of {what} is cached in {out}; "
+          "run without --cached-only (or give the --out folder of an earlier run)", file=sys.stderr)
+    return 1
 
 
 def _commit() -> str:
@@ -346,8 +352,9 @@ def _table_block(rp: Any, rows: list[Any], scale: Any, configs: dict[str, Any], 
         cmd,
         "```",
         "",
+        # was: t.config.name, an AttributeError traceback whenever --cached-only left one out
         *([f"{len(stats.missing)} episode(s) were not in the cache and are left out: "
-           + ", ".join(sorted({f'{t.config.name}/{t.policy}' for t in stats.missing}))
+           + ", ".join(sorted({f'{t.scenario_name}/{t.policy}' for t in stats.missing}))
            + " (rows use the seeds cached for both of their policies).", ""] if stats.missing else []),
         f"Cost per episode (this run's machine; {stats.new} run, {stats.cached} cached; wall time "
         "depends on what else the machine runs, CPU time much less):",
@@ -414,6 +421,8 @@ def _prediction_study(args: Any, rp: Any, scale: Any, configs: dict[str, Any], o
     sigmas = list(rp.PREDICTION_SIGMAS)
     tasks = rp.prediction_tasks(cfg, pols, sigmas, seeds)
     results, stats = run_tasks(tasks)
+    if args.cached_only and not results:  # was: a study of '-' cells written, exit 0
+        return _nothing_cached(out, "this study")
     skipped = {t.policy: msg for t, msg in stats.skipped}
     ran = [p for p in pols if p not in skipped]
     by = {(t.policy, t.seed, t.role): r for t, r in results.items()}
@@ -475,6 +484,8 @@ def _hetero_study(args: Any, rp: Any, configs: dict[str, Any], out: Path, cmd: s
     fractions = list(rp.HETERO_FRACTIONS)
     tasks = rp.hetero_tasks(cfg, fractions, seeds)
     results, stats = run_tasks(tasks)
+    if args.cached_only and not results:  # was: a study of '-' cells written, exit 0
+        return _nothing_cached(out, "this study")
     rows = rp.hetero_table(results, fractions, seeds)
     s = cfg.sim
     body = [

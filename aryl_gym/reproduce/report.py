@@ -131,7 +131,11 @@ def replace_block(text: str, name: str, body: str) -> str:
 
 
 def update_doc(path: Path, blocks: Mapping[str, str], title: str = "# Reproducing the paper's headline table") -> None:
-    text = path.read_text(encoding="utf-8") if path.exists() else f"{title}\n"
+    try:
+        text = path.read_text(encoding="utf-8") if path.exists() else f"{title}\n"
+    except UnicodeDecodeError:  # was: the decoder's message alone, naming no file
+        raise ValueError(f"{path}: cannot update its generated blocks: not a UTF-8 text file; move it "
+                         "away and rerun (finished episodes are cached and not run again)") from None
     for name, body in blocks.items():
         text = replace_block(text, name, body)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import yaml
 
 from aryl_gym.config import (
+    SIZE_OVERRIDE_ENV,
     ConfigError,
     ScenarioConfig,
     load_scenario,
@@ -129,6 +131,11 @@ def apply_override(cfg: ScenarioConfig, key: str, value: Any) -> ScenarioConfig:
     return new
 
 
+#: the most values one ``--sweep`` knob takes (each value is a whole table of episodes);
+#: ``ARYL_GYM_ALLOW_HUGE=1`` lifts it, as it lifts ``--seeds``'s limit
+MAX_SWEEP_VALUES = 100
+
+
 def parse_sweep(text: str) -> tuple[str, list[Any]]:
     """``KEY=V1,V2,...`` -> (key, values), values read as YAML scalars (``0.5``, ``true``)."""
     if "=" not in text:
@@ -147,6 +154,10 @@ def parse_sweep(text: str) -> tuple[str, list[Any]]:
             raise ValueError(f"--sweep {key}: cannot read value {v!r}") from None
     if not out:
         raise ValueError(f"--sweep {key}: give at least one value after '='")
+    if len(out) > MAX_SWEEP_VALUES and os.environ.get(SIZE_OVERRIDE_ENV, "") in ("", "0"):
+        # was: 10,000 values were checked, then 10,000 tables of episodes started, with no message
+        raise ValueError(f"--sweep {key}: {len(out):,} values; at most {MAX_SWEEP_VALUES} per knob, each "
+                         f"runs the whole table (check the list, or set {SIZE_OVERRIDE_ENV}=1 to run it anyway)")
     for i, v in enumerate(out):
         if v in out[:i]:  # was: the same point run and reported twice (20 and 2e1 alike)
             raise ValueError(f"--sweep {key}: value {v!r} is given twice; give each value once")

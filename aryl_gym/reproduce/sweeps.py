@@ -132,7 +132,8 @@ def plot_sweep(points: Sequence[SweepPoint], specs: Sequence[RowSpec], path: Pat
         ax.set_xlabel(key)
         ax.set_ylabel("ratio (paired geo. mean, 95% CI; dotted: paper)")
         ax.set_yscale("log")
-    axes[0][-1].legend(fontsize=7, loc="best")
+    if axes[0][-1].get_legend_handles_labels()[0]:  # was: matplotlib's UserWarning when no row has a value
+        axes[0][-1].legend(fontsize=7, loc="best")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
