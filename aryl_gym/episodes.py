@@ -459,7 +459,7 @@ class RunStats:
 #: aryl 8.1, pollux-250 515, pollux-250-elastic 1,031, afs 23, afs-all 56, aryl+tuned 64); a
 #: learned agent acts through the env, one sub-step per grant
 _COST = {"pollux-250": 64.0, "pollux-250-elastic": 127.0, "pollux": 40.0, "afs": 3.0, "afs-all": 7.0,
-         "aryl+tuned": 8.0}
+         "aryl+tuned": 8.0, "aryl+pretuned": 2.0}
 _AGENT_COST = 50.0
 
 

@@ -31,6 +31,8 @@ DESCRIPTIONS = {
     "aryl+tuned": "Aryl with Pollux's runtime batch-size tuning on every job (paper 7.4 "
     "Aryl+TunedJobs)",
     "aryl+tuned-loan": "aryl+tuned with capacity loaning",
+    "aryl+pretuned": "Aryl on jobs submitted pre-tuned: each job's batch fixed at submission to the one "
+    "that finishes it soonest at its request (the other reading of Aryl+TunedJobs)",
     "afs": "AFS-L (Hwang et al., NSDI '21), unbounded: elastic jobs up to the ceiling w_ceil",
     "afs-all": "AFS-L with every job resizable from 1 worker up to w_ceil (reading of afs)",
     "afs-bounded": "AFS-L inside each job's own worker range [w_min, w_max] (World v1 afs)",

@@ -91,6 +91,8 @@ READINGS: dict[str, str] = {
     "afs-all": "AFS unbounded for every job (afs-all)",
     "pollux-all": "Pollux resizes every job (upstream's range; pollux-250)",
     "pollux-elastic": "Pollux resizes only elastic families (pollux-250-elastic)",
+    "tuned-runtime": "Aryl+TunedJobs = runtime batch tuning of every job, as Pollux tunes (aryl+tuned)",
+    "tuned-submitted": "Aryl+TunedJobs = jobs submitted pre-tuned: one batch per job, fixed (aryl+pretuned)",
 }
 
 
@@ -128,13 +130,16 @@ _PAP = RowSpec("pollux-aryl-p95", "Pollux-250 vs Aryl: p95 JCT, Pollux / Aryl", 
                "pollux-250 / aryl-noloan: no capacity loaning (paper 7.4, Basic)", reading=("pollux-all",))
 _PTM = RowSpec("pollux-tuned-median", "Pollux vs Aryl+TunedJobs: median JCT, Pollux / Aryl+Tuned",
                1.32, "x", "basic", "pollux-250", "aryl+tuned", "median_jct",
-               "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Basic)", reading=("pollux-all",))
+               "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Basic)",
+               reading=("pollux-all", "tuned-runtime"))
 _PTP = RowSpec("pollux-tuned-p95", "Pollux vs Aryl+TunedJobs: p95 JCT, Pollux / Aryl+Tuned",
                1.37, "x", "basic", "pollux-250", "aryl+tuned", "p95_jct",
-               "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Basic)", reading=("pollux-all",))
+               "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Basic)",
+               reading=("pollux-all", "tuned-runtime"))
 _PTS = RowSpec("pollux-tuned-scalings", "scaling events, Pollux / Aryl+TunedJobs (Ideal)", 1.76, "x",
                "ideal", "pollux-250", "aryl+tuned", "scaling_events",
-               "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Ideal)", reading=("pollux-all",))
+               "pollux-250 / aryl+tuned: no capacity loaning (paper 7.4, Ideal)",
+               reading=("pollux-all", "tuned-runtime"))
 
 ROWS: tuple[RowSpec, ...] = (
     _Q,
@@ -153,10 +158,13 @@ ROWS: tuple[RowSpec, ...] = (
     _alt(_AFS, "afs-all", num="afs-all", variant="afs-all / aryl-noloan: no capacity loaning"),
     _PTM,
     _alt(_PTM, "pollux-elastic", num="pollux-250-elastic", variant="pollux-250-elastic / aryl+tuned"),
+    _alt(_PTM, "tuned-submitted", den="aryl+pretuned", variant="pollux-250 / aryl+pretuned"),
     _PTP,
     _alt(_PTP, "pollux-elastic", num="pollux-250-elastic", variant="pollux-250-elastic / aryl+tuned"),
+    _alt(_PTP, "tuned-submitted", den="aryl+pretuned", variant="pollux-250 / aryl+pretuned"),
     _PTS,
     _alt(_PTS, "pollux-elastic", num="pollux-250-elastic", variant="pollux-250-elastic / aryl+tuned (Ideal)"),
+    _alt(_PTS, "tuned-submitted", den="aryl+pretuned", variant="pollux-250 / aryl+pretuned (Ideal)"),
     RowSpec("nogroup-preemption", "preemption ratio without flexible grouping (Ideal)", 2.13, "%",
             "ideal", "aryl-nogroup", "aryl", "preemption_ratio",
             "aryl-nogroup / aryl, with loaning (paper Table 6: up to +113%, Ideal)"),
