@@ -110,6 +110,20 @@ def examples(ci: int) -> int:
     return max(1, ci * settings().max_examples // CI_EXAMPLES)
 
 
+def play_sjf_grant(env, episode_seed: int = 7):  # type: ignore[no-untyped-def]
+    """One episode of ``env`` (``sequential`` mode) played by the SJF-grant rule from
+    ``reset(seed=0, options={"episode_seed": ...})``: (undiscounted return, last info, terminated)."""
+    from aryl_gym.train.bc import sjf_grant
+
+    obs, _ = env.reset(seed=0, options={"episode_seed": episode_seed})
+    total = 0.0
+    while True:
+        obs, r, term, trunc, info = env.step(sjf_grant(env, obs))
+        total += r
+        if term or trunc:
+            return total, info, term
+
+
 def play_thrasher(env, max_steps: int, check=None):  # type: ignore[no-untyped-def]
     """Play the thrashing agent of tests/test_thrash.py on a reset ``sequential`` env with
     preemption: after the first simulated hour it releases whatever it can, else grants, else

@@ -23,6 +23,7 @@ from gymnasium import spaces
 from aryl_gym.config import ConfigError
 from aryl_gym.metrics import EpisodeResult
 from aryl_gym.train.config import load_train_config
+from tests.helpers import play_sjf_grant
 
 STUB_ID = "aryl_gym_test/Stub-v0"
 _RESULT: dict = {}
@@ -417,18 +418,11 @@ def test_shipped_agent_loads_and_acts_with_masks():
 @needs_env
 def test_reference_reward_sums_to_the_jct_difference():
     """Undiscounted, the wrapped return is (total JCT of the reference - the agent's) / scale."""
-    from aryl_gym.train.bc import sjf_grant
     from aryl_gym.train.evaluation import run_reference
     from aryl_gym.train.wrappers import ReferenceJCTReward
 
     env = ReferenceJCTReward(gym.make("aryl_gym/Aryl-v1", scenario="tiny", action_mode="sequential"), "fifo")
-    obs, _ = env.reset(seed=0, options={"episode_seed": 7})
-    total = 0.0
-    while True:
-        obs, r, term, trunc, info = env.step(sjf_grant(env, obs))
-        total += r
-        if term or trunc:
-            break
+    total, info, term = play_sjf_grant(env)
     assert term
     agent = info["episode_result"]
     ref = run_reference("fifo", "tiny", 7)
@@ -441,19 +435,12 @@ def test_reference_reward_sums_to_the_jct_difference():
 def test_reference_reward_carries_the_jct_weight():
     """was: the reference's term had weight 1 whatever the env's jct weight, so with weight w
     the return summed to (reference - w x agent) / scale."""
-    from aryl_gym.train.bc import sjf_grant
     from aryl_gym.train.evaluation import run_reference
     from aryl_gym.train.wrappers import ReferenceJCTReward
 
     env = ReferenceJCTReward(gym.make("aryl_gym/Aryl-v1", scenario="tiny", action_mode="sequential",
                                       reward={"jct": 0.25}), "fifo")
-    obs, _ = env.reset(seed=0, options={"episode_seed": 7})
-    total = 0.0
-    while True:
-        obs, r, term, trunc, info = env.step(sjf_grant(env, obs))
-        total += r
-        if term or trunc:
-            break
+    total, info, term = play_sjf_grant(env)
     assert term
     ref = run_reference("fifo", "tiny", 7)
     expected = 0.25 * (sum(ref.jcts) - sum(info["episode_result"].jcts)) / 3600.0

@@ -14,6 +14,7 @@ import gymnasium as gym
 import torch as th
 
 import aryl_gym  # noqa: F401
+from tests.helpers import play_sjf_grant
 
 
 def _batch(env, n: int, seed: int = 0):
@@ -175,7 +176,6 @@ def test_trace_mean_reward_sums_to_the_pool_mean_minus_the_agent():
     """Undiscounted, the trace-mean return is (mean total JCT of the pool at reset - the agent's
     total JCT) / scale; a finished run joins the pool of its trace."""
     from aryl_gym.train import paired
-    from aryl_gym.train.bc import sjf_grant
     from aryl_gym.train.evaluation import run_reference
 
     paired._POOLS.clear()
@@ -183,13 +183,7 @@ def test_trace_mean_reward_sums_to_the_pool_mean_minus_the_agent():
         gym.make("aryl_gym/Aryl-v2", scenario="tiny", action_mode="sequential"), "fifo")
     totals, jcts = [], []
     for _ in range(2):
-        obs, _ = env.reset(seed=0, options={"episode_seed": 7})
-        total = 0.0
-        while True:
-            obs, r, term, trunc, info = env.step(sjf_grant(env, obs))
-            total += r
-            if term or trunc:
-                break
+        total, info, term = play_sjf_grant(env)
         assert term
         totals.append(total)
         jcts.append(sum(info["episode_result"].jcts))
@@ -204,20 +198,13 @@ def test_trace_mean_reward_sums_to_the_pool_mean_minus_the_agent():
 def test_trace_mean_reward_carries_the_jct_weight_and_needs_a_jct_component():
     """was: the baseline's term had weight 1 whatever the env's jct weight."""
     from aryl_gym.train import paired
-    from aryl_gym.train.bc import sjf_grant
     from aryl_gym.train.evaluation import run_reference
 
     paired._POOLS.clear()
     try:
         env = paired.TraceMeanJCTReward(
             gym.make("aryl_gym/Aryl-v2", scenario="tiny", action_mode="sequential", reward={"jct": 2.0}), "fifo")
-        obs, _ = env.reset(seed=0, options={"episode_seed": 7})
-        total = 0.0
-        while True:
-            obs, r, term, trunc, info = env.step(sjf_grant(env, obs))
-            total += r
-            if term or trunc:
-                break
+        total, info, term = play_sjf_grant(env)
         ref = run_reference("fifo", "tiny", 7)
         assert total == pytest.approx(2.0 * (sum(ref.jcts) - sum(info["episode_result"].jcts)) / 3600.0,
                                       rel=1e-9, abs=1e-6)
