@@ -17,6 +17,7 @@ offline.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ import numpy as np
 
 from aryl_gym.agents import make_policy
 from aryl_gym.agents.reclaim import ReclaimInstance, instance_from_view, random_instance
+from aryl_gym.fileio import atomic_write_bytes
 from aryl_gym.scenario import make_episode
 
 FORMAT_VERSION = 1
@@ -156,22 +158,25 @@ def save_snapshots(path: str | os.PathLike[str], snaps: Sequence[Snapshot]) -> P
     path = Path(path)
     if path.parent != Path(""):
         path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as fh:
-        np.savez_compressed(
-            fh,
-            version=np.array(FORMAT_VERSION),
-            n=np.array([s.n for s in snaps], dtype=np.int64),
-            time=np.array([s.time for s in snaps], dtype=np.float64),
-            source=np.array([s.source for s in snaps], dtype=np.str_),
-            srv_off=np.array(srv_off, dtype=np.int64),
-            srv_id=np.array(srv_id, dtype=np.int64),
-            srv_cap=np.array(srv_cap, dtype=np.int64),
-            ent_off=np.array(ent_off, dtype=np.int64),
-            ent=e,
-            job_off=np.array(job_off, dtype=np.int64),
-            job=jb,
-            job_time_one=np.array([r[5] for r in jobs], dtype=np.float64),
-        )
+    # was: written in place (open(path, "wb")): a run killed mid-write, or two runs saving the same
+    # file, left a truncated .npz, and --overwrite destroyed the old file first
+    buf = io.BytesIO()
+    np.savez_compressed(
+        buf,
+        version=np.array(FORMAT_VERSION),
+        n=np.array([s.n for s in snaps], dtype=np.int64),
+        time=np.array([s.time for s in snaps], dtype=np.float64),
+        source=np.array([s.source for s in snaps], dtype=np.str_),
+        srv_off=np.array(srv_off, dtype=np.int64),
+        srv_id=np.array(srv_id, dtype=np.int64),
+        srv_cap=np.array(srv_cap, dtype=np.int64),
+        ent_off=np.array(ent_off, dtype=np.int64),
+        ent=e,
+        job_off=np.array(job_off, dtype=np.int64),
+        job=jb,
+        job_time_one=np.array([r[5] for r in jobs], dtype=np.float64),
+    )
+    atomic_write_bytes(path, buf.getvalue())
     return path
 
 
@@ -183,6 +188,8 @@ def load_snapshots(path: str | os.PathLike[str]) -> list[Snapshot]:
     """
 
     p = Path(path)
+    if p.is_dir():  # was: "does not exist" for a folder
+        raise ValueError(f"snapshot file {p} is a folder; give a .npz file written by --save-snapshots")
     if not p.is_file():
         raise ValueError(f"snapshot file {p} does not exist; write one with --save-snapshots")
     try:

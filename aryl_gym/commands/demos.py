@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import gymnasium as gym
@@ -60,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=out_arg, default=None, help="output .npz file (.npz is added when missing; --format npz)")
     p.add_argument("--dataset-id", default=None, metavar="ID",
                    help="Minari dataset id (default aryl_gym/SCENARIO/POLICY-v0)")
-    p.add_argument("--minari-path", default=None, metavar="DIR",
+    p.add_argument("--minari-path", type=out_arg, default=None, metavar="DIR",  # was: '' = the current folder
                    help="Minari datasets folder (default $MINARI_DATASETS_PATH, else ~/.minari/datasets)")
     p.add_argument("--author", default="aryl-gym", help="the dataset's author (Minari metadata)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output (the --out file, or a Minari dataset of that id)")
@@ -149,7 +151,9 @@ def run_minari(args: argparse.Namespace) -> int:
     if args.out is not None:
         raise ValueError("--out is for --format npz; a Minari dataset is named by --dataset-id "
                          "and stored under --minari-path (or $MINARI_DATASETS_PATH)")
-    dataset_id = check_dataset_id(args.dataset_id or default_dataset_id(args.scenario, args.policy))
+    # was: --dataset-id '' silently recorded under the default id
+    dataset_id = check_dataset_id(args.dataset_id if args.dataset_id is not None
+                                  else default_dataset_id(args.scenario, args.policy))
     with datasets_path(args.minari_path):
         ds = write_dataset(dataset_id, args.scenario, args.policy, args.episodes, args.seed,
                            action_mode=args.action_mode, window=args.window, data_root=args.data_root,
@@ -186,9 +190,17 @@ def run(args: argparse.Namespace) -> int:
     out = output_path(args.out)
     if out.exists() and not args.overwrite:  # was: replaced without a word
         raise ValueError(f"--out {args.out}: {out} exists; pass --overwrite to replace it, or give another file")
+    # was: checked only after every episode ran (an unwritable --out lost them, naming a temporary)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".probe", dir=out.parent)
+    except OSError as exc:
+        raise ValueError(f"--out {args.out}: cannot write in {out.parent} ({exc.strerror or exc}); "
+                         "give a file path in a writable folder") from None
+    os.close(fd)
+    os.unlink(probe)
     arrays = record(args.scenario, args.policy, args.episodes, args.seed, args.action_mode,
                     args.window, args.data_root)
-    out.parent.mkdir(parents=True, exist_ok=True)
 
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.fileio import atomic_write_bytes

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from aryl_gym.commands._common import int_arg, seed_arg, strict_json
+from aryl_gym.commands._common import int_arg, out_arg, seed_arg, strict_json
 from aryl_gym.fileio import parse_number
 
 NAME = "reclaim-study"
@@ -56,6 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--snapshots",
         action="append",
+        type=out_arg,  # was: '' read as the current folder ("does not exist")
         default=[],
         metavar="FILE",
         help="saved snapshots (.npz from --save-snapshots); repeatable",
@@ -63,6 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--save-snapshots",
         metavar="FILE",
+        type=out_arg,  # was: '' read as not given: nothing saved, without a word
         default=None,
         help="write the snapshots recorded from --scenario episodes to FILE (.npz)",
     )

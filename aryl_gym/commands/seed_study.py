@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from dataclasses import asdict
@@ -55,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
     from aryl_gym.leaderboard.suites import suite_from_dict
 
     try:
-        if not args.delta > 0:
-            raise ConfigError(f"--delta must be > 0, got {args.delta}")
+        if not 0 < args.delta < math.inf:  # was: inf ran every episode, then was refused
+            raise ConfigError(f"--delta must be a finite number > 0 (e.g. 0.03), got {args.delta}")
         if args.metric not in METRIC_TYPES:
             raise ConfigError(f"--metric {args.metric!r}: unknown; one of {', '.join(METRIC_TYPES)}")
         policies = names_list(args.policies, "--policies")

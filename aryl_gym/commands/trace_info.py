@@ -39,6 +39,13 @@ def run(args: argparse.Namespace) -> int:
     fmt = args.trace_format or guess_format(args.path)
     if fmt is None:
         raise ValueError(f"{args.path}: pass --trace-format ({'|'.join(format_names())})")
+    if not args.scenario:  # was: the --train-*/--inf-* overrides ignored without a word
+        given = [f"--{k.replace('_', '-')}" for k in ("train_servers", "train_gpus_per_server", "train_gpu",
+                                                      "inf_servers", "inf_gpus_per_server", "inf_gpu")
+                 if getattr(args, k, None) is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} change the cluster of --scenario; add --scenario NAME "
+                             "(e.g. --scenario testbed), or drop them")
     cfg = scenario_from_args(args) if args.scenario else None
     # An info command reports every bad row by reason (counts and first examples) instead of
     # stopping at the first: rows are always loaded with skip_bad_rows.

@@ -274,6 +274,14 @@ class PolluxApplication:
         key = (int(num_replicas), int(batch_size), int(gpus_per_node))
         hit = memo.get(key)
         if hit is None:
+            # was: a huge count (num_replicas 100000000) built its placement in quadratic time
+            # (a hang), or a message holding a placement of hundreds of digits
+            most = self.most_profiled_replicas
+            if int(num_replicas) > most:
+                raise ConfigError(
+                    f"{self.name}: no throughput profile for {int(num_replicas)} replicas; the "
+                    f"profiles cover 1-{most} replicas; use a replica count in that range"
+                )
             c = self.config(num_replicas, batch_size, gpus_per_node)
             if c.atomic_bsz < 1:
                 raise ConfigError(
@@ -369,6 +377,12 @@ class PolluxApplication:
                 continue
             out[w] = max(float(fixed.sum()) / float(np.minimum(tuned, fixed).sum()), 1.0)
         return out
+
+    @property
+    def most_profiled_replicas(self) -> int:
+        """The largest replica count any profile row (placements.csv or scalability.csv) covers."""
+        pl = max((sum(map(int, str(int(i)))) for i in self.pl_id), default=0)
+        return int(max(pl, int(self.sc_reps.max(initial=0))))
 
     @property
     def max_replicas(self) -> int:
