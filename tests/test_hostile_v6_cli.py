@@ -119,3 +119,15 @@ def test_demos_empty_minari_id_and_path_are_refused(
     assert rc == 2 and "bad Minari dataset id ''" in err  # was: recorded under the default id
     rc, _, err = _run(["demos", "--scenario", "tiny", "--format", "minari", "--minari-path", ""], capsys)
     assert rc == 2 and "--minari-path" in err  # was: written under the current folder
+
+
+@pytest.mark.parametrize("argv", [
+    ["simulate"], ["compare", "--policies", "aryl"], ["fit-world"], ["train", "--scenario", "tiny"],
+    ["leaderboard"], ["reclaim-study"], ["calibrate"], ["demos", "--out", "x.npz"],
+])
+def test_empty_data_root_is_an_error_in_every_command(argv, capsys):
+    """was: ``--data-root ''`` read as not given (the traces looked up in $ARYL_GYM_DATA or the
+    default without a word); one shared argument now refuses it everywhere."""
+    code, _, err = _run([*argv, "--data-root", ""], capsys)
+    assert code == 2
+    assert "argument --data-root: is empty" in err

@@ -146,9 +146,22 @@ def add_json_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
 
 
+def data_root_arg(text: str) -> str:
+    """A ``--data-root`` folder: not empty (``''`` used to read as not given, so the traces were
+    looked up in $ARYL_GYM_DATA or the default without a word)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give the folder holding traces/, or leave the option out")
+    return text
+
+
+def add_data_root_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-root", type=data_root_arg, default=None,
+                   help="folder holding traces/ (or $ARYL_GYM_DATA)")
+
+
 def add_scenario_args(p: argparse.ArgumentParser, default: str = DEFAULT_SCENARIO) -> None:
     p.add_argument("--scenario", default=default, help=f"scenario name or YAML path (default {default})")
-    p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
+    add_data_root_arg(p)
 
 
 def fmt_num(v: Any) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from aryl_gym.commands._common import names_list, seeds_arg
+from aryl_gym.commands._common import add_data_root_arg, names_list, seeds_arg
 from aryl_gym.envs import DEFAULT_ENV_ID
 
 NAME = "evaluate"
@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(masked random actions through the env) (repeatable)")
     p.add_argument("--scenario", default=None,
                    help="scenario name or YAML path (default: the agent's training scenario, else testbed)")
-    p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
+    add_data_root_arg(p)
     p.add_argument("--seeds", type=seeds_arg, default=[1000, 1001, 1002, 1003, 1004],
                    help="seeds, e.g. 1000-1004 (default; held out from training)")
     p.add_argument("--against", default="baseline", help="comma-separated reference policies run natively too")

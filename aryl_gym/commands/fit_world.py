@@ -10,7 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from aryl_gym.commands._common import table
+from aryl_gym.commands._common import add_data_root_arg, table
 from aryl_gym.config import ConfigError, WorkloadConfig
 from aryl_gym.sim.goodput import APP_CURVES
 
@@ -20,7 +20,7 @@ HELP = ("re-fit the data-driven knobs (arrival burstiness, elastic range, elasti
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
+    add_data_root_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 

@@ -18,7 +18,14 @@ import os
 import sys
 from pathlib import Path
 
-from aryl_gym.commands._common import add_json_arg, nonneg_int, out_arg, positive_int, seed_arg
+from aryl_gym.commands._common import (
+    add_data_root_arg,
+    add_json_arg,
+    nonneg_int,
+    out_arg,
+    positive_int,
+    seed_arg,
+)
 
 NAME = "leaderboard"
 HELP = "rank policies and learned agents on a fixed suite (CSV rows, table, plots, TensorBoard)"
@@ -44,7 +51,7 @@ def add_run_arguments(p: argparse.ArgumentParser, default_workers: int | None = 
         default=default_workers,
         help="parallel episodes (processes locally, CPUs of a local Ray instance); default: CPU count",
     )
-    p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
+    add_data_root_arg(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plots", action="store_true",
                    help="skip the PNG plots (the leaderboard's plots of an earlier run in OUT/plots are "

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from aryl_gym.commands._common import int_arg, out_arg, seed_arg, strict_json
+from aryl_gym.commands._common import add_data_root_arg, int_arg, out_arg, seed_arg, strict_json
 from aryl_gym.fileio import parse_number
 
 NAME = "reclaim-study"
@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="record the reclaim events of episodes of this scenario under Aryl (repeatable)",
     )
     p.add_argument("--seeds", default="0", help="episode seeds for --scenario: '0-2' or '0,5' (default 0)")
-    p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
+    add_data_root_arg(p)
     p.add_argument(
         "--snapshots",
         action="append",

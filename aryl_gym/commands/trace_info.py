@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from aryl_gym.commands._common import fmt_num, seed_arg, table
+from aryl_gym.commands._common import add_data_root_arg, fmt_num, seed_arg, table
 
 NAME = "trace-info"
 HELP = ("summarise a trace: rows, span, GPU-size histogram, duration quantiles, bad rows by reason "
@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help="trace file (relative to --data-root or absolute)")
     p.add_argument("--scenario", default=None,
                    help="check sizes against this scenario's training pool and use its mapping defaults")
-    p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
+    add_data_root_arg(p)
     p.add_argument("--seed", type=seed_arg, default=0, help="seed of the mapping draws")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_trace_arguments(p, cluster=True)

@@ -12,7 +12,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aryl_gym.commands._common import nonneg_int, out_arg, positive_int, seed_arg, seeds_arg
+from aryl_gym.commands._common import (
+    add_data_root_arg,
+    nonneg_int,
+    out_arg,
+    positive_int,
+    seed_arg,
+    seeds_arg,
+)
 
 NAME = "train"
 HELP = "train a learned agent with stable-baselines3 or RLlib (run folder, TensorBoard, checkpoints)"
@@ -22,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None,
                    help="algorithm YAML (configs/algos/NAME.yaml) or its NAME, e.g. maskable_ppo")
     p.add_argument("--scenario", default=None, help="scenario name or YAML path (default testbed)")
-    p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
+    add_data_root_arg(p)
     p.add_argument("--timesteps", type=positive_int, default=None, help="total environment steps of the run (overrides the config); with --resume "
                         "the run's total counted from its start, not extra steps: a checkpoint at "
                         "40000 steps with --timesteps 100000 trains 60000 more")

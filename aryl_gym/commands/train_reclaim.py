@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from aryl_gym.commands._common import (
+    add_data_root_arg,
     nonneg_int,
     out_arg,
     positive_int,
@@ -104,7 +105,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default 1: one core)")
     p.add_argument("--cache", type=out_arg, default=None, metavar="DIR",
                    help="folder of recorded events (SCENARIO-seedN.npz; default OUT/snapshots)")
-    p.add_argument("--data-root", default=None, help="folder holding traces/ (or $ARYL_GYM_DATA)")
+    add_data_root_arg(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
 
