@@ -108,7 +108,9 @@ def synthetic_snapshots(
     if count < 0:
         raise ValueError(f"synthetic instance count must be >= 0, got {count}")
     if not 2 <= min_servers <= max_servers:
-        raise ValueError(f"need 2 <= min servers <= max servers, got {min_servers}-{max_servers}")
+        # was: "got -4-200", naming neither option
+        raise ValueError(f"min_servers, max_servers (--min-servers, --max-servers): need 2 <= min <= max, got min {min_servers}, "
+                         f"max {max_servers}")
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(count):

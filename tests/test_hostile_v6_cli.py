@@ -131,3 +131,10 @@ def test_empty_data_root_is_an_error_in_every_command(argv, capsys):
     code, _, err = _run([*argv, "--data-root", ""], capsys)
     assert code == 2
     assert "argument --data-root: is empty" in err
+
+
+def test_reclaim_study_server_range_error_names_the_options(capsys):
+    """was: "need 2 <= min servers <= max servers, got -4-200", naming neither option."""
+    code, _, err = _run(["reclaim-study", "--synthetic", "3", "--min-servers", "-4"], capsys)
+    assert code == 2
+    assert "(--min-servers, --max-servers): need 2 <= min <= max, got min -4, max 200" in err
