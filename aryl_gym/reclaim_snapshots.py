@@ -197,7 +197,9 @@ def load_snapshots(path: str | os.PathLike[str]) -> list[Snapshot]:
     try:
         z = np.load(p, allow_pickle=False)
     except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same clear message
-        raise ValueError(f"{p}: not a reclaim snapshot file (.npz): {exc}") from None
+        # numpy's own words for a file that is no .npz at all advise allow_pickle (was: shown as is)
+        why = "not a .npz archive" if "allow_pickle" in str(exc) else str(exc)
+        raise ValueError(f"{p}: not a reclaim snapshot file (.npz written by --save-snapshots): {why}") from None
     need = (
         "version n time source srv_off srv_id srv_cap ent_off ent job_off job job_time_one"
     ).split()

@@ -138,3 +138,13 @@ def test_reclaim_study_server_range_error_names_the_options(capsys):
     code, _, err = _run(["reclaim-study", "--synthetic", "3", "--min-servers", "-4"], capsys)
     assert code == 2
     assert "(--min-servers, --max-servers): need 2 <= min <= max, got min -4, max 200" in err
+
+
+def test_a_text_file_given_as_snapshots_is_not_a_npz_archive(tmp_path, capsys):
+    """was: numpy's advice to load the file with allow_pickle, which is no advice for a CLI user."""
+    f = tmp_path / "notes.npz"
+    f.write_text("hello\n")
+    code, _, err = _run(["reclaim-study", "--snapshots", str(f)], capsys)
+    assert code == 2
+    assert "not a reclaim snapshot file (.npz written by --save-snapshots): not a .npz archive" in err
+    assert "allow_pickle" not in err
