@@ -148,3 +148,10 @@ def test_a_text_file_given_as_snapshots_is_not_a_npz_archive(tmp_path, capsys):
     assert code == 2
     assert "not a reclaim snapshot file (.npz written by --save-snapshots): not a .npz archive" in err
     assert "allow_pickle" not in err
+
+
+@pytest.mark.parametrize("bins", ["", " , "])
+def test_reclaim_study_bins_without_an_edge_are_refused(bins, capsys):
+    """was: one bin of everything, reported beside the paper's "<60" figure."""
+    code, _, err = _run(["reclaim-study", "--synthetic", "3", "--bins", bins], capsys)
+    assert code == 2 and "--bins takes increasing positive integers" in err

@@ -94,7 +94,8 @@ def parse_bins(text: str) -> list[int]:
         edges = [int(parse_number(x, integer=True)) for x in text.split(",") if x.strip()]  # 2e1 = 20
     except ValueError:
         raise ValueError(f"--bins takes increasing integers such as '20,60', got {text!r}") from None
-    if any(b <= 0 for b in edges) or edges != sorted(set(edges)):
+    # was: '' (no edge) gave one bin, reported beside the paper's "<60" figure
+    if not edges or any(b <= 0 for b in edges) or edges != sorted(set(edges)):
         raise ValueError(f"--bins takes increasing positive integers such as '20,60', got {text!r}")
     return edges
 
