@@ -24,7 +24,7 @@ without capacity loaning in Basic scenario", so ``aryl+tuned`` does not loan (as
 ``aryl+pretuned`` is the **other reading** of "TunedJobs" (Pollux's paper's "+TunedJobs": jobs
 *submitted* with a tuned configuration): the workload changes, not the scheduler. Each job's
 local batch is fixed when it is submitted, to the factor that finishes it soonest at its
-requested workers over its whole training (:func:`pretuned_factor`, on the job's true goodput
+requested workers over its whole training (:func:`aryl_gym.sim.goodput.pretuned_factor`, on the job's true goodput
 curve: the tuning a user does offline on the application's measured profile), and kept for the
 job's life, also when Aryl scales it (the paper's elastic jobs scale "without updating the local
 batch size"). Aryl schedules as ``aryl-noloan`` does: its knapsack values use the reference rates
@@ -43,7 +43,7 @@ from aryl_gym.agents.pollux import PGNS_BUCKET
 from aryl_gym.agents.pollux_fit import JobModel, Limits, observe_running, tuned_rows
 from aryl_gym.agents.pollux_model import scaling_of
 
-from aryl_gym.sim.goodput import LAM_POINTS, JobCurve, _goodput_np, _grid_of, job_curve_of
+from aryl_gym.sim.goodput import job_curve_of, pretuned_factor
 from aryl_gym.sim.view import ClusterView, Decision
 
 
@@ -129,28 +129,6 @@ class ArylTunedPolicy(ArylPolicy):
         if batch:
             d.batch = {**(d.batch or {}), **batch}
         return d
-
-
-def pretuned_factor(curve: JobCurve, w: int, points: int = LAM_POINTS) -> float:
-    """The local batch factor that finishes a job soonest at ``w`` workers when it is fixed for
-    the whole training: the minimum of ``integral over progress p of G(n, u_ref, p) /
-    G(n, lam u_ref, p)`` (the running time at ``lam`` in units of the reference batch's;
-    trapezoids on the application's progress grid and PGNS knots) over the factors the simulator's
-    tuners try (:func:`~aryl_gym.sim.goodput.best_rate_factors`: ``points`` log-spaced over
-    :meth:`JobCurve.lam_range`, the edges where one more accumulation step starts, and 1, the
-    reference). 1 when no factor is faster than the reference."""
-    c, u0 = curve.curve, curve.u_ref
-    lo, hi = curve.lam_range(w)
-    grid = np.geomspace(lo, hi, points) if hi > lo else np.array([lo])
-    kinks = np.clip(np.arange(1, 17, dtype=np.float64) * c.max_local / u0, lo, hi)
-    lams = np.unique(np.concatenate([grid, kinks, [1.0]]))
-    ps, phi = _grid_of(c)
-    n = np.full((1, 1), float(w * curve.g))
-    inv = _goodput_np(c, n, np.full((1, 1), u0), phi[None, :]) / _goodput_np(c, n, lams[:, None] * u0, phi[None, :])
-    t = (np.diff(ps)[None, :] * (inv[:, :-1] + inv[:, 1:]) / 2.0).sum(axis=1)  # (factors,)
-    i = int(np.argmin(t))
-    one = int(np.flatnonzero(lams == 1.0)[0])
-    return float(lams[i]) if t[i] < t[one] else 1.0
 
 
 class ArylPretunedPolicy(ArylPolicy):

@@ -307,7 +307,7 @@ def best_rate_factors(curve: JobCurve, base: np.ndarray, w_ceil: int, ps: np.nda
     ws = np.arange(1, max(w_ceil, 1) + 1, dtype=np.float64)
     # candidates: a log grid over the allowed range, the local batches where one more
     # accumulation step starts (k x max_local: throughput jumps there), the reference batch
-    kinks = np.arange(1, 17, dtype=np.float64) * c.max_local / u0
+    kinks = accumulation_edges(curve)
     lams = np.empty((len(ws), LAM_POINTS + len(kinks) + 1))
     ranges = [curve.lam_range(w) for w in range(1, len(ws) + 1)]
     lo = np.array([r[0] for r in ranges])
@@ -331,6 +331,35 @@ def best_rate_factors(curve: JobCurve, base: np.ndarray, w_ceil: int, ps: np.nda
     if len(ws) > wm:
         rel[wm:] = ref[wm:, 0, :] / at_wmax[0, 0, :]
     return (rel * best_tuning).max(axis=0)
+
+
+def pretuned_factor(curve: JobCurve, w: int, points: int = LAM_POINTS) -> float:
+    """The local batch factor that finishes a job soonest at ``w`` workers when it is fixed for
+    the whole training: the minimum of ``integral over progress p of G(n, u_ref, p) /
+    G(n, lam u_ref, p)`` (the running time at ``lam`` in units of the reference batch's;
+    trapezoids on the application's progress grid and PGNS knots) over the factors the simulator's
+    tuners try (:func:`best_rate_factors`: ``points`` log-spaced over
+    :meth:`JobCurve.lam_range`, the edges where one more accumulation step starts, and 1, the
+    reference). 1 when no factor is faster than the reference. ``aryl+pretuned``'s batch (jobs
+    submitted pre-tuned, agents/aryl_tuned.py)."""
+    c, u0 = curve.curve, curve.u_ref
+    lo, hi = curve.lam_range(w)
+    grid = np.geomspace(lo, hi, points) if hi > lo else np.array([lo])
+    kinks = np.clip(accumulation_edges(curve), lo, hi)
+    lams = np.unique(np.concatenate([grid, kinks, [1.0]]))
+    ps, phi = _grid_of(c)
+    n = np.full((1, 1), float(w * curve.g))
+    inv = _goodput_np(c, n, np.full((1, 1), u0), phi[None, :]) / _goodput_np(c, n, lams[:, None] * u0, phi[None, :])
+    t = (np.diff(ps)[None, :] * (inv[:, :-1] + inv[:, 1:]) / 2.0).sum(axis=1)  # (factors,)
+    i = int(np.argmin(t))
+    one = int(np.flatnonzero(lams == 1.0)[0])
+    return float(lams[i]) if t[i] < t[one] else 1.0
+
+
+def accumulation_edges(curve: JobCurve) -> np.ndarray:
+    """Local batch factors where one more accumulation step starts (``k x max_local``, k = 1..16):
+    throughput jumps there, so a tuner's search includes them."""
+    return np.arange(1, 17, dtype=np.float64) * curve.curve.max_local / curve.u_ref
 
 
 def min_time_factor(curve: JobCurve, base: np.ndarray, w_ceil: int) -> float:
