@@ -225,6 +225,8 @@ class SimConfig:
     max_rounds: PosCount | None = None
     fast_forward: bool = True
     scale_overhead_s: NonNeg = 10.0
+    #: per job family; other families pay ``default_relaunch_overhead_s``. Without a trace a key
+    #: must be one of the generator's families (:func:`generated_families`)
     relaunch_overhead_s: Mapping[str, NonNeg] = field(
         default_factory=lambda: {
             "resnet50": 120.0,
@@ -407,6 +409,17 @@ def check_size(cfg: ScenarioConfig) -> None:
             )
 
 
+def generated_families() -> tuple[str, ...]:
+    """The job families of the synthetic workload (:mod:`aryl_gym.workload.generator`): the
+    paper's elastic families, then the generator's inelastic ones. A trace's jobs may have others
+    (its model names, :mod:`aryl_gym.workload.traces`)."""
+    # at run time: the generator imports this module
+    from aryl_gym.sim.jobs import ELASTIC_FAMILIES
+    from aryl_gym.workload.generator import INELASTIC_FAMILIES
+
+    return ELASTIC_FAMILIES + INELASTIC_FAMILIES
+
+
 def _cross_check(cfg: ScenarioConfig) -> None:
     """The rules that involve more than one field."""
     src = cfg.source
@@ -439,6 +452,16 @@ def _cross_check(cfg: ScenarioConfig) -> None:
         if given:  # was: ignored
             raise ConfigError(f"{src}: workload.{given[0]} applies to a trace, but workload.trace is not "
                               "set; set workload.trace (a trace file) or drop it")
+    if w.trace is None:
+        # the generator's jobs have exactly these families (was: a typo such as 'bret' was
+        # ignored, and every bert job paid default_relaunch_overhead_s); a trace's families are
+        # its model names, any string, so a scenario with a trace keeps any key
+        known = generated_families()
+        unknown = sorted(str(k) for k in cfg.sim.relaunch_overhead_s if k not in known)
+        if unknown:
+            raise ConfigError(f"{src}: sim.relaunch_overhead_s: unknown job family {unknown[0]!r}; the "
+                              f"generated workload's families are {', '.join(known)} (other families "
+                              "take sim.default_relaunch_overhead_s)")
     if w.elastic_share_sample != "shapes-100k" and w.elastic_gpu_share is None:  # was: ignored
         raise ConfigError(f"{src}: workload.elastic_share_sample only changes how elastic_gpu_share is kept, "
                           "and this scenario does not set workload.elastic_gpu_share; set both or neither")

@@ -90,7 +90,7 @@ def test_penalty_is_capped_so_suppression_ends_within_max_suppress():
         ({"half_life_s": -1}, "flap_damping.half_life_s must be a finite number > 0"),
         ({"suppress": float("nan")}, "flap_damping.suppress must be a finite number, got nan"),
         ({"suppress": True}, "flap_damping.suppress must be a finite number, got True"),
-        ({"engage_share": 1.5}, "flap_damping.engage_share must be in [0, 1]"),
+        ({"engage_share": 1.5}, "flap_damping.engage_share must be in [0, 1)"),
         ({"reuse": 3.0}, "reuse (3.0) must be below suppress (2.0)"),
     ],
 )

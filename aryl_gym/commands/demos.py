@@ -47,6 +47,15 @@ HELP = ("record observations, actions and masks of a reference policy played thr
         "only the jobs of its --window: only a window at least as large as the queue gives its native episode)")
 
 
+def author_arg(text: str) -> str:
+    """A ``--author`` name: not empty or blank (was: ``--author ''`` wrote a dataset whose
+    author was an empty string)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give the dataset author's name, or leave the option "
+                                         "out (default aryl-gym)")
+    return text
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_scenario_args(p)
     p.add_argument("--policy", default="aryl", help="reference policy (see `aryl-gym policies`)")
@@ -64,7 +73,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="Minari dataset id (default aryl_gym/SCENARIO/POLICY-v0)")
     p.add_argument("--minari-path", type=out_arg, default=None, metavar="DIR",  # was: '' = the current folder
                    help="Minari datasets folder (default $MINARI_DATASETS_PATH, else ~/.minari/datasets)")
-    p.add_argument("--author", default="aryl-gym", help="the dataset's author (Minari metadata)")
+    p.add_argument("--author", type=author_arg, default="aryl-gym",
+                   help="the dataset's author (Minari metadata; not empty)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output (the --out file, or a Minari dataset of that id)")
     add_json_arg(p)
 

@@ -43,6 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bc-demos", default=None, metavar="FILE",
                    help="demonstrations for a behaviour-cloning warm start: an .npz (aryl-gym demos) "
                         "or a Minari dataset, minari:ID (aryl-gym demos --format minari)")
+    p.add_argument("--bc-any-scenario", action="store_true", default=None,
+                   help="clone --bc-demos recorded in another scenario than the run's (by default "
+                        "demonstrations whose stored scenario hash differs are refused)")
     p.add_argument("--init-from", default=None, metavar="MODEL",
                    help="start from this model's weights (e.g. a run's warm_start.zip) instead of BC")
     p.add_argument("--bc-epochs", type=nonneg_int, default=None, help="behaviour-cloning epochs")
@@ -93,6 +96,8 @@ def build_config(args: argparse.Namespace):
         bc["demos"] = args.bc_demos if args.bc_demos.startswith("minari:") else str(Path(args.bc_demos))
     if args.bc_epochs is not None:
         bc["epochs"] = args.bc_epochs
+    if args.bc_any_scenario:
+        bc["any_scenario"] = True
     if bc:
         overrides["bc"] = bc
     for opt, key in (("set", "hyperparams"), ("env", "env_kwargs")):
@@ -152,7 +157,7 @@ def _config_of(args: argparse.Namespace, overrides: dict) -> object:
 
 #: options of the SB3 path that the RLlib backend does not take
 _SB3_ONLY = (("vec_env", "--vec-env"), ("bc_demos", "--bc-demos"), ("init_from", "--init-from"),
-             ("bc_epochs", "--bc-epochs"))
+             ("bc_epochs", "--bc-epochs"), ("bc_any_scenario", "--bc-any-scenario"))
 
 
 def run_rllib(args: argparse.Namespace) -> int:

@@ -21,7 +21,9 @@ a penalty per job:
   ``engage_window_s`` of simulated time exceeds ``engage_share``: the thrash rule's own signal
   (:data:`aryl_gym.sim.engine.THRASH_SHARE` over half of its span, ``stall_hours / 2``), so
   it usually engages before the rule would end the episode, and only where overheads have
-  taken over a stretch of it. ``engage_share: 0`` engages it from the start.
+  taken over a stretch of it. ``engage_share: 0`` engages it from the start; ``engage_share``
+  is in ``[0, 1)``: overheads are part of the allocated GPU time, so no share exceeds 1 and a
+  shield set to engage above it would never act.
 
 The damping defaults are the common router defaults of route flap damping (penalty 1,000 per
 flap, suppress limit 2,000, reuse limit 750, half-life 15 minutes, maximum suppression 60
@@ -99,8 +101,13 @@ def parse_flap_damping(value: Any) -> DampingParams | None:
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(float(v)):
             raise ValueError(f"flap_damping.{k} must be a finite number, got {v!r}")
         if k == "engage_share":
-            if not 0.0 <= float(v) <= 1.0:
-                raise ValueError(f"flap_damping.engage_share must be in [0, 1] (0: engaged from the start), got {v!r}")
+            # the shield engages once the overhead share *exceeds* engage_share (the thrash rule's
+            # comparison), and overheads are part of the allocated GPU time: a share is at most 1,
+            # so 1 never engaged (was: accepted, the shield configured but never acting)
+            if not 0.0 <= float(v) < 1.0:
+                raise ValueError(
+                    f"flap_damping.engage_share must be in [0, 1) (0: engaged from the start; the shield "
+                    f"engages once the overhead share exceeds it, and no share exceeds 1), got {v!r}")
         elif float(v) <= 0:
             raise ValueError(f"flap_damping.{k} must be a finite number > 0, got {v!r}")
         out[str(k)] = float(v)

@@ -353,6 +353,9 @@ class ArylParallelEnv(ParallelEnv):
         return self.alloc.render()
 
     def close(self) -> None:
+        """Close the allocation env this view owns (idempotent). As for ``Aryl-v2``, whose
+        ``close()`` has nothing to release (no window, file or process), the env stays usable:
+        ``reset()`` and ``step()`` after ``close()`` play on."""
         self.alloc.close()
 
 

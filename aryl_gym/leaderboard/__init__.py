@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from aryl_gym.leaderboard.results import series_for
 from aryl_gym.leaderboard.runner import (
     RunOptions,
     RunSummary,
+    _run_suite_checked,
     check_named_agents,
     prepare_out_dir,
     run_options,
@@ -103,7 +105,8 @@ def _run_leaderboard_locked(
     tensorboard: bool,
     say: Callable[[str], None],
 ) -> LeaderboardOutputs:
-    summary = run_suite(suite, out_dir, opts, log=say)
+    # the --agent agents were checked and loaded by run_leaderboard (was: a second time here)
+    summary = _run_suite_checked(suite, out_dir, opts, say, time.perf_counter())
     out = Path(out_dir)
     md, js, data = write_report(out, suite, summary.rows, summary)
     res = LeaderboardOutputs(out, summary.csv_path, md, js, summary, render_console(data), data)

@@ -239,6 +239,15 @@ def run_suite(
     # or anything in it is moved: one that cannot be loaded stops the run and leaves no trace
     # (a suite's own agents are skipped with a note later)
     check_named_agents(suite)
+    return _run_suite_checked(suite, out_dir, opts, say, wall0)
+
+
+def _run_suite_checked(
+    suite: Suite, out_dir: str | os.PathLike[str], opts: RunOptions, say: Callable[[str], None], wall0: float
+) -> RunSummary:
+    """:func:`run_suite` once its ``--agent`` agents are checked and loaded
+    (:func:`check_named_agents`; ``run_leaderboard`` checks them before it claims the folder,
+    and was: checked them twice)."""
     out = prepare_out_dir(out_dir)
     with DirLock(out):
         return _run_suite_locked(suite, out, say, wall0, opts)

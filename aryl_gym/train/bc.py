@@ -109,6 +109,61 @@ def _minari_demos(ref: str | Path) -> dict[str, Any]:
         raise ConfigError(f"--bc-demos {MINARI_PREFIX}{minari_id(ref)}: {exc}") from None
 
 
+def demos_scenario(path: str | Path) -> tuple[str | None, str | None]:
+    """``(scenario, config_hash)`` that ``aryl-gym demos`` stored with the demonstrations (an
+    ``.npz``'s ``scenario`` and ``config_hash`` arrays, a Minari dataset's ``aryl_gym`` metadata);
+    ``(None, None)`` when they are not stored (:func:`collect_demos` files, older recordings)."""
+    if is_minari_ref(path):
+        # when a Minari dataset is named: minari (the offline extra) is imported by the reader
+        from aryl_gym.offline import NAMESPACE, load_dataset, minari_id
+
+        try:
+            md = load_dataset(path).storage.metadata
+        except (FileNotFoundError, ValueError) as exc:
+            raise ConfigError(f"--bc-demos {MINARI_PREFIX}{minari_id(path)}: {exc}") from None
+        mine = md.get(NAMESPACE) if isinstance(md, dict) else None
+        if not isinstance(mine, dict):
+            return None, None
+        ref, h = mine.get("scenario"), mine.get("config_hash")
+    else:
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                ref = str(data["scenario"]) if "scenario" in data.files else None
+                h = str(data["config_hash"]) if "config_hash" in data.files else None
+        except (OSError, ValueError, zipfile.BadZipFile, zlib.error, EOFError, KeyError) as exc:
+            raise ConfigError(f"--bc-demos {path}: not a readable .npz ({exc})") from None
+    return (str(ref) if ref else None), (str(h) if h else None)
+
+
+def check_demos_scenario(demos: str | Path, scenario: Any, what: str | None = None) -> None:
+    """A ConfigError when ``demos`` were recorded (``aryl-gym demos``) in a scenario whose
+    configuration hash is not ``scenario``'s (the one the run trains on: a name, a YAML path or a
+    :class:`~aryl_gym.config.ScenarioConfig`; ``what`` names it in the message). Demonstrations
+    without a stored hash pass (nothing to compare). ``bc.any_scenario`` skips this check."""
+    # at run time: the scenario loader and provenance only when demonstrations are checked
+    from aryl_gym.config import ScenarioConfig, load_scenario
+    from aryl_gym.provenance import config_hash
+
+    ref, stored = demos_scenario(demos)
+    if stored is None:
+        return
+    if isinstance(scenario, ScenarioConfig):
+        cfg = scenario
+    elif isinstance(scenario, (str, Path)):
+        cfg = load_scenario(scenario)
+    else:  # pragma: no cover - make_single_env takes no other form
+        return
+    now = config_hash(cfg)
+    if now == stored:
+        return
+    what = what or str(scenario if not isinstance(scenario, ScenarioConfig) else cfg.name)
+    raise ConfigError(
+        f"--bc-demos {demos}: recorded in scenario {ref} (configuration hash {stored}), but this run "
+        f"trains on scenario {what} (configuration hash {now}): the demonstrations are not episodes of "
+        f"the training scenario. Record them there (aryl-gym demos --scenario ... --policy ...), or "
+        f"clone them anyway with --bc-any-scenario (bc: {{any_scenario: true}})")
+
+
 def discounted_returns(path: str | Path, gamma: float) -> np.ndarray | None:
     """Discounted reward-to-go per demonstration step, if the file has ``rewards`` and
     ``dones`` (episode ends); used to pretrain the value head alongside the actor."""

@@ -114,6 +114,9 @@ class BCConfig:
     epochs: Steps = 10
     batch_size: PosSteps = 256
     learning_rate: Annotated[float, Gt(0)] = 1.0e-3
+    # ``demos`` recorded by ``aryl-gym demos`` in another scenario (another configuration hash)
+    # are refused unless this is true (``--bc-any-scenario``)
+    any_scenario: bool = False
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,8 @@ class TrainConfig:
             d["eval"]["scenarios"] = copy.deepcopy(dict(self.eval.scenarios))
         else:  # a run without extra sets saves the config it saved before the key existed
             del d["eval"]["scenarios"]
+        if not self.bc.any_scenario:  # likewise (the shipped agents' configs stay as they are)
+            del d["bc"]["any_scenario"]
         return d
 
     def replace(self, **changes: Any) -> TrainConfig:

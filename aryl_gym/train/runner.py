@@ -48,7 +48,7 @@ from aryl_gym.config import ConfigError
 from aryl_gym.fileio import DirLock, atomic_write_text, claim_folder, load_yaml_file
 from aryl_gym.offline import is_minari_ref
 from aryl_gym.provenance import git_commit as _git_commit
-from aryl_gym.train.bc import load_demos, pretrain, record_demos
+from aryl_gym.train.bc import check_demos_scenario, load_demos, pretrain, record_demos
 from aryl_gym.train.config import (
     MAX_RUN_SEED,
     TrainConfig,
@@ -282,6 +282,14 @@ def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
     # the files the run reads, before a run folder exists (they used to fail after it was made)
     if cfg.bc.demos:
         load_demos(cfg.bc.demos)  # missing, damaged or of the wrong layout: a ConfigError
+        if not cfg.bc.any_scenario:  # was: demonstrations of any scenario cloned without a word
+            scen = cfg.env_kwargs.get("scenario") or train_scenario(cfg)
+            what = (f"{cfg.scenario} with scenario_overrides {dict(cfg.scenario_overrides)}"
+                    if "scenario" not in cfg.env_kwargs and cfg.scenario_overrides else None)
+            check_demos_scenario(cfg.bc.demos, scen, what)
+    elif cfg.bc.any_scenario:  # was: accepted, with nothing to apply it to
+        raise ConfigError("bc.any_scenario (--bc-any-scenario) applies to bc.demos (--bc-demos), "
+                          "which is not set; drop it or give the demonstrations")
     if cfg.teacher.demos and is_minari_ref(cfg.teacher.demos):
         load_demos(cfg.teacher.demos)  # a Minari dataset that is missing: a ConfigError
     elif cfg.teacher.demos and not Path(cfg.teacher.demos).is_file():
