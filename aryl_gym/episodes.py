@@ -16,13 +16,16 @@ cache.
   :mod:`aryl_gym.parallel`; results are yielded as episodes finish.
 * :func:`run_episodes` -- the driver: an episode already in the caller's :class:`Store` is not
   run again (resume), the others run longest first, each is saved as soon as it ends, with a
-  progress bar (or one line per episode) and an interruption message that says how to resume.
+  progress bar (or one line per episode) and an interruption message that says how to resume;
+  :func:`run_interruptible` runs a command so that SIGTERM interrupts it as Ctrl-C does, an
+  episode being saved is saved first, and one line says what was done and how to resume.
 * the episode cache (:class:`EpisodeCache`, :func:`run_tasks`): one JSON file per episode,
   ``OUT/episodes/SCENARIO/POLICY/seedN-HASH.json``, keyed by :func:`cache_hash` (the
   configuration hash and the metrics' version), written atomically, with a digest of its numbers;
-  a damaged, edited or misplaced file is a :class:`CacheError` naming it. ``aryl-gym
-  reproduce`` keeps its episodes there; the leaderboard's store is its results CSV
-  (:mod:`aryl_gym.leaderboard.runner`).
+  a damaged, edited or misplaced file, or one whose digest was removed, is a :class:`CacheError`
+  naming it. Temporary files left by a killed writer are removed when the cache is opened
+  (:func:`remove_stale_temporaries`). ``aryl-gym reproduce`` keeps its episodes there; the
+  leaderboard's store is its results CSV (:mod:`aryl_gym.leaderboard.runner`).
 """
 
 from __future__ import annotations
@@ -35,7 +38,11 @@ import inspect
 import json
 import math
 import os
+import re
+import signal
+import stat
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -48,6 +55,7 @@ import numpy as np
 
 from aryl_gym.agents import make_policy
 from aryl_gym.config import ConfigError, ScenarioConfig, load_scenario
+from aryl_gym.fileio import pid_alive
 from aryl_gym.metrics import METRICS_VERSION, EpisodeResult
 from aryl_gym.parallel import local_map, ray_map
 from aryl_gym.progress import progress_bar
@@ -416,6 +424,96 @@ def executor_for(backend: str, ray_address: str | None = None) -> Executor:
 
 
 # ----------------------------------------------------------------------------------------------
+# Interruptions
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Interruption:
+    """What :func:`run_interruptible` knows while its command runs."""
+
+    command: str  # the command line that resumes the run (named by the episode cache's hint)
+    signum: int = int(signal.SIGINT)  # the signal that interrupted the run (Ctrl-C unless SIGTERM)
+    message: str = ""  # what run_episodes had to say about the interruption (said once, at the end)
+    saving: bool = False  # an episode is being saved: a signal waits until it is
+    pending: bool = False  # a signal came while saving
+
+
+#: the command running under :func:`run_interruptible`, if any (signals go to the main thread)
+_ACTIVE: _Interruption | None = None
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    state = _ACTIVE
+    if signum == signal.SIGTERM:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills at once
+    if state is None:  # pragma: no cover - a signal while the handler is being taken down
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    state.signum = int(signum)
+    if state.saving:  # let the episode being written reach the cache, then stop
+        state.pending = True
+        return
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+class _Saving:
+    """While an episode is saved, an interrupting signal waits (:func:`run_interruptible`);
+    it takes effect when the episode is saved and counted."""
+
+    def __enter__(self) -> None:
+        if _ACTIVE is not None:
+            _ACTIVE.saving = True
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        state = _ACTIVE
+        if state is None:
+            return
+        state.saving = False
+        if state.pending and exc_type is None:
+            state.pending = False
+            raise KeyboardInterrupt(signal.Signals(state.signum).name)
+
+
+def run_interruptible(body: Callable[[], int], command: str, hint: str) -> int:
+    """Run a command's ``body`` (which returns its exit status) so that an interruption ends it
+    with one line on stderr and a non-zero status, losing no finished episode.
+
+    SIGTERM (a batch scheduler's stop, ``kill``) interrupts it as Ctrl-C does (was: the process
+    died without a word); a signal that comes while an episode is being saved takes effect once
+    it is saved. The line is :func:`run_episodes`' when the episodes were running (how many of
+    them are done, and the store's :attr:`~Store.resume_hint`: the episode cache names
+    ``command``, the command line that resumes the run), else ``interrupted: {hint}``. Returns
+    128 + the signal's number: 130 for Ctrl-C, 143 for SIGTERM. A second SIGTERM kills at once.
+    Outside the main thread (where handlers cannot be set) ``body`` runs as it is.
+
+    ``ray.init`` (``--backend ray``) replaces the SIGTERM handler with its own, which exits with
+    status 15 (``sys.exit(15)``): that exit is taken for the SIGTERM it is, said with ``hint``
+    (without the count of episodes done)."""
+    global _ACTIVE
+    if threading.current_thread() is not threading.main_thread():
+        return body()
+    state = _Interruption(command)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    outer, _ACTIVE = _ACTIVE, state
+    for s in previous:
+        signal.signal(s, _on_signal)
+    try:
+        return body()
+    except KeyboardInterrupt:
+        print(state.message or f"interrupted: {hint}", file=sys.stderr, flush=True)
+        return 128 + state.signum
+    except SystemExit as exc:
+        if exc.code != signal.SIGTERM or signal.getsignal(signal.SIGTERM) is _on_signal:
+            raise
+        print(f"interrupted: {hint}", file=sys.stderr, flush=True)  # Ray's SIGTERM handler
+        return 128 + int(signal.SIGTERM)
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+        _ACTIVE = outer
+
+
+# ----------------------------------------------------------------------------------------------
 # The driver
 # ----------------------------------------------------------------------------------------------
 
@@ -540,10 +638,11 @@ def run_episodes(
         for o in run(todo, workers):
             t = o.task
             if o.status == "ok" and o.result is not None:
-                records[t] = store.put(t, o)
-                stats.new += 1
-                stats.commits[commit] = stats.commits.get(commit, 0) + 1
-                _note_seconds(stats, t, o.wall_s, o.cpu_s)
+                with _Saving():  # an interruption waits until the episode is saved and counted
+                    records[t] = store.put(t, o)
+                    stats.new += 1
+                    stats.commits[commit] = stats.commits.get(commit, 0) + 1
+                    _note_seconds(stats, t, o.wall_s, o.cpu_s)
                 line = f"{t.label}: {o.wall_s:.1f} s"
             elif o.status == "skipped":
                 stats.skipped.append((t, o.message))
@@ -559,7 +658,12 @@ def run_episodes(
             elif progress == "lines":
                 say(f"[{stats.new + len(stats.failed) + len(stats.skipped)}/{len(todo)}] {line}")
     except KeyboardInterrupt:
-        say(f"\ninterrupted: {stats.new} new episode(s) were saved; {store.resume_hint}")
+        msg = (f"interrupted: {stats.new + stats.cached} of {len(seen)} episode(s) done ({stats.new} "
+               f"run now, {stats.cached} saved before); {store.resume_hint}")
+        if _ACTIVE is not None:
+            _ACTIVE.message = msg  # said by run_interruptible, once the progress bar is closed
+        else:
+            say("\n" + msg)
         raise
     finally:
         if bar is not None:
@@ -661,7 +765,13 @@ def check_cached_result(r: Any) -> str | None:
 
 def read_cached(path: Path, expect: EpisodeTask | None = None) -> dict[str, Any] | None:
     """The cached episode at ``path``; ``None`` when there is none. A file that exists but is
-    damaged, edited after writing or holds another episode is a :class:`CacheError` naming it."""
+    damaged, edited after writing (its digest does not match, or was removed) or holds another
+    episode is a :class:`CacheError` naming it.
+
+    Every file this cache can find was written with its digest (digests came with the cache's
+    checks on 2026-12-02; the file names' hash changed on 2026-12-05 and again with metrics
+    version 3, so no older file is ever read): a file without one was edited, and is refused as
+    a digest mismatch is (was: trusted unchecked)."""
     hint = (f"delete it (rm {path}) to run that episode again, or recompute every episode "
             "(reproduce: --fresh; calibrate and relevance: a new --out)")
     try:
@@ -676,7 +786,9 @@ def read_cached(path: Path, expect: EpisodeTask | None = None) -> dict[str, Any]
     if not isinstance(d, dict) or "result" not in d:
         raise CacheError(f'{path}: damaged cached episode (no "result" object); {hint}')
     why = check_cached_result(d["result"])
-    if why is None and "digest" in d and d["digest"] != result_digest(d["result"]):
+    if why is None and "digest" not in d:
+        why = 'its "digest" was removed, so its numbers cannot be checked (edited after it was written)'
+    if why is None and d["digest"] != result_digest(d["result"]):
         why = "its numbers were changed after it was written (digest mismatch)"
     if why is None and expect is not None:
         for k, want in (("policy", expect.policy), ("seed", expect.seed), ("config_hash", cache_hash(expect))):
@@ -689,8 +801,9 @@ def read_cached(path: Path, expect: EpisodeTask | None = None) -> dict[str, Any]
 
 
 def write_cached(path: Path, task: EpisodeTask, result: Mapping[str, Any], commit: str) -> dict[str, Any]:
-    """Write one cached episode atomically (a temporary file, fsync-ed, then renamed); return
-    its payload."""
+    """Write one cached episode atomically (a temporary file ``NAME.json.PID.tmp``, fsync-ed,
+    then renamed); return its payload. An error or interruption while writing removes the
+    temporary; one left by a killed writer is removed by :func:`remove_stale_temporaries`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # this process's own temporary name: two runs sharing a cache may write the same episode
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -704,12 +817,65 @@ def write_cached(path: Path, task: EpisodeTask, result: Mapping[str, Any], commi
         "digest": result_digest(res),
         "result": res,
     }
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(payload, fh, default=_json_default)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh, default=_json_default)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     return payload
+
+
+#: a cache temporary this young is never removed: a write takes milliseconds, and a writer on
+#: another machine sharing the folder cannot be asked whether it is alive
+TMP_GRACE_S = 60.0
+#: a cache temporary this old is removed even when a process with its pid runs (the pid was
+#: reused by another process, or the writer is on another machine)
+TMP_MAX_AGE_S = 3600.0
+#: the name :func:`write_cached` gives its temporaries (the writer's pid in the middle)
+_TMP_NAME = re.compile(r"seed\d+-[0-9a-f]+\.json\.(\d+)\.tmp")
+
+
+def remove_stale_temporaries(out: Path, now: float | None = None) -> list[Path]:
+    """Remove the temporary files a killed writer left in the episode cache under ``out``
+    (``OUT/episodes/SCENARIO/POLICY/seedN-HASH.json.PID.tmp``: SIGKILL, a power cut); return them.
+
+    The rule: a temporary is stale when it was last modified more than :data:`TMP_GRACE_S`
+    (60 s) ago and either no process with its ``PID`` is alive on this machine, or it is older
+    than :data:`TMP_MAX_AGE_S` (an hour). So a temporary that a running writer (this run, or
+    another run sharing the cache) is writing is never removed: its writer is alive, and a
+    write lasts milliseconds, not an hour. Only names of that form are touched; files that
+    cannot be removed (or that another run removed first) are left to the next opening."""
+    root = Path(out) / "episodes"
+    if not root.is_dir():
+        return []
+    now = time.time() if now is None else now
+    removed = []
+    for p in root.glob("*/*/seed*.tmp"):
+        m = _TMP_NAME.fullmatch(p.name)
+        if m is None:
+            continue
+        try:
+            st = p.lstat()
+        except OSError:
+            continue
+        age = now - st.st_mtime
+        if not stat.S_ISREG(st.st_mode) or age < TMP_GRACE_S:
+            continue
+        if age < TMP_MAX_AGE_S and pid_alive(int(m.group(1))):
+            continue
+        try:
+            p.unlink()
+        except OSError:
+            continue
+        removed.append(p)
+    return removed
 
 
 def _json_default(o: Any) -> Any:  # pragma: no cover - numpy scalars
@@ -719,13 +885,23 @@ def _json_default(o: Any) -> Any:  # pragma: no cover - numpy scalars
 
 
 class EpisodeCache:
-    """The episode cache under ``out`` as a :class:`Store` (``fresh``: every episode is missing)."""
+    """The episode cache under ``out`` as a :class:`Store` (``fresh``: every episode is missing).
+    Opening it removes the temporaries killed writers left there
+    (:func:`remove_stale_temporaries`, listed in ``removed_temporaries``)."""
 
     def __init__(self, out: Path, fresh: bool = False):
         self.out = Path(out)
         self.fresh = fresh
         self.commit = git_commit()
-        self.resume_hint = f"they are cached in {self.out}/episodes; rerun to resume"
+        self.removed_temporaries = remove_stale_temporaries(self.out)
+
+    @property
+    def resume_hint(self) -> str:
+        """They are kept; rerun (the command :func:`run_interruptible` names, if any)."""
+        how = ("rerun without --fresh (episodes saved before this run are then used too) to resume "
+               "from the cache" if self.fresh else "rerun the same command to resume from the cache")
+        cmd = _ACTIVE.command if _ACTIVE is not None else ""
+        return f"they are kept in {self.out}/episodes; {how}" + (f": {cmd}" if cmd else "")
 
     def get(self, task: EpisodeTask) -> dict[str, Any] | None:
         return None if self.fresh else read_cached(cache_path(self.out, task), task)

@@ -271,6 +271,27 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with id ``pid`` exists on this machine (``kill(pid, 0)``): another
+    user's process or a zombie counts as alive. Where that cannot be asked safely (not POSIX:
+    Windows' ``os.kill`` ends the process) every pid counts as alive."""
+    if os.name != "posix":  # pragma: no cover - not POSIX
+        return True
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by another user
+        return True
+    except (OverflowError, ValueError):  # no process can have that id
+        return False
+    except OSError:  # pragma: no cover - cannot tell: keep what it may own
+        return True
+    return True
+
+
 def check_output_file(path: str | os.PathLike[str], what: str = "output file") -> Path:
     """``path`` as a :class:`Path` if a file can be written there, else a ConfigError saying why:
     checked before any work, so a long run never ends by failing to save what it computed."""

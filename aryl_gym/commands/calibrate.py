@@ -1,8 +1,13 @@
-"""``aryl-gym calibrate``: the generator and the Baseline set beside the paper's facts (SPEC 4)."""
+"""``aryl-gym calibrate``: the generator and the Baseline set beside the paper's facts (SPEC 4).
+
+Ctrl-C or SIGTERM ends a run (exit 130 or 143) with one line: with ``--relevance`` or
+``--load-grid`` and ``--out``, how many episodes are done (kept in ``OUT/episodes``) and the
+command that resumes the run from them."""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -150,8 +155,47 @@ def check_modes(args: argparse.Namespace) -> None:
         args.scenario = "production"
 
 
+def command_line(args: argparse.Namespace) -> str:
+    """The command that makes this run again (after :func:`check_modes`): an interrupted run
+    with ``--out`` resumes from its episode cache."""
+    parts = ["aryl-gym", "calibrate"]
+    if args.relevance:
+        parts.append("--relevance")
+        parts += ["--scenarios", args.scenarios] if args.scenarios else []
+        parts += ["--policies", args.policies] if args.policies else []
+    else:
+        parts += ["--load-grid", args.load_grid] if args.load_grid else []
+        parts += ["--scenario", str(args.scenario)]
+        parts += ["--seed", str(args.seed)] if args.seed and not args.seeds else []
+    if args.seeds:
+        s = [int(x) for x in args.seeds]
+        whole = len(s) > 2 and s == list(range(s[0], s[-1] + 1))
+        parts += ["--seeds", f"{s[0]}-{s[-1]}" if whole else ",".join(map(str, s))]
+    parts += ["--data-root", str(args.data_root)] if args.data_root else []
+    parts += ["--workers", str(args.workers)] if args.workers != 1 else []
+    parts += ["--out", str(args.out)] if args.out is not None else []
+    parts += ["--json"] if args.json else []
+    return shlex.join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
     check_modes(args)
+    # at run time: aryl-gym imports every command module to build its parser
+    from aryl_gym.episodes import run_interruptible
+
+    # SIGTERM and Ctrl-C: one line (episodes done, the command that resumes), exit 143 / 130
+    cmd = command_line(args)
+    if args.out is not None:
+        hint = (f"the finished episodes are kept in {args.out}/episodes; rerun the same command to "
+                f"resume from the cache: {cmd}")
+    elif args.relevance or args.load_grid:
+        hint = f"nothing was kept (no --out DIR to keep the episodes in); rerun the command: {cmd}"
+    else:
+        hint = f"the calibration table keeps no episodes; rerun the command: {cmd}"
+    return run_interruptible(lambda: _run(args), cmd, hint)
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.relevance or args.load_grid:
         # at run time: aryl-gym imports every command module to build its parser
         from aryl_gym.episodes import EpisodesFailed

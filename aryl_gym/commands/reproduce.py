@@ -2,7 +2,8 @@
 
 * ``aryl-gym reproduce --scale mid --seeds 5 --workers 2``: the table (``docs/reproduction.md``
   explains every row); episodes are cached in ``--out`` (default ``results/reproduce-SCALE``)
-  and reused, so an interrupted run resumes.
+  and reused, so an interrupted run resumes: Ctrl-C or SIGTERM ends the run (exit 130 or 143)
+  with one line saying how many episodes are done and the command that resumes it.
 * ``--sweep KEY=V1,V2`` (repeatable; ``--sweep default`` = the knobs the paper does not fix):
   one knob at a time, the table's ratios at each value, a Markdown table and a PNG.
 * ``--study prediction-error``: ``workload.prediction_sigma`` in {0, 0.25, 0.5, 1.0} for aryl,
@@ -118,6 +119,14 @@ def _command_line(args: argparse.Namespace, out: Path) -> str:
     return " ".join(shlex.quote(a) for a in parts)
 
 
+def _resume_command(args: argparse.Namespace, out: Path) -> str:
+    """The command that resumes an interrupted run: this one, with ``--out`` spelled out and
+    without ``--fresh`` (which would recompute the episodes this run saved)."""
+    extra = [flag for flag, on in (("--write-docs", args.write_docs), ("--json", args.json),
+                                   ("--no-progress", args.no_progress)) if on]
+    return " ".join([_command_line(args, out), *extra])
+
+
 def docs_path() -> Path:
     """``docs/reproduction.md`` of the checkout holding this package (``--write-docs``)."""
     docs = Path(__file__).resolve().parents[2] / "docs"
@@ -175,13 +184,19 @@ def run(args: argparse.Namespace) -> int:
         docs_path()  # fail before running anything
     _check_study_args(args, rp)  # before the output folder is made (was: made, then refused)
     # at run time: aryl-gym imports every command module to build its parser
+    from aryl_gym.episodes import run_interruptible
     from aryl_gym.fileio import DirLock, claim_folder
     from aryl_gym.leaderboard.runner import prepare_out_dir
 
     # one run per --out at a time (the leaderboard's lock), and never another command's folder
     with DirLock(prepare_out_dir(out)):
         claim_folder(out, "reproduce")
-        return _run_locked(args, rp, scale, out, specs, sweeps, configs)
+        # SIGTERM and Ctrl-C: one line (episodes done, the command that resumes), exit 143 / 130
+        cmd = _resume_command(args, out)
+        return run_interruptible(
+            lambda: _run_locked(args, rp, scale, out, specs, sweeps, configs), cmd,
+            f"the finished episodes are kept in {out}/episodes; rerun the same command to resume "
+            f"from the cache: {cmd}")
 
 
 def _run_locked(args: argparse.Namespace, rp: Any, scale: Any, out: Path, specs: Any, sweeps: Any,
