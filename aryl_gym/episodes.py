@@ -792,7 +792,10 @@ def read_cached(path: Path, expect: EpisodeTask | None = None) -> dict[str, Any]
         why = "its numbers were changed after it was written (digest mismatch)"
     if why is None and expect is not None:
         for k, want in (("policy", expect.policy), ("seed", expect.seed), ("config_hash", cache_hash(expect))):
-            if k in d and d[k] != want:
+            if k not in d:  # written with every one of them: removed by hand (was: not checked)
+                why = f'its "{k}" was removed, so which episode it holds cannot be checked'
+                break
+            if d[k] != want:
                 why = f"it holds another episode ({k} {d[k]!r}, expected {want!r})"
                 break
     if why is not None:

@@ -394,3 +394,20 @@ def test_calibrate_resume_command_is_the_same_run(argv: list[str], tmp_path: Pat
     unused = {"scenario"} if args.relevance else set()  # --relevance runs --scenarios
     assert {k: v for k, v in vars(again).items() if k not in unused} == \
         {k: v for k, v in vars(args).items() if k not in unused}, cmd
+
+
+@pytest.mark.parametrize("key", ["policy", "seed", "config_hash"])
+def test_a_cached_episode_without_its_identity_keys_is_refused(tmp_path: Path, key: str) -> None:
+    """Was: a file whose "policy", "seed" or "config_hash" was deleted skipped the "holds another
+    episode" check (a file copied over from another seed, then stripped, was used)."""
+    t = _task()
+    ep.run_tasks([t], tmp_path, progress="none", log=_quiet)
+    p = ep.cache_path(tmp_path, t)
+    d = json.loads(p.read_text())
+    d.pop(key)
+    p.write_text(json.dumps(d))
+    with pytest.raises(ep.CacheError, match=f'"{key}" was removed') as exc:
+        ep.read_cached(p, t)
+    assert str(p) in str(exc.value) and "--fresh" in str(exc.value)
+    res, stats = ep.run_tasks([t], tmp_path, fresh=True, progress="none", log=_quiet)
+    assert stats.new == 1 and ep.read_cached(p, t) is not None
