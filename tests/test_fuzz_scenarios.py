@@ -38,9 +38,9 @@ def variants(draw: Any) -> dict[str, Any]:
                          "sim": dict(base.get("sim") or {})}
     c, w, inf, s = d["cluster"], d["workload"], d["inference"], d["sim"]
     c["train_servers"] = draw(st.integers(1, 6))
-    c["train_gpus_per_server"] = draw(st.sampled_from([1, 2, 4, 8]))
+    c["train_gpus_per_server"] = draw(st.sampled_from([1, 2, 3, 4, 6, 8, 10, 12, 16]))  # odd sizes too
     c["inf_servers"] = draw(st.integers(0, 4))
-    c["inf_gpus_per_server"] = draw(st.sampled_from([1, 2, 4, 8]))
+    c["inf_gpus_per_server"] = draw(st.sampled_from([1, 2, 3, 4, 6, 8, 12]))
     w.pop("num_jobs", None)
     w.pop("load", None)
     if draw(st.booleans()):

@@ -76,6 +76,34 @@ def _max_gpus(cfg: ScenarioConfig) -> int:
     return min(cap, w.max_job_gpus) if w.max_job_gpus else cap
 
 
+def _slots(cfg: ScenarioConfig) -> tuple[int, int]:
+    return int(cfg.cluster.train_servers), int(cfg.cluster.train_gpus_per_server)
+
+
+def _max_g(cfg: ScenarioConfig) -> int:
+    """The most GPUs per worker: 8, or the largest worker size (1, 2, 4) that a training server
+    holds (was: ``min(8, GPUs per server)``, so a 6-GPU server gave 6-GPU workers, which no
+    simulator accepts)."""
+    return int(_pow2_floor(np.array([min(8, cfg.cluster.train_gpus_per_server)]))[0])
+
+
+def _pow2_floor(g: np.ndarray) -> np.ndarray:
+    """The largest worker size (1, 2, 4 or 8) not above ``g`` (``g`` in 1..8)."""
+    return np.where(g >= 8, 8, np.where(g >= 4, 4, np.where(g >= 2, 2, 1)))
+
+
+def _worker_cap(g: np.ndarray, max_gpus: int, slots: tuple[int, int] | None) -> np.ndarray:
+    """The most workers of ``g`` GPUs a job may have: ``max_gpus // g`` (at least 1) and, with
+    ``slots``, no more than the training servers hold (``servers x (GPUs per server // g)``; the
+    same number when ``g`` divides a server's GPUs: on 12-GPU servers, 8-GPU workers fit one per
+    server, and a job of more such workers than servers would never start)."""
+    cap = np.maximum(max_gpus // g, 1)
+    if slots is not None:
+        servers, per = slots
+        cap = np.minimum(cap, np.maximum(servers * (per // g), 1))
+    return cap
+
+
 def _elastic_factors(w: WorkloadConfig) -> np.ndarray:
     """The growth factors ``r`` an elastic job may draw: powers of two in ``[2, elastic_range]``."""
     rs = [2**k for k in range(1, 31) if 2**k <= w.elastic_range + 1e-9]
@@ -114,13 +142,15 @@ def _draw_jobs(
     n: int,
     rng: np.random.Generator,
     per_batch: bool = False,
+    slots: tuple[int, int] | None = None,
 ) -> dict[str, np.ndarray]:
     """Draw ``n`` job shapes (no arrival times); vectorised.
 
     ``w_req`` is the request (what Baseline runs), ``dur`` the running time at the request on a
     V100; elastic jobs get ``w_max = r x w_req`` (World v1). ``per_batch`` draws batch shapes
     (:func:`_batch_weights`), so that jobs, counted with their batches, keep the per-job
-    distribution.
+    distribution. ``slots``: (training servers, GPUs per server), which cap a job's workers
+    (:func:`_worker_cap`).
     """
     if per_batch:
         q_el, gpu_p = _batch_weights(w)
@@ -135,7 +165,7 @@ def _draw_jobs(
     dur_in = dur_in * tot_in.astype(np.float64) ** w.size_duration_exponent
     # Elastic-shaped draws
     tot_el = rng.choice(ELASTIC_TOTAL, size=n, p=ELASTIC_TOTAL_P)
-    scale = elastic_size_scale(w, max_gpus, max_g) if w.elastic_gpu_share is not None else 1.0
+    scale = elastic_size_scale(w, max_gpus, max_g, slots) if w.elastic_gpu_share is not None else 1.0
     g_el = rng.choice(ELASTIC_G, size=n, p=ELASTIC_G_P)
     mean_s = w.elastic_mean_hours * 3600.0
     dur_el = np.exp(np.log(mean_s) - 0.5 + rng.standard_normal(n))
@@ -154,15 +184,17 @@ def _draw_jobs(
     g = np.minimum(np.where(use_el_shape, np.minimum(g_el, total), total), max_g)
     if w.all_elastic:
         g = np.where(use_el_shape, g, 1)  # data-parallel, one GPU per worker
-    g = np.maximum(g, 1)
-    w_req = np.maximum(total // g, 1)
+    # a worker of 1, 2, 4 or 8 GPUs (was: a cap such as max_job_gpus 6 gave 6-GPU workers)
+    g = _pow2_floor(np.maximum(g, 1))
+    cap = _worker_cap(g, max_gpus, slots)
+    w_req = np.minimum(np.maximum(total // g, 1), cap)
     if scale != 1.0:  # World v2: elastic requests scaled to keep the elastic GPU-time share
         w_sc = np.maximum(np.rint(w_req * scale).astype(np.int64), 1)
-        w_sc = np.minimum(w_sc, np.maximum(max_gpus // g, 1))
+        w_sc = np.minimum(w_sc, cap)
         w_req = np.where(use_el_shape, w_sc, w_req)
     dur = np.where(use_el_shape, dur_el, dur_in)
     dur = np.clip(dur, w.min_duration_s, w.max_duration_s)
-    w_cap = np.maximum(max_gpus // g, w_req)
+    w_cap = np.maximum(cap, w_req)
     w_max = np.where(elastic, np.minimum(w_req * r, w_cap), w_req)
     return {
         "elastic": elastic,
@@ -186,14 +218,15 @@ _SCALE_CACHE: dict[str, float] = {}
 TRACE_SHARE_SAMPLE = 2_000_000
 
 
-def _share_sample(w: WorkloadConfig, max_gpus: int, max_g: int) -> dict[str, np.ndarray]:
+def _share_sample(w: WorkloadConfig, max_gpus: int, max_g: int,
+                  slots: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
     """The Monte Carlo sample of unscaled job shapes that ``elastic_size_scale`` measures the
     elastic GPU-time share on (``w.elastic_share_sample``)."""
     w1 = dataclasses.replace(w, elastic_gpu_share=None)
     if w.elastic_share_sample == "shapes-100k":  # World v2's traces
-        return _draw_jobs(w1, max_gpus, max_g, 100_000, np.random.default_rng(20221202))
+        return _draw_jobs(w1, max_gpus, max_g, 100_000, np.random.default_rng(20221202), slots=slots)
     rng = np.random.default_rng(20261207)
-    d = _draw_jobs(w1, max_gpus, max_g, TRACE_SHARE_SAMPLE, rng)
+    d = _draw_jobs(w1, max_gpus, max_g, TRACE_SHARE_SAMPLE, rng, slots=slots)
     # the trace's per-job duration scatter (mean one) and clip, as generate_jobs applies them
     ds = float(w.burst_duration_sigma) * min(max(float(w.burstiness), 0.0), 1.0)
     if ds > 0:
@@ -202,25 +235,28 @@ def _share_sample(w: WorkloadConfig, max_gpus: int, max_g: int) -> dict[str, np.
     return d
 
 
-def _share_of(d: dict[str, np.ndarray], max_gpus: int, scale: float) -> float:
+def _share_of(d: dict[str, np.ndarray], max_gpus: int, scale: float,
+              slots: tuple[int, int] | None = None) -> float:
     el = d["elastic_family"]
     w_req = d["w_req"]
     if scale != 1.0:
         w_sc = np.maximum(np.rint(w_req * scale).astype(np.int64), 1)
-        w_sc = np.minimum(w_sc, np.maximum(max_gpus // d["g"], 1))
+        w_sc = np.minimum(w_sc, _worker_cap(d["g"], max_gpus, slots))
         w_req = np.where(el, w_sc, w_req)
     gt = d["g"] * w_req * d["dur"]
     tot = float(gt.sum())
     return float(gt[el].sum()) / tot if tot > 0 else 0.0
 
 
-def elastic_gpu_time_share(w: WorkloadConfig, max_gpus: int, max_g: int, scale: float) -> float:
+def elastic_gpu_time_share(w: WorkloadConfig, max_gpus: int, max_g: int, scale: float,
+                           slots: tuple[int, int] | None = None) -> float:
     """Expected share of GPU-time (at the request) held by elastic-family jobs when their
     requests are scaled by ``scale`` (fixed-seed Monte Carlo: ``w.elastic_share_sample``)."""
-    return _share_of(_share_sample(w, max_gpus, max_g), max_gpus, scale)
+    return _share_of(_share_sample(w, max_gpus, max_g, slots), max_gpus, scale, slots)
 
 
-def elastic_size_scale(w: WorkloadConfig, max_gpus: int, max_g: int) -> float:
+def elastic_size_scale(w: WorkloadConfig, max_gpus: int, max_g: int,
+                       slots: tuple[int, int] | None = None) -> float:
     """The factor on elastic jobs' requested workers that gives ``w.elastic_gpu_share`` of
     GPU-time to the elastic families (bisection in log space over [1/64, 64]; cached). Without
     a target, 1. A target the sizes cannot reach (a count share of 0, or so small that even the
@@ -228,13 +264,13 @@ def elastic_size_scale(w: WorkloadConfig, max_gpus: int, max_g: int) -> float:
     target = w.elastic_gpu_share
     if target is None:
         return 1.0
-    key = f"{w!r}|{max_gpus}|{max_g}"
+    key = f"{w!r}|{max_gpus}|{max_g}|{slots}"
     if key in _SCALE_CACHE:
         return _SCALE_CACHE[key]
     lo, hi = math.log(1.0 / 64.0), math.log(64.0)
-    sample = _share_sample(w, max_gpus, max_g)  # drawn once: the bisection rescales it
-    s_lo = _share_of(sample, max_gpus, math.exp(lo))
-    s_hi = _share_of(sample, max_gpus, math.exp(hi))
+    sample = _share_sample(w, max_gpus, max_g, slots)  # drawn once: the bisection rescales it
+    s_lo = _share_of(sample, max_gpus, math.exp(lo), slots)
+    s_hi = _share_of(sample, max_gpus, math.exp(hi), slots)
     if not s_lo <= target <= s_hi:
         raise ConfigError(
             f"workload.elastic_gpu_share {target:g} cannot be reached at elastic_fraction "
@@ -243,7 +279,7 @@ def elastic_size_scale(w: WorkloadConfig, max_gpus: int, max_g: int) -> float:
         )
     for _ in range(40):
         mid = 0.5 * (lo + hi)
-        if _share_of(sample, max_gpus, math.exp(mid)) < target:
+        if _share_of(sample, max_gpus, math.exp(mid), slots) < target:
             lo = mid
         else:
             hi = mid
@@ -253,11 +289,12 @@ def elastic_size_scale(w: WorkloadConfig, max_gpus: int, max_g: int) -> float:
     return _SCALE_CACHE[key]
 
 
-def _expected_gpu_seconds(w: WorkloadConfig, max_gpus: int, max_g: int) -> float:
+def _expected_gpu_seconds(w: WorkloadConfig, max_gpus: int, max_g: int,
+                          slots: tuple[int, int] | None = None) -> float:
     """E[GPU-seconds per job at its request] by a fixed-seed Monte Carlo (200k draws)."""
-    key = f"{w!r}|{max_gpus}|{max_g}"
+    key = f"{w!r}|{max_gpus}|{max_g}|{slots}"
     if key not in _EXPECTED_CACHE:
-        d = _draw_jobs(w, max_gpus, max_g, 200_000, np.random.default_rng(20220215))
+        d = _draw_jobs(w, max_gpus, max_g, 200_000, np.random.default_rng(20220215), slots=slots)
         _EXPECTED_CACHE[key] = float((d["g"] * d["w_req"] * d["dur"]).mean())
     return _EXPECTED_CACHE[key]
 
@@ -390,7 +427,8 @@ def generate_jobs(cfg: ScenarioConfig, rng: np.random.Generator) -> list[JobSpec
     if w.num_jobs is not None and w.num_jobs < 1:
         raise ConfigError(f"{cfg.source}: workload.num_jobs must be >= 1, got {w.num_jobs}")
     max_gpus = _max_gpus(cfg)
-    max_g = min(8, cfg.cluster.train_gpus_per_server)
+    max_g = _max_g(cfg)
+    slots = _slots(cfg)
     horizon = w.duration_hours * 3600.0
     if not horizon > 0:
         raise ConfigError(f"{cfg.source}: workload.duration_hours must be > 0, got {w.duration_hours}")
@@ -399,19 +437,19 @@ def generate_jobs(cfg: ScenarioConfig, rng: np.random.Generator) -> list[JobSpec
         shapes: list[dict[str, np.ndarray]] = []
 
         def draw_single(k: int) -> np.ndarray:
-            d_k = _draw_jobs(w, max_gpus, max_g, k, rng, per_batch=True)
+            d_k = _draw_jobs(w, max_gpus, max_g, k, rng, per_batch=True, slots=slots)
             shapes.append(d_k)
             return (d_k["g"] * d_k["w_req"]) == 1
 
         _, sizes = _sizes_for_n(w, w.num_jobs, draw_single, rng)
         d = {k: np.concatenate([x[k] for x in shapes])[: len(sizes)] for k in shapes[0]}
     else:
-        rate = w.load * cfg.cluster.train_gpus / _expected_gpu_seconds(w, max_gpus, max_g)
+        rate = w.load * cfg.cluster.train_gpus / _expected_gpu_seconds(w, max_gpus, max_g, slots)
         e1, em = _mean_sizes(w)
         p_single = batch_single_share(w)
         mean_s = max(p_single * e1 + (1.0 - p_single) * em, 1e-9)
         nb = int(rng.poisson(rate * horizon / mean_s))
-        d = _draw_jobs(w, max_gpus, max_g, nb, rng, per_batch=True)
+        d = _draw_jobs(w, max_gpus, max_g, nb, rng, per_batch=True, slots=slots)
         sizes = _batch_sizes(w, (d["g"] * d["w_req"]) == 1, rng)
     times, batch = _batch_times(w, sizes, horizon, rng)
     n = len(times)
