@@ -127,7 +127,10 @@ def reclaim_observation(
     for s in picks:
         for j, k in sim.srv_jobs[s].items():
             removed[j] = removed.get(j, 0) + k
-    for i in range(n_inf):
+    # n_inf is at least 1 (the spaces need a slot) but a scenario may have no inference server:
+    # the slots past the simulator's servers stay zero (was: an IndexError at reset with
+    # cluster.inf_servers 0)
+    for i in range(min(n_inf, len(sim.srv_cap) - n_train)):
         s = n_train + i
         cap = float(sim.srv_cap[s])
         S[i, 0] = sim.srv_loaned[s]

@@ -202,6 +202,20 @@ class Simulator:
                     f"job {i}: needs {j.g * j.w_min} GPUs at minimum but the training pool has "
                     f"{c.train_gpus}; drop the job (--skip-bad-rows) or enlarge the cluster"
                 )
+            # A worker never spans servers, so the training servers hold servers x (gpus // g)
+            # workers of g GPUs: fewer than gpus // g when g does not divide a server's GPUs.
+            # Was: only the GPUs were counted, and a job such as 3 workers of 4 GPUs on two
+            # 6-GPU servers (12 GPUs, room for 2 such workers) was accepted and never started:
+            # the episode stalled. (Where g divides the server, as on 4- and 8-GPU servers, the
+            # two counts agree: this refuses nothing more.)
+            room = c.train_servers * (c.train_gpus_per_server // j.g)
+            if j.w_min > room:
+                raise ConfigError(
+                    f"job {i}: needs {j.w_min} workers of {j.g} GPUs at minimum but the training "
+                    f"servers ({c.train_servers} of {c.train_gpus_per_server} GPUs) hold {room} such "
+                    f"workers (a worker never spans servers); drop the job, give it workers whose GPU "
+                    f"count divides {c.train_gpus_per_server}, or add training servers"
+                )
 
     def _build_static(self) -> None:
         """The static per-job arrays, from ``self.jobs`` (checked by :meth:`_check_jobs`)."""
