@@ -192,24 +192,36 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--agent {dup[0]}=...: the name is given twice; names must be unique")
         suite = suite.with_agents(dict(args.agent))
     out_dir = Path(args.out) if args.out else Path("results") / suite.name
-    res = run_leaderboard(
-        suite,
-        out_dir,
-        workers=args.workers or default_workers(),
-        backend=args.backend,
-        ray_address=args.ray_address,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        data_root=args.data_root,
-        progress=not args.no_progress,
-        plots=not args.no_plots,
-        tensorboard=not args.no_tensorboard,
-    )
-    if args.json:
-        print(json.dumps(outputs_json(res), default=str))
-    else:
-        print_outputs(res)
-    return 1 if res.summary.failed else 0
+
+    def body() -> int:
+        res = run_leaderboard(
+            suite,
+            out_dir,
+            workers=args.workers or default_workers(),
+            backend=args.backend,
+            ray_address=args.ray_address,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            data_root=args.data_root,
+            progress=not args.no_progress,
+            plots=not args.no_plots,
+            tensorboard=not args.no_tensorboard,
+        )
+        if args.json:
+            print(json.dumps(outputs_json(res), default=str))
+        else:
+            print_outputs(res)
+        return 1 if res.summary.failed else 0
+
+    # at run time: aryl-gym imports every command module to build its parser
+    from aryl_gym.episodes import run_interruptible
+
+    # SIGTERM (a batch scheduler's stop, kill) ends the run as Ctrl-C does: one line saying how
+    # many episodes are done and how to resume, exit 143 (was: killed without a word; Ctrl-C
+    # said it twice, the second time a bare "interrupted")
+    return run_interruptible(body, f"aryl-gym leaderboard --suite {args.suite} --out {out_dir} --resume",
+                             f"finished rows are kept in {out_dir / 'results.csv'}; rerun with --resume "
+                             "to finish the rest")
 
 
 def outputs_json(res) -> dict:  # type: ignore[no-untyped-def]

@@ -48,9 +48,6 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
         file=sys.stderr if args.json else sys.stdout,
     )
-    # runner imports pydantic: only when a config is validated
-    from aryl_gym.leaderboard.runner import StaleResultsError
-
     def go(fresh: bool) -> Any:
         return run_leaderboard(
             suite,
@@ -63,6 +60,20 @@ def run(args: argparse.Namespace) -> int:
             plots=not args.no_plots,
             tensorboard=not args.no_tensorboard,
         )
+
+    # at run time: aryl-gym imports every command module to build its parser
+    from aryl_gym.episodes import run_interruptible
+
+    # SIGTERM ends the run as Ctrl-C does, with one line (was: killed without a word)
+    return run_interruptible(lambda: _finish(args, go), "aryl-gym main",
+                             f"finished rows are kept in {out / 'results.csv'}; rerun aryl-gym main to "
+                             "finish the rest (finished episodes are reused)")
+
+
+def _finish(args: argparse.Namespace, go: Any) -> int:
+    """Run the suite (again afresh when its saved rows are stale) and print the outputs."""
+    # runner imports pydantic: only when a config is validated
+    from aryl_gym.leaderboard.runner import StaleResultsError
 
     try:
         res = go(args.fresh)

@@ -134,9 +134,22 @@ class RowSchema:
     columns: Sequence[str]
     parse: Callable[[Mapping[str, str]], dict[str, Any]]
     key: Callable[[Mapping[str, Any]], Any]
+    #: whose results these are, for messages
+    name: str = "a leaderboard suite"
 
 
 LEADERBOARD = RowSchema(COLUMNS, parse_row, row_key)
+
+
+def _known_schemas() -> list[RowSchema]:
+    # at call time: reclaim_suite imports this module
+    from aryl_gym.leaderboard.reclaim_suite import RECLAIM_SCHEMA
+
+    return [LEADERBOARD, RECLAIM_SCHEMA]
+
+
+def _some(names: list[str], n: int = 6) -> str:
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "") if names else "-"
 
 
 def row_digest(values: Sequence[str]) -> str:
@@ -256,11 +269,19 @@ def scan_rows(path: str | os.PathLike[str], schema: RowSchema = LEADERBOARD) -> 
         raise ConfigError(f"{p}: not a CSV file ({exc}); give a results.csv") from None
     COLUMNS = list(schema.columns)  # noqa: N806 - this file's schema
     if header != COLUMNS:
+        other = next((s for s in _known_schemas() if s.name != schema.name and list(s.columns) == header), None)
+        if other is not None:
+            # was: "not this aryl-gym version's results schema (missing: <57 columns>; unexpected:
+            # ...)" for the results of the other kind of suite in the same --out
+            raise ConfigError(
+                f"{p}: holds the results of {other.name}, not of {schema.name}; give this suite its "
+                "own --out folder (or --overwrite to move the old results aside)"
+            )
         extra = sorted(set(header) - set(COLUMNS))
         miss = sorted(set(COLUMNS) - set(header))
         raise ConfigError(
             f"{p}: its columns are not this aryl-gym version's results schema "
-            f"(missing: {', '.join(miss) or '-'}; unexpected: {', '.join(extra) or '-'}); "
+            f"(missing: {_some(miss)}; unexpected: {_some(extra)}); "
             "write to a fresh --out folder, or move the old results aside (leaderboard --overwrite, "
             "seed-study --fresh)"
         )

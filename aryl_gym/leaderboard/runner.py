@@ -348,6 +348,11 @@ def _run_suite_locked(
             summary.skipped[f"scenario {scen}"] = why
     runnable = [t for t in tasks if t.key in done or (
         t.policy not in summary.skipped and f"scenario {t.scenario_name}" not in summary.skipped)]
+    if not runnable:
+        # was: 0 episodes, an empty table and exit 0 (e.g. every scenario's trace missing)
+        why = "; ".join(f"{k}: {v}" for k, v in summary.skipped.items())
+        raise ConfigError(f"no episode of suite {suite.name!r} can run here ({why}); fix that (e.g. "
+                          "--data-root DIR for the traces) and rerun")
     store = _Rows(out, done)
     try:
         _, stats = run_episodes(

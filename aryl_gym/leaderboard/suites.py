@@ -30,12 +30,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-from annotated_types import Ge, MinLen
+from annotated_types import Ge, Le, MinLen
 from pydantic import AfterValidator, BeforeValidator
 
 from aryl_gym.agents import policy_names
@@ -144,16 +145,20 @@ def _seed_list(value: Any) -> Any:
                 continue
             if "-" in part[1:]:
                 a, b = (int(x) for x in part.split("-", 1))
-                if b - a + 1 + len(seeds) > 100_000:
+                if b < a:  # was: "is empty; give at least one seed" (or dropped beside other parts)
+                    raise ValueError(f"range {part!r} is empty (end < start); write START-END")
+                if b - a + 1 + len(seeds) > MAX_SUITE_SEEDS:
+                    # was: "range '60001-120000' has 60,000 seeds; at most 100,000", true of the
+                    # range but not of the suite it brought over the limit
                     raise ValueError(
-                        f"range {part!r} has {b - a + 1:,} seeds; at most 100,000 per suite "
-                        "(check the range)"
+                        f"range {part!r} brings the suite to {b - a + 1 + len(seeds):,} seeds; at most "
+                        f"{MAX_SUITE_SEEDS:,} per suite (check the range)"
                     )
                 seeds.extend(range(a, b + 1))
             else:
                 seeds.append(int(part))
     except ValueError as exc:
-        if "at most" in str(exc):
+        if "at most" in str(exc) or "START-END" in str(exc):
             raise
         raise ValueError("must be a list of integers or a string like '0-4'") from None
     return seeds
@@ -162,14 +167,27 @@ def _seed_list(value: Any) -> Any:
 def _distinct_seeds(seeds: tuple[int, ...]) -> tuple[int, ...]:
     if not seeds:
         raise ValueError("is empty; give at least one seed")
+    if len(seeds) > MAX_SUITE_SEEDS:  # was: enforced for "A-B" ranges only, not for a list
+        raise ValueError(f"has {len(seeds):,} seeds; at most {MAX_SUITE_SEEDS:,} per suite")
     if len(set(seeds)) != len(seeds):
-        raise ValueError(f"has duplicates: {list(seeds)}")
+        # was: "has duplicates: [every seed]", the whole list (100,000 numbers for "0-99999,5")
+        dup = sorted(x for x, n in Counter(seeds).items() if n > 1)
+        more = f" (and {len(dup) - 1:,} more)" if len(dup) > 1 else ""
+        raise ValueError(f"has duplicates: seed {dup[0]} is listed more than once{more}; list each seed "
+                         "once (check for overlapping ranges)")
     return seeds
 
 
+#: the most seeds a suite may list (a range beyond this is almost surely a typo)
+MAX_SUITE_SEEDS = 100_000
+#: the largest seed (the one every command takes: ``aryl-gym simulate --seed``, ``--seeds``;
+#: commands/_common.py MAX_SEED). Was: no bound, so a suite ran seed 10**20, which no other
+#: command can replay
+MAX_SEED = 2**63 - 1
+
 #: seeds of a suite: a list, one integer, or a string such as ``"0-4"`` or ``"0,2,5"``
 Seeds = Annotated[
-    tuple[Annotated[int, Ge(0)], ...], BeforeValidator(_seed_list), AfterValidator(_distinct_seeds)
+    tuple[Annotated[int, Ge(0), Le(MAX_SEED)], ...], BeforeValidator(_seed_list), AfterValidator(_distinct_seeds)
 ]
 
 
@@ -282,6 +300,24 @@ def _check_env(env_id: str, kwargs: Mapping[str, Any], where: str, source: str) 
             raise ConfigError(f"{source}: {where}: unknown env option {bad[0]!r}; options: "
                               f"{', '.join(sorted(names))} (docs/env.md)")
 
+
+def _check_env_values(env_id: str, kwargs: Mapping[str, Any], where: str, source: str) -> None:
+    """The values of an agent's env options (the suite's ``env_kwargs`` with its own over them)
+    as the allocation env checks them. Was: only the names were checked here, so
+    ``env_kwargs: {window: abc}`` failed every episode of the agent ("FAILED ... window must be
+    an integer >= 1"), after the suite had run."""
+    from aryl_gym.envs import ENTRIES
+    from aryl_gym.envs.options import EnvOptions
+
+    entry = ENTRIES.get(env_id)
+    if entry is None or not entry[0].endswith(":ArylEnv"):
+        return  # another env (a plugin's, the reclaim env) checks its own options
+    try:
+        EnvOptions.from_kwargs(world_version=entry[2], **kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: {where}: {exc} (docs/env.md)") from None
+
+
 def suite_from_dict(
     data: Any, source: str = "<dict>", allow_missing: bool = False, check_scenarios: bool = True
 ) -> Suite:
@@ -339,6 +375,8 @@ def suite_from_dict(
     for e in kept:
         if e.kind == "agent":  # was: a per-agent scenario dropped, a typo found episode by episode
             _check_env(f.env, e.env_kwargs, f"agents.{e.name}.env_kwargs", source)
+            where = f"agents.{e.name}.env_kwargs" + (" (over the suite's env_kwargs)" if env_kwargs else "")
+            _check_env_values(f.env, {**env_kwargs, **e.env_kwargs}, where, source)
 
     if f.rank_by not in METRIC_TYPES:
         raise ConfigError(

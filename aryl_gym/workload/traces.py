@@ -72,6 +72,7 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -107,6 +108,10 @@ __all__ = [
     "trace_stats",
 ]
 
+
+#: the latest submit time a job may have, in seconds after the episode's start (ten years; a
+#: trace spanning more is a unit slip or a corrupt row, and the episode's series would not fit)
+MAX_SPAN_S = 10 * 365 * 86400.0
 
 #: Trace model names -> our families (Gavel job types, Pollux apps, common names).
 DEFAULT_FAMILY_MAP: dict[str, str] = {
@@ -507,10 +512,21 @@ def load_trace(
     if report.rows == 0:
         raise TraceError(p, "no data rows (empty trace)", "give a file with at least one job row", 2)
     absolute = spec.absolute_time(tmap)
+    time_col = spec.time_column or tmap.columns.get("submit")
+    if not absolute:
+        # relative submit times are seconds from the trace's start (the episode's time 0): a
+        # negative one was accepted by the gavel and csv readers, and the episode then failed in
+        # the simulator with "job 0 (...): submit time must be finite and >= 0", naming no file,
+        # line or fix, and beyond the reach of --skip-bad-rows
+        chk = RowChecks(p, rows.line, report, skip)
+        chk.flag(rows.submit < 0, time_col, "bad-time",
+                 lambda i: f"negative submit time {rows.submit[i]:.12g} s",
+                 "relative submit times are seconds >= 0 from the trace's start (for dates set "
+                 "units.time: datetime)")
+        rows = rows.take(np.flatnonzero(chk.finish()))
 
     # 2. order: sort, or reject rows earlier than the latest kept row (a running maximum) -------
     sort = spec.always_sort or bool(options.get("sort", tmap.sort))
-    time_col = spec.time_column or tmap.columns.get("submit")
     sub = rows.submit
     if len(rows) > 1:
         prev_max = np.maximum.accumulate(sub)[:-1]
@@ -527,8 +543,8 @@ def load_trace(
         prev = np.concatenate(([0], last_kept[:-1]))
         chk = RowChecks(p, rows.line, report, skip, order=pos)
         chk.flag(late, time_col, "unsorted",
-                 lambda i: (f"submit time {sub[i]:g} is before the previous row's {sub[prev[i]]:g} "
-                            f"(line {rows.line[prev[i]]})"),
+                 lambda i: (f"submit time {_fmt_time(sub[i], absolute)} is before the previous row's "
+                            f"{_fmt_time(sub[prev[i]], absolute)} (line {rows.line[prev[i]]})"),
                  "sort the file by submit time, or set sort: true (map) / --trace-option sort=true")
         rows = rows.take(np.flatnonzero(chk.finish()))
 
@@ -541,6 +557,17 @@ def load_trace(
             out |= rows.submit < w0
         if w1 is not None:
             out |= rows.submit >= w1
+        if len(rows) and out.all():
+            # was: "no jobs left after filters and skipped rows", without the span a window
+            # must fall in (a window in the wrong year, or offsets beyond the trace's end)
+            lo, hi = float(rows.submit.min()), float(rows.submit.max())
+            unit = "" if absolute else " s"
+            raise TraceError(
+                p, f"time_window {options.get('time_window')!r} selects none of the {len(rows):,} jobs "
+                f"(after the other filters): they are submitted from {_fmt_time(lo, absolute)}{unit} to "
+                f"{_fmt_time(hi, absolute)}{unit}, offsets 0 to {(hi - t_first) / 3600:.6g}h from the first job",
+                "give a window within that span (offsets such as '0h,48h' count from the first job)",
+                column=time_col)
         if out.any():
             report.filtered["outside time window"] += int(out.sum())
             rows = rows.take(np.flatnonzero(~out))
@@ -567,12 +594,36 @@ def load_trace(
     # 5. map to JobSpec -----------------------------------------------------------------------------
     origin = w0 if w0 is not None else ((float(rows.submit[0]) if len(rows) else 0.0) if absolute else 0.0)
     k = float(options.get("time_compression") or 1.0)
+    if len(rows) and os.environ.get("ARYL_GYM_ALLOW_HUGE", "") in ("", "0"):
+        # was: accepted; a submit time of 1e300 s (a unit slip, a corrupt row) then failed
+        # building the episode's inference series ("Maximum allowed size exceeded", no file named)
+        off = (rows.submit - origin) / k
+        chk = RowChecks(p, rows.line, report, skip, order=np.arange(len(rows)))
+        chk.flag(off > MAX_SPAN_S, time_col, "huge-time",
+                 lambda i: (f"submit time {_fmt_time(float(rows.submit[i]), absolute)} is {off[i]:.6g} s "
+                            f"after the episode's start, more than {MAX_SPAN_S / (365 * 86400):g} years"
+                            if absolute else f"submit time {off[i]:.6g} s is more than "
+                            f"{MAX_SPAN_S / (365 * 86400):g} years after the episode's start"),
+                 "check the time unit (units.time)" + (f", time_compression {k:g}" if k != 1.0 else "")
+                 + " and the row, select part of the trace with time_window (or set ARYL_GYM_ALLOW_HUGE=1)")
+        rows = rows.take(np.flatnonzero(chk.finish()))
     jobs = _map_rows(p, rows, rules, cfg, rng, origin, k, report, skip)
     report.jobs = len(jobs)
     if not jobs:
         raise TraceError(p, "no jobs left after filters and skipped rows",
                          "check the virtual cluster, time window and the report's skip reasons:\n" + report.summary())
     return jobs, report
+
+
+def _fmt_time(x: float, absolute: bool) -> str:
+    """A submit time for a message: a timestamp for absolute traces, else seconds in full
+    (was ``{x:g}``: 1507532515 and 1507532475 both read 1.50753e+09)."""
+    if absolute and math.isfinite(x):
+        try:
+            return (datetime(1970, 1, 1) + timedelta(seconds=x)).isoformat(sep=" ")
+        except OverflowError:
+            pass
+    return f"{x:.12g}"
 
 
 def _release_freed_memory() -> None:
