@@ -80,3 +80,27 @@ def test_the_server_cap_changes_nothing_when_the_worker_size_divides_the_server(
 
 def test_pow2_floor() -> None:
     assert _pow2_floor(np.arange(1, 9)).tolist() == [1, 2, 2, 4, 4, 4, 4, 8]
+
+
+@pytest.mark.parametrize("per_server,servers,gpus,want_g", [(6, 2, 12, 2), (12, 2, 24, 4), (10, 2, 20, 2), (8, 2, 16, 8),
+                                                              (4, 4, 16, 4), (3, 4, 12, 1)])
+def test_trace_jobs_split_into_workers_the_servers_hold(tmp_path, per_server: int, servers: int, gpus: int,  # type: ignore[no-untyped-def]
+                                                        want_g: int) -> None:
+    """A trace row of ``gpus`` GPUs becomes workers that the training servers can hold (a worker
+    never spans servers). Was: the largest worker size dividing the row, so 12 GPUs on two 6-GPU
+    servers were 3 workers of 4 (room for 2) and the simulator refused the whole trace."""
+    from aryl_gym.config import ClusterConfig, ScenarioConfig
+    from aryl_gym.sim.engine import Simulator
+    from aryl_gym.workload.traces import load_trace
+    from tests.test_traces import NO_ELASTIC, philly
+
+    p = philly(tmp_path, ["2017-10-01 00:00:00,10.0,1,10.0,v",
+                          f"2017-10-01 00:01:00,10.0,{gpus},{10.0 * gpus},v"])
+    cl = ClusterConfig(train_servers=servers, train_gpus_per_server=per_server, inf_servers=0)
+    jobs, _ = load_trace(p, "philly", map=NO_ELASTIC, cluster=cl)
+    big = jobs[1]
+    assert (big.g, big.g * big.w_min) == (want_g, gpus)
+    assert big.w_max <= servers * (per_server // big.g)
+    cfg = ScenarioConfig(name="odd", cluster=cl)
+    res = Simulator(cfg, jobs, np.zeros(10), seed=0).run(make_policy("baseline"))  # starts, and finishes
+    assert res.jobs_completed == res.jobs_total == 2

@@ -430,12 +430,20 @@ def parse_time_window(spec: Any, absolute: bool, t_first: float) -> tuple[float 
 # ------------------------------------------------------------------------------------------------
 # the pipeline
 # ------------------------------------------------------------------------------------------------
-def _split_gpus(total: int, server_gpus: int, elastic: bool, elastic_g: int) -> tuple[int, int]:
-    """(g, w_max) with g * w_max == total; g in {1,2,4,8}, g <= server_gpus (rule 3)."""
+def _split_gpus(total: int, server_gpus: int, elastic: bool, elastic_g: int,
+                servers: int | None = None) -> tuple[int, int]:
+    """(g, w_max) with g * w_max == total; g in {1,2,4,8}, g <= server_gpus (rule 3): the largest
+    such g whose workers the ``servers`` training servers hold (a worker never spans servers:
+    ``servers x (server_gpus // g)`` of them; g = 1 always fits a job that fits the pool), else
+    the largest. Was: the largest g, so 12 GPUs on two 6-GPU servers were 3 workers of 4 (room
+    for 2) rather than 6 of 2, and the trace was refused. Where g divides a server's GPUs (4- and
+    8-GPU servers) the two agree."""
     cap = min(8, server_gpus)
     cands = [c for c in (8, 4, 2, 1) if c <= cap and total % c == 0]
     if elastic:
         cands = [c for c in cands if c <= elastic_g] or [1]
+    if servers is not None:
+        cands = [c for c in cands if total // c <= servers * (server_gpus // c)] or cands
     g = cands[0]
     return g, total // g
 
@@ -683,7 +691,9 @@ def _map_rows(p: Path, rows: TraceRows, rules: MappingRules, cfg: ScenarioConfig
     else:
         pair = gpus * 2 + elastic
         up, pinv = np.unique(pair, return_inverse=True)
-        split = [_split_gpus(int(q) // 2, server, bool(q % 2), rules.elastic_gpus_per_worker) for q in up.tolist()]
+        n_srv = cfg.cluster.train_servers if cfg else None
+        split = [_split_gpus(int(q) // 2, server, bool(q % 2), rules.elastic_gpus_per_worker, n_srv)
+                 for q in up.tolist()]
         g = np.array([s[0] for s in split], dtype=np.int64)[pinv.reshape(-1)]
         w_max = np.array([s[1] for s in split], dtype=np.int64)[pinv.reshape(-1)]
     # the request: the trace's GPU count in workers (rule 4)
@@ -698,7 +708,12 @@ def _map_rows(p: Path, rows: TraceRows, rules: MappingRules, cfg: ScenarioConfig
             w_min[elastic] = np.array([max(1, math.ceil(w * frac - 1e-9)) for w in uw.tolist()], dtype=np.int64)[winv.reshape(-1)]
     elif elastic.any():
         # World v1: request the base demand, grow to r x request (capped by the training pool)
-        cap = np.maximum((pool if pool is not None else 1 << 30) // g, w_req)
+        # (and by the workers the training servers hold: the same where g divides a server)
+        if cfg is not None and pool is not None:
+            hold = np.minimum(pool // g, cfg.cluster.train_servers * (server // g))
+        else:
+            hold = (1 << 30) // g
+        cap = np.maximum(hold, w_req)
         w_max = np.where(elastic, np.minimum(w_req * r_draw, cap), w_req).astype(np.int64)
     # 6. work on the row's GPU type (speed once per distinct (type, family))
     if rows.gpu_type is not None and n:
