@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from annotated_types import Ge, Gt, Le, Lt
 
 from aryl_gym.errors import ConfigError  # noqa: E402,F401  (its public home stays here)
+from aryl_gym.families import ELASTIC_FAMILIES, INELASTIC_FAMILIES
 from aryl_gym.schema import validate
 
 # --------------------------------------------------------------------------------------------
@@ -413,10 +414,6 @@ def generated_families() -> tuple[str, ...]:
     """The job families of the synthetic workload (:mod:`aryl_gym.workload.generator`): the
     paper's elastic families, then the generator's inelastic ones. A trace's jobs may have others
     (its model names, :mod:`aryl_gym.workload.traces`)."""
-    # at run time: the generator imports this module
-    from aryl_gym.sim.jobs import ELASTIC_FAMILIES
-    from aryl_gym.workload.generator import INELASTIC_FAMILIES
-
     return ELASTIC_FAMILIES + INELASTIC_FAMILIES
 
 

@@ -64,6 +64,7 @@ from aryl_gym.leaderboard.results import (
     RowSchema,
     digest_path,
     move_aside,
+    register_schema,
     rewrite_rows,
     scan_rows,
 )
@@ -399,8 +400,9 @@ def parse_reclaim_row(raw: Mapping[str, str]) -> dict[str, Any]:
 
 #: the reclaim suite's results CSV, read and written by the leaderboard's machinery (digests,
 #: scan of damaged / duplicated / edited rows, atomic rewrite)
-RECLAIM_SCHEMA = RowSchema(CSV_COLUMNS, parse_reclaim_row, lambda r: (str(r["instance"]), str(r["entrant"])),
-                           name="a reclaim suite (kind: reclaim)")
+RECLAIM_SCHEMA = register_schema(RowSchema(
+    CSV_COLUMNS, parse_reclaim_row, lambda r: (str(r["instance"]), str(r["entrant"])),
+    name="a reclaim suite (kind: reclaim)"))
 
 
 def _resume_rows(csv_path: Path, say: Callable[[str], None]) -> list[dict[str, Any]]:

@@ -141,11 +141,20 @@ class RowSchema:
 LEADERBOARD = RowSchema(COLUMNS, parse_row, row_key)
 
 
-def _known_schemas() -> list[RowSchema]:
-    # at call time: reclaim_suite imports this module
-    from aryl_gym.leaderboard.reclaim_suite import RECLAIM_SCHEMA
+#: every results schema in use (another kind of suite adds its own with :func:`register_schema`),
+#: so that a folder holding the other kind's results is named as such
+_SCHEMAS: list[RowSchema] = [LEADERBOARD]
 
-    return [LEADERBOARD, RECLAIM_SCHEMA]
+
+def register_schema(schema: RowSchema) -> RowSchema:
+    """Make ``schema`` known to :func:`scan_rows`' messages; returns it."""
+    if all(s.name != schema.name for s in _SCHEMAS):
+        _SCHEMAS.append(schema)
+    return schema
+
+
+def _known_schemas() -> list[RowSchema]:
+    return list(_SCHEMAS)
 
 
 def _some(names: list[str], n: int = 6) -> str:

@@ -306,6 +306,7 @@ def _check_env_values(env_id: str, kwargs: Mapping[str, Any], where: str, source
     as the allocation env checks them. Was: only the names were checked here, so
     ``env_kwargs: {window: abc}`` failed every episode of the agent ("FAILED ... window must be
     an integer >= 1"), after the suite had run."""
+    # the env table: registering the envs needs no torch
     from aryl_gym.envs import ENTRIES
     from aryl_gym.envs.options import EnvOptions
 

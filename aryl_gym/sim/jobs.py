@@ -21,9 +21,7 @@ from enum import IntEnum
 
 import numpy as np
 
-#: Model families the paper names as elastic (Figure 3): they scale well without changing the
-#: local batch size. Other families are inelastic.
-ELASTIC_FAMILIES: tuple[str, ...] = ("resnet50", "vgg16", "bert", "gnmt16")
+from aryl_gym.families import ELASTIC_FAMILIES  # noqa: F401  (its public home stays here)
 
 
 class JobState(IntEnum):

@@ -57,10 +57,10 @@ import math
 import numpy as np
 
 from aryl_gym.config import ConfigError, ScenarioConfig, WorkloadConfig
+from aryl_gym.families import INELASTIC_FAMILIES
 from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec
 from aryl_gym.workload.fit import PHILLY_ARRIVAL_STATS, arrival_stats, zipf_pmf
 
-INELASTIC_FAMILIES: tuple[str, ...] = ("cnn", "lstm", "transformer", "rl", "gan")
 PHILLY_GPUS = np.array([1, 2, 4, 8, 16, 32, 64])
 PHILLY_GPU_P = np.array([0.9317, 0.0221, 0.0227, 0.0200, 0.0024, 0.0008, 0.0003])
 PHILLY_GPU_P = PHILLY_GPU_P / PHILLY_GPU_P.sum()

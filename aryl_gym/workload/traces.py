@@ -79,9 +79,9 @@ from typing import Any, cast
 import numpy as np
 
 from aryl_gym.config import DEFAULT_GPU_TYPES, ClusterConfig, ConfigError, ScenarioConfig, load_yaml
+from aryl_gym.families import INELASTIC_FAMILIES
 from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec, JobSpecBuilder
 from aryl_gym.workload.formats import ReadRequest, format_names, get_format, guess_format
-from aryl_gym.workload.generator import INELASTIC_FAMILIES
 from aryl_gym.workload.paths import resolve_data_path
 from aryl_gym.workload.traces_formats import (
     CSV_COLUMN_KEYS,
