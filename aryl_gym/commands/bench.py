@@ -13,7 +13,7 @@ HELP = "benchmarks: episode wall time per scenario and policy, knapsack ms per r
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--quick", action="store_true", help="small scenarios only (no production; skips env, pollux, train)"
+        "--quick", action="store_true", help="shorter runs: no production episodes (the scale step rows still step production, fewer steps); skips env, pollux, train"
     )
     p.add_argument("--only", default=None, help="comma-separated benchmark names (default all)")
     p.add_argument("--json", action="store_true", help="print one JSON object {name: rows}")
