@@ -130,8 +130,9 @@ def live_pid() -> Iterator[int]:
         p.wait()
 
 
-def _tmp(out: Path, pid: int, age_s: float, name: str = "") -> Path:
-    p = ep.cache_path(out, _task()).parent / (name or f"seed{pid % 97}-00529ff17095b1bb.json.{pid}.tmp")
+def _tmp(out: Path, pid: int, age_s: float, name: str = "", seed: int = 0) -> Path:
+    # each temporary its own seed number (was: the pid's residue, which could name two the same)
+    p = ep.cache_path(out, _task()).parent / (name or f"seed{seed}-00529ff17095b1bb.json.{pid}.tmp")
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text('{"scenario": "tiny", "res')  # a write cut short
     t = time.time() - age_s
@@ -144,10 +145,10 @@ def test_opening_the_cache_removes_temporaries_of_dead_writers_only(tmp_path: Pa
     """Was: every ``seedN-HASH.json.PID.tmp`` a SIGKILL-ed run left stayed forever. Now opening
     the cache removes those of writers that are gone (older than the 60 s grace), and of any
     writer after an hour; a running writer's temporary is kept, so two runs can share a cache."""
-    dead = _tmp(tmp_path, dead_pid, 120)
+    dead = _tmp(tmp_path, dead_pid, 120, seed=10)
     dead_young = _tmp(tmp_path, dead_pid, 5, f"seed1-00529ff17095b1bb.json.{dead_pid}.tmp")
-    live = _tmp(tmp_path, live_pid, 120)
-    mine = _tmp(tmp_path, os.getpid(), 120)
+    live = _tmp(tmp_path, live_pid, 120, seed=11)
+    mine = _tmp(tmp_path, os.getpid(), 120, seed=12)
     live_old = _tmp(tmp_path, live_pid, 2 * 3600, f"seed2-00529ff17095b1bb.json.{live_pid}.tmp")
     other = _tmp(tmp_path, dead_pid, 2 * 3600, "notes.tmp")  # not a name the cache writes
     cache = ep.EpisodeCache(tmp_path)
