@@ -55,7 +55,7 @@ import numpy as np
 
 from aryl_gym.agents import make_policy
 from aryl_gym.config import ConfigError, ScenarioConfig, load_scenario
-from aryl_gym.fileio import pid_alive
+from aryl_gym.fileio import atomic_write_bytes, pid_alive
 from aryl_gym.metrics import METRICS_VERSION, EpisodeResult
 from aryl_gym.parallel import local_map, ray_map
 from aryl_gym.progress import progress_bar
@@ -820,18 +820,7 @@ def write_cached(path: Path, task: EpisodeTask, result: Mapping[str, Any], commi
         "digest": result_digest(res),
         "result": res,
     }
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, default=_json_default)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write_bytes(path, json.dumps(payload, default=_json_default).encode("utf-8"), temporary=tmp)
     return payload
 
 

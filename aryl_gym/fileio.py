@@ -239,14 +239,22 @@ def _umask() -> int:
     return m
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes,
+                       temporary: str | os.PathLike[str] | None = None) -> None:
     """Write ``data`` to ``path`` through a unique temporary file, fsync, then ``os.replace``.
 
     Readers see the old file or the new one, never a part; two writers never share a temporary.
+    ``temporary``: the temporary's path, when the caller names it (unique to its writer, e.g. by
+    its pid, so that a killed writer's leftover can be told apart); by default a fresh name
+    beside ``path``. An error or interruption while writing removes the temporary.
     """
 
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    if temporary is None:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    else:
+        tmp = os.fspath(temporary)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         # the mode a plain open() would give (was: mkstemp's 0600 on every file written)
         try:
