@@ -244,3 +244,45 @@ def test_a_suite_with_nothing_to_run_is_an_error(tmp_path: Path, capsys: pytest.
                          "--no-plots", "--no-tensorboard", "--data-root", str(tmp_path)], capsys)
     assert rc == 2 and "no episode of suite 'hv7' can run here" in err and "nosuch.csv" in err, err[-400:]
     assert "--data-root" in err and not out and not (tmp_path / "out" / "leaderboard.md").exists()
+
+
+def test_reclaim_suite_sigterm_says_what_is_kept_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: a reclaim suite (``kind: reclaim``) was not run under the interruption handler, so
+    SIGTERM killed it without a word. Now: one line, exit 143, and --resume finishes it."""
+    from aryl_gym.leaderboard import results
+
+    suite = tmp_path / "rs.yaml"
+    suite.write_text("name: rt\nkind: reclaim\ndescription: tiny\n"
+                     "instances:\n  - {synthetic: 3, servers: [20, 30], seed: 1}\n"
+                     "policies: [optimum, aryl, default]\n")
+    out = tmp_path / "out"
+    append = results.CsvAppender.append
+    calls = {"n": 0}
+
+    def append_then_term(self: Any, row: Any) -> None:
+        append(self, row)
+        calls["n"] += 1
+        if calls["n"] == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    class Killed(Exception):
+        pass
+
+    def fallback(signum: int, frame: Any) -> None:  # the old code let SIGTERM reach the test
+        raise Killed("SIGTERM was not handled by the reclaim suite")
+
+    previous = signal.signal(signal.SIGTERM, fallback)
+    monkeypatch.setattr(results.CsvAppender, "append", append_then_term)
+    argv = ["leaderboard", "--suite", str(suite), "--out", str(out), "--no-progress"]
+    try:
+        rc, _, err = _run(argv, capsys)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert rc == 143, err[-400:]
+    lines = [ln for ln in err.splitlines() if ln.startswith("interrupted")]
+    assert len(lines) == 1 and "rerun with --resume" in lines[0] and str(out) in lines[0], err[-400:]
+    monkeypatch.setattr(results.CsvAppender, "append", append)
+    rc, _, err = _run([*argv, "--resume"], capsys)
+    assert rc == 0, err[-400:]
+    assert len((out / "results.csv").read_text().splitlines()) == 1 + 3 * 3
