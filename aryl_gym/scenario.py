@@ -7,6 +7,8 @@ independent child generators of ``numpy.random.SeedSequence(seed)``, and the sim
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from aryl_gym.config import ConfigError, ScenarioConfig, load_scenario
 from aryl_gym.sim.engine import Simulator
 from aryl_gym.sim.jobs import JobSpec
 from aryl_gym.sim.loaning import diurnal_utilization, load_utilization_csv
-from aryl_gym.workload.generator import generate_jobs
+from aryl_gym.workload.generator import expected_batches, generate_jobs
 from aryl_gym.workload.paths import resolve_data_path
 
 
@@ -60,6 +62,25 @@ def load_jobs(cfg: ScenarioConfig, rng: np.random.Generator, data_root: str | No
 
         return load_scenario_trace(cfg, rng, data_root=data_root)
     return generate_jobs(cfg, rng)
+
+
+#: a generated scenario whose seeds draw no job more often than this is warned about (an env's
+#: ``reset(seed=...)`` raises ConfigError for such a seed)
+EMPTY_SEED_WARN = 1e-3
+
+
+def warn_if_seeds_may_be_empty(cfg: ScenarioConfig) -> float:
+    """Warn (``UserWarning``) when ``cfg``'s generated workload is so small that a noticeable share
+    of seeds draws no job (:func:`make_episode` then raises ConfigError for them, so a training
+    loop would stop at a random reset); returns that share (0 with ``num_jobs`` or a trace)."""
+    lam = expected_batches(cfg)
+    share = math.exp(-lam) if lam is not None else 0.0
+    if share > EMPTY_SEED_WARN:
+        warnings.warn(
+            f"{cfg.source}: an episode draws {lam:.2g} batches of jobs on average, so about "
+            f"{100 * share:.2g}% of seeds draw no job and reset() raises ConfigError for them; raise "
+            "workload.load or workload.duration_hours, or set workload.num_jobs", UserWarning, stacklevel=3)
+    return share
 
 
 def make_episode(

@@ -36,7 +36,13 @@ from aryl_gym.envs.options import RENDER_MODES, EnvOptions, ReclaimFn, check_job
 from aryl_gym.envs.render import render_ansi, render_rgb
 from aryl_gym.envs.reward import RewardTracker, accrued, parse_weights
 from aryl_gym.metrics import episode_result
-from aryl_gym.scenario import Episode, _seed_streams, fresh_future, make_episode
+from aryl_gym.scenario import (
+    Episode,
+    _seed_streams,
+    fresh_future,
+    make_episode,
+    warn_if_seeds_may_be_empty,
+)
 from aryl_gym.sim.engine import Simulator
 from aryl_gym.sim.jobs import JobSpec, JobState
 from aryl_gym.sim.placement import grow_job, plan
@@ -228,6 +234,7 @@ class ArylEnv(gym.Env):
         self.config = in_world(
             scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario), self.world_version
         )
+        warn_if_seeds_may_be_empty(self.config)  # a tiny generated workload: some seeds draw no job
         self.action_mode = opts.action_mode
         self.k = opts.window
         c = self.config.cluster

@@ -43,7 +43,7 @@ from aryl_gym.envs.reward import RewardTracker, parse_weights
 from aryl_gym.metrics import episode_result
 from aryl_gym.reclaim_features import F_CONTEXT_V1, F_SERVER_V1, ReclaimState
 from aryl_gym.reclaim_snapshots import load_snapshots
-from aryl_gym.scenario import make_episode
+from aryl_gym.scenario import make_episode, warn_if_seeds_may_be_empty
 from aryl_gym.sim.engine import STALL_HOURS, Simulator, check_stall_hours
 from aryl_gym.sim.jobs import JobSpec
 from aryl_gym.sim.view import ClusterView, Decision
@@ -279,6 +279,7 @@ class ArylReclaimEnv(gym.Env):
         self.config = in_world(
             scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario), self.world_version
         )
+        warn_if_seeds_may_be_empty(self.config)  # a tiny generated workload: some seeds draw no job
         if allocator not in policy_names():
             # Aryl may be absent in a partial checkout: fall back to a loaning-free baseline
             # would make reclaims impossible, so insist on a known name.

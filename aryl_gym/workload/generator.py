@@ -421,6 +421,23 @@ def _sizes_for_n(w: WorkloadConfig, n: int, draw_single, rng: np.random.Generato
     return single[:nb], sizes
 
 
+def expected_batches(cfg: ScenarioConfig) -> float | None:
+    """The mean number of batches (each of at least one job) an episode of ``cfg`` draws: the
+    Poisson mean :func:`generate_jobs` draws their count from; None with ``num_jobs`` (every
+    episode has exactly that many jobs) or a trace. ``exp(-expected_batches)`` is the share of
+    seeds that draw no job at all."""
+    w = cfg.workload
+    if w.num_jobs is not None or w.trace:
+        return None
+    max_gpus, max_g, slots = _max_gpus(cfg), _max_g(cfg), _slots(cfg)
+    rate = w.load * cfg.cluster.train_gpus / _expected_gpu_seconds(w, max_gpus, max_g, slots)
+    e1, em = _mean_sizes(w)
+    p_single = batch_single_share(w)
+    mean_s = max(p_single * e1 + (1.0 - p_single) * em, 1e-9)
+    horizon = w.duration_hours * 3600.0
+    return float(rate * horizon / mean_s)
+
+
 def generate_jobs(cfg: ScenarioConfig, rng: np.random.Generator) -> list[JobSpec]:
     """Draw one trace for ``cfg``; all randomness comes from ``rng``."""
     w = cfg.workload
@@ -444,11 +461,9 @@ def generate_jobs(cfg: ScenarioConfig, rng: np.random.Generator) -> list[JobSpec
         _, sizes = _sizes_for_n(w, w.num_jobs, draw_single, rng)
         d = {k: np.concatenate([x[k] for x in shapes])[: len(sizes)] for k in shapes[0]}
     else:
-        rate = w.load * cfg.cluster.train_gpus / _expected_gpu_seconds(w, max_gpus, max_g, slots)
-        e1, em = _mean_sizes(w)
-        p_single = batch_single_share(w)
-        mean_s = max(p_single * e1 + (1.0 - p_single) * em, 1e-9)
-        nb = int(rng.poisson(rate * horizon / mean_s))
+        mean_batches = expected_batches(cfg)
+        assert mean_batches is not None
+        nb = int(rng.poisson(mean_batches))
         d = _draw_jobs(w, max_gpus, max_g, nb, rng, per_batch=True, slots=slots)
         sizes = _batch_sizes(w, (d["g"] * d["w_req"]) == 1, rng)
     times, batch = _batch_times(w, sizes, horizon, rng)
