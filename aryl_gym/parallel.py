@@ -70,7 +70,13 @@ def local_map(fn: Callable[[T], R], tasks: Sequence[T], workers: int) -> Iterato
         finished = True
     finally:
         # On an interruption do not wait for the tasks in flight (their results would be lost
-        # anyway); what finished has been yielded.
+        # anyway); what finished has been yielded. Their workers are ended too: shutdown(wait=
+        # False) alone leaves them running, and the interpreter's exit waits for them (was: an
+        # interrupted run took as long as its longest episode in flight to exit)
+        if not finished:
+            procs = getattr(pool, "_processes", None) or {}  # no public way before Python 3.14
+            for proc in list(procs.values()):
+                proc.terminate()
         pool.shutdown(wait=finished, cancel_futures=True)
 
 
