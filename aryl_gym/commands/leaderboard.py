@@ -187,11 +187,11 @@ def run(args: argparse.Namespace) -> int:
         from aryl_gym.episodes import run_interruptible
 
         # SIGTERM ends it as Ctrl-C does, with one line and exit 143 (was: killed without a word)
-        out = args.out or f"results/{rs.load_reclaim_suite(args.suite).name}"
+        rs_out = str(args.out or Path("results") / rs.load_reclaim_suite(args.suite).name)
         return run_interruptible(lambda: rs.run_cli(args), f"aryl-gym leaderboard --suite {args.suite} "
-                                 f"--out {out} --resume",
-                                 f"finished rows are kept in {out}/results.csv; rerun with --resume to "
-                                 "finish the rest")
+                                 f"--out {rs_out} --resume",
+                                 f"finished rows are kept in {rs_out}/results.csv; rerun with --resume "
+                                 "to finish the rest")
     suite = load_suite(args.suite, allow_missing=args.allow_missing)
     if args.agent:
         names = [n for n, _ in args.agent]
