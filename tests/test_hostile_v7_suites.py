@@ -244,6 +244,15 @@ def test_a_suite_with_nothing_to_run_is_an_error(tmp_path: Path, capsys: pytest.
                          "--no-plots", "--no-tensorboard", "--data-root", str(tmp_path)], capsys)
     assert rc == 2 and "no episode of suite 'hv7' can run here" in err and "nosuch.csv" in err, err[-400:]
     assert "--data-root" in err and not out and not (tmp_path / "out" / "leaderboard.md").exists()
+    # nothing was computed: the folder this run made is gone again (was: left behind with its
+    # owner marker, so the rerun after the fix needed --overwrite or another --out)
+    assert not (tmp_path / "out").exists()
+    # a folder that was there before is kept as it was
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    rc, _, err = _run(["leaderboard", "--suite", str(suite), "--out", str(tmp_path / "mine"), "--no-progress",
+                       "--no-plots", "--no-tensorboard", "--data-root", str(tmp_path)], capsys)
+    assert rc == 2 and (tmp_path / "mine" / "notes.txt").read_text() == "keep"
 
 
 def test_reclaim_suite_sigterm_says_what_is_kept_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

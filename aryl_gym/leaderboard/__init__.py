@@ -22,6 +22,7 @@ imports matplotlib, TensorBoard, rliable, Ray or torch at import time.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from aryl_gym.fileio import DirLock, claim_folder
 from aryl_gym.leaderboard.report import render_console, write_report
 from aryl_gym.leaderboard.results import series_for
 from aryl_gym.leaderboard.runner import (
+    NothingToRunError,
     RunOptions,
     RunSummary,
     _run_suite_checked,
@@ -91,10 +93,18 @@ def run_leaderboard(
     # an agent given with --agent that cannot be loaded stops the run before the folder is
     # created or claimed (was: an empty folder with its marker was left behind)
     check_named_agents(suite)
-    # the folder stays locked while the tables, plots and logs are written too
-    with DirLock(prepare_out_dir(out_dir)):
-        claim_folder(Path(out_dir), "leaderboard")
-        return _run_leaderboard_locked(suite, out_dir, opts, plots, tensorboard, say)
+    created = not Path(out_dir).exists()
+    try:
+        # the folder stays locked while the tables, plots and logs are written too
+        with DirLock(prepare_out_dir(out_dir)):
+            claim_folder(Path(out_dir), "leaderboard")
+            return _run_leaderboard_locked(suite, out_dir, opts, plots, tensorboard, say)
+    except NothingToRunError:
+        # nothing was computed: a folder made by this run goes again (was: left behind, empty
+        # but for its owner marker, so the next run needed --overwrite or another --out)
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
 
 
 def _run_leaderboard_locked(

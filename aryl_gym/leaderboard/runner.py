@@ -72,6 +72,11 @@ class AgentLoadError(ConfigError):
     the run stops instead of skipping it (a suite's own agents are skipped with a note)."""
 
 
+class NothingToRunError(ConfigError):
+    """No episode of the suite can run here (every scenario or entrant skipped): nothing was
+    computed, so a folder this run created is removed again."""
+
+
 def _agent_load_error(name: str, source: str, why: str) -> AgentLoadError:
     why = " ".join(why.split())  # one line
     return AgentLoadError(
@@ -351,7 +356,7 @@ def _run_suite_locked(
     if not runnable:
         # was: 0 episodes, an empty table and exit 0 (e.g. every scenario's trace missing)
         why = "; ".join(f"{k}: {v}" for k, v in summary.skipped.items())
-        raise ConfigError(f"no episode of suite {suite.name!r} can run here ({why}); fix that (e.g. "
+        raise NothingToRunError(f"no episode of suite {suite.name!r} can run here ({why}); fix that (e.g. "
                           "--data-root DIR for the traces) and rerun")
     store = _Rows(out, done)
     try:
