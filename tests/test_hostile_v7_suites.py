@@ -295,3 +295,18 @@ def test_reclaim_suite_sigterm_says_what_is_kept_and_resumes(tmp_path: Path, mon
     rc, _, err = _run([*argv, "--resume"], capsys)
     assert rc == 0, err[-400:]
     assert len((out / "results.csv").read_text().splitlines()) == 1 + 3 * 3
+
+
+def test_one_scenario_file_under_two_names_is_refused(tmp_path: Path) -> None:
+    """Was: ``tiny`` and ``configs/scenarios/tiny.yaml`` (the same file) ran as two scenarios of
+    the table, every episode twice."""
+    from aryl_gym.config import ConfigError, configs_dir
+    from aryl_gym.leaderboard.suites import suite_from_dict
+
+    same = str(configs_dir() / "scenarios" / "tiny.yaml")
+    with pytest.raises(ConfigError, match=r"scenarios 'tiny' and '.*tiny.yaml' are the same scenario file"):
+        suite_from_dict(_suite(scenarios=["tiny", same]))
+    # two files with the same content are two scenarios (the user named them apart)
+    copy = tmp_path / "tiny-copy.yaml"
+    copy.write_text(Path(same).read_text())
+    assert len(suite_from_dict(_suite(scenarios=["tiny", str(copy)])).scenarios) == 2

@@ -265,15 +265,23 @@ def _check_scenarios(entries: list[NamedEntry], source: str, check: bool) -> tup
     if dup:
         raise ConfigError(f"{source}: scenarios has duplicates: {dup[0]!r}")
     kept, missing = [], []
+    files: dict[str, str] = {}  # the scenario file each entry names -> the entry
     for e in entries:
         if check:
             try:
-                load_scenario(e.name)
+                cfg = load_scenario(e.name)
             except ConfigError as exc:
                 if e.optional:
                     missing.append(e.name)
                     continue
                 raise ConfigError(f"{source}: scenarios: {exc}") from None
+            # one file under two names (was: run twice, as two scenarios of the table)
+            where = os.path.realpath(cfg.source) if cfg.source and os.path.isfile(cfg.source) else None
+            if where is not None:
+                if where in files:
+                    raise ConfigError(f"{source}: scenarios {files[where]!r} and {e.name!r} are the same "
+                                      f"scenario file ({where}); list it once")
+                files[where] = e.name
         kept.append(e.name)
     if not kept:
         raise ConfigError(f"{source}: none of the suite's scenarios is available ({', '.join(missing)})")
