@@ -66,6 +66,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -299,6 +300,18 @@ def _infos(ep: _Episode, components: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def _check_writable(folder: Path) -> None:
+    """A ValueError, before any episode is recorded, when ``folder`` cannot be made (was: a
+    datasets folder that is a file, or read-only, failed in Minari after every episode ran)."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        why = "is not a folder" if not probe.is_dir() else "is not writable"
+        raise ValueError(f"cannot write Minari dataset folder {folder}: {probe} {why}; give a writable "
+                         "--minari-path (or $MINARI_DATASETS_PATH)")
+
+
 def write_dataset(
     dataset_id: str,
     scenario: str | Path,
@@ -331,6 +344,7 @@ def write_dataset(
         if not overwrite:
             raise ValueError(f"Minari dataset {dataset_id} exists ({folder}); pass --overwrite to replace "
                              "it, or record under another version (--dataset-id ...-v1)")
+    _check_writable(folder)
     # as the user typed it, a relative path failed on replay from another folder; and without the
     # configuration's hash an edited file went unnoticed
     scenario = scenario_ref(scenario)
@@ -351,7 +365,9 @@ def write_dataset(
             for n, ep in enumerate(eps)
         ]
         if folder.exists():  # overwrite: only once the new episodes are recorded
-            minari.delete_dataset(dataset_id)
+            # minari prints "Dataset ... deleted!" on stdout: was: before the JSON of --json
+            with contextlib.redirect_stdout(sys.stderr):
+                minari.delete_dataset(dataset_id)
         opts = env.unwrapped.options  # type: ignore[attr-defined]  # ArylEnv's EnvOptions
         # the spec as JSON: the registered vector entry point (a callable) is not part of it
         assert env.spec is not None  # made by gym.make
@@ -410,6 +426,10 @@ def load_dataset(ref: str | Path) -> Any:
     try:
         ds = minari.load_dataset(dataset_id)
     except (FileNotFoundError, ValueError) as exc:
+        if (dataset_folder(dataset_id) / "data" / "metadata.json").is_file():  # was: "not found"
+            raise ValueError(f"Minari dataset {dataset_id} ({dataset_folder(dataset_id)}) is damaged: its "
+                             f"metadata does not load ({exc}); record it again with `aryl-gym demos --format "
+                             "minari ... --overwrite`") from None
         raise FileNotFoundError(
             f"Minari dataset {dataset_id}: not found under {dataset_folder(dataset_id).parent} ({exc}); "
             "record one with `aryl-gym demos --format minari` or set MINARI_DATASETS_PATH") from None
@@ -429,6 +449,17 @@ def recover_environment(dataset: Any, eval_env: bool = False, **kwargs: Any) -> 
     return ds.recover_environment(eval_env=eval_env, **kwargs)
 
 
+def _episodes(ds: Any, dataset_id: str) -> Iterator[Any]:
+    """``ds.iterate_episodes()``; a missing or cut episode file is a ValueError naming the
+    dataset (was: a bare path, or pyarrow's "Not an Arrow file")."""
+    try:
+        yield from ds.iterate_episodes()
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise ValueError(f"Minari dataset {dataset_id} ({dataset_folder(dataset_id)}) is damaged: an episode "
+                         f"does not load ({type(exc).__name__}: {exc}); record it again with `aryl-gym demos "
+                         "--format minari ... --overwrite`") from None
+
+
 def load_minari_demos(ref: str | Path) -> dict[str, Any]:
     """A Minari dataset as the demonstrations of :func:`aryl_gym.train.bc.load_demos`: one row per
     step (the observation the action was chosen on; each episode's last observation dropped):
@@ -438,7 +469,7 @@ def load_minari_demos(ref: str | Path) -> dict[str, Any]:
     dataset_id = minari_id(ref)
     obs: dict[str, list[np.ndarray]] = {}
     actions, rewards, dones = [], [], []
-    for ep in ds.iterate_episodes():
+    for ep in _episodes(ds, dataset_id):
         o = ep.observations
         if not isinstance(o, dict):
             o = {"obs": o}

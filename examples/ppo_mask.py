@@ -38,7 +38,7 @@ import torch.nn as nn
 from torch.distributions.categorical import Categorical
 from torch.utils.tensorboard import SummaryWriter
 
-import aryl_gym  # noqa: F401  (registers the environments)
+import aryl_gym  # registers the environments; aryl_gym.ConfigError below
 
 #: the logit given to masked actions (exp() of it is 0 in float32)
 MASKED_LOGIT = -1e8
@@ -88,6 +88,33 @@ def positive(kind: type):
     return check
 
 
+def in_range(lo: float, hi: float, lo_open: bool = False):
+    """A float in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``); was: ``--gamma -1`` or
+    ``--clip-coef 0`` trained without a word on a discount or a clip that makes no sense."""
+    def check(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (lo < v if lo_open else lo <= v) or not v <= hi:
+            raise argparse.ArgumentTypeError(f"expected a number in {'(' if lo_open else '['}{lo:g}, {hi:g}], "
+                                             f"got {text!r}")
+        return v
+    return check
+
+
+def seed_arg(text: str) -> int:
+    """A seed numpy takes (``np.random.seed``: 0 to 2**32 - 1); was: ``--seed -1`` made the run
+    folder, then failed with numpy's traceback."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= v < 2**32:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**32), got {text!r}")
+    return v
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -98,18 +125,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--total-timesteps", type=positive(int), default=200_000, help="env steps, all envs together")
     p.add_argument("--num-envs", type=positive(int), default=8)
     p.add_argument("--num-steps", type=positive(int), default=256, help="steps per env per rollout")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=seed_arg, default=1)
     p.add_argument("--learning-rate", type=positive(float), default=3e-4)
     p.add_argument("--anneal-lr", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--gamma", type=float, default=0.995)
-    p.add_argument("--gae-lambda", type=float, default=0.95)
+    p.add_argument("--gamma", type=in_range(0, 1), default=0.995)
+    p.add_argument("--gae-lambda", type=in_range(0, 1), default=0.95)
     p.add_argument("--num-minibatches", type=positive(int), default=4)
     p.add_argument("--update-epochs", type=positive(int), default=4)
-    p.add_argument("--clip-coef", type=float, default=0.2)
-    p.add_argument("--ent-coef", type=float, default=0.01)
-    p.add_argument("--vf-coef", type=float, default=0.5)
-    p.add_argument("--max-grad-norm", type=float, default=0.5)
-    p.add_argument("--target-kl", type=float, default=None)
+    p.add_argument("--clip-coef", type=positive(float), default=0.2)
+    p.add_argument("--ent-coef", type=in_range(0, float("inf")), default=0.01)
+    p.add_argument("--vf-coef", type=in_range(0, float("inf")), default=0.5)
+    p.add_argument("--max-grad-norm", type=positive(float), default=0.5)
+    p.add_argument("--target-kl", type=positive(float), default=None)
     p.add_argument("--hidden", type=positive(int), default=128, help="width of the two hidden layers")
     p.add_argument("--torch-threads", type=positive(int), default=1)
     p.add_argument("--out-dir", default="runs", help="the run folder goes here")
@@ -123,9 +150,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if a.batch_size % a.num_minibatches:
         p.error(f"num_envs x num_steps = {a.batch_size} must divide into --num-minibatches {a.num_minibatches}")
     a.minibatch_size = a.batch_size // a.num_minibatches
-    a.num_iterations = max(1, a.total_timesteps // a.batch_size)
+    # was: a minibatch of one step normalised its advantage by a std of NaN, and the run died
+    # with a traceback of NaN logits after its first update
+    if a.minibatch_size < 2:
+        p.error(f"num_envs x num_steps / --num-minibatches = {a.batch_size} / {a.num_minibatches} = "
+                f"{a.minibatch_size} step per minibatch; the advantage normalisation needs at least 2: "
+                "lower --num-minibatches")
+    # was: max(1, ...) ran a whole rollout of batch_size steps when fewer were asked
+    if a.total_timesteps < a.batch_size and not a.eval_only:
+        p.error(f"--total-timesteps {a.total_timesteps} is less than one rollout (num_envs x num_steps = "
+                f"{a.batch_size}); raise it, or lower --num-envs / --num-steps")
+    a.num_iterations = a.total_timesteps // a.batch_size
     if a.eval_only and not a.eval_seeds:
         p.error("--eval-only needs --eval-seeds")
+    if a.eval_only and not Path(a.eval_only).is_file():  # was: torch.load's FileNotFoundError traceback
+        p.error(f"--eval-only {a.eval_only}: no such file; give a model.pt that this script saved")
+    # was: overridden by --scenario without a word
+    if "scenario" in a.env_kwargs:
+        p.error("--env-kwargs sets 'scenario'; give the scenario with --scenario instead")
     return a
 
 
@@ -216,7 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.torch_threads)
 
     if args.eval_only:
-        ck = torch.load(args.eval_only, map_location="cpu", weights_only=False)
+        try:
+            ck = torch.load(args.eval_only, map_location="cpu", weights_only=False)
+        except Exception as exc:  # was: torch's unpickling traceback for a file that is no model
+            raise SystemExit(f"--eval-only {args.eval_only}: not a model.pt this script saved ({exc})") from None
         agent = Agent(ck["obs_dim"], ck["n_actions"], ck["args"]["hidden"])
         agent.load_state_dict(ck["state_dict"])
         rows = evaluate(agent, ck["env_id"], ck["env_kwargs"], ck["obs_keys"], args.eval_seeds)
@@ -226,22 +271,28 @@ def main(argv: list[str] | None = None) -> int:
     env_kwargs = {"action_mode": "sequential", **args.env_kwargs, "scenario": args.scenario}
     run_name = args.run_name or f"{args.env_id.replace('/', '-')}__ppo_mask__{args.seed}__{int(time.time())}"
     run_dir = Path(args.out_dir) / run_name
-    writer = SummaryWriter(str(run_dir))
-    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(
-        f"|{k}|{v}|" for k, v in sorted(vars(args).items())))
 
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
 
-    # same_step autoreset: the step that ends an episode returns the next episode's first obs
-    envs = gym.make_vec(args.env_id, num_envs=args.num_envs, autoreset_mode="same_step", **env_kwargs)
+    # the envs are made before the run folder: was: an unknown --scenario, --env-id or env keyword
+    # left an empty run folder and a traceback
+    try:
+        # same_step autoreset: the step that ends an episode returns the next episode's first obs
+        envs = gym.make_vec(args.env_id, num_envs=args.num_envs, autoreset_mode="same_step", **env_kwargs)
+    except (aryl_gym.ConfigError, gym.error.Error, TypeError, ValueError) as exc:
+        raise SystemExit(f"cannot make {args.env_id} with {env_kwargs} (--env-id, --scenario, --env-kwargs): "
+                         f"{exc}") from None
     space = envs.single_observation_space
     act_space = envs.single_action_space
     if not isinstance(space, gym.spaces.Dict) or "action_mask" not in space.spaces:
         raise SystemExit(f"{args.env_id}: needs a Dict observation with an 'action_mask' key")
     if not isinstance(act_space, gym.spaces.Discrete):
         raise SystemExit(f"{args.env_id}: needs a Discrete action space (action_mode sequential), got {act_space}")
+    writer = SummaryWriter(str(run_dir))
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(
+        f"|{k}|{v}|" for k, v in sorted(vars(args).items())))
     keys = obs_keys(space)
     n_actions = int(act_space.n)
     next_obs_d, _ = envs.reset(seed=args.seed)
