@@ -678,10 +678,16 @@ def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:
             model = cls.load(str(model_path), env=env, device="cpu")
             algo = a
             break
-        except (ValueError, KeyError, RuntimeError) as exc:  # wrong class for this zip
+        except (ValueError, KeyError, RuntimeError, TypeError) as exc:  # wrong class for this zip
+            # TypeError too: was a traceback when the config's algo (edited, or another run's
+            # config) is not the zip's, e.g. PPO building a MaskablePPO zip's policy ("unexpected
+            # keyword argument 'use_sde'")
             errors.append(f"{a}: {exc}")
     if model is None or algo is None:
-        raise ConfigError(f"cannot load {model_path} as an SB3 model: {'; '.join(errors)}")
+        said = (f"; its config {cfg_path} says algo: {config['algo']}, which may not be the algorithm that "
+                "saved it: restore the config from the run, or delete it to try maskable_ppo and ppo"
+                if config.get("algo") else "")
+        raise ConfigError(f"cannot load {model_path} as an SB3 model: {'; '.join(errors)}{said}")
     obs_norm = None
     if vn_path is not None:
         with open(vn_path, "rb") as fh:

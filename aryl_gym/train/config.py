@@ -600,3 +600,37 @@ def _check_range(k: str, v: Any, source: str) -> None:
         hi_s = "]" if hi_in else ")"
         hi_txt = "inf" if hi == math.inf else f"{hi:g}"
         raise ConfigError(f"{source}: hyperparameter {k}: {v!r} is outside {lo_s}{lo:g}, {hi_txt}{hi_s}")
+
+
+def check_rollout_sizes(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: int,
+                        source: str = "config") -> None:
+    """``batch_size`` against the rollout an on-policy update splits, ``n_steps * n_envs`` (the
+    algorithm's defaults where the config gives none). Was: not checked (SB3's PPO asserts some
+    of it with a traceback, MaskablePPO nothing): ``batch_size`` above the rollout was silently
+    cut to it; one that did not divide it left a short last mini-batch, and a mini-batch (or
+    rollout) of one step made advantage normalisation divide by a NaN std, failing mid-run
+    after the run folder was made."""
+    sig = inspect.signature(algo_cls).parameters
+    if "n_steps" not in sig or "batch_size" not in sig:
+        return  # not a PPO-style rollout (A2C uses the whole rollout, DQN a replay buffer)
+
+    def given(k: str) -> Any:
+        return hyperparams[k] if k in hyperparams else sig[k].default
+
+    n_steps, batch = int(given("n_steps")), int(given("batch_size"))
+    normalize = given("normalize_advantage") if "normalize_advantage" in sig else False
+    rollout = n_steps * int(n_envs)
+    if normalize and rollout < 2:
+        raise ConfigError(f"{source}: n_steps * n_envs = {n_steps} * {n_envs} = {rollout} step per "
+                          "rollout: advantage normalisation needs at least 2; raise n_steps")
+    if normalize and batch < 2:
+        raise ConfigError(f"{source}: hyperparameter batch_size: {batch} is one step per mini-batch, whose "
+                          "advantage normalisation is NaN; give batch_size >= 2 (or normalize_advantage: false)")
+    if batch > rollout or rollout % batch:
+        fits = max(d for d in range(1, min(batch, rollout) + 1) if rollout % d == 0)
+        why = (f"is larger than the rollout n_steps * n_envs = {n_steps} * {n_envs} = {rollout} "
+               f"(its mini-batches would hold {rollout} steps, not {batch})" if batch > rollout else
+               f"does not divide the rollout n_steps * n_envs = {n_steps} * {n_envs} = {rollout} "
+               f"(every update would end on a mini-batch of {rollout % batch})")
+        raise ConfigError(f"{source}: hyperparameter batch_size: {batch} {why}; give a batch_size that "
+                          f"divides {rollout} (e.g. {fits}), or change n_steps / --n-envs")

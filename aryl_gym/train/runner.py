@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ from aryl_gym.train.config import (
     algo_class,
     check_eval_sets,
     check_hyperparams,
+    check_rollout_sizes,
     config_from_run_dict,
     dagger_worlds,
     scenario_key,
@@ -272,6 +273,7 @@ def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
     cls = model_class(cfg)
     check_hyperparams(algo_class(cfg.algo), cfg.hyperparams, f"algo config ({cfg.algo})",
                       cls if cfg.model_class else None)
+    check_rollout_sizes(cls, cfg.hyperparams, cfg.n_envs, f"algo config ({cfg.algo})")
     # SB3 seeds numpy's legacy generator (np.random.seed) with the run seed, which must be below
     # 2**32 (was: "Seed must be between 0 and 2**32 - 1" after the run folder was made); the envs'
     # own seeds (seed + i) go to numpy Generators, which take any size
@@ -279,6 +281,17 @@ def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
         raise ConfigError(
             f"seed {cfg.seed} is above {SB3_MAX_SEED} (2**32 - 1, the largest seed SB3 accepts: it "
             f"seeds numpy's legacy generator with it); give a seed from 0 to {SB3_MAX_SEED}")
+    if cfg.eval.freq > 0 and cfg.pair_group < 2:
+        # env i's first episode plays seed + i (EnvFactory; pairing draws its own): an evaluation
+        # seed among them replays a training trace (was: accepted, "held out" seeds that were not)
+        train_first = range(int(cfg.seed), int(cfg.seed) + int(cfg.n_envs))
+        clash = [x for x in cfg.eval.seeds if x in train_first]
+        if clash:
+            raise ConfigError(
+                f"eval.seeds {clash[0]} is also a training seed (--seed {cfg.seed} with n_envs {cfg.n_envs} "
+                f"trains on seeds {train_first[0]}-{train_first[-1]} first), so the evaluation would not be "
+                f"held out; give other --eval-seeds (e.g. {train_first[-1] + 1}-{train_first[-1] + 3}) "
+                "or another --seed")
     # the files the run reads, before a run folder exists (they used to fail after it was made)
     if cfg.bc.demos:
         load_demos(cfg.bc.demos)  # missing, damaged or of the wrong layout: a ConfigError
@@ -311,7 +324,30 @@ def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         first = first.split(" was raised from the environment creator")[0]
         raise ConfigError(f"env_kwargs {dict(cfg.env_kwargs)}: the env rejects them: {first}") from None
-    env.close()
+    try:
+        check_policy(cfg, cls, env)
+    finally:
+        env.close()
+
+
+def check_policy(cfg: TrainConfig, cls: Any, env: Any) -> None:
+    """``policy`` and ``policy_kwargs``, by building the policy once on ``env``'s spaces. Was: an
+    unknown policy name, an unknown ``policy_kwargs`` key or a ``net_arch`` of text failed in
+    SB3's constructor (a traceback, or a bare "Policy X unknown") after the run folder was made."""
+    policy = resolve_policy(cfg.policy)
+    if isinstance(policy, str):
+        aliases = getattr(cls, "policy_aliases", {})
+        if policy not in aliases:
+            raise ConfigError(f"policy {policy!r}: not a policy of {cls.__name__}; choose one of "
+                              f"{', '.join(sorted([*aliases, *POLICIES]))}")
+        policy = aliases[policy]
+    kwargs = resolve_policy_kwargs(dict(cfg.policy_kwargs))
+    try:
+        policy(env.observation_space, env.action_space, lambda _: 0.0, **kwargs)
+    except (TypeError, ValueError, KeyError, AttributeError, RuntimeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"policy_kwargs {dict(cfg.policy_kwargs)}: {policy.__name__} rejects them: {first}; "
+                          "see the policy's arguments (e.g. net_arch: [64, 64], activation_fn: tanh)") from None
 
 
 def build_model(cfg: TrainConfig, venv: Any, verbose: int = 0) -> Any:
@@ -470,6 +506,59 @@ def resume_plan(ckpt: Path, total: int) -> tuple[Path | None, int]:
     return run_dir, steps or 0
 
 
+def check_resume(cfg: TrainConfig, ckpt: Path, origin: Path | None, data_root: str | None = None) -> None:
+    """A checkpoint ``cfg`` cannot continue, as a ConfigError before a run folder is made. Was: a
+    zip of another algorithm (or policy) or another env's spaces failed inside SB3's ``load``
+    with a traceback, after the run folder was made; and SB3's ``load`` keeps the zip's own
+    hyperparameters and network, so ``--resume X --set learning_rate=...`` (or ``--config``
+    with other hyperparameters) trained on with the old ones without a word, while the run's
+    config.yaml was rewritten to claim the new ones."""
+    # stable-baselines3 (the train extra, torch): imported when used
+    from stable_baselines3.common.save_util import json_to_data
+
+    try:
+        with zipfile.ZipFile(ckpt) as zf:
+            data = json_to_data(zf.read("data").decode())
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise ConfigError(f"--resume {ckpt}: not a model .zip that SB3 saved ({exc})") from None
+    cls = model_class(cfg)
+    want = resolve_policy(cfg.policy)
+    want = cls.policy_aliases.get(want, want) if isinstance(want, str) else want
+    saved = data.get("policy_class")
+    if isinstance(saved, type) and isinstance(want, type) and not issubclass(saved, want):
+        raise ConfigError(f"--resume {ckpt}: the checkpoint holds a {saved.__name__}, but this config "
+                          f"trains {cfg.algo} with a {want.__name__}; resume with the config of the run "
+                          "that saved it (leave out --config), or start a new run")
+    env = EnvFactory(cfg, data_root)()
+    try:
+        for what in ("observation_space", "action_space"):
+            if what in data and data[what] != getattr(env, what):
+                raise ConfigError(f"--resume {ckpt}: the checkpoint's {what.replace('_', ' ')} differs "
+                                  f"from this config's env (env_kwargs {dict(cfg.env_kwargs)}); resume "
+                                  "with the run's own env_kwargs (drop --env), or start a new run")
+    finally:
+        env.close()
+    if origin is None:
+        return
+    run = load_run_config(origin)
+    for key in ("hyperparams", "policy_kwargs", "policy", "model_class", "normalize_obs", "normalize_reward"):
+        was, now = getattr(run, key), getattr(cfg, key)
+        if isinstance(was, Mapping):
+            diff = [k for k in sorted(set(was) | set(now)) if was.get(k) != now.get(k)]
+            if not diff:
+                continue
+            k = diff[0]
+            what = (f"{key}.{k} {repr(now[k]) if k in now else 'unset'} "
+                    f"(the run has {repr(was[k]) if k in was else 'it unset'})")
+        elif was != now:
+            what = f"{key} {now!r} (the run has {was!r})"
+        else:
+            continue
+        raise ConfigError(f"--resume {ckpt}: {what}: a resumed model keeps the settings it was saved "
+                          f"with, so this would be ignored; drop the change (--set, --config), or start "
+                          f"a new run from its weights: --init-from {ckpt}")
+
+
 def _vecnormalize_for(ckpt: Path) -> Path | None:
     """The VecNormalize pickle saved next to a checkpoint or final model."""
     stem = ckpt.stem
@@ -553,6 +642,7 @@ def train(
     if ckpt is not None:
         origin = checkpoint_run_dir(ckpt)
         run_dir, ck_steps = resume_plan(ckpt, int(cfg.total_timesteps))
+        check_resume(cfg, ckpt, origin, data_root)
         if run_dir is None and origin is not None:
             later = later_state(origin, ck_steps)
             run_dir = new_run_dir(cfg, origin.parent)
