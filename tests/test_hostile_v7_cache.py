@@ -23,9 +23,9 @@ import pytest
 
 from aryl_gym import episodes as ep
 from aryl_gym import reproduce as rp
-from aryl_gym.cli import main
 from aryl_gym.fileio import pid_alive
 from aryl_gym.scenario import load_scenario
+from tests.test_hostile_v2 import _cli  # aryl-gym ARGV: exit code, stdout, stderr
 
 ROOT = Path(__file__).resolve().parents[1]
 _RP = ["reproduce", "--scale", "tiny", "--seeds", "1", "--rows", "jct-aryl-baseline", "--no-progress"]
@@ -34,12 +34,6 @@ _REL = ["calibrate", "--relevance", "--scenarios", "tiny", "--policies", "fifo",
 
 def _quiet(msg: str) -> None:
     pass
-
-
-def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    rc = main(argv)
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
 
 
 def _task(policy: str = "fifo", seed: int = 0) -> ep.EpisodeTask:

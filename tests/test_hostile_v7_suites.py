@@ -6,8 +6,10 @@ that selects nothing, and an out-of-order message whose two times read the same.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,25 @@ from aryl_gym.config import ConfigError
 from aryl_gym.workload.traces import load_trace
 from aryl_gym.workload.traces_formats import TraceError
 from tests.test_hostile_v2 import _run  # aryl-gym ARGV: exit code, stdout, stderr
+
+
+class _Killed(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _sigterm_unhandled_fails(what: str) -> Iterator[None]:
+    """While the block runs, a SIGTERM the command under test does not handle raises here (the
+    old code let it reach the test) instead of killing pytest."""
+
+    def fallback(signum: int, frame: Any) -> None:
+        raise _Killed(f"SIGTERM was not handled by {what}")
+
+    previous = signal.signal(signal.SIGTERM, fallback)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _suite(**over: Any) -> dict[str, Any]:
@@ -109,20 +130,11 @@ def test_leaderboard_sigterm_says_what_is_kept_and_resumes(tmp_path: Path, monke
         os.kill(os.getpid(), signal.SIGTERM)  # as a batch scheduler stops a job
         return row
 
-    class Killed(Exception):
-        pass
-
-    def fallback(signum: int, frame: Any) -> None:  # the old code let SIGTERM reach the test
-        raise Killed("SIGTERM was not handled by the leaderboard")
-
-    previous = signal.signal(signal.SIGTERM, fallback)
     monkeypatch.setattr(runner._Rows, "put", put_then_term)
     argv = ["leaderboard", "--suite", str(suite), "--out", str(out), "--workers", "1", "--no-progress",
             "--no-plots", "--no-tensorboard"]
-    try:
+    with _sigterm_unhandled_fails("the leaderboard"):
         rc, _, err = _run(argv, capsys)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     assert rc == 143, err[-400:]
     lines = [ln for ln in err.splitlines() if ln.startswith("interrupted")]
     assert len(lines) == 1 and "1 of 4 episode(s) done" in lines[0], err[-400:]
@@ -275,19 +287,10 @@ def test_reclaim_suite_sigterm_says_what_is_kept_and_resumes(tmp_path: Path, mon
         if calls["n"] == 2:
             os.kill(os.getpid(), signal.SIGTERM)
 
-    class Killed(Exception):
-        pass
-
-    def fallback(signum: int, frame: Any) -> None:  # the old code let SIGTERM reach the test
-        raise Killed("SIGTERM was not handled by the reclaim suite")
-
-    previous = signal.signal(signal.SIGTERM, fallback)
     monkeypatch.setattr(results.CsvAppender, "append", append_then_term)
     argv = ["leaderboard", "--suite", str(suite), "--out", str(out), "--no-progress"]
-    try:
+    with _sigterm_unhandled_fails("the reclaim suite"):
         rc, _, err = _run(argv, capsys)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     assert rc == 143, err[-400:]
     lines = [ln for ln in err.splitlines() if ln.startswith("interrupted")]
     assert len(lines) == 1 and "rerun with --resume" in lines[0] and str(out) in lines[0], err[-400:]

@@ -153,10 +153,6 @@ def register_schema(schema: RowSchema) -> RowSchema:
     return schema
 
 
-def _known_schemas() -> list[RowSchema]:
-    return list(_SCHEMAS)
-
-
 def _some(names: list[str], n: int = 6) -> str:
     return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "") if names else "-"
 
@@ -278,7 +274,7 @@ def scan_rows(path: str | os.PathLike[str], schema: RowSchema = LEADERBOARD) -> 
         raise ConfigError(f"{p}: not a CSV file ({exc}); give a results.csv") from None
     COLUMNS = list(schema.columns)  # noqa: N806 - this file's schema
     if header != COLUMNS:
-        other = next((s for s in _known_schemas() if s.name != schema.name and list(s.columns) == header), None)
+        other = next((s for s in _SCHEMAS if s.name != schema.name and list(s.columns) == header), None)
         if other is not None:
             # was: "not this aryl-gym version's results schema (missing: <57 columns>; unexpected:
             # ...)" for the results of the other kind of suite in the same --out

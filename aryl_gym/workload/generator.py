@@ -84,7 +84,7 @@ def _max_g(cfg: ScenarioConfig) -> int:
     """The most GPUs per worker: 8, or the largest worker size (1, 2, 4) that a training server
     holds (was: ``min(8, GPUs per server)``, so a 6-GPU server gave 6-GPU workers, which no
     simulator accepts)."""
-    return int(_pow2_floor(np.array([min(8, cfg.cluster.train_gpus_per_server)]))[0])
+    return next(g for g in (8, 4, 2, 1) if g <= cfg.cluster.train_gpus_per_server)
 
 
 def _pow2_floor(g: np.ndarray) -> np.ndarray:
