@@ -313,3 +313,26 @@ def test_one_scenario_file_under_two_names_is_refused(tmp_path: Path) -> None:
     copy = tmp_path / "tiny-copy.yaml"
     copy.write_text(Path(same).read_text())
     assert len(suite_from_dict(_suite(scenarios=["tiny", str(copy)])).scenarios) == 2
+
+
+def test_a_scenario_path_beside_the_suite_file_gets_a_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scenario paths in a suite resolve against the working directory. Was: a path written
+    relative to the suite's own folder failed with "file not found" alone; now the error names
+    where the file is and the path to write."""
+    from aryl_gym.config import configs_dir
+    from aryl_gym.leaderboard.suites import load_suite
+
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "my.yaml").write_text((configs_dir() / "scenarios" / "tiny.yaml").read_text())
+    (sub / "s.yaml").write_text(yaml.safe_dump(_suite(scenarios=["my.yaml"])))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"not from the suite file's folder.*list it as 'sub/my.yaml'"):
+        load_suite("sub/s.yaml")
+    # the path the hint gives loads; a missing file elsewhere gets no hint
+    (sub / "s2.yaml").write_text(yaml.safe_dump(_suite(scenarios=["sub/my.yaml"])))
+    assert load_suite("sub/s2.yaml").scenarios == ("sub/my.yaml",)
+    (sub / "s3.yaml").write_text(yaml.safe_dump(_suite(scenarios=["nowhere.yaml"])))
+    with pytest.raises(ConfigError) as err:
+        load_suite("sub/s3.yaml")
+    assert "suite file's folder" not in str(err.value)

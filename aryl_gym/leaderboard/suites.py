@@ -258,6 +258,21 @@ def _check_name(name: Any, where: str, source: str) -> str:
     return name
 
 
+def _beside_suite(name: str, source: str) -> str:
+    """A hint for a relative scenario path that is missing from the working directory but sits
+    beside the suite file (paths in a suite resolve against the working directory, as on the
+    command line; the suite's own folder is not searched)."""
+    p = Path(name)
+    if p.is_absolute() or p.exists() or not (name.endswith((".yaml", ".yml")) or os.sep in name):
+        return ""
+    beside = Path(source).parent / p
+    if not beside.is_file():
+        return ""
+    return (f". Scenario paths in a suite are read from the working directory ({os.getcwd()}), not "
+            f"from the suite file's folder; the file is at {beside}: list it as {str(beside)!r} or "
+            "as an absolute path")
+
+
 def _check_scenarios(entries: list[NamedEntry], source: str, check: bool) -> tuple[list[str], list[str]]:
     """Scenario entries -> (kept, missing): an unknown optional scenario is skipped."""
     names = [e.name for e in entries]
@@ -274,7 +289,7 @@ def _check_scenarios(entries: list[NamedEntry], source: str, check: bool) -> tup
                 if e.optional:
                     missing.append(e.name)
                     continue
-                raise ConfigError(f"{source}: scenarios: {exc}") from None
+                raise ConfigError(f"{source}: scenarios: {exc}{_beside_suite(e.name, source)}") from None
             # one file under two names (was: run twice, as two scenarios of the table)
             where = os.path.realpath(cfg.source) if cfg.source and os.path.isfile(cfg.source) else None
             if where is not None:
