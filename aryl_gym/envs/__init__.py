@@ -73,6 +73,11 @@ def _vector_entry_name(env_id: str) -> str:
 for _id, (_entry, _vec, _world) in ENTRIES.items():
     if _vec:
         globals()[_vector_entry_name(_id)] = functools.partial(vector_entry, _id)
+# the multi-objective ids too: the batched env refuses their vector reward with a ValueError
+# naming MO-Gymnasium's vector env (was: Gymnasium's SyncVectorEnv, whose first step raised
+# numpy's "setting an array element with a sequence")
+for _id in MO_ENTRIES:
+    globals()[_vector_entry_name(_id)] = functools.partial(vector_entry, _id)
 
 
 def register_envs() -> None:
@@ -91,6 +96,7 @@ def register_envs() -> None:
     for env_id, world in MO_ENTRIES.items():
         if env_id not in registry:
             register(id=env_id, entry_point="aryl_gym.envs.mo:ArylMOEnv", disable_env_checker=True,
+                     vector_entry_point=f"{__name__}:{_vector_entry_name(env_id)}",
                      kwargs={"world_version": world})
 
 

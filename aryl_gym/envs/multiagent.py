@@ -64,6 +64,14 @@ def _int8_mask(space: spaces.Dict) -> spaces.Dict:
     return spaces.Dict(out)
 
 
+def _check_agent(agent: object) -> str:
+    """``agent`` if it is one of :data:`AGENTS`; else a ValueError naming them (was: a bare
+    ``KeyError: 'bob'`` from ``observation_space`` and ``action_space``)."""
+    if not isinstance(agent, str) or agent not in AGENTS:
+        raise ValueError(f"unknown agent {agent!r}; agents: {', '.join(AGENTS)}")
+    return agent
+
+
 def _zeros(space: spaces.Dict) -> dict[str, np.ndarray]:
     return {k: np.zeros(tuple(sp.shape or ()), dtype=sp.dtype) for k, sp in space.spaces.items()}
 
@@ -195,10 +203,10 @@ class ArylParallelEnv(ParallelEnv):
 
     # -- PettingZoo API -------------------------------------------------------------------------
     def observation_space(self, agent: str) -> spaces.Space:
-        return self.observation_spaces[agent]
+        return self.observation_spaces[_check_agent(agent)]
 
     def action_space(self, agent: str) -> spaces.Space:
-        return self.action_spaces[agent]
+        return self.action_spaces[_check_agent(agent)]
 
     @property
     def sim(self) -> Simulator | None:
@@ -220,10 +228,8 @@ class ArylParallelEnv(ParallelEnv):
 
     def action_masks(self, agent: str) -> np.ndarray:
         """``agent``'s boolean action mask now (all False when its decision is not pending)."""
-        if agent == RECLAIM:
+        if _check_agent(agent) == RECLAIM:
             return self.reclaim_mask()
-        if agent != ALLOCATION:
-            raise ValueError(f"unknown agent {agent!r}; agents: {', '.join(AGENTS)}")
         if self.alloc.held:
             return np.zeros(self.alloc.codec.mask_size, dtype=bool)
         return self.alloc.action_masks()

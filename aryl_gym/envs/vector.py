@@ -24,8 +24,8 @@ env), as ``SyncVectorEnv``; every seed is checked (an integer >= 0 or None) befo
 reset; ``options`` go to every env.
 
 **Not applied**: ``max_episode_steps`` (Gymnasium's ``TimeLimit``) is a ValueError: pass the
-env's ``max_steps``. After ``close()``, ``step``/``reset``/``action_masks`` raise Gymnasium's
-``ClosedEnvironmentError``.
+env's ``max_steps``. After ``close()``, ``step``/``reset``/``render``/``action_masks`` raise
+Gymnasium's ``ClosedEnvironmentError``.
 
 **Masks**: ``action_masks()`` returns the stacked boolean masks ``(N, mask size)`` for
 MaskablePPO-style agents; ``obs["action_mask"]`` has them as float32.
@@ -45,6 +45,7 @@ import pickle
 import time
 import traceback
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from multiprocessing import shared_memory
 from typing import Any
 
@@ -240,6 +241,18 @@ class _InfoMerger:
         return arr
 
 
+def _check_scalar_reward(env: Any, env_id: str) -> None:
+    """The vector envs return one float reward per env: an env with a vector reward (the
+    multi-objective view, which has a ``reward_space``) is refused (was: its rewards came out as
+    the scalar reward, since the batched step bypasses the view's ``step``)."""
+    if getattr(env, "reward_space", None) is not None:
+        raise ValueError(
+            f"{env_id!r} has a vector reward (reward_space {env.reward_space}); the batched vector env "
+            "returns one float reward per env: use MO-Gymnasium's vector env, e.g. "
+            "mo_gymnasium.wrappers.vector.MOSyncVectorEnv([lambda: gym.make(id, **kwargs)] * num_envs)"
+        )
+
+
 def _world_of(env_id: str, kwargs: dict[str, Any]) -> None:
     """Give ``kwargs`` the world version ``env_id`` is registered with (``-v1``: World v1),
     unless the caller chose one: built directly, the vector env draws the same episodes as
@@ -270,8 +283,9 @@ class ArylVectorEnv(VectorEnv):
         cls = _single_env_class(env_id)
         self.env_id = env_id
         self.env_kwargs = dict(kwargs)
-        self.envs = [cls(**kwargs) for _ in range(n)]
-        e0 = self.envs[0]
+        e0 = cls(**kwargs)
+        _check_scalar_reward(e0, env_id)
+        self.envs = [e0] + [cls(**kwargs) for _ in range(n - 1)]
         self.num_envs = n
         self.single_observation_space = e0.observation_space
         self.single_action_space = e0.action_space
@@ -318,9 +332,11 @@ class ArylVectorEnv(VectorEnv):
         if isinstance(actions, np.ndarray) and actions.shape[:1] == (self.num_envs,):
             return actions
         # was: a str or dict of num_envs characters / keys was taken as that many (invalid)
-        # actions, and a scalar raised "'int' object is not iterable"
+        # actions, a set as its elements in hash order, and a scalar raised "'int' object is
+        # not iterable"
         a: Any = None
-        if not (isinstance(actions, np.ndarray) and actions.ndim == 0 or isinstance(actions, (str, bytes, Mapping))):
+        if not (isinstance(actions, np.ndarray) and actions.ndim == 0
+                or isinstance(actions, (str, bytes, Mapping, AbstractSet))):
             try:
                 a = list(actions) if not isinstance(actions, np.ndarray) else actions
             except TypeError:
@@ -417,6 +433,7 @@ class ArylVectorEnv(VectorEnv):
         return np.stack([env.action_masks() for env in self.envs])
 
     def render(self) -> tuple[Any, ...]:
+        _check_open(self)  # as the subprocess variant, whose workers are gone (was: rendered on)
         return tuple(env.render() for env in self.envs)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
@@ -540,6 +557,7 @@ class ArylAsyncVectorEnv(VectorEnv):
         _no_time_limit(kwargs)
         _world_of(env_id, kwargs)
         probe = _single_env_class(env_id)(**kwargs)
+        _check_scalar_reward(probe, env_id)  # before any worker starts
         self.num_envs = n
         self.single_observation_space = probe.observation_space
         self.single_action_space = probe.action_space
@@ -720,6 +738,11 @@ class ArylAsyncVectorEnv(VectorEnv):
     def step(self, actions: Any) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         obs, rew, te, tr, infos = self.step_raw(actions)
         return {k: v.copy() for k, v in obs.items()}, rew, te, tr, self._merger.merge(infos)
+
+    def render(self) -> tuple[Any, ...]:
+        """Each env's ``render()`` (as :meth:`ArylVectorEnv.render`; was: Gymnasium's
+        NotImplementedError, and so SB3's ``get_images()`` raised)."""
+        return self.call("render")
 
     def action_masks(self) -> np.ndarray:
         self._check_usable()
