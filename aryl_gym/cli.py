@@ -123,6 +123,14 @@ def memory_message(args: argparse.Namespace) -> str:
                 limit = f" under an address-space limit of {soft / 2**20:.0f} MB (ulimit -v)"
         except (OSError, ValueError):  # pragma: no cover
             pass
+    if getattr(args, "command", None) == "train":
+        # was: the episode sizes and "fewer --workers", an option train does not have
+        return (
+            f"out of memory{limit}. A training run keeps n_steps x n_envs steps of observations, "
+            "actions and masks in its rollout buffer (DQN: buffer_size steps in its replay buffer): "
+            "lower n_steps (--set n_steps=...) or --n-envs (DQN: --set buffer_size=...), raise the "
+            "limit (ulimit -v unlimited), or free memory"
+        )
     scen = str(getattr(args, "scenario", "") or "")
     need = MEMORY_NEEDED_MB.get(scen)
     if need:
@@ -131,10 +139,8 @@ def memory_message(args: argparse.Namespace) -> str:
     else:
         a, r = MEMORY_NEEDED_MB["production"]
         need_s = f"; one production episode needs about {a} MB of address space ({r} MB resident)"
-    return (
-        f"out of memory{limit}{need_s}. Raise the limit (ulimit -v unlimited), free memory, or "
-        "use fewer --workers"
-    )
+    fewer = ", or use fewer --workers" if hasattr(args, "workers") else ""
+    return f"out of memory{limit}{need_s}. Raise the limit (ulimit -v unlimited) or free memory{fewer}"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,7 +11,9 @@ its file stem), the reference policy, and a version of the recording (bump it wh
 the same scenario and policy again with other settings; Minari never overwrites a dataset).
 Characters Minari does not take in a name (``+``, ``.``) become ``-`` (``aryl+tuned`` ->
 ``aryl-tuned``). Datasets live under ``$MINARI_DATASETS_PATH`` (default ``~/.minari/datasets``),
-``ID`` as a folder path below it.
+``ID`` as a folder path below it. Datasets do not nest (:func:`check_not_nested`): an id inside
+another dataset's folder, or one whose folder holds other datasets, is refused when writing, as
+replacing the outer one would delete the inner ones.
 
 **What is stored.** Observations: the env's Dict observation, the action mask included (its
 ``action_mask`` key, 1 where an action is allowed). Actions, rewards, terminations and
@@ -137,10 +139,15 @@ def datasets_path(path: str | Path | None) -> Iterator[None]:
             os.environ["MINARI_DATASETS_PATH"] = old
 
 
+def datasets_root() -> Path:
+    """Where Minari keeps datasets now (``$MINARI_DATASETS_PATH`` or ``~/.minari/datasets``)."""
+    return Path(os.environ.get("MINARI_DATASETS_PATH")
+                or os.path.join(os.path.expanduser("~"), ".minari", "datasets"))
+
+
 def dataset_folder(dataset_id: str) -> Path:
-    """Where Minari keeps ``dataset_id`` now (``$MINARI_DATASETS_PATH`` or ``~/.minari/datasets``)."""
-    root = os.environ.get("MINARI_DATASETS_PATH") or os.path.join(os.path.expanduser("~"), ".minari", "datasets")
-    return Path(root) / dataset_id
+    """Where Minari keeps ``dataset_id`` now (under :func:`datasets_root`)."""
+    return datasets_root() / dataset_id
 
 
 def is_scenario_file(scenario: str | Path) -> bool:
@@ -312,6 +319,41 @@ def _check_writable(folder: Path) -> None:
                          "--minari-path (or $MINARI_DATASETS_PATH)")
 
 
+def _dataset_ids_in(folder: Path, root: Path) -> list[str]:
+    """The ids of the datasets stored below ``folder`` (each a folder holding
+    ``data/metadata.json``), ``folder``'s own left out."""
+    own = folder / "data"
+    found = []
+    for md in sorted(folder.rglob("metadata.json")):
+        if md.parent.name == "data" and md.parent != own and own not in md.parents:
+            found.append(md.parent.parent.relative_to(root).as_posix())
+    return found
+
+
+def check_not_nested(dataset_id: str) -> None:
+    """A ValueError when dataset ``dataset_id`` would sit inside another dataset's folder
+    (``a/b-v0/c-v0`` in ``a/b-v0``), or when its folder holds other datasets: replacing the outer
+    one (``--overwrite``) deletes its whole folder, the inner ones with it. Was: both written, and
+    an overwrite of the outer dataset deleted the inner ones without a word."""
+    folder = dataset_folder(dataset_id)
+    root = datasets_root()
+    parts = [x for x in dataset_id.split("/") if x]
+    for i in range(1, len(parts)):
+        outer = "/".join(parts[:i])
+        if (root / outer / "data" / "metadata.json").is_file():
+            raise ValueError(
+                f"Minari dataset id {dataset_id} would sit inside dataset {outer}'s folder ({root / outer}), "
+                f"and replacing {outer} would delete it; datasets do not nest: give an id outside it "
+                f"(e.g. {outer}-{parts[-1]})")
+    if folder.is_dir():
+        inner = _dataset_ids_in(folder, root)
+        if inner:
+            raise ValueError(
+                f"Minari dataset {dataset_id}: its folder {folder} holds other datasets ({', '.join(inner)}), "
+                f"which writing {dataset_id} there (or replacing it) would delete or bury; datasets do not "
+                "nest: give another --dataset-id, or move those datasets out first")
+
+
 def write_dataset(
     dataset_id: str,
     scenario: str | Path,
@@ -339,6 +381,7 @@ def write_dataset(
     from aryl_gym.provenance import git_commit
 
     check_dataset_id(dataset_id)
+    check_not_nested(dataset_id)
     folder = dataset_folder(dataset_id)
     if folder.exists():
         if not overwrite:
@@ -497,7 +540,8 @@ def summary(ds: Any) -> dict[str, Any]:
 
 
 __all__ = [
-    "MINARI_PREFIX", "NAMESPACE", "check_dataset_id", "check_scenario", "datasets_path", "default_dataset_id",
+    "MINARI_PREFIX", "NAMESPACE", "check_dataset_id", "check_not_nested", "check_scenario", "datasets_path",
+    "datasets_root", "default_dataset_id",
     "is_minari_ref", "is_scenario_file", "load_dataset", "load_minari_demos", "minari_id", "played_label",
     "record_episodes", "recording_env_kwargs", "recover_environment", "scenario_hash", "scenario_ref",
     "summary", "write_dataset",

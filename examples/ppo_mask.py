@@ -13,7 +13,9 @@ rollout and in the update, so the policy never samples them and gets no gradient
     python examples/ppo_mask.py --scenario testbed --total-timesteps 200000 --seed 1
     tensorboard --logdir runs/
 
-Writes ``runs/{env}__ppo_mask__{seed}__{unix time}/`` (``--run-name`` sets the last part):
+Writes ``runs/{env}__ppo_mask__{seed}__{unix time}/`` (``--run-name`` sets the last part; as
+``aryl-gym train``, it never writes into an earlier run: an existing non-empty run folder is
+refused unless ``--overwrite``, which deletes that earlier run's files first):
 TensorBoard events (``charts/``, ``losses/``, ``eval/``; the hyperparameters as text),
 ``model.pt`` (weights and the arguments that made them) and, with ``--eval-seeds``,
 ``eval.json``: the deterministic policy (masked argmax) on each held-out episode seed
@@ -141,6 +143,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--torch-threads", type=positive(int), default=1)
     p.add_argument("--out-dir", default="runs", help="the run folder goes here")
     p.add_argument("--run-name", default=None, help="default: {env}__ppo_mask__{seed}__{unix time}")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the earlier run in an existing --run-name folder (its events, model.pt "
+                        "and eval.json); without it a non-empty run folder is refused")
     p.add_argument("--eval-seeds", type=parse_seeds, default=None,
                    help="after training, play the masked argmax on these episode seeds (e.g. 2000-2009)")
     p.add_argument("--eval-only", default=None, metavar="MODEL",
@@ -168,7 +173,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # was: overridden by --scenario without a word
     if "scenario" in a.env_kwargs:
         p.error("--env-kwargs sets 'scenario'; give the scenario with --scenario instead")
+    if a.run_name is not None and not a.eval_only:
+        why = check_run_folder(Path(a.out_dir) / a.run_name, a.overwrite)
+        if why:
+            p.error(f"--run-name {a.run_name}: {why}")
     return a
+
+
+#: what a run of this script writes in its folder (``--overwrite`` deletes these, nothing else)
+RUN_FILES = ("events.out.tfevents.*", "model.pt", "eval.json")
+
+
+def run_files(run_dir: Path) -> list[Path]:
+    """The files of an earlier run of this script in ``run_dir``."""
+    return sorted(f for pat in RUN_FILES for f in run_dir.glob(pat) if f.is_file())
+
+
+def check_run_folder(run_dir: Path, overwrite: bool) -> str | None:
+    """Why ``run_dir`` cannot take a new run, or ``None``. As ``aryl-gym train``, which never
+    writes into an earlier run's folder: an existing non-empty folder is refused unless
+    ``--overwrite``, which replaces an earlier run of this script only (was: the new run's events
+    were added to the old run's, and its model.pt and eval.json replaced, without a word)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        return f"{run_dir} is a file; give another --run-name"
+    if not run_dir.is_dir() or not any(run_dir.iterdir()):
+        return None
+    if not overwrite:
+        return (f"{run_dir} exists and is not empty (an earlier run?); give another --run-name, or pass "
+                "--overwrite to replace that run")
+    other = sorted({p.name for p in run_dir.iterdir()} - {f.name for f in run_files(run_dir)})
+    if other:
+        return (f"{run_dir} holds files that are not a run of this script ({', '.join(other[:5])}); "
+                "--overwrite replaces only those (events, model.pt, eval.json): give another --run-name")
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,6 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     env_kwargs = {"action_mode": "sequential", **args.env_kwargs, "scenario": args.scenario}
     run_name = args.run_name or f"{args.env_id.replace('/', '-')}__ppo_mask__{args.seed}__{int(time.time())}"
     run_dir = Path(args.out_dir) / run_name
+    if args.run_name is None:  # two runs in the same second: the second gets NAME-1
+        i = 1
+        while run_dir.exists():
+            run_dir = Path(args.out_dir) / f"{run_name}-{i}"
+            i += 1
 
     random.seed(args.seed)
     np.random.seed(args.seed)
@@ -290,6 +332,12 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{args.env_id}: needs a Dict observation with an 'action_mask' key")
     if not isinstance(act_space, gym.spaces.Discrete):
         raise SystemExit(f"{args.env_id}: needs a Discrete action space (action_mode sequential), got {act_space}")
+    why = check_run_folder(run_dir, args.overwrite)  # again: another run may have taken it since
+    if why:
+        envs.close()
+        raise SystemExit(f"--run-name {run_name}: {why}")
+    for f in run_files(run_dir):  # --overwrite: the earlier run's files go, its folder stays
+        f.unlink()
     writer = SummaryWriter(str(run_dir))
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(
         f"|{k}|{v}|" for k, v in sorted(vars(args).items())))

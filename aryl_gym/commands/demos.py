@@ -32,6 +32,7 @@ import gymnasium as gym
 import numpy as np
 
 from aryl_gym.commands._common import (
+    MAX_SEEDS,
     add_json_arg,
     add_scenario_args,
     check_seed_range,
@@ -39,6 +40,7 @@ from aryl_gym.commands._common import (
     positive_int,
     seed_arg,
 )
+from aryl_gym.config import SIZE_OVERRIDE_ENV
 from aryl_gym.envs import DEFAULT_ENV_ID
 from aryl_gym.rollout import Step, play
 
@@ -56,10 +58,25 @@ def author_arg(text: str) -> str:
     return text
 
 
+def episodes_arg(text: str) -> int:
+    """``--episodes``: an integer from 1 to ``MAX_SEEDS`` (each episode plays its own seed, and
+    one run takes at most that many seeds, as ``--seeds`` does elsewhere). Was: no bound, so a
+    typo such as ``--episodes 1e12`` started recording every episode in memory, for ever.
+    ``ARYL_GYM_ALLOW_HUGE=1`` lifts the bound, as it lifts the other size limits."""
+    v = positive_int(text)
+    if v > MAX_SEEDS and os.environ.get(SIZE_OVERRIDE_ENV, "") in ("", "0"):
+        raise argparse.ArgumentTypeError(
+            f"{v:,} episodes: at most {MAX_SEEDS:,} per run (each episode plays its own seed, and a run "
+            "takes at most that many seeds; every step is kept in memory until the file is written); "
+            f"check the value, record in several runs with other --seed values, or set {SIZE_OVERRIDE_ENV}=1")
+    return v
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_scenario_args(p)
     p.add_argument("--policy", default="aryl", help="reference policy (see `aryl-gym policies`)")
-    p.add_argument("--episodes", type=positive_int, default=1, help="episodes to record (>= 1)")
+    p.add_argument("--episodes", type=episodes_arg, default=1,
+                   help=f"episodes to record (1 to {MAX_SEEDS:,})")
     p.add_argument("--seed", type=seed_arg, default=0, help="episode seeds are seed, seed+1, ...")
     p.add_argument("--action-mode", default="sequential", choices=["sequential", "targets", "priority"])
     p.add_argument("--window", type=positive_int, default=16,

@@ -166,21 +166,19 @@ def check_demos_scenario(demos: str | Path, scenario: Any, what: str | None = No
 
 def discounted_returns(path: str | Path, gamma: float) -> np.ndarray | None:
     """Discounted reward-to-go per demonstration step, if the file has ``rewards`` and
-    ``dones`` (episode ends); used to pretrain the value head alongside the actor."""
+    ``dones`` (episode ends); used to pretrain the value head alongside the actor. A missing,
+    damaged or cut file, rewards that are not finite numbers, or episode ends of another length
+    than the rewards are a ConfigError naming the file (was: numpy's EOF, pickle or index error,
+    raised by :func:`pretrain` after the run folder was made, since :func:`load_demos` reads only
+    the observations and actions)."""
     if is_minari_ref(path):
         md = _minari_demos(path)
         d, r = md["dones"], md["rewards"].astype(np.float64)
     else:
-        data = np.load(path, allow_pickle=False)
-        if "rewards" not in data.files:
+        found = _npz_rewards(Path(path))
+        if found is None:
             return None
-        if "dones" in data.files:
-            d = data["dones"].astype(bool)
-        elif "terminated" in data.files and "truncated" in data.files:  # `aryl-gym demos` layout
-            d = data["terminated"].astype(bool) | data["truncated"].astype(bool)
-        else:
-            return None
-        r = data["rewards"].astype(np.float64)
+        r, d = found
     out = np.zeros_like(r)
     acc = 0.0
     for i in range(len(r) - 1, -1, -1):
@@ -189,6 +187,54 @@ def discounted_returns(path: str | Path, gamma: float) -> np.ndarray | None:
         acc = r[i] + gamma * acc
         out[i] = acc
     return out.astype(np.float32)
+
+
+def _npz_rewards(p: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(rewards as float64, episode ends as bool)`` of an ``.npz``, checked; ``None`` when the
+    file has no rewards or no episode ends."""
+    again = "record it again with `aryl-gym demos`"
+    if not p.is_file():
+        raise ConfigError(f"--bc-demos {p}: file not found (write one with `aryl-gym demos`)")
+    try:
+        with np.load(p, allow_pickle=False) as data:
+            files = list(data.files)
+            if "rewards" not in files:
+                return None
+            if "dones" in files:
+                d = np.asarray(data["dones"])
+            elif "terminated" in files and "truncated" in files:  # `aryl-gym demos` layout
+                d = np.asarray(data["terminated"]) | np.asarray(data["truncated"])
+            else:
+                return None
+            raw = np.asarray(data["rewards"])
+    except (OSError, ValueError, TypeError, zipfile.BadZipFile, zlib.error, EOFError, KeyError) as exc:
+        # a file cut by an interruption or a copy, or arrays numpy cannot read without pickle
+        raise ConfigError(f"--bc-demos {p}: a damaged or unreadable .npz: its rewards or episode ends do not load "
+                          f"({type(exc).__name__}: {exc}); {again}") from None
+    if raw.ndim != 1 or d.ndim != 1 or len(d) != len(raw):
+        raise ConfigError(f"--bc-demos {p}: rewards of shape {raw.shape} and episode ends (dones, or "
+                          f"terminated/truncated) of shape {d.shape}: expected two 1-D arrays of one row "
+                          f"per step; {again}")
+    if raw.dtype.kind not in "biuf":
+        raise ConfigError(f"--bc-demos {p}: rewards are {raw.dtype} values, not numbers; {again}")
+    r = raw.astype(np.float64)
+    if not np.isfinite(r).all():
+        bad = int(np.flatnonzero(~np.isfinite(r))[0])
+        raise ConfigError(f"--bc-demos {p}: reward {r[bad]} at step {bad} is not a finite number (the value "
+                          f"head would learn NaN); {again}")
+    return r, d.astype(bool)
+
+
+def check_demos(path: str | Path) -> int:
+    """Read demonstrations as :func:`pretrain` does (:func:`load_demos` and
+    :func:`discounted_returns`), before any work: a missing, damaged or inconsistent file is a
+    ConfigError naming it. Returns the number of steps."""
+    _obs, actions, _masks = load_demos(path)
+    returns = discounted_returns(path, 1.0)
+    if returns is not None and len(returns) != len(actions):
+        raise ConfigError(f"--bc-demos {path}: {len(returns)} rewards but {len(actions)} actions (one of each "
+                          "per step); record the demonstrations again with `aryl-gym demos`")
+    return len(actions)
 
 
 def pretrain(
@@ -219,6 +265,9 @@ def pretrain(
         obs = vn.normalize_obs(obs)
     n = len(actions)
     returns = discounted_returns(demos, float(getattr(model, "gamma", 0.99)))
+    if returns is not None and len(returns) != n:  # was: an IndexError, or returns of other steps
+        raise ConfigError(f"--bc-demos {demos}: {len(returns)} rewards but {n} actions (one of each per "
+                          "step); record the demonstrations again with `aryl-gym demos`")
     use_masks = masks is not None and "action_masks" in policy.evaluate_actions.__code__.co_varnames
     opt = torch.optim.Adam(policy.parameters(), lr=learning_rate)
     rng = np.random.default_rng(0)

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import importlib
 import inspect
 import math
 import os
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +39,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BeforeValidator
 
 from aryl_gym.agents import policy_names
-from aryl_gym.config import ConfigError, configs_dir, load_scenario, load_yaml
+from aryl_gym.config import ConfigError, configs_dir, list_scenarios, load_scenario, load_yaml
 from aryl_gym.schema import model_for, validate, validate_model
 from aryl_gym.train.schedules import parse_schedule
 from aryl_gym.train.worlds import check_worlds
@@ -291,6 +293,24 @@ def scenario_key(scenario: str | os.PathLike[str]) -> str:
     return text
 
 
+def warn_unknown_sections(sections: Mapping[str, Any], key: str, source: str) -> list[str]:
+    """Warn (``UserWarning``) about each section of an algorithm file that names no shipped
+    scenario and is not the run's (``key``): it is checked but never used, so a misspelled
+    ``tinny:`` left the ``tiny`` run on the ``default`` section without a word. A section named
+    after a scenario file of one's own (its ``name:``) is used when training on that file, and
+    is warned about otherwise. Returns the names warned about."""
+    known = list_scenarios()
+    odd = [k for k in sections if k not in ("default", key) and k not in known]
+    for k in odd:
+        close = difflib.get_close_matches(k.lower(), [*known, key], n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        warnings.warn(
+            f"{source}: section {k!r} is not a shipped scenario ({', '.join(known)}) nor this run's "
+            f"scenario {key!r}, so it is not used; {hint}(a section for a scenario file of your own is "
+            "named by that file's `name:` and applies only when training on it)", UserWarning, stacklevel=3)
+    return odd
+
+
 def load_train_config(
     path: str | os.PathLike[str],
     scenario: str | None = None,
@@ -316,6 +336,7 @@ def load_train_config(
         sections[str(k)] = _section(v, str(k), source)
     scen = scenario or str(data.get("scenario") or "testbed")
     key = scenario_key(scen)
+    warn_unknown_sections(sections, key, source)
     merged = _merge(sections.get("default", {}), sections.get(key, {}))
     if overrides:
         over = {k: v for k, v in overrides.items() if v is not None}

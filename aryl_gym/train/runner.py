@@ -24,6 +24,7 @@ new run folder beside it (:func:`resume_plan`), so a run's later state is never 
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import math
 import os
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium
+import numpy as np
 import yaml
 from gymnasium import spaces
 
@@ -48,7 +50,7 @@ from aryl_gym.config import ConfigError
 from aryl_gym.fileio import DirLock, atomic_write_text, claim_folder, load_yaml_file
 from aryl_gym.offline import is_minari_ref
 from aryl_gym.provenance import git_commit as _git_commit
-from aryl_gym.train.bc import check_demos_scenario, load_demos, pretrain, record_demos
+from aryl_gym.train.bc import check_demos, check_demos_scenario, load_demos, pretrain, record_demos
 from aryl_gym.train.config import (
     MAX_RUN_SEED,
     TrainConfig,
@@ -65,6 +67,11 @@ from aryl_gym.train.dagger import run_dagger
 from aryl_gym.train.envs import EnvFactory, train_scenario
 from aryl_gym.train.schedules import resolve_schedules
 from aryl_gym.train.worlds import check_worlds_fit
+
+try:  # the address-space limit (ulimit -v) of the rollout memory check
+    import resource
+except ImportError:  # pragma: no cover - not POSIX
+    resource = None  # type: ignore[assignment]
 
 
 @dataclass
@@ -294,7 +301,8 @@ def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
                 "or another --seed")
     # the files the run reads, before a run folder exists (they used to fail after it was made)
     if cfg.bc.demos:
-        load_demos(cfg.bc.demos)  # missing, damaged or of the wrong layout: a ConfigError
+        # missing, damaged or of the wrong layout (rewards and episode ends included): a ConfigError
+        check_demos(cfg.bc.demos)
         if not cfg.bc.any_scenario:  # was: demonstrations of any scenario cloned without a word
             scen = cfg.env_kwargs.get("scenario") or train_scenario(cfg)
             what = (f"{cfg.scenario} with scenario_overrides {dict(cfg.scenario_overrides)}"
@@ -326,8 +334,91 @@ def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
         raise ConfigError(f"env_kwargs {dict(cfg.env_kwargs)}: the env rejects them: {first}") from None
     try:
         check_policy(cfg, cls, env)
+        check_rollout_memory(cls, cfg.hyperparams, int(cfg.n_envs), env.observation_space,
+                             env.action_space, f"algo config ({cfg.algo})")
     finally:
         env.close()
+
+
+def _step_bytes(space: Any) -> int:
+    """Bytes per step SB3's rollout buffer stores for ``space`` (a Dict: all its keys), in the
+    space's own dtype (float32 observations, int64 actions)."""
+    if isinstance(space, spaces.Dict):
+        return sum(_step_bytes(s) for s in space.spaces.values())
+    size = np.dtype(getattr(space, "dtype", None) or np.float32).itemsize
+    if isinstance(space, spaces.MultiDiscrete):
+        return len(space.nvec) * size
+    shape = getattr(space, "shape", None)
+    return (int(math.prod(shape)) if shape else 1) * size
+
+
+def available_memory() -> int | None:
+    """Bytes this process may still allocate: the system's available memory
+    (``/proc/meminfo``'s ``MemAvailable``), below the address-space limit (``ulimit -v``) minus
+    the address space in use; ``None`` where neither is known (not Linux)."""
+    out: list[int] = []
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    out.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        if resource is None:  # pragma: no cover - not POSIX
+            raise ImportError("resource")
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            used = 0
+            with open("/proc/self/status") as fh:
+                for line in fh:
+                    if line.startswith("VmSize:"):
+                        used = int(line.split()[1]) * 1024
+            out.append(max(int(soft) - used, 0))
+    except (ImportError, OSError, ValueError, IndexError):
+        pass
+    return min(out) if out else None
+
+
+def rollout_bytes(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: int, obs_space: Any,
+                  act_space: Any) -> int | None:
+    """About the memory of an on-policy algorithm's rollout buffer (``n_steps * n_envs`` steps of
+    float32 observations, actions, action masks and six scalars), twice over, as SB3 copies it
+    into one flat batch at each update; ``None`` for an algorithm without ``n_steps`` (DQN's
+    replay buffer: SB3 checks that one itself)."""
+    sig = inspect.signature(algo_cls).parameters
+    if "n_steps" not in sig:
+        return None
+    n_steps = hyperparams["n_steps"] if "n_steps" in hyperparams else sig["n_steps"].default
+    try:
+        steps = int(n_steps) * int(n_envs)
+    except (TypeError, ValueError):
+        return None  # not a number: check_hyperparams says so
+    mask = 0
+    if any("Maskable" in c.__name__ for c in algo_cls.__mro__):
+        mask = int(act_space.n) if isinstance(act_space, spaces.Discrete) else (
+            int(sum(act_space.nvec)) if isinstance(act_space, spaces.MultiDiscrete) else 0)
+    per_step = _step_bytes(obs_space) + _step_bytes(act_space) + 4 * (mask + 6)
+    return 2 * steps * per_step
+
+
+def check_rollout_memory(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: int, obs_space: Any,
+                         act_space: Any, source: str = "config") -> None:
+    """A ConfigError, before the run folder is made, when the rollout buffer
+    (:func:`rollout_bytes`) needs more memory than this process may allocate
+    (:func:`available_memory`). Was: the run folder was made, then SB3's allocation failed with
+    an out-of-memory message that advised fewer ``--workers``, an option ``train`` does not have."""
+    need = rollout_bytes(algo_cls, hyperparams, n_envs, obs_space, act_space)
+    have = available_memory()
+    if need is None or have is None or need <= have:
+        return
+    n_steps = hyperparams.get("n_steps", inspect.signature(algo_cls).parameters["n_steps"].default)
+    fits = max(int(have // max(need // max(int(n_steps) * int(n_envs), 1), 1)) // max(int(n_envs), 1), 1)
+    raise ConfigError(
+        f"{source}: the rollout of n_steps * n_envs = {n_steps} * {n_envs} steps needs about "
+        f"{need / 2**30:,.1f} GiB of memory (observations, actions and masks of every step, copied once "
+        f"at each update), more than the {have / 2**30:,.1f} GiB available; lower n_steps (--set "
+        f"n_steps=..., at most about {fits:,} here) or --n-envs")
 
 
 def check_policy(cfg: TrainConfig, cls: Any, env: Any) -> None:
