@@ -286,6 +286,7 @@ def test_reproduce_tiny_end_to_end_and_resume(tmp_path, capsys):
     assert "Aryl vs Baseline: average JCT" in md
     assert f"aryl-gym reproduce --scale tiny --seeds 2 --rows {FAST_ROWS} --out {tmp_path}" in md
     assert "<!-- reproduce:table-tiny -->" in md and "Made by (at commit" in md
+    assert "Outside the paper's regime" not in md  # the label is the mid table's only
     # second run: everything from the cache, the same numbers
     second = _run_json(capsys, argv)
     assert second["episodes"]["new"] == 0 and second["episodes"]["cached"] == 16
@@ -397,3 +398,22 @@ def test_bad_study_arguments_are_refused_before_the_output_folder_is_made(tmp_pa
     assert main(["reproduce", "--scale", "tiny", *extra, "--out", str(out)]) == 2
     assert error in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_mid_table_is_labelled_outside_the_papers_regime(monkeypatch):
+    """The generated mid block carries its label (was: only the prose around it said so)."""
+    from types import SimpleNamespace
+
+    from aryl_gym.commands import reproduce as cmd
+    from aryl_gym.reproduce.scales import SCALES
+
+    # the block's own text around the label, with the table parts stubbed
+    stub = SimpleNamespace(why_lines=lambda rows: [], score=lambda rows: (0, 0),
+                           render_table_md=lambda rows, names: "TABLE", wall_table_md=lambda stats: "")
+    monkeypatch.setattr(cmd, "_made_by", lambda stats: "")
+    configs = {"basic": SimpleNamespace(name="basic"), "ideal": SimpleNamespace(name="ideal")}
+    stats = SimpleNamespace(missing=[], new=0, cached=0)
+    mid = cmd._table_block(stub, [], SCALES["mid"], configs, [0, 1], "c", stats)
+    paper = cmd._table_block(stub, [], SCALES["paper"], configs, [0, 1], "c", stats)
+    assert cmd.MID_REGIME in mid and mid.index(cmd.MID_REGIME) < mid.index("TABLE")
+    assert cmd.MID_REGIME not in paper
