@@ -6,44 +6,28 @@ misspelled scenario sections of an algorithm file. Each test failed on the code 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import io
-import textwrap
 import warnings
 import zipfile
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
-from aryl_gym.cli import main
 from aryl_gym.config import ConfigError
+from tests import test_hostile_v8_offline as _v8_offline
+from tests.test_hostile_v2 import _run
+from tests.test_hostile_v8_offline import _script as _ppo_script
+from tests.test_hostile_v8_train import SMALL
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "examples" / "ppo_mask.py"
 
-SMALL_ALGO = textwrap.dedent("""\
-    algo: maskable_ppo
-    default:
-      env_kwargs: {action_mode: sequential}
-      n_envs: 1
-      total_timesteps: 64
-      policy_kwargs: {net_arch: [8]}
-      hyperparams: {n_steps: 32, batch_size: 32, n_epochs: 1}
-      checkpoint_freq: 0
-      eval: {freq: 0}
-    """)
+SMALL_ALGO = SMALL  # a short maskable_ppo run (test_hostile_v8_train)
 
 
-def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """``aryl-gym ARGV``: exit code (argparse's own errors included), stdout, stderr."""
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = int(exc.code or 0)
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
+minari_root = _v8_offline.minari_root  # the fixture: a temporary MINARI_DATASETS_PATH
+_cli = _run  # aryl-gym ARGV: exit code, stdout, stderr (test_hostile_v2)
 
 
 def _no_recording(*a: object, **k: object) -> None:
@@ -164,12 +148,6 @@ def test_train_refuses_damaged_rewards_before_the_run_folder(tmp_path: Path,
 # ---------------------------------------------------------------------------------------------
 # 3. nested Minari dataset ids
 # ---------------------------------------------------------------------------------------------
-@pytest.fixture
-def minari_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    pytest.importorskip("minari")
-    root = tmp_path / "minari"
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
-    return root
 
 
 def _fake_dataset(root: Path, dataset_id: str) -> Path:
@@ -219,14 +197,7 @@ def test_side_by_side_datasets_are_not_nested(minari_root: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # 4. examples/ppo_mask.py --run-name
 # ---------------------------------------------------------------------------------------------
-def _script() -> ModuleType:
-    pytest.importorskip("torch")
-    pytest.importorskip("tensorboard")
-    spec = importlib.util.spec_from_file_location("ppo_mask_example_v9", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+_script = _ppo_script  # examples/ppo_mask.py as a module (test_hostile_v8_offline)
 
 
 PPO_SMALL = ["--scenario", "tiny", "--num-envs", "1", "--num-steps", "8", "--num-minibatches", "2",
