@@ -234,7 +234,7 @@ def recording_env_kwargs(scenario: str | Path, policy: str, action_mode: str, wi
 class _Episode:
     seed: int
     obs: dict[str, list[np.ndarray]] = field(default_factory=dict)
-    actions: list[int] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     terms: list[bool] = field(default_factory=list)
     truncs: list[bool] = field(default_factory=list)
@@ -279,7 +279,9 @@ def record_episodes(env: Any, policy: str, seeds: Sequence[int]) -> list[_Episod
 
         def keep(st: Step, ep: _Episode = ep) -> None:
             add_obs(st.next_obs)
-            ep.actions.append(int(np.asarray(st.action).reshape(())))
+            # an index (sequential), or one entry per window slot (targets, priority): was cast
+            # to one int, so those modes failed with a numpy reshape error
+            ep.actions.append(np.array(st.action, copy=True))
             ep.rewards.append(float(st.reward))
             ep.terms.append(bool(st.terminated))
             ep.truncs.append(bool(st.truncated))
@@ -403,7 +405,7 @@ def write_dataset(
             EpisodeBuffer(
                 id=n, seed=ep.seed, options={"episode_seed": ep.seed},
                 observations={k: np.stack(v) for k, v in ep.obs.items()},
-                actions=np.asarray(ep.actions, dtype=np.int64), rewards=ep.rewards,
+                actions=np.asarray(ep.actions, dtype=env.action_space.dtype), rewards=ep.rewards,
                 terminations=ep.terms, truncations=ep.truncs, infos=_infos(ep, components))
             for n, ep in enumerate(eps)
         ]

@@ -623,6 +623,14 @@ def _check_range(k: str, v: Any, source: str) -> None:
         raise ConfigError(f"{source}: hyperparameter {k}: {v!r} is outside {lo_s}{lo:g}, {hi_txt}{hi_s}")
 
 
+def on_policy(algo_cls: type) -> bool:
+    """Whether ``algo_cls`` collects rollouts of ``n_steps`` per env (SB3's OnPolicyAlgorithm:
+    PPO, A2C, MaskablePPO, RecurrentPPO and their subclasses). DQN takes ``n_steps`` too (the
+    n-step return), but learns from a replay buffer. Read from the class hierarchy, so SB3 is
+    not imported here."""
+    return any(c.__name__ == "OnPolicyAlgorithm" for c in getattr(algo_cls, "__mro__", ()))
+
+
 def check_rollout_sizes(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: int,
                         source: str = "config") -> None:
     """``batch_size`` against the rollout an on-policy update splits, ``n_steps * n_envs`` (the
@@ -632,8 +640,10 @@ def check_rollout_sizes(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: 
     rollout) of one step made advantage normalisation divide by a NaN std, failing mid-run
     after the run folder was made."""
     sig = inspect.signature(algo_cls).parameters
-    if "n_steps" not in sig or "batch_size" not in sig:
-        return  # not a PPO-style rollout (A2C uses the whole rollout, DQN a replay buffer)
+    if not on_policy(algo_cls) or "n_steps" not in sig or "batch_size" not in sig:
+        # not a PPO-style rollout (A2C uses the whole rollout, DQN a replay buffer: its n_steps
+        # is the n-step return and its batch_size a sample of the replay buffer)
+        return
 
     def given(k: str) -> Any:
         return hyperparams[k] if k in hyperparams else sig[k].default

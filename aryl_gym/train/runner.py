@@ -60,6 +60,7 @@ from aryl_gym.train.config import (
     check_rollout_sizes,
     config_from_run_dict,
     dagger_worlds,
+    on_policy,
     scenario_key,
     whole_counts,
 )
@@ -385,9 +386,9 @@ def rollout_bytes(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: int, o
     """About the memory of an on-policy algorithm's rollout buffer (``n_steps * n_envs`` steps of
     float32 observations, actions, action masks and six scalars), twice over, as SB3 copies it
     into one flat batch at each update; ``None`` for an algorithm without ``n_steps`` (DQN's
-    replay buffer: SB3 checks that one itself)."""
+    replay buffer: SB3 checks that one itself; its ``n_steps`` is the n-step return)."""
     sig = inspect.signature(algo_cls).parameters
-    if "n_steps" not in sig:
+    if not on_policy(algo_cls) or "n_steps" not in sig:
         return None
     n_steps = hyperparams["n_steps"] if "n_steps" in hyperparams else sig["n_steps"].default
     try:
