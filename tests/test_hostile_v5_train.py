@@ -184,6 +184,7 @@ train(load_train_config(sys.argv[1], "tiny"), out=sys.argv[2], verbose=0)
 """
 
 
+@pytest.mark.slow  # a training subprocess, killed and resumed: 5 s, the fast tier's longest test
 def test_sigterm_saves_a_checkpoint_that_resumes(tmp_path):
     """Was: SIGTERM (a scheduler's stop) killed the run at once, nothing saved since the last
     checkpoint."""
