@@ -78,3 +78,64 @@ def test_shipped_algo_files_load_without_section_warnings() -> None:
         for p in sorted(root.glob("*.yaml")):
             for scen in list_scenarios():
                 load_train_config(p, scen)
+
+
+# -- an algorithm that cannot act in the mode's action space: named as such ----------------------
+@pytest.mark.parametrize("algo, mode", [("dqn", "targets"), ("maskable_ppo", "priority"), ("dqn", "priority")])
+def test_an_action_mode_the_algo_cannot_act_in_is_named(algo: str, mode: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: SB3's policy failed on the space ("'MultiDiscrete' object has no attribute 'n'",
+    "not implemented for action space of type Box"), reported as a fault of policy_kwargs."""
+    from tests.test_hostile_v2 import _run
+
+    cfg = tmp_path / "algo.yaml"
+    cfg.write_text(f"algo: {algo}\ndefault:\n  env_kwargs: {{action_mode: {mode}}}\n  n_envs: 1\n"
+                   "  total_timesteps: 64\n  checkpoint_freq: 0\n  eval: {freq: 0}\n")
+    out = tmp_path / "runs"
+    rc, _, err = _run(["train", "--config", str(cfg), "--scenario", "tiny", "--out", str(out), "--quiet"], capsys)
+    assert rc == 2, err[-400:]
+    assert f"action_mode '{mode}'" in err and "policy_kwargs" not in err
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.slow  # builds every algorithm on every action mode (torch)
+def test_action_space_table_is_sb3s() -> None:
+    """ACTION_SPACES says what each SB3 class's constructor accepts."""
+    pytest.importorskip("sb3_contrib")
+    import gymnasium as gym
+
+    from aryl_gym.train.config import ACTION_SPACES, MODE_SPACES, algo_class
+
+    for mode, space in MODE_SPACES.items():
+        env = gym.make("aryl_gym/Aryl-v2", scenario="tiny", action_mode=mode)
+        for algo, ok in ACTION_SPACES.items():
+            cls = algo_class(algo)
+            policy = "MultiInputLstmPolicy" if algo == "recurrent_ppo" else "MultiInputPolicy"
+            try:
+                cls(policy, env, device="cpu")
+                built = True
+            except AssertionError as exc:
+                assert "only supports" in str(exc) or "support" in str(exc), str(exc)
+                built = False
+            assert built == (space in ok), (algo, mode)
+        env.close()
+
+
+def test_teacher_runs_get_the_rollout_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: with a teacher the model class is TeacherMaskablePPO, whose constructor passes
+    ``**kwargs`` on, so the batch-size and rollout-memory checks saw no ``n_steps`` and skipped
+    the run (one-step minibatches then gave NaN mid-run)."""
+    from aryl_gym.train.config import load_train_config
+    from aryl_gym.train.runner import preflight
+    from tests.test_hostile_v2 import _run
+
+    cfg = tmp_path / "algo.yaml"
+    cfg.write_text("algo: maskable_ppo\ndefault:\n  env_kwargs: {action_mode: sequential}\n  n_envs: 1\n"
+                   "  total_timesteps: 64\n  hyperparams: {n_steps: 16, batch_size: 64, n_epochs: 1}\n"
+                   "  teacher: {policy: aryl-preempt}\n  checkpoint_freq: 0\n  eval: {freq: 0}\n")
+    out = tmp_path / "runs"
+    rc, _, err = _run(["train", "--config", str(cfg), "--scenario", "tiny", "--out", str(out), "--quiet"], capsys)
+    assert rc == 2 and "batch_size" in err, err[-400:]
+    assert not out.exists() or not any(out.iterdir())
+    # the shipped teacher recipe still passes
+    preflight(load_train_config("maskable_ppo_set", scenario="testbed"))

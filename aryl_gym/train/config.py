@@ -56,6 +56,37 @@ ALGOS: dict[str, tuple[str, str, bool]] = {
     "recurrent_ppo": ("sb3_contrib", "RecurrentPPO", False),
 }
 
+#: algorithm name -> the action spaces its SB3 class accepts (``supported_action_spaces`` in
+#: each class's constructor), by Gymnasium space class name
+ACTION_SPACES: dict[str, tuple[str, ...]] = {
+    "ppo": ("Box", "Discrete", "MultiDiscrete", "MultiBinary"),
+    "a2c": ("Box", "Discrete", "MultiDiscrete", "MultiBinary"),
+    "dqn": ("Discrete",),
+    "maskable_ppo": ("Discrete", "MultiDiscrete", "MultiBinary"),
+    "recurrent_ppo": ("Box", "Discrete", "MultiDiscrete", "MultiBinary"),
+}
+
+#: the allocation env's action modes -> their action space (docs/env.md)
+MODE_SPACES = {"sequential": "Discrete", "targets": "MultiDiscrete", "priority": "Box"}
+
+
+def check_action_space(algo: str, action_space: Any, action_mode: Any, source: str = "config") -> None:
+    """A ConfigError naming the action mode when ``algo`` cannot act in ``action_space``. Was:
+    SB3's policy failed on the space ("'MultiDiscrete' object has no attribute 'n'" for DQN in
+    ``targets`` mode, "not implemented for action space of type Box" for MaskablePPO in
+    ``priority`` mode), reported as a fault of ``policy_kwargs``."""
+    ok = ACTION_SPACES.get(algo)
+    name = type(action_space).__name__
+    if ok is None or name in ok:
+        return
+    modes = [m for m, sp in MODE_SPACES.items() if sp in ok]
+    mode = f"action_mode {action_mode!r} gives " if action_mode else ""
+    raise ConfigError(
+        f"{source}: {algo} acts in {' or '.join(ok)} action spaces; the env's {mode}{name} actions: set "
+        f"env_kwargs.action_mode to {' or '.join(repr(m) for m in modes) or 'a mode it supports'}, or choose "
+        f"an algo for {name} actions ({', '.join(a for a, sp in ACTION_SPACES.items() if name in sp)})")
+
+
 DEFAULT_ENV_ID = "aryl_gym/Aryl-v2"
 
 #: the largest run seed: SB3 (``set_random_seed``) and RLlib (``.debugging(seed=)``) both seed
@@ -623,6 +654,21 @@ def _check_range(k: str, v: Any, source: str) -> None:
         raise ConfigError(f"{source}: hyperparameter {k}: {v!r} is outside {lo_s}{lo:g}, {hi_txt}{hi_s}")
 
 
+def ctor_params(algo_cls: type) -> Mapping[str, inspect.Parameter]:
+    """The constructor arguments of ``algo_cls`` that name SB3's hyperparameters: its own, or,
+    for a subclass whose constructor only passes ``**kwargs`` on (the teacher's
+    ``TeacherMaskablePPO``), the first class up its hierarchy that names them (was: such a class
+    showed no ``n_steps``, so the rollout checks skipped every teacher run)."""
+    for c in getattr(algo_cls, "__mro__", (algo_cls,)):
+        try:
+            params = inspect.signature(c).parameters
+        except (TypeError, ValueError):  # e.g. object
+            continue
+        if "n_steps" in params or not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return params
+    return inspect.signature(algo_cls).parameters
+
+
 def on_policy(algo_cls: type) -> bool:
     """Whether ``algo_cls`` collects rollouts of ``n_steps`` per env (SB3's OnPolicyAlgorithm:
     PPO, A2C, MaskablePPO, RecurrentPPO and their subclasses). DQN takes ``n_steps`` too (the
@@ -639,7 +685,7 @@ def check_rollout_sizes(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: 
     cut to it; one that did not divide it left a short last mini-batch, and a mini-batch (or
     rollout) of one step made advantage normalisation divide by a NaN std, failing mid-run
     after the run folder was made."""
-    sig = inspect.signature(algo_cls).parameters
+    sig = ctor_params(algo_cls)
     if not on_policy(algo_cls) or "n_steps" not in sig or "batch_size" not in sig:
         # not a PPO-style rollout (A2C uses the whole rollout, DQN a replay buffer: its n_steps
         # is the n-step return and its batch_size a sample of the replay buffer)

@@ -24,7 +24,6 @@ new run folder beside it (:func:`resume_plan`), so a run's later state is never 
 from __future__ import annotations
 
 import importlib
-import inspect
 import json
 import math
 import os
@@ -55,10 +54,12 @@ from aryl_gym.train.config import (
     MAX_RUN_SEED,
     TrainConfig,
     algo_class,
+    check_action_space,
     check_eval_sets,
     check_hyperparams,
     check_rollout_sizes,
     config_from_run_dict,
+    ctor_params,
     dagger_worlds,
     on_policy,
     scenario_key,
@@ -334,6 +335,8 @@ def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
         first = first.split(" was raised from the environment creator")[0]
         raise ConfigError(f"env_kwargs {dict(cfg.env_kwargs)}: the env rejects them: {first}") from None
     try:
+        mode = getattr(getattr(env, "unwrapped", env), "action_mode", None)
+        check_action_space(cfg.algo, env.action_space, mode, f"algo config ({cfg.algo})")
         check_policy(cfg, cls, env)
         check_rollout_memory(cls, cfg.hyperparams, int(cfg.n_envs), env.observation_space,
                              env.action_space, f"algo config ({cfg.algo})")
@@ -387,7 +390,7 @@ def rollout_bytes(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: int, o
     float32 observations, actions, action masks and six scalars), twice over, as SB3 copies it
     into one flat batch at each update; ``None`` for an algorithm without ``n_steps`` (DQN's
     replay buffer: SB3 checks that one itself; its ``n_steps`` is the n-step return)."""
-    sig = inspect.signature(algo_cls).parameters
+    sig = ctor_params(algo_cls)
     if not on_policy(algo_cls) or "n_steps" not in sig:
         return None
     n_steps = hyperparams["n_steps"] if "n_steps" in hyperparams else sig["n_steps"].default
@@ -413,7 +416,7 @@ def check_rollout_memory(algo_cls: type, hyperparams: Mapping[str, Any], n_envs:
     have = available_memory()
     if need is None or have is None or need <= have:
         return
-    n_steps = hyperparams.get("n_steps", inspect.signature(algo_cls).parameters["n_steps"].default)
+    n_steps = hyperparams.get("n_steps", ctor_params(algo_cls)["n_steps"].default)
     fits = max(int(have // max(need // max(int(n_steps) * int(n_envs), 1), 1)) // max(int(n_envs), 1), 1)
     raise ConfigError(
         f"{source}: the rollout of n_steps * n_envs = {n_steps} * {n_envs} steps needs about "
