@@ -5,6 +5,7 @@ failed on the code before the fix it names."""
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 import aryl_gym  # noqa: F401
@@ -98,3 +99,24 @@ def test_two_agent_view_names_an_unknown_agent():
     for agent in AGENTS:  # the real ones still work
         assert env.observation_space(agent) is env.observation_spaces[agent]
         assert env.action_space(agent) is env.action_spaces[agent]
+
+
+def test_two_agent_masks_are_all_false_once_the_episode_ends() -> None:
+    """Was: after the episode ended, ``action_masks("allocation")`` returned a live-looking mask
+    (the commit allowed) while ``agents`` was empty; before the first reset it still raises."""
+    pytest.importorskip("pettingzoo")
+    from aryl_gym.envs.multiagent import ArylParallelEnv
+
+    env = ArylParallelEnv(scenario="tiny")
+    with pytest.raises(RuntimeError, match="reset"):
+        env.action_masks("allocation")
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    while env.agents:
+        acts = {}
+        for a in env.agents:
+            ok = np.flatnonzero(env.action_masks(a))
+            acts[a] = int(ok[rng.integers(len(ok))]) if len(ok) else 0
+        env.step(acts)
+    assert not env.action_masks("allocation").any()
+    assert not env.action_masks("reclaim").any()

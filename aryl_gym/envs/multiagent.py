@@ -227,10 +227,11 @@ class ArylParallelEnv(ParallelEnv):
         return reclaim_mask(sim, self.n_train, self.n_inf, self.picks, self.need)
 
     def action_masks(self, agent: str) -> np.ndarray:
-        """``agent``'s boolean action mask now (all False when its decision is not pending)."""
+        """``agent``'s boolean action mask now (all False when its decision is not pending, and
+        once the episode has ended: was a live-looking mask with the commit allowed)."""
         if _check_agent(agent) == RECLAIM:
             return self.reclaim_mask()
-        if self.alloc.held:
+        if self.alloc.held or (not self.agents and self.alloc.sim is not None):
             return np.zeros(self.alloc.codec.mask_size, dtype=bool)
         return self.alloc.action_masks()
 
