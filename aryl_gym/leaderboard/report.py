@@ -168,11 +168,13 @@ def _mean_key(rank_by: str) -> Callable[[Mapping[str, Any]], tuple[int, float, s
 
 
 def _finished_all(per_entrant: Mapping[str, Mapping[int, Mapping[str, Any]]], scenarios: Sequence[str],
-                  metric: Any) -> bool:
-    """Every episode of the entrant finished all its jobs and has a value to rank by."""
+                  rank_by: str) -> bool:
+    """Every episode of the entrant finished all its jobs and has a finite value to rank by (0
+    counts: no preemptions is the best value of ``rank_by: preemptions``, not a missing one)."""
     for scen in scenarios:
         for r in (per_entrant.get(scen) or {}).values():
-            if int(r.get("jobs_unfinished") or 0) > 0 or metric(r) is None:
+            v = r.get(rank_by)
+            if int(r.get("jobs_unfinished") or 0) > 0 or v is None or not math.isfinite(float(v)):
                 return False
     return True
 
@@ -232,8 +234,10 @@ def compare_entrants(
             reference is not None and reference in names) else None
 
     def metric(r: Mapping[str, Any]) -> float | None:
+        # a ratio needs a positive, finite value on both sides (inf > 0 too: was an inf in a
+        # hand-edited row, which left that entrant uncompared at rank 1)
         v = r.get(rank_by)
-        return None if v is None or not float(v) > 0 else float(v)
+        return None if v is None or not 0 < float(v) < math.inf else float(v)
 
     pairwise = []
     better: dict[tuple[str, str], bool] = {}
@@ -277,7 +281,7 @@ def compare_entrants(
     # fewer, easier jobs: it ranks after every entrant that finished all of them, never tied
     # with one (a policy that completes nothing used to share rank 1 with Aryl).
     ranked = better
-    done = {n for n in names if _finished_all(per[n], scenarios, metric)}
+    done = {n for n in names if _finished_all(per[n], scenarios, rank_by)}
     if done and len(done) < len(names):
         ranked = dict(better)
         for a in done:
@@ -676,7 +680,13 @@ def _ci_cells(agg: Mapping[str, Any], en: Mapping[str, Any]) -> list[str]:
 
 
 def _ties(en: Mapping[str, Any]) -> str:
-    return ", ".join(en.get("tied_with") or []) or "-"
+    # an entrant without a ratio to another (one seed, a missing or zero value) is not separated
+    # from it either: say so (was: "-", as if it were separated from every other entrant)
+    tied = ", ".join(en.get("tied_with") or [])
+    unc = en.get("uncompared") or []
+    if unc:
+        tied += ("; " if tied else "") + "not compared with " + ", ".join(unc)
+    return tied or "-"
 
 
 def render_markdown(agg: Mapping[str, Any]) -> str:

@@ -117,7 +117,12 @@ def parse_row(raw: Mapping[str, str]) -> dict[str, Any]:
             elif t is int:
                 out[c] = int(v)
             else:
-                out[c] = float(v)
+                x = float(v)
+                if not math.isfinite(x):
+                    # rows are written with "" for a value that is not finite: "nan" or "inf"
+                    # here was typed in by hand (was: accepted, and ranked as if it were a value)
+                    raise ValueError(f"{c}: not a finite number: {v!r}")
+                out[c] = x
         elif c == "wall_time_s":
             out[c] = float(v)
         else:
