@@ -386,11 +386,16 @@ SIZE_LIMITS = {"num_jobs": 2_000_000, "servers": 100_000, "gpus_per_server": 64,
 SIZE_OVERRIDE_ENV = "ARYL_GYM_ALLOW_HUGE"
 
 
+def size_limits_lifted() -> bool:
+    """Whether ``ARYL_GYM_ALLOW_HUGE`` is set (to anything but ``0``): every size limit is lifted."""
+    return os.environ.get(SIZE_OVERRIDE_ENV, "") not in ("", "0")
+
+
 def check_size(cfg: ScenarioConfig) -> None:
     """A ConfigError before any work when the scenario is beyond :data:`SIZE_LIMITS` (jobs,
     servers, GPUs per server, rounds = the longer of ``workload.duration_hours`` and
     ``sim.horizon_hours`` over ``sim.interval``); ``ARYL_GYM_ALLOW_HUGE=1`` lifts the limits."""
-    if os.environ.get(SIZE_OVERRIDE_ENV, "") not in ("", "0"):
+    if size_limits_lifted():
         return
     c, w = cfg.cluster, cfg.workload
     hours = max(float(w.duration_hours), float(cfg.sim.horizon_hours or 0.0))

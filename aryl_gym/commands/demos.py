@@ -40,7 +40,7 @@ from aryl_gym.commands._common import (
     positive_int,
     seed_arg,
 )
-from aryl_gym.config import SIZE_OVERRIDE_ENV
+from aryl_gym.config import SIZE_OVERRIDE_ENV, size_limits_lifted
 from aryl_gym.envs import DEFAULT_ENV_ID
 from aryl_gym.rollout import Step, play
 
@@ -64,7 +64,7 @@ def episodes_arg(text: str) -> int:
     typo such as ``--episodes 1e12`` started recording every episode in memory, for ever.
     ``ARYL_GYM_ALLOW_HUGE=1`` lifts the bound, as it lifts the other size limits."""
     v = positive_int(text)
-    if v > MAX_SEEDS and os.environ.get(SIZE_OVERRIDE_ENV, "") in ("", "0"):
+    if v > MAX_SEEDS and not size_limits_lifted():
         raise argparse.ArgumentTypeError(
             f"{v:,} episodes: at most {MAX_SEEDS:,} per run (each episode plays its own seed, and a run "
             "takes at most that many seeds; every step is kept in memory until the file is written); "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +14,7 @@ from aryl_gym.config import (
     ConfigError,
     ScenarioConfig,
     load_scenario,
+    size_limits_lifted,
     validate_scenario,
 )
 from aryl_gym.fileio import load_yaml_value
@@ -154,7 +154,7 @@ def parse_sweep(text: str) -> tuple[str, list[Any]]:
             raise ValueError(f"--sweep {key}: cannot read value {v!r}") from None
     if not out:
         raise ValueError(f"--sweep {key}: give at least one value after '='")
-    if len(out) > MAX_SWEEP_VALUES and os.environ.get(SIZE_OVERRIDE_ENV, "") in ("", "0"):
+    if len(out) > MAX_SWEEP_VALUES and not size_limits_lifted():
         # was: 10,000 values were checked, then 10,000 tables of episodes started, with no message
         raise ValueError(f"--sweep {key}: {len(out):,} values; at most {MAX_SWEEP_VALUES} per knob, each "
                          f"runs the whole table (check the list, or set {SIZE_OVERRIDE_ENV}=1 to run it anyway)")
