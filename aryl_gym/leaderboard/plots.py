@@ -2,11 +2,15 @@
 
 Per scenario:
 
-* ``usage_SCENARIO.png``: hourly combined cluster usage per entrant on the suite's first seed,
-  like the paper's Figure 9 (section 7.2: "hourly combined cluster usage for 48 hours");
-* ``jct_cdf_SCENARIO.png``: the CDF of job completion times per entrant, all seeds pooled;
+* ``usage_SCENARIO.png``: hourly combined cluster usage per entrant on the suite's first seed
+  (an entrant without it: on the first seed it has, said in the legend), like the paper's
+  Figure 9 (section 7.2: "hourly combined cluster usage for 48 hours");
+* ``jct_cdf_SCENARIO.png``: the CDF of job completion times per entrant, its seeds pooled (the
+  legend says how many when fewer than the suite's);
 * ``queue_SCENARIO.png``: average and p95 queuing time per entrant (mean over seeds, bars with
-  the sample standard deviation).
+  the sample standard deviation; "no data" instead of a bar without values).
+
+Every plot names the entrants it does not draw, and why (:func:`_missing_line`).
 
 For the suite:
 
@@ -107,71 +111,14 @@ def make_plots(
         if not names:
             continue
         tag = slug(scen)
-        seed0 = suite.seeds[0]
-
-        # -- usage over time (paper Figure 9) -------------------------------------------------
-        fig, ax = plt.subplots(figsize=(9, 4.2))
-        drawn = 0
-        for i, name in enumerate(names):
-            s = series.get((suite.name, scen, seed0, name))
-            if not s or not s.get("combined_usage_hourly"):
-                continue
-            y = 100.0 * np.asarray(s["combined_usage_hourly"], dtype=float)
-            ax.plot(np.arange(len(y)), y, label=name, **_style(i, name, suite.baseline))
-            drawn += 1
-        ax.set_xlabel("time (hours)")
-        ax.set_ylabel("combined cluster usage (%)")
-        ax.set_ylim(0, 100)
-        ax.set_title(f"{scen}, seed {seed0}: hourly combined usage (training + loaned + inference GPUs)")
-        ax.grid(alpha=0.3)
-        if drawn:
-            ax.legend(fontsize=8, ncol=2)
-        written.append(_save(fig, plt, pdir / f"usage_{tag}.png"))
-
-        # -- JCT CDF ---------------------------------------------------------------------------
-        fig, ax = plt.subplots(figsize=(7, 4.2))
-        drawn = 0
-        for i, name in enumerate(names):
-            jcts: list[float] = []
-            for seed in suite.seeds:
-                s = series.get((suite.name, scen, seed, name))
-                if s:
-                    jcts.extend(float(x) for x in s.get("jcts", []))
-            if not jcts:
-                continue
-            x = np.sort(np.asarray(jcts)) / 3600.0
-            y = np.arange(1, len(x) + 1) / len(x)
-            ax.step(x, y, where="post", label=name, **_style(i, name, suite.baseline))
-            drawn += 1
-        ax.set_xscale("log")
-        ax.set_xlabel("job completion time (hours, log scale)")
-        ax.set_ylabel("fraction of jobs")
-        ax.set_ylim(0, 1.0)
-        ax.set_title(f"{scen}: JCT CDF ({len(suite.seeds)} seeds pooled)")
-        ax.grid(alpha=0.3, which="both")
-        if drawn:
-            ax.legend(fontsize=8, loc="lower right")
-        written.append(_save(fig, plt, pdir / f"jct_cdf_{tag}.png"))
-
-        # -- queuing time bars -------------------------------------------------------------------
-        fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(names) + 2), 4.2))
-        xs = np.arange(len(names))
-        width = 0.38
-        for j, (key, label) in enumerate((("avg_queue_time", "average"), ("p95_queue_time", "p95"))):
-            means, stds = [], []
-            for name in names:
-                st = stats([r[key] for r in rows if r["scenario"] == scen and r["policy"] == name])
-                means.append((st["mean"] or 0.0) / 60.0)
-                stds.append((st["std"] or 0.0) / 60.0)
-            low = [min(sd, m) for sd, m in zip(stds, means)]  # bars never dip below zero
-            ax.bar(xs + (j - 0.5) * width, means, width, yerr=[low, stds], capsize=3, label=label)
-        ax.set_xticks(xs)
-        ax.set_xticklabels(names, rotation=30, ha="right")
-        ax.set_ylabel("queuing time (minutes)")
-        ax.set_title(f"{scen}: queuing time (mean ± std over seeds)")
-        ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize=8)
-        written.append(_save(fig, plt, pdir / f"queue_{tag}.png"))
+        # entrants of the suite without a row on this scenario: named in every plot of it
+        absent = [e.name for e in suite.entrants if e.name not in names]
+        written.append(_save(usage_figure(plt, suite, scen, names, series, absent), plt,
+                             pdir / f"usage_{tag}.png"))
+        written.append(_save(jct_cdf_figure(plt, suite, scen, names, series, absent), plt,
+                             pdir / f"jct_cdf_{tag}.png"))
+        written.append(_save(queue_figure(plt, suite, scen, names, rows, absent), plt,
+                             pdir / f"queue_{tag}.png"))
     prof = performance_profile_plot(pdir, suite, rows, plt)
     if prof is not None:
         written.append(prof)
@@ -180,6 +127,147 @@ def make_plots(
         if est is not None:
             written.append(est)
     return written
+
+
+def _missing_line(parts: Sequence[tuple[str, Sequence[str]]]) -> str:
+    """``"\\nnot drawn: no usage series: a, b; no results: c"`` (empty when nothing is missing):
+    the second line of a plot's title, so an entrant never drops out of a plot without a word."""
+    said = [f"{why}: {', '.join(names)}" for why, names in parts if names]
+    return ("\nnot drawn: " + "; ".join(said)) if said else ""
+
+
+def usage_figure(
+    plt: Any,
+    suite: Suite,
+    scen: str,
+    names: Sequence[str],
+    series: Mapping[Key, Mapping[str, Any]],
+    absent: Sequence[str] = (),
+) -> Any:
+    """``usage_SCENARIO.png`` (paper Figure 9): each entrant on the suite's first seed, or, when
+    it has no usage series there, on the first seed it has one for (said in its legend label);
+    the entrants without any are named in the title (was: left out without a word)."""
+    seed0 = suite.seeds[0]
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    drawn, elsewhere, none = 0, False, []
+    for i, name in enumerate(names):
+        seed = next((s for s in suite.seeds
+                     if (series.get((suite.name, scen, s, name)) or {}).get("combined_usage_hourly")), None)
+        if seed is None:
+            none.append(name)
+            continue
+        y = 100.0 * np.asarray(series[(suite.name, scen, seed, name)]["combined_usage_hourly"], dtype=float)
+        label = name if seed == seed0 else f"{name} (seed {seed})"
+        elsewhere |= seed != seed0
+        ax.plot(np.arange(len(y)), y, label=label, **_style(i, name, suite.baseline))
+        drawn += 1
+    ax.set_xlabel("time (hours)")
+    ax.set_ylabel("combined cluster usage (%)")
+    ax.set_ylim(0, 100)
+    where = f"seed {seed0}" + (" (another seed where the legend says)" if elsewhere else "")
+    ax.set_title(f"{scen}, {where}: hourly combined usage (training + loaned + inference GPUs)"
+                 + _missing_line([("no usage series", none), ("no results", absent)]), fontsize=10)
+    ax.grid(alpha=0.3)
+    if drawn:
+        ax.legend(fontsize=8, ncol=2)
+    return fig
+
+
+def jct_cdf_figure(
+    plt: Any,
+    suite: Suite,
+    scen: str,
+    names: Sequence[str],
+    series: Mapping[Key, Mapping[str, Any]],
+    absent: Sequence[str] = (),
+) -> Any:
+    """``jct_cdf_SCENARIO.png``: per entrant the CDF of its JCTs pooled over the seeds it has
+    JCTs for; when an entrant has fewer than the suite's seeds its legend label says how many
+    (was: a title claiming every seed was pooled), and entrants without JCTs are named."""
+    n_all = len(suite.seeds)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    drawn, partial, none = 0, False, []
+    for i, name in enumerate(names):
+        jcts: list[float] = []
+        used = 0
+        for seed in suite.seeds:
+            got = [float(x) for x in (series.get((suite.name, scen, seed, name)) or {}).get("jcts") or []]
+            used += bool(got)
+            jcts.extend(got)
+        if not jcts:
+            none.append(name)
+            continue
+        x = np.sort(np.asarray(jcts)) / 3600.0
+        y = np.arange(1, len(x) + 1) / len(x)
+        label = name if used == n_all else f"{name} ({used} of {n_all} seeds)"
+        partial |= used != n_all
+        ax.step(x, y, where="post", label=label, **_style(i, name, suite.baseline))
+        drawn += 1
+    ax.set_xscale("log")
+    ax.set_xlabel("job completion time (hours, log scale)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_ylim(0, 1.0)
+    pooled = (f"the seeds each entrant has pooled, of {n_all}: counts in the legend" if partial
+              else f"all {n_all} seed{'s' if n_all != 1 else ''} pooled")
+    ax.set_title(f"{scen}: JCT CDF ({pooled})"
+                 + _missing_line([("no JCTs", none), ("no results", absent)]), fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    if drawn:
+        ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+#: the bars of ``queue_SCENARIO.png``: (row key, legend label)
+QUEUE_BARS: tuple[tuple[str, str], ...] = (("avg_queue_time", "average"), ("p95_queue_time", "p95"))
+
+
+def queue_figure(
+    plt: Any,
+    suite: Suite,
+    scen: str,
+    names: Sequence[str],
+    rows: Sequence[Mapping[str, Any]],
+    absent: Sequence[str] = (),
+) -> Any:
+    """``queue_SCENARIO.png``: per entrant the mean (bar) and sample std (error bar) over seeds of
+    its average and p95 queuing time. A value no seed has gets no bar but a "no data" mark (was:
+    a 0-minute bar, a perfect score); a bar over fewer seeds than the entrant has rows says
+    ``n=k``, and an entrant with fewer rows than the suite's seeds says so under its name."""
+    n_all = len(suite.seeds)
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(names) + 2), 4.2))
+    xs = np.arange(len(names))
+    width = 0.38
+    n_rows = {name: sum(1 for r in rows if r["scenario"] == scen and r["policy"] == name) for name in names}
+    for j, (key, label) in enumerate(QUEUE_BARS):
+        at, means, stds, counts = [], [], [], []
+        for x, name in zip(xs, names):
+            st = stats([r[key] for r in rows if r["scenario"] == scen and r["policy"] == name])
+            pos = float(x) + (j - 0.5) * width
+            if st["mean"] is None:
+                ax.text(pos, 0.0, "no data", rotation=90, ha="center", va="bottom", fontsize=7, color="0.35")
+                continue
+            at.append(pos)
+            means.append(st["mean"] / 60.0)
+            stds.append(st["std"] / 60.0)
+            counts.append((st["n"], n_rows[name]))
+        low = [min(sd, m) for sd, m in zip(stds, means)]  # bars never dip below zero
+        ax.bar(at, means, width, yerr=[low, stds], capsize=3, label=label, color=f"C{j}")
+        for pos, m, sd, (n, have) in zip(at, means, stds, counts):
+            if n < have:
+                ax.annotate(f"n={n}", (pos, m + sd), ha="center", va="bottom", fontsize=7)
+    # the limits every bar drawn would give (matplotlib's 5% margins), so that a "no data" mark
+    # at either end stays inside the axes
+    pad = 0.05 * (len(names) - 1 + 2 * width)
+    ax.set_xlim(-width - pad, len(names) - 1 + width + pad)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([name if n_rows[name] == n_all else f"{name} ({n_rows[name]} of {n_all} seeds)"
+                        for name in names], rotation=30, ha="right")
+    ax.set_ylabel("queuing time (minutes)")
+    ax.set_title(f"{scen}: queuing time (mean ± std over seeds)"
+                 + _missing_line([("no results", absent)]), fontsize=10)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    return fig
 
 
 def profile_scores(suite: Suite, rows: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
@@ -237,12 +325,26 @@ def performance_profile_plot(
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-    n = {m.shape[0] * m.shape[1] for m in scores.values()}
+    # episodes per entrant: said per entrant in the legend when they differ (was: "8/10
+    # episodes per entrant", without saying whose), and the entrants left out named
+    n = {name: m.shape[0] * m.shape[1] for name, m in scores.items()}
+    if len(set(n.values())) > 1:
+        for line in ax.get_lines():
+            if line.get_label() in n:
+                line.set_label(f"{line.get_label()} ({n[str(line.get_label())]} episodes)")
+        count = "episodes per entrant in the legend"
+    else:
+        count = f"{next(iter(n.values()))} episodes per entrant"
+    have = {str(r["policy"]) for r in rows}
     ax.set_ylim(0, 1.02)
     ax.set_title(
-        f"{suite.name}: performance profile over {', '.join(suite.scenarios)} "
-        f"({'/'.join(str(x) for x in sorted(n))} episodes per entrant"
-        + ("; 95% stratified bootstrap bands)" if bands else ")"),
+        f"{suite.name}: performance profile over {', '.join(suite.scenarios)} ({count}"
+        + ("; 95% stratified bootstrap bands)" if bands else ")")
+        + _missing_line([
+            ("no seed with a score on every scenario",
+             [e.name for e in suite.entrants if e.name in have and e.name not in scores]),
+            ("no results", [e.name for e in suite.entrants if e.name not in have]),
+        ]),
         fontsize=10,
     )
     ax.legend(fontsize=8)
@@ -288,22 +390,38 @@ def interval_estimates_plot(pdir: Path, suite: Suite, agg: Mapping[str, Any], pl
     what, entries = interval_entrants(agg)
     points: dict[str, np.ndarray] = {}
     cis: dict[str, np.ndarray] = {}
+    # the entrants left out, named under the plot (was: left out without a word)
+    one_seed: list[str] = []
+    no_value: list[str] = []
     for en in entries:
         got = [en.get(k) for k, _ in panels]
         vals: list[Mapping[str, Any]] = [v for v in got if v is not None and None not in v["ci"]]
         if len(vals) < len(panels):
-            continue  # no interval (one seed, or a missing scenario)
+            # no interval: one seed, or no score on some seed (or scenario)
+            have = [v for v in got if v is not None]
+            if len(have) == len(got) and min(int(v.get("seeds") or 0) for v in have) < 2:
+                one_seed.append(str(en["policy"]))
+            else:
+                no_value.append(str(en["policy"]))
+            continue
         points[str(en["policy"])] = np.array([float(v["value"]) for v in vals])
         cis[str(en["policy"])] = np.array([[float(c) for c in v["ci"]] for v in vals]).T  # (2, metrics)
     if not points:
         return None
+    listed = {str(en["policy"]) for en in entries}
+    missing = _missing_line([
+        ("no interval (one seed)", one_seed),
+        ("no interval (a value missing)", no_value),
+        ("missing a scenario" if agg.get("overall") else "no results",
+         [e.name for e in suite.entrants if e.name not in listed]),
+    ])
     from rliable import plot_utils  # imports seaborn (a dependency of rliable)
 
     # rliable draws the first algorithm at the bottom: best rank on top
     algorithms = list(points)[::-1]
     fig, _ = plot_utils.plot_interval_estimates(
         points, cis, metric_names=[t for _, t in panels], algorithms=algorithms, colors=_colors(suite),
-        xlabel=f"{suite.name}, {what}: point estimate and 95% stratified bootstrap interval",
+        xlabel=f"{suite.name}, {what}: point estimate and 95% stratified bootstrap interval" + missing,
         subfigure_width=3.6, row_height=0.45, xlabel_y_coordinate=-0.02 - 0.3 / max(len(points), 1),
     )
     for ax in fig.axes:

@@ -162,7 +162,10 @@ def _mean_key(rank_by: str) -> Callable[[Mapping[str, Any]], tuple[int, float, s
         m = en["metrics"][rank_by]["mean"]
         if m is None:
             return (2, 0.0, str(en["policy"]))
-        return (1 if en["jobs_unfinished"] else 0, -m if higher else m, str(en["policy"]))
+        # a mean over fewer seeds (no value on some) ranks after the complete ones too, as with
+        # intervals (was: ranked by the mean of the seeds it had, e.g. 2nd on 2 of 3 seeds)
+        late = en["jobs_unfinished"] or en.get("rank_by_missing")
+        return (1 if late else 0, -m if higher else m, str(en["policy"]))
 
     return key
 
@@ -352,6 +355,8 @@ def aggregate(
                 mb = sum(b) / len(b) if b and len(b) == len(common) else None
                 ratios[k] = ma / mb if (ma is not None and mb) else None
             unfinished = sum(int(per_seed[s]["jobs_unfinished"] or 0) for s in seeds)
+            # the seeds without a finite value to rank by: marked in the table (‡)
+            no_value = [s for s in seeds if not _finite([per_seed[s].get(rank_by)])]
             notes = sorted({str(per_seed[s]["note"]) for s in seeds if per_seed[s].get("note")})
             entries.append(
                 {
@@ -362,6 +367,7 @@ def aggregate(
                     "seeds": seeds,
                     "complete": len(seeds) == len(suite.seeds),
                     "jobs_unfinished": unfinished,
+                    "rank_by_missing": no_value,
                     "metrics": metrics,
                     "ratio_to_baseline": ratios,
                     "notes": notes,
@@ -388,6 +394,12 @@ def aggregate(
         _mark_shared(entries)
         scenarios[scen] = {"config_hash": hashes[scen], "entrants": entries, "pairwise": pairwise}
     overall = _overall(per, suite, rank_by, reference) if with_ci and len(suite.scenarios) > 1 else None
+    if overall is not None:
+        for en in overall["entrants"]:
+            en["rank_by_missing"] = {
+                scen: o["rank_by_missing"] for scen, d in scenarios.items()
+                for o in d["entrants"] if o["policy"] == en["policy"] and o["rank_by_missing"]
+            }
     skipped = dict(summary.skipped) if summary else {}
     failed = [
         {"scenario": k[1], "seed": k[2], "policy": k[3], "error": msg.splitlines()[0] if msg else ""}
@@ -470,8 +482,10 @@ def _overall(
 ) -> dict[str, Any]:
     """All scenarios at once (rliable's tasks): entrants that have every scenario."""
     names = [e.name for e in suite.entrants if all(sc in per.get(e.name, {}) for sc in suite.scenarios)]
+    # entrants without results on some scenario are left out of it: named under its table
+    left_out = [e.name for e in suite.entrants if e.name not in names]
     if not names:
-        return {"entrants": [], "pairwise": []}
+        return {"scenarios": list(suite.scenarios), "entrants": [], "pairwise": [], "left_out": left_out}
     cmp = compare_entrants(per, names, list(suite.scenarios), rank_by, suite.baseline, reference)
     entries = [{"policy": n, "baseline": n == suite.baseline, **cmp["entrants"][n]} for n in names]
 
@@ -482,7 +496,8 @@ def _overall(
 
     entries.sort(key=key)
     _mark_shared(entries)
-    return {"scenarios": list(suite.scenarios), "entrants": entries, "pairwise": cmp["pairwise"]}
+    return {"scenarios": list(suite.scenarios), "entrants": entries, "pairwise": cmp["pairwise"],
+            "left_out": left_out}
 
 
 def _version(dist: str) -> str:
@@ -533,9 +548,36 @@ def _label(en: Mapping[str, Any]) -> str:
         s += " [learned]"
     if en["jobs_unfinished"]:
         s += " †"
+    if en.get("rank_by_missing"):
+        s += " ‡"
     if not en["complete"]:
         s += f" ({len(en['seeds'])} seeds)"
     return s
+
+
+def _cell(st: Mapping[str, Any], fmt: str, n_seeds: int) -> str:
+    """:func:`fmt_stat`, with ``(n=k)`` when the mean is over fewer of the entrant's seeds than
+    it has (a value that was not finite on some): was the same ``mean ± std`` as over all."""
+    s = fmt_stat(st, fmt)
+    if fmt != "c" and 0 < st["n"] < n_seeds:
+        s += f" (n={st['n']})"
+    return s
+
+
+def _missing_notes(data: Mapping[str, Any], rank_by: str) -> list[str]:
+    """One line per entrant marked ‡: the seeds it has no ``rank_by`` value on."""
+    out = []
+    for en in data["entrants"]:
+        miss = en.get("rank_by_missing") or []
+        if miss:
+            have = len(en["seeds"])
+            out.append(
+                f"‡ {en['policy']}: no `{rank_by}` value on seed{'s' if len(miss) > 1 else ''} "
+                f"{', '.join(str(s) for s in miss)} ({have - len(miss)} of its {have} seeds have one): "
+                "its mean is over the others, and it ranks after every entrant that finished all its jobs "
+                "with a value on every seed"
+            )
+    return out
 
 
 def _ratio(v: float | None) -> str:
@@ -636,6 +678,13 @@ def protocol_header(agg: Mapping[str, Any]) -> str:
         ("- † marks an entrant with unfinished jobs in some episode (their JCTs are censored at "
         "the episode's end, so its averages are lower bounds): it ranks after every entrant that "
         "finished all its jobs, never tied with one. Decision time is wall-clock and machine dependent."),
+    ]
+    if any(en.get("rank_by_missing") for d in agg["scenarios"].values() for en in d["entrants"]):
+        lines.append(
+            f"- ‡ marks an entrant with no `{p['rank_by']}` value on some seed (not finite): its "
+            "mean is over the seeds that have one, and it ranks after every entrant that finished all its "
+            "jobs with a value on every seed; the note under its table names the seeds.")
+    lines += [
         ("- **Replay**: each row of `results.csv` records scenario, seed, entrant, env id and "
         "kwargs, config hash and commit; `aryl-gym leaderboard --validate results.csv` replays a "
         "sample and checks the metrics."),
@@ -702,8 +751,14 @@ def render_markdown(agg: Mapping[str, Any]) -> str:
         out.append("| " + " | ".join(head) + " |")
         out.append("|" + "|".join(["---:", ":---"] + ["---:"] * (len(head) - 3) + [":---"]) + "|")
         for en in ov["entrants"]:
-            label = en["policy"] + (" (Baseline)" if en["baseline"] else "")
+            label = en["policy"] + (" (Baseline)" if en["baseline"] else "") + (
+                " ‡" if en.get("rank_by_missing") else "")
             out.append("| " + " | ".join([_rank(en), label, *_ci_cells(agg, en), _ties(en)]) + " |")
+        if ov.get("left_out"):
+            out += ["", "Not in this comparison (no results on every scenario): "
+                    + ", ".join(ov["left_out"]) + "."]
+        if any(en.get("rank_by_missing") for en in ov["entrants"]):
+            out += ["", f"‡: no `{rank_by}` value on some seed of a scenario (see its table)."]
         out.append("")
     for scen, data in agg["scenarios"].items():
         out.append(f"## {scen}")
@@ -731,17 +786,20 @@ def render_markdown(agg: Mapping[str, Any]) -> str:
         for en in data["entrants"]:
             cells = [_rank(en), _label(en)]
             for k, _, fmt in cols:
-                cells.append(fmt_stat(en["metrics"][k], fmt))
+                cells.append(_cell(en["metrics"][k], fmt, len(en["seeds"])))
                 if k == rank_by:
                     cells += _ci_cells(agg, en) if ci else [_ratio(en["ratio_to_baseline"][k])]
             if ci:
                 cells.append(_ties(en))
             out.append("| " + " | ".join(cells) + " |")
         notes = [(en["policy"], n) for en in data["entrants"] for n in en["notes"]]
-        if notes:
+        missing = _missing_notes(data, rank_by)
+        if notes or missing:
             out.append("")
             for name, n in notes:
                 out.append(f"- {name}: {n}")
+            for line in missing:
+                out.append(f"- {line}")
         out.append("")
     if agg["skipped"]:
         out.append("## Skipped")
@@ -777,7 +835,7 @@ def render_console(agg: Mapping[str, Any]) -> str:
         for en in data["entrants"]:
             r = [_rank(en), _label(en)]
             for k, _, fmt in cols:
-                r.append(fmt_stat(en["metrics"][k], fmt))
+                r.append(_cell(en["metrics"][k], fmt, len(en["seeds"])))
                 if k == rank_by:
                     if ci:
                         r.append(fmt_ci(en.get("vs_baseline"), 2))
@@ -796,6 +854,7 @@ def render_console(agg: Mapping[str, Any]) -> str:
         lines.append("  ".join("-" * w for w in widths))
         for b in body:
             lines.append("  ".join(c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(zip(b, widths))))
+        lines += [f"  {m}" for m in _missing_notes(data, rank_by)]
         blocks.append("\n".join(lines))
     tail = []
     for name, why in agg["skipped"].items():
