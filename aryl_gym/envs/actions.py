@@ -30,7 +30,16 @@ window** keep what they have: running jobs keep their workers, queued jobs stay 
 ``priority`` -- ``Box(-1, 1, (K,))``
     Scores into a greedy packer: queued window jobs with a score > 0 are started at ``w_req``,
     highest score first (the engine places what fits, ``>= w_min``, in that order); running
-    jobs keep their workers. The mask (``K``) marks valid slots.
+    jobs keep their workers. The mask (``K``) marks the slots that hold a job; it is advisory (a
+    ``Box`` has no discrete actions to mask: every score in ``[-1, 1]`` of every slot is valid,
+    a padding slot's is ignored), and it is all False exactly when the window is empty (e.g. at
+    time 0, before the first arrival), when every action in the space is the same no-op.
+
+Shapes: a ``targets`` or ``priority`` action holds its ``K`` entries along one axis: shape
+``(K,)``, or ``(K,)`` with axes of length 1 added (``(1, K)``, ``(K, 1)``; a scalar when
+``K == 1``). Any other shape is a wrong shape, even with ``K`` entries (``(2, 2)`` for
+``K = 4`` used to be read row by row). True/False count as 1/0, as Gymnasium's spaces contain
+them.
 
 Invalid actions (a masked level or action, an out-of-range value, NaN, a wrong shape) are a
 no-op for the part they concern, are counted in ``info["invalid"]`` and never raise.
@@ -103,6 +112,19 @@ def numeric_action(action: object) -> np.ndarray | None:
             ) else None
         except (TypeError, ValueError, OverflowError):
             return None
+    return None
+
+
+def slot_action(a: np.ndarray, k: int) -> np.ndarray | None:
+    """``a`` as the ``(k,)`` entries of a per-slot action, or None for a wrong shape: the entries
+    must lie along one axis (``(k,)``, ``(1, k)``, ``(k, 1)``, ..., a scalar when ``k == 1``).
+    Was: any shape of ``k`` entries, read row by row, so ``(2, 2)`` for ``k = 4`` (whose
+    transpose is another action) was taken without a word."""
+    shape = a.shape
+    if shape == (k,):
+        return a
+    if a.size == k and sum(1 for d in shape if d != 1) <= 1:
+        return a.reshape(k)
     return None
 
 
@@ -243,13 +265,14 @@ class TargetsCodec(ActionCodec):
 
     def decode(self, env: ArylEnv, action) -> tuple[Decision | None, int]:
         if isinstance(action, np.ndarray) and action.dtype.kind in "iuf":
-            a = action.reshape(-1)  # tolist() gives the same values as a float64 cast would
+            a0 = action  # tolist() gives the same values as a float64 cast would
         else:
             n_a = numeric_action(action)
             if n_a is None:
                 return Decision(), self.k
-            a = n_a.astype(np.float64).reshape(-1)
-        if a.shape != (self.k,):
+            a0 = n_a.astype(np.float64)
+        a = slot_action(a0, self.k)
+        if a is None:  # a wrong shape (docstring, "Shapes")
             return Decision(), self.k
         self.mask2d(env)
         buf = self._mbuf
@@ -965,6 +988,13 @@ class PriorityCodec(ActionCodec):
         self.mask_size = k
 
     def mask(self, env: ArylEnv) -> np.ndarray:
+        """The slots that hold a job. Advisory (module docstring): a ``Box`` action has no
+        discrete choices to mask, every score in ``[-1, 1]`` is valid in every slot, and an
+        empty window (all False) makes every action the same no-op. Masked-categorical
+        algorithms (sb3-contrib's MaskablePPO) refuse a ``Box`` space, so none of them reads it
+        as "no action allowed"; a custom masked policy should treat all False as "nothing to
+        score" (any action), not normalise over it. Kept as it is: it is part of the
+        observation, which stays bit-identical."""
         m = np.zeros(self.k, dtype=bool)
         m[: len(env.window)] = True
         return m
@@ -974,8 +1004,8 @@ class PriorityCodec(ActionCodec):
         n_a = numeric_action(action)
         if n_a is None:
             return Decision(), 1
-        a = n_a.astype(np.float64).reshape(-1)
-        if a.shape != (self.k,):
+        a = slot_action(n_a.astype(np.float64), self.k)
+        if a is None:  # a wrong shape (docstring, "Shapes")
             return Decision(), 1
         # outside the documented range [-1, 1] (or NaN/inf): invalid, counted, ignored
         with np.errstate(invalid="ignore"):

@@ -24,8 +24,11 @@ env), as ``SyncVectorEnv``; every seed is checked (an integer >= 0 or None) befo
 reset; ``options`` go to every env.
 
 **Not applied**: ``max_episode_steps`` (Gymnasium's ``TimeLimit``) is a ValueError: pass the
-env's ``max_steps``. After ``close()``, ``step``/``reset``/``render``/``action_masks`` raise
-Gymnasium's ``ClosedEnvironmentError``.
+env's ``max_steps``. After ``close()``, ``step``/``reset``/``render``/``action_masks`` and
+``call``/``get_attr``/``set_attr`` raise Gymnasium's ``ClosedEnvironmentError`` (both classes).
+
+**Actions**: one per env (:func:`batch_actions`, both classes, the same messages): an array of
+shape ``(num_envs, *single_action_space.shape)`` or a list of ``num_envs`` actions of one shape.
 
 **Masks**: ``action_masks()`` returns the stacked boolean masks ``(N, mask size)`` for
 MaskablePPO-style agents; ``obs["action_mask"]`` has them as float32.
@@ -140,6 +143,42 @@ def _check_none_ended(ended: np.ndarray) -> None:
     if ended.any():
         raise RuntimeError(f"env {int(np.flatnonzero(ended)[0])} has ended: reset it "
                            "(options={'reset_mask': ...}) before stepping")
+
+
+def batch_actions(actions: Any, n: int, single_space: gym.Space) -> Any:
+    """``actions`` checked as one action per env (both vector envs, the same messages): an
+    array whose first axis has ``n`` entries (returned as it is), or a sequence of ``n`` actions
+    of one shape (returned as a list, each env's action untouched). Anything else is a
+    ValueError naming the expected shape ``(n, *single_space.shape)``: a scalar, None, a string,
+    a dict or a set, a wrong number of actions, or a ragged list (actions of different shapes;
+    was: the batched env stepped each as its env's own, usually invalid, action, the subprocess
+    variant raised numpy's "inhomogeneous shape" error). Each env's action is still checked by
+    its env (a wrong one is that env's counted no-op). An array is taken along its first axis:
+    for ``num_envs == K`` a transposed ``(K, num_envs)`` batch cannot be told from
+    ``(num_envs, K)``; Gymnasium's convention (``batch_space``) is env first."""
+    shape = (n, *(single_space.shape or ()))
+    expected = f"expected {n} actions, one per env (an array of shape {shape}, or a list of {n} actions of one shape)"
+    if isinstance(actions, np.ndarray):
+        if actions.ndim >= 1 and actions.shape[0] == n:
+            return actions
+        raise ValueError(f"{expected}, got an array of shape {actions.shape}")
+    a: list[Any] | None = None
+    if actions is not None and not isinstance(actions, (str, bytes, Mapping, AbstractSet, np.generic)):
+        try:
+            a = list(actions)
+        except TypeError:
+            pass
+    if a is None:
+        raise ValueError(f"{expected}, got {type(actions).__name__} {actions!r:.80}")
+    if len(a) != n:
+        raise ValueError(f"{expected}, got {len(a)} actions")
+    try:
+        shapes = {np.shape(x) for x in a}
+    except ValueError:  # an action that is itself ragged
+        shapes = set()
+    if len(shapes) != 1:
+        raise ValueError(f"{expected}, got a ragged list (actions of different shapes): {actions!r:.80}")
+    return a
 
 
 def _check_open(venv: VectorEnv) -> None:
@@ -329,24 +368,10 @@ class ArylVectorEnv(VectorEnv):
         return state
 
     def _actions(self, actions: Any) -> Any:
-        if isinstance(actions, np.ndarray) and actions.shape[:1] == (self.num_envs,):
-            return actions
         # was: a str or dict of num_envs characters / keys was taken as that many (invalid)
-        # actions, a set as its elements in hash order, and a scalar raised "'int' object is
-        # not iterable"
-        a: Any = None
-        if not (isinstance(actions, np.ndarray) and actions.ndim == 0
-                or isinstance(actions, (str, bytes, Mapping, AbstractSet))):
-            try:
-                a = list(actions) if not isinstance(actions, np.ndarray) else actions
-            except TypeError:
-                pass
-        if a is None:
-            raise ValueError(f"actions must be an array or list of {self.num_envs} actions (one per env), "
-                             f"got {type(actions).__name__} {actions!r:.80}")
-        if len(a) != self.num_envs:
-            raise ValueError(f"expected {self.num_envs} actions (one per env), got {len(a)}")
-        return a
+        # actions, a set as its elements in hash order, a scalar raised "'int' object is not
+        # iterable", and a ragged list was stepped env by env
+        return batch_actions(actions, self.num_envs, self.single_action_space)
 
     # -- the API --------------------------------------------------------------------------------
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
@@ -437,6 +462,7 @@ class ArylVectorEnv(VectorEnv):
         return tuple(env.render() for env in self.envs)
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        _check_open(self)  # as the subprocess variant (was: called on the closed envs)
         out = []
         for env in self.envs:
             f = getattr(env, name)
@@ -444,9 +470,11 @@ class ArylVectorEnv(VectorEnv):
         return tuple(out)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
+        _check_open(self)
         return tuple(getattr(env, name) for env in self.envs)
 
     def set_attr(self, name: str, values: Any) -> None:
+        _check_open(self)
         if not isinstance(values, (list, tuple)):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
@@ -717,13 +745,9 @@ class ArylAsyncVectorEnv(VectorEnv):
         """:meth:`step` with the envs' infos as a list; the observation is the shared buffers
         (valid until :meth:`close`)."""
         self._check_usable()
-        try:
-            acts = np.asarray(actions) if not isinstance(actions, np.ndarray) else actions
-        except ValueError:  # was: numpy's "inhomogeneous shape" error
-            raise ValueError(f"actions must be an array of {self.num_envs} actions (one per env) of one shape, "
-                             f"got {actions!r:.80}") from None
-        if acts.shape[:1] != (self.num_envs,):
-            raise ValueError(f"expected {self.num_envs} actions (one per env), got shape {acts.shape}")
+        # the batched env's check and messages (was: numpy's "inhomogeneous shape" error, and
+        # other messages than the batched env's); a list goes to the workers as it is
+        acts = batch_actions(actions, self.num_envs, self.single_action_space)
         if self.autoreset_mode is AutoresetMode.DISABLED:
             _check_none_ended(self._ended)
         for i, (lo, hi) in enumerate(self._slices):
@@ -826,5 +850,5 @@ def sb3_vec_env(venv: ArylVectorEnv | ArylAsyncVectorEnv) -> Any:
     return SB3ArylVecEnv(venv)
 
 
-__all__ = ["ArylAsyncVectorEnv", "ArylVectorEnv", "MAX_ENVS", "check_num_envs", "check_timeout", "make_vector",
-           "sb3_vec_env"]
+__all__ = ["ArylAsyncVectorEnv", "ArylVectorEnv", "MAX_ENVS", "batch_actions", "check_num_envs", "check_timeout",
+           "make_vector", "sb3_vec_env"]
