@@ -116,12 +116,42 @@ def config_hash(
     """16 hex digits of SHA-256 over the resolved scenario (and, for a learned ``agent`` given by
     its source, the env set-up -- ``env_id`` ``None``: the agent's own env -- and the bytes of the
     agent's model, config and normalisation files)."""
-    payload: dict[str, Any] = {"scenario": scenario_fingerprint(cfg)}
+    # A set in the scenario (trace_options={"vc": {"6214e9", "103959"}}, YAML !!set) was written
+    # by json's default=str in string-hash order, which PYTHONHASHSEED randomises per process: the
+    # scenario got another hash in every process, so its cached episodes were never found again.
+    # The env kwargs keep default=str: a leaderboard row stores them as that very text
+    # (leaderboard/results.py) and its check rehashes the text, so sorting them here alone would
+    # fail rows that hold a set; both sides have to change together.
+    payload: dict[str, Any] = {"scenario": _sets_sorted(scenario_fingerprint(cfg))}
     if agent is not None:
         payload.update(env_id=env_id, env_kwargs=dict(env_kwargs or {}), source=agent,
                        files=agent_files_digest(agent))
     text = json.dumps(payload, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _sets_sorted(o: Any) -> Any:
+    """``o`` with every set inside it (dict values, list and tuple items) replaced by
+    :func:`_stable_str` of it: the text ``json.dumps(default=str)`` writes, in sorted order."""
+    if isinstance(o, dict):
+        return {k: _sets_sorted(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_sets_sorted(v) for v in o]
+    if isinstance(o, (set, frozenset)):
+        return _stable_str(o)
+    return o
+
+
+def _stable_str(o: Any) -> str:
+    """``str(o)`` with a set's elements in sorted order (``str`` of a set follows string hashing,
+    randomised per process). The text is ``str(o)`` whenever the set's own order is already
+    sorted (any set of one element), so the hashes that were reproducible are unchanged."""
+    if isinstance(o, (set, frozenset)):
+        items = ", ".join(sorted(_stable_str(x) if isinstance(x, frozenset) else repr(x) for x in o))
+        if isinstance(o, frozenset):
+            return f"frozenset({{{items}}})" if items else "frozenset()"
+        return f"{{{items}}}" if items else "set()"
+    return str(o)
 
 
 def env_version(env_id: str) -> str:
