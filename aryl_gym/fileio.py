@@ -426,9 +426,66 @@ _LEGACY_MARKS = {
 }
 
 
+#: what a command's own folder of a version before owner markers holds (any one of these):
+#: such a folder is taken as the command's earlier output, not as a folder of the user's
+_OWN_OLD_OUTPUT = {
+    "leaderboard": ("leaderboard.json", "leaderboard.md", "results.csv"),
+    "seed-study": ("results.csv",),
+    "reproduce": ("reproduction.md", "episodes"),
+    "calibrate": ("episodes",),
+    "train-reclaim": ("reclaim-agent.npz",),
+}
+
+#: files of ours that may sit in a folder before it is claimed (the lock, the owner marker)
+_OUR_FILES = {".lock", OWNER_FILE}
+
+
+def _old_train_runs(folder: Path) -> bool:
+    """``folder`` holds a training run folder of its own (``RUN/config.yaml`` beside
+    ``RUN/commit.txt``): the parent of earlier ``aryl-gym train`` runs."""
+    try:
+        return any((d / "config.yaml").is_file() and (d / "commit.txt").is_file()
+                   for d in folder.iterdir() if d.is_dir())
+    except OSError:
+        return False
+
+
+def check_out_folder(folder: str | os.PathLike[str], command: str, what: str = "--out") -> None:
+    """Refuse (ConfigError) an existing, non-empty ``folder`` that is not a results folder of
+    aryl-gym: no owner marker (``.aryl-gym-owner``) and nothing a run of ``command`` writes.
+    ``--out ~`` or ``--out .`` used to be claimed and filled (tables, plots, caches, run folders
+    among the user's files; ``--overwrite`` moved their ``results.csv`` aside). Nothing is
+    written or deleted here; a missing or empty folder passes."""
+    folder = Path(folder)
+    if not folder.is_dir() or (folder / OWNER_FILE).exists():
+        return
+    try:
+        # a results folder of aryl-gym inside (runs/reclaim-agent-seed0 of train-reclaim in the
+        # default runs/ of train) is no file of the user's either
+        names = sorted(p.name for p in folder.iterdir()
+                       if p.name not in _OUR_FILES and not (p / OWNER_FILE).is_file())
+    except OSError:
+        return  # unreadable: prepare_out_dir / the write itself says why
+    if not names:
+        return
+    if any((folder / n).exists() for n in _OWN_OLD_OUTPUT.get(command, ())):
+        return
+    if any((folder / n).exists() for marks in _LEGACY_MARKS.values() for n in marks):
+        return  # an older folder of another command: claim_folder names that command
+    if command == "train" and _old_train_runs(folder):
+        return
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    raise _config_error(
+        f"{what} {folder}: the folder is not empty ({shown}) and holds no results of `aryl-gym "
+        f"{command}` (no {OWNER_FILE}); `aryl-gym {command}` does not write among other files. "
+        f"Give a new or empty folder, e.g. {what} {folder / ('aryl-gym-' + command)}"
+    )
+
+
 def claim_folder(folder: Path, command: str, what: str = "--out") -> None:
     """Record that ``command`` writes ``folder`` (``DIR/.aryl-gym-owner``); a folder owned by
-    another command is a ConfigError, so no command writes into (or resumes) another's results.
+    another command is a ConfigError, so no command writes into (or resumes) another's results,
+    and so is a non-empty folder that is no results folder at all (:func:`check_out_folder`).
     Call it while holding the folder's :class:`DirLock`."""
     folder = Path(folder)
     mark = folder / OWNER_FILE
@@ -452,4 +509,5 @@ def claim_folder(folder: Path, command: str, what: str = "--out") -> None:
             f"`aryl-gym {command}` does not write into another command's folder. Choose another {what}"
         )
     if owner is None:
+        check_out_folder(folder, command, what)
         atomic_write_text(mark, command + "\n")

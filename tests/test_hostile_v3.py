@@ -481,6 +481,7 @@ def test_reclaim_training_guards(tmp_path: Path, capsys: pytest.CaptureFixture[s
     run = tmp_path / "fakerun"
     run.mkdir()
     (run / "config.json").write_text('{"precious": 1}')
+    (run / ".aryl-gym-owner").write_text("train-reclaim\n")  # an earlier run's folder (a folder of the user's is refused outright)
     rc, _, err = _run(["train-reclaim", "--out", str(run), "--events", "none", "--val-events", "none",
                        "--synthetic", "4", "--val-synthetic", "2", "--synthetic-servers", "4-8", "--rounds", "1"],
                       capsys)

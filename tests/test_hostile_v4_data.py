@@ -33,6 +33,7 @@ def test_no_plots_removes_the_leaderboards_own_stale_plots(tmp_path: Path) -> No
     out = tmp_path / "out"
     pdir = out / "plots"
     pdir.mkdir(parents=True)
+    (out / ".aryl-gym-owner").write_text("leaderboard\n")  # an earlier run's folder
     ours = ["usage_tiny.png", "jct_cdf_tiny.png", "queue_tiny.png", "performance_profile.png",
             "interval_estimates.png", "usage_other-scen.yaml.png"]
     for name in ours:  # as an earlier run (matplotlib's output needs no real PNG here)

@@ -205,10 +205,11 @@ def _run(args: argparse.Namespace) -> int:
             if args.out is None:
                 return grid(args)
             # at run time: aryl-gym imports every command module to build its parser
-            from aryl_gym.fileio import DirLock, claim_folder
+            from aryl_gym.fileio import DirLock, check_out_folder, claim_folder
             from aryl_gym.leaderboard.runner import prepare_out_dir
 
             # one run per --out at a time, and never another command's folder (as reproduce)
+            check_out_folder(args.out, "calibrate")  # not a user's folder (before its lock file)
             with DirLock(prepare_out_dir(args.out)):
                 claim_folder(args.out, "calibrate")
                 return grid(args)

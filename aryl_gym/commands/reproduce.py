@@ -92,8 +92,26 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _command_line(args: argparse.Namespace, out: Path) -> str:
-    """The command that makes this report, from the parsed options (no display-only flags)."""
+def portable_out(out: Path) -> str | None:
+    """``out`` as the generated docs may name it: a relative path inside the current folder
+    (an absolute one under it made relative), or None for a folder elsewhere (``/tmp/x``,
+    ``../x``, a home folder): a machine-local path in docs/reproduction.md means nothing on
+    another machine (was: ``--out /tmp/sw-mid`` in the docs' command line)."""
+    p = Path(out)
+    if p.is_absolute():
+        try:
+            p = p.resolve().relative_to(Path.cwd().resolve())
+        except (ValueError, OSError):
+            return None
+    if ".." in p.parts or str(p).startswith("~"):
+        return None
+    return str(p)
+
+
+def _command_line(args: argparse.Namespace, out: Path, portable: bool = False) -> str:
+    """The command that makes this report, from the parsed options (no display-only flags).
+    ``portable``: as the report prints it (:func:`portable_out`: ``--out`` left out when the
+    folder is not a relative path, the default folder then used)."""
     parts = ["aryl-gym", "reproduce", "--scale", args.scale]
     if args.seeds is not None:
         parts += ["--seeds", str(args.seeds)]
@@ -111,7 +129,9 @@ def _command_line(args: argparse.Namespace, out: Path) -> str:
         parts += ["--scenario", args.scenario]
     if args.cached_only:
         parts += ["--cached-only"]
-    parts += ["--out", str(out)]
+    shown = portable_out(out) if portable else str(out)
+    if shown is not None:
+        parts += ["--out", shown]
     if args.workers != 1:
         parts += ["--workers", str(args.workers)]
     if args.backend != "local":
@@ -185,10 +205,11 @@ def run(args: argparse.Namespace) -> int:
     _check_study_args(args, rp)  # before the output folder is made (was: made, then refused)
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.episodes import run_interruptible
-    from aryl_gym.fileio import DirLock, claim_folder
+    from aryl_gym.fileio import DirLock, check_out_folder, claim_folder
     from aryl_gym.leaderboard.runner import prepare_out_dir
 
     # one run per --out at a time (the leaderboard's lock), and never another command's folder
+    check_out_folder(out, "reproduce")  # not a user's folder (before its lock file is made there)
     with DirLock(prepare_out_dir(out)):
         claim_folder(out, "reproduce")
         # SIGTERM and Ctrl-C: one line (episodes done, the command that resumes), exit 143 / 130
@@ -201,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_locked(args: argparse.Namespace, rp: Any, scale: Any, out: Path, specs: Any, sweeps: Any,
                 configs: Any) -> int:
-    cmd = _command_line(args, out)
+    cmd = _command_line(args, out, portable=True)  # the report's command line: no local paths
     progress = "lines" if (args.no_progress or args.json) else "bar"
 
     def run_tasks(tasks: list[Any]) -> tuple[dict[Any, Any], Any]:
@@ -248,7 +269,8 @@ def _run_locked(args: argparse.Namespace, rp: Any, scale: Any, out: Path, specs:
     plot = None
     if points:
         plot = rp.plot_sweep(points, specs, out / "sweep.png")
-        blocks[f"sweep{sfx}"] = _sweep_block(rp, points, specs, cmd, plot, scale.name, stats)
+        # named beside OUT/reproduction.md (was: OUT/sweep.png, a wrong or local path)
+        blocks[f"sweep{sfx}"] = _sweep_block(rp, points, specs, cmd, plot and Path(plot.name), scale.name, stats)
     md = out / "reproduction.md"
     rp.update_doc(md, blocks)
     if args.write_docs:

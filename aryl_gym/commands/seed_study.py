@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from aryl_gym.episodes import check_entrant
 
     # runner imports pydantic: only when a config is validated
-    from aryl_gym.fileio import DirLock, claim_folder
+    from aryl_gym.fileio import DirLock, check_out_folder, claim_folder
     from aryl_gym.leaderboard.results import METRIC_TYPES
     from aryl_gym.leaderboard.runner import prepare_out_dir, run_suite
 
@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
             why = check_entrant(e, suite.env_id)
             if why:
                 raise ConfigError(f"--agent {e.name}={e.source}: {why}")
+        check_out_folder(args.out, "seed-study")  # not a user's folder (before its lock file)
         out = prepare_out_dir(args.out)
         with DirLock(out):  # the leaderboard's lock; a folder of another command is refused
             claim_folder(out, "seed-study")

@@ -149,12 +149,16 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("runs") / f"reclaim-agent-seed{cfg.seed}"
     # was: only reclaim-agent.npz was checked, so config.json and curve.csv of any folder (another
     # run's, or another command's results) were replaced without a word
+    # at run time: aryl-gym imports every command module to build its parser
+    from aryl_gym.fileio import DirLock, check_out_folder, claim_folder
+
+    # a folder of the user's (--out ~ holding a config.json) is refused, not offered --overwrite
+    check_out_folder(out, NAME)
     held = [n for n in OUTPUT_FILES if (out / n).exists()]
     if held and not args.overwrite:
         raise ValueError(f"--out {out}: holds {', '.join(held)}; pass --overwrite to replace them, or choose "
                          "another --out")
     # at run time: aryl-gym imports every command module to build its parser
-    from aryl_gym.fileio import DirLock, claim_folder
     from aryl_gym.leaderboard.runner import prepare_out_dir
     from aryl_gym.train.reclaim_agent import _pct, train_reclaim_agent  # torch: not at CLI start-up
 

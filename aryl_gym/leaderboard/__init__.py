@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aryl_gym.fileio import DirLock, claim_folder
+from aryl_gym.fileio import DirLock, check_out_folder, claim_folder
 from aryl_gym.leaderboard.report import render_console, write_report
 from aryl_gym.leaderboard.results import series_for
 from aryl_gym.leaderboard.runner import (
@@ -93,6 +93,8 @@ def run_leaderboard(
     # an agent given with --agent that cannot be loaded stops the run before the folder is
     # created or claimed (was: an empty folder with its marker was left behind)
     check_named_agents(suite)
+    # a non-empty folder of the user's (--out ~) is refused before the lock file is made in it
+    check_out_folder(out_dir, "leaderboard")
     created = not Path(out_dir).exists()
     try:
         # the folder stays locked while the tables, plots and logs are written too

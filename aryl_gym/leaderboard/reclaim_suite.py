@@ -58,7 +58,13 @@ from aryl_gym.commands.reclaim_study import trivial
 from aryl_gym.config import ConfigError, load_yaml
 from aryl_gym.envs.reclaim import ArylReclaimEnv
 from aryl_gym.episodes import AgentUnavailable, load_agent
-from aryl_gym.fileio import DirLock, atomic_write_text, claim_folder, unique_backup
+from aryl_gym.fileio import (
+    DirLock,
+    atomic_write_text,
+    check_out_folder,
+    claim_folder,
+    unique_backup,
+)
 from aryl_gym.leaderboard.results import (
     CsvAppender,
     RowSchema,
@@ -442,6 +448,7 @@ def run_reclaim_suite(
         if k in agents or k in suite.policies:
             raise ValueError(f"--agent {k}=...: the suite already has an entrant named {k!r}")
         agents[k] = v
+    check_out_folder(out_dir, "leaderboard")  # before its lock file is made in a user's folder
     out = prepare_out_dir(out_dir)
     # the leaderboard's lock and folder discipline: one run per folder, backups that cannot
     # collide, rows with digests

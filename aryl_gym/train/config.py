@@ -678,13 +678,19 @@ def on_policy(algo_cls: type) -> bool:
 
 
 def check_rollout_sizes(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: int,
-                        source: str = "config") -> None:
+                        source: str = "config", resume: str | None = None) -> None:
     """``batch_size`` against the rollout an on-policy update splits, ``n_steps * n_envs`` (the
     algorithm's defaults where the config gives none). Was: not checked (SB3's PPO asserts some
     of it with a traceback, MaskablePPO nothing): ``batch_size`` above the rollout was silently
     cut to it; one that did not divide it left a short last mini-batch, and a mini-batch (or
     rollout) of one step made advantage normalisation divide by a NaN std, failing mid-run
-    after the run folder was made."""
+    after the run folder was made.
+
+    ``resume``: the checkpoint of a run being resumed with these settings, its own (a run made
+    before this check, whose checkpoint keeps its batch_size: ``--set`` cannot change it). A
+    batch_size that does not fit the rollout is then a warning and the run goes on as it was
+    saved (was: refused, naming ``--set batch_size``, which a resume refuses too); one that
+    makes the training NaN is still an error, naming how to go on from the checkpoint's weights."""
     sig = ctor_params(algo_cls)
     if not on_policy(algo_cls) or "n_steps" not in sig or "batch_size" not in sig:
         # not a PPO-style rollout (A2C uses the whole rollout, DQN a replay buffer: its n_steps
@@ -697,17 +703,27 @@ def check_rollout_sizes(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: 
     n_steps, batch = int(given("n_steps")), int(given("batch_size"))
     normalize = given("normalize_advantage") if "normalize_advantage" in sig else False
     rollout = n_steps * int(n_envs)
+    # a resumed run keeps its checkpoint's hyperparameters: the way on is a new run from its weights
+    fork = (f"; this run cannot go on as saved: start a new run from its weights, aryl-gym train "
+            f"--config CONFIG --init-from {resume} --set batch_size=... (a divisor of n_steps * n_envs)"
+            if resume else "")
     if normalize and rollout < 2:
         raise ConfigError(f"{source}: n_steps * n_envs = {n_steps} * {n_envs} = {rollout} step per "
-                          "rollout: advantage normalisation needs at least 2; raise n_steps")
+                          f"rollout: advantage normalisation needs at least 2; raise n_steps{fork}")
     if normalize and batch < 2:
         raise ConfigError(f"{source}: hyperparameter batch_size: {batch} is one step per mini-batch, whose "
-                          "advantage normalisation is NaN; give batch_size >= 2 (or normalize_advantage: false)")
+                          f"advantage normalisation is NaN; give batch_size >= 2 (or normalize_advantage: false){fork}")
     if batch > rollout or rollout % batch:
         fits = max(d for d in range(1, min(batch, rollout) + 1) if rollout % d == 0)
         why = (f"is larger than the rollout n_steps * n_envs = {n_steps} * {n_envs} = {rollout} "
                f"(its mini-batches would hold {rollout} steps, not {batch})" if batch > rollout else
                f"does not divide the rollout n_steps * n_envs = {n_steps} * {n_envs} = {rollout} "
                f"(every update would end on a mini-batch of {rollout % batch})")
+        if resume:
+            warnings.warn(
+                f"{source}: hyperparameter batch_size: {batch} {why}; the run was made before this was "
+                f"checked and its checkpoint keeps its batch_size, so it is resumed as saved (a new run "
+                f"should give a batch_size that divides {rollout}, e.g. {fits})", UserWarning, stacklevel=2)
+            return
         raise ConfigError(f"{source}: hyperparameter batch_size: {batch} {why}; give a batch_size that "
                           f"divides {rollout} (e.g. {fits}), or change n_steps / --n-envs")

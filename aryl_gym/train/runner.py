@@ -276,13 +276,39 @@ def _sigterm_interrupts() -> Callable[[], None]:
 SB3_MAX_SEED = MAX_RUN_SEED
 
 
-def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
+def _check_resumed_rollout(cls: type, cfg: TrainConfig, resume: Path) -> None:
+    """:func:`check_rollout_sizes` for a resumed run: with the run's own n_envs, a batch_size
+    that does not fit is the saved run's (made before the check) and only warned about; with
+    another ``--n-envs`` the error says to resume with the run's."""
+    source = f"algo config ({cfg.algo})"
+    origin = checkpoint_run_dir(resume)
+    run_envs = int(cfg.n_envs)
+    if origin is not None:
+        try:
+            run_envs = int(load_run_config(origin).n_envs)
+        except ConfigError:
+            pass  # a damaged run config: check_resume names it
+    if run_envs == int(cfg.n_envs):
+        check_rollout_sizes(cls, cfg.hyperparams, cfg.n_envs, source, resume=str(resume))
+        return
+    try:
+        check_rollout_sizes(cls, cfg.hyperparams, cfg.n_envs, source)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}. The run {origin} trains with n_envs {run_envs}: resume it with "
+                          f"--n-envs {run_envs} (or leave out --n-envs)") from None
+
+
+def preflight(cfg: TrainConfig, data_root: str | None = None, resume: str | Path | None = None) -> None:
     """What SB3 or the env would reject deep inside a run, as a ConfigError before any work:
-    the hyperparameters (names, numbers, counts >= 1) and the env kwargs (one env is built)."""
+    the hyperparameters (names, numbers, counts >= 1) and the env kwargs (one env is built).
+    ``resume``: the checkpoint the run continues from (:func:`_check_resumed_rollout`)."""
     cls = model_class(cfg)
     check_hyperparams(algo_class(cfg.algo), cfg.hyperparams, f"algo config ({cfg.algo})",
                       cls if cfg.model_class else None)
-    check_rollout_sizes(cls, cfg.hyperparams, cfg.n_envs, f"algo config ({cfg.algo})")
+    if resume is not None and Path(resume).is_file():
+        _check_resumed_rollout(cls, cfg, Path(resume))
+    else:
+        check_rollout_sizes(cls, cfg.hyperparams, cfg.n_envs, f"algo config ({cfg.algo})")
     # SB3 seeds numpy's legacy generator (np.random.seed) with the run seed, which must be below
     # 2**32 (was: "Seed must be between 0 and 2**32 - 1" after the run folder was made); the envs'
     # own seeds (seed + i) go to numpy Generators, which take any size
@@ -339,7 +365,7 @@ def preflight(cfg: TrainConfig, data_root: str | None = None) -> None:
         check_action_space(cfg.algo, env.action_space, mode, f"algo config ({cfg.algo})")
         check_policy(cfg, cls, env)
         check_rollout_memory(cls, cfg.hyperparams, int(cfg.n_envs), env.observation_space,
-                             env.action_space, f"algo config ({cfg.algo})")
+                             env.action_space, f"algo config ({cfg.algo})", dict(cfg.policy_kwargs))
     finally:
         env.close()
 
@@ -384,10 +410,28 @@ def available_memory() -> int | None:
     return min(out) if out else None
 
 
+def _lstm_step_bytes(algo_cls: type, policy_kwargs: Mapping[str, Any] | None) -> int:
+    """Bytes per step a recurrent rollout buffer (sb3-contrib's RecurrentPPO) keeps of the LSTM
+    states: hidden and cell states of the actor's and the critic's LSTM (four float32 arrays of
+    ``n_lstm_layers * lstm_hidden_size`` each, whether or not the LSTM is shared: the buffer
+    allocates all four); 0 for a policy without LSTM. Was: left out of the estimate, which is
+    about 4 KiB per step with the default 256 units (more than the observation here)."""
+    if not any("Recurrent" in c.__name__ for c in algo_cls.__mro__):
+        return 0
+    kw = policy_kwargs or {}
+    try:
+        hidden = int(kw.get("lstm_hidden_size", 256))
+        layers = int(kw.get("n_lstm_layers", 1))
+    except (TypeError, ValueError):
+        return 0  # not a number: the policy check says so
+    return 4 * 4 * max(hidden, 0) * max(layers, 0)
+
+
 def rollout_bytes(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: int, obs_space: Any,
-                  act_space: Any) -> int | None:
+                  act_space: Any, policy_kwargs: Mapping[str, Any] | None = None) -> int | None:
     """About the memory of an on-policy algorithm's rollout buffer (``n_steps * n_envs`` steps of
-    float32 observations, actions, action masks and six scalars), twice over, as SB3 copies it
+    float32 observations, actions, action masks, six scalars and, for RecurrentPPO, the LSTM
+    states of ``policy_kwargs``' size: :func:`_lstm_step_bytes`), twice over, as SB3 copies it
     into one flat batch at each update; ``None`` for an algorithm without ``n_steps`` (DQN's
     replay buffer: SB3 checks that one itself; its ``n_steps`` is the n-step return)."""
     sig = ctor_params(algo_cls)
@@ -402,17 +446,19 @@ def rollout_bytes(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: int, o
     if any("Maskable" in c.__name__ for c in algo_cls.__mro__):
         mask = int(act_space.n) if isinstance(act_space, spaces.Discrete) else (
             int(sum(act_space.nvec)) if isinstance(act_space, spaces.MultiDiscrete) else 0)
-    per_step = _step_bytes(obs_space) + _step_bytes(act_space) + 4 * (mask + 6)
+    per_step = (_step_bytes(obs_space) + _step_bytes(act_space) + 4 * (mask + 6)
+                + _lstm_step_bytes(algo_cls, policy_kwargs))
     return 2 * steps * per_step
 
 
 def check_rollout_memory(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: int, obs_space: Any,
-                         act_space: Any, source: str = "config") -> None:
+                         act_space: Any, source: str = "config",
+                         policy_kwargs: Mapping[str, Any] | None = None) -> None:
     """A ConfigError, before the run folder is made, when the rollout buffer
     (:func:`rollout_bytes`) needs more memory than this process may allocate
     (:func:`available_memory`). Was: the run folder was made, then SB3's allocation failed with
     an out-of-memory message that advised fewer ``--workers``, an option ``train`` does not have."""
-    need = rollout_bytes(algo_cls, hyperparams, n_envs, obs_space, act_space)
+    need = rollout_bytes(algo_cls, hyperparams, n_envs, obs_space, act_space, policy_kwargs)
     have = available_memory()
     if need is None or have is None or need <= have:
         return
@@ -420,7 +466,7 @@ def check_rollout_memory(algo_cls: type, hyperparams: Mapping[str, Any], n_envs:
     fits = max(int(have // max(need // max(int(n_steps) * int(n_envs), 1), 1)) // max(int(n_envs), 1), 1)
     raise ConfigError(
         f"{source}: the rollout of n_steps * n_envs = {n_steps} * {n_envs} steps needs about "
-        f"{need / 2**30:,.1f} GiB of memory (observations, actions and masks of every step, copied once "
+        f"{need / 2**30:,.1f} GiB of memory (observations, actions, masks and LSTM states of every step, copied once "
         f"at each update), more than the {have / 2**30:,.1f} GiB available; lower n_steps (--set "
         f"n_steps=..., at most about {fits:,} here) or --n-envs")
 
@@ -727,7 +773,7 @@ def train(
     import torch
 
     say = progress or (lambda s: print(s, flush=True) if verbose else None)
-    preflight(cfg, data_root)  # a bad config fails here, before a run folder is made
+    preflight(cfg, data_root, resume)  # a bad config fails here, before a run folder is made
     torch.set_num_threads(max(int(cfg.torch_threads), 1))
     ckpt = Path(resume) if resume else None
     if ckpt is not None and not ckpt.exists():
