@@ -298,3 +298,15 @@ def test_pollux_outside_artifact_layout_uses_data_root_profiles(tmp_path):
     assert any("Pollux profiles from the data root" in n for n in rep.notes)
     same, _ = load_trace(p, "pollux", profiles=str(root / "traces/pollux-philly/traces"))
     assert same == jobs
+
+
+def test_fractional_gpus_ceil_note_quotes_the_traces_own_request(tmp_path):
+    # was: the note always said "(e.g. 0.46)", whatever the trace asked for
+    p = tmp_path / "a.csv"
+    p.write_text(GEN_HEAD + "j1,0,1,1000,10,Succeeded\nj2,5,1,500,10,Succeeded\nj3,6,1,250,10,Succeeded\n",
+                 encoding="utf-8")
+    cols = {"submit": "submit", "gpus": "num_gpu", "duration": "runtime", "id": "job", "gpu_milli": "gpu_milli"}
+    jobs, rep = load_trace(p, "csv", columns=cols, fractional_gpus="ceil")
+    assert [j.g * j.w_max for j in jobs] == [1, 1, 1]
+    note = next(n for n in rep.notes if "fraction of a GPU" in n)
+    assert note.startswith("2 jobs ask for a fraction of a GPU (e.g. 0.5)"), note

@@ -85,7 +85,9 @@ def read_generic(path: Path, report: LoadReport, spec: Mapping[str, Any], skip: 
         if frac_rule == "ceil":
             nfrac = int((frac & chk.ok).sum())
             if nfrac:
-                report.notes.append(f"{nfrac} jobs ask for a fraction of a GPU (e.g. 0.46): counted as "
+                # the example is the trace's own first such request (was: always "0.46")
+                first = float(total[np.flatnonzero(frac & chk.ok)[0]])
+                report.notes.append(f"{nfrac} jobs ask for a fraction of a GPU (e.g. {first:g}): counted as "
                                     "whole GPUs, rounded up (fractional_gpus=ceil)")
             g = np.where(frac, np.ceil(total - 1e-9), whole)
         else:
