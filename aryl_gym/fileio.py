@@ -439,13 +439,27 @@ _OWN_OLD_OUTPUT = {
 #: files of ours that may sit in a folder before it is claimed (the lock, the owner marker)
 _OUR_FILES = {".lock", OWNER_FILE}
 
+#: placeholders of version control and file browsers, no user data (``runs/.gitkeep`` of a
+#: project scaffold, a ``.gitignore`` keeping results out of git, ``.DS_Store``): such a folder
+#: counts as empty (was: ``--out runs`` holding only ``.gitkeep`` was refused as a user's folder)
+_PLACEHOLDERS = {".gitkeep", ".keep", ".gitignore", ".DS_Store", "Thumbs.db", "desktop.ini"}
+
+
+def _is_train_run(d: Path) -> bool:
+    """``d`` is a training run folder: ``aryl-gym train``'s (``config.yaml`` beside
+    ``commit.txt``), or one of ``examples/ppo_mask.py``, which writes into the same default
+    ``runs/`` without an owner marker (``model.pt``, TensorBoard's ``events.out.tfevents.*``)."""
+    if (d / "config.yaml").is_file() and (d / "commit.txt").is_file():
+        return True
+    return (d / "model.pt").is_file() or any(f.is_file() for f in d.glob("events.out.tfevents.*"))
+
 
 def _old_train_runs(folder: Path) -> bool:
-    """``folder`` holds a training run folder of its own (``RUN/config.yaml`` beside
-    ``RUN/commit.txt``): the parent of earlier ``aryl-gym train`` runs."""
+    """``folder`` holds a training run folder of its own (:func:`_is_train_run`): the parent of
+    earlier training runs (was: only ``aryl-gym train``'s, so ``runs/`` holding only a run of
+    ``python examples/ppo_mask.py``, its default ``--out-dir`` too, was refused to ``train``)."""
     try:
-        return any((d / "config.yaml").is_file() and (d / "commit.txt").is_file()
-                   for d in folder.iterdir() if d.is_dir())
+        return any(_is_train_run(d) for d in folder.iterdir() if d.is_dir())
     except OSError:
         return False
 
@@ -463,7 +477,8 @@ def check_out_folder(folder: str | os.PathLike[str], command: str, what: str = "
         # a results folder of aryl-gym inside (runs/reclaim-agent-seed0 of train-reclaim in the
         # default runs/ of train) is no file of the user's either
         names = sorted(p.name for p in folder.iterdir()
-                       if p.name not in _OUR_FILES and not (p / OWNER_FILE).is_file())
+                       if p.name not in _OUR_FILES and not (p.name in _PLACEHOLDERS and p.is_file())
+                       and not (p / OWNER_FILE).is_file())
     except OSError:
         return  # unreadable: prepare_out_dir / the write itself says why
     if not names:

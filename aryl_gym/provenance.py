@@ -144,10 +144,21 @@ def _sets_sorted(o: Any) -> Any:
 
 def _stable_str(o: Any) -> str:
     """``str(o)`` with a set's elements in sorted order (``str`` of a set follows string hashing,
-    randomised per process). The text is ``str(o)`` whenever the set's own order is already
-    sorted (any set of one element), so the hashes that were reproducible are unchanged."""
+    randomised per process). Elements that compare (numbers, strings) sort by value, others by
+    their text, so the text is ``str(o)`` whenever the set's own order is already sorted (any set
+    of one element; a set of small non-negative ints, which iterates by value): the hashes that
+    were reproducible stay as they were."""
     if isinstance(o, (set, frozenset)):
-        items = ", ".join(sorted(_stable_str(x) if isinstance(x, frozenset) else repr(x) for x in o))
+        def text(x: Any) -> str:
+            return _stable_str(x) if isinstance(x, frozenset) else repr(x)
+
+        try:  # a total order on the values (not for sets inside: subsets are a partial order)
+            if any(isinstance(x, (set, frozenset)) for x in o):
+                raise TypeError
+            elems = sorted(o)
+        except TypeError:
+            elems = sorted(o, key=text)
+        items = ", ".join(text(x) for x in elems)
         if isinstance(o, frozenset):
             return f"frozenset({{{items}}})" if items else "frozenset()"
         return f"{{{items}}}" if items else "set()"
