@@ -445,6 +445,23 @@ _OUR_FILES = {".lock", OWNER_FILE}
 _PLACEHOLDERS = {".gitkeep", ".keep", ".gitignore", ".DS_Store", "Thumbs.db", "desktop.ini"}
 
 
+def _own_file(p: Path) -> bool:
+    """``p`` exists and can be a command's own earlier output: a ``results.csv`` only when its
+    header is one of ours (its first column ``suite``; an empty one is a killed run's), since a
+    user's folder may well hold a ``results.csv`` of their own (was: any such file made the
+    folder a leaderboard's, and ``--overwrite`` moved the user's file aside)."""
+    if not p.exists():
+        return False
+    if p.name != "results.csv" or not p.is_file():
+        return True
+    try:
+        with open(p, encoding="utf-8", errors="replace") as f:
+            first = f.readline()
+    except OSError:
+        return True  # unreadable: the run's own reading of it says why
+    return not first.strip() or first.startswith("suite,")
+
+
 def _is_train_run(d: Path) -> bool:
     """``d`` is a training run folder: ``aryl-gym train``'s (``config.yaml`` beside
     ``commit.txt``), or one of ``examples/ppo_mask.py``, which writes into the same default
@@ -483,7 +500,7 @@ def check_out_folder(folder: str | os.PathLike[str], command: str, what: str = "
         return  # unreadable: prepare_out_dir / the write itself says why
     if not names:
         return
-    if any((folder / n).exists() for n in _OWN_OLD_OUTPUT.get(command, ())):
+    if any(_own_file(folder / n) for n in _OWN_OLD_OUTPUT.get(command, ())):
         return
     if any((folder / n).exists() for marks in _LEGACY_MARKS.values() for n in marks):
         return  # an older folder of another command: claim_folder names that command

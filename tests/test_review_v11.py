@@ -79,3 +79,23 @@ def test_stable_set_text_keeps_int_sets_as_they_were() -> None:
         assert _stable_str(s) == str(s)
     assert _stable_str({"b", "a", "c"}) == "{'a', 'b', 'c'}"  # strings: sorted, whatever the hash seed
     assert _stable_str({1, "a"}) == "{'a', 1}"  # mixed: by text
+
+
+def test_a_users_own_results_csv_does_not_make_their_folder_a_leaderboards(tmp_path: Path) -> None:
+    from aryl_gym.config import ConfigError
+    from aryl_gym.fileio import check_out_folder
+
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "results.csv").write_text("experiment,score\na,1\n")
+    with pytest.raises(ConfigError, match="holds no results of `aryl-gym leaderboard`"):
+        check_out_folder(user, "leaderboard")
+    assert (user / "results.csv").read_text() == "experiment,score\na,1\n"
+    ours = tmp_path / "old-run"  # a leaderboard folder of a version before owner markers
+    ours.mkdir()
+    (ours / "results.csv").write_text("suite,scenario,scenario_name\n")
+    check_out_folder(ours, "leaderboard")
+    killed = tmp_path / "killed"  # a run killed before its header was written
+    killed.mkdir()
+    (killed / "results.csv").write_text("")
+    check_out_folder(killed, "seed-study")
