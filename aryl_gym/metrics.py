@@ -8,12 +8,17 @@ Definitions (times in seconds):
   (end - submit), so a policy that leaves the hard jobs unfinished is never flattered; when every
   job finished (every ordinary episode) they are the plain figures over completed jobs.
   ``avg_jct_finished`` averages the completed jobs only; ``jobs_unfinished`` counts the others
-  and ``failed`` marks an episode that left any (the failure count of every table). Queuing time = first start - submit (jobs that never
+  and ``failed`` marks an episode that left any (the failure count of every table). Percentiles
+  (``median_jct``, ``p95_jct``, ``p95_queue_time``, ``p95_queue_time_total``) are per episode,
+  NumPy's default ``np.percentile``: linear interpolation between order statistics (Hyndman &
+  Fan type 7); every table over seeds (compare, leaderboard, reproduce) starts from these
+  per-episode figures, never from jobs pooled across seeds. Queuing time = first start - submit (jobs that never
   started are not in it); waiting time = JCT - time spent running (includes re-queuing after a
   preemption and overheads are counted as running).
 * ``avg_queue_time_total`` / ``p95_queue_time_total`` (World v2): queuing time *including* the
   time spent back in the queue after each preemption (first start - submit + re-queued time),
-  over the jobs that started; the paper ties its queuing figures to preemptions (Table 6), so
+  over the jobs that started; a job back in the queue at the episode's end counts its re-queued
+  time up to the end (censored, as the JCTs); the paper ties its queuing figures to preemptions (Table 6), so
   both readings are reported. ``avg_run_time``: mean time a completed job held GPUs
   (relaunch and scaling overheads included), so that ``avg_jct`` = queuing (total) + running
   for an episode where every job finished. ``elastic_run_share``: the elastic jobs' share of the
@@ -74,8 +79,12 @@ from aryl_gym.sim.jobs import JobSpec, JobState
 #: (2: ``avg_jct``, ``median_jct``, ``p95_jct`` and ``mean_slowdown`` count unfinished jobs,
 #: censored at the episode's end; ``avg_jct_finished`` and ``failed`` added; 3: in an episode that
 #: ended with jobs unfinished, ``preemption_ratio`` and ``jct_lower_bound`` count the submitted
-#: jobs only and the queued share stops at the episode's end). Caches of episode results key on it.
-METRICS_VERSION = 3
+#: jobs only and the queued share stops at the episode's end; 4: ``combined_usage`` and
+#: ``combined_usage_hourly`` integrate inference's own usage exactly, :func:`inference_gs`, instead
+#: of charging a fast-forwarded span at its first instant's utilisation; the queuing totals count
+#: the re-queued time of a job still back in the queue at the end). Caches of episode results
+#: key on it.
+METRICS_VERSION = 4
 
 
 class UsageTotals(Protocol):
@@ -318,6 +327,38 @@ def hourly_queued_share(
     return [float(q / t) if t > 0 else 0.0 for q, t in zip(queued, system)]
 
 
+def inference_gs(sim: Any, end: float) -> tuple[float, dict[int, float]] | None:
+    """GPU-seconds inference used on its own servers over ``[0, end]``: the integral of
+    ``u(t) x inference GPUs`` (the simulator's inference series, piecewise constant over its
+    samples), in total and per simulated hour; ``None`` for an object without the series.
+
+    Computed here, exactly, rather than read from the simulator's running sum, which charges a
+    whole fast-forwarded span (many eventless rounds advanced at once) at the utilisation of its
+    first instant: that made ``combined_usage`` and its hourly series depend on the
+    fast-forward optimisation (testbed ``sjf`` seed 0: 0.6120 with it, 0.6098 without, for the
+    same episode; hourly figures off by up to about 0.02)."""
+    loan = getattr(sim, "loan", None)
+    n_inf = getattr(getattr(sim, "acc", None), "n_inf_gpus", None)
+    ss = float(getattr(loan, "sample_seconds", 0.0) or 0.0)
+    if loan is None or n_inf is None or not ss > 0 or not end > 0:
+        return None
+    n_samples = int(math.ceil(end / ss))
+    series = np.asarray(getattr(loan, "util", ()), dtype=np.float64)[:n_samples]
+    # past the series' end the controller repeats its last day: ask it for those samples
+    tail = [loan.utilization(k * ss) for k in range(len(series), n_samples)]
+    u = np.concatenate([series, np.asarray(tail, dtype=np.float64)])
+    # pieces: the series' samples split at hour boundaries (u is constant on each)
+    starts = np.arange(n_samples, dtype=np.float64) * ss
+    edges = np.union1d(starts, np.arange(int(math.ceil(end / 3600.0)), dtype=np.float64) * 3600.0)
+    edges = np.append(edges[edges < end], end)
+    left, width = edges[:-1], np.diff(edges)
+    sample = np.clip(np.searchsorted(starts, left, side="right") - 1, 0, n_samples - 1)
+    gs = u[sample] * float(n_inf) * width
+    hours = (left // 3600.0).astype(np.int64)
+    per_hour = np.bincount(hours, weights=gs)
+    return float(gs.sum()), {int(h): float(per_hour[h]) for h in np.unique(hours)}
+
+
 def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> EpisodeResult:
     done = sim.state == JobState.DONE
     jct = (sim.finish - sim.submit)[done]
@@ -326,6 +367,14 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
     started = ~np.isnan(sim.first_start)
     qt = (sim.first_start - sim.submit)[started]
     requeue = getattr(sim, "requeue_time", None)
+    if requeue is not None:
+        requeue = np.array(requeue, dtype=float)
+        # a job preempted and still back in the queue at the end: its re-queued time so far
+        # (was: counted only once it restarted, so an episode cut short dropped it)
+        pre_at = getattr(sim, "preempted_at", None)
+        if pre_at is not None:
+            waiting = ~np.isnan(pre_at)
+            requeue[waiting] += float(sim.now) - pre_at[waiting]
     qt_total = qt + requeue[started] if requeue is not None else qt
     wait = jct - sim.running_time[done]
     lb = lower_bounds(sim)
@@ -333,9 +382,14 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
     span = max(acc.total_s, 1e-9)
     c = sim.config.cluster
     total_gpus = c.train_gpus + c.inf_gpus
+    # inference's own usage, integrated exactly (inference_gs; was the simulator's running sum)
+    inf = inference_gs(sim, float(acc.total_s))
+    inf_gs = acc.inf_used_gs if inf is None else inf[0]
     hourly = []
     for h in sorted(acc.hourly):
         tb, lu, iu, dt = acc.hourly[h]
+        if inf is not None:
+            iu = inf[1].get(h, 0.0)
         hourly.append((tb + lu + iu) / (total_gpus * dt) if dt > 0 else 0.0)
     makespan = float(np.nanmax(sim.finish)) if done.any() else float("nan")
     # Utilization over the arrival window (0 .. last submit, whole hours): the steady state the
@@ -375,7 +429,7 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
         makespan=makespan,
         train_util=train_util_window,
         train_util_makespan=acc.train_busy_gs / (c.train_gpus * span),
-        combined_usage=(acc.train_busy_gs + acc.loan_used_gs + acc.inf_used_gs) / (total_gpus * span),
+        combined_usage=(acc.train_busy_gs + acc.loan_used_gs + inf_gs) / (total_gpus * span),
         loaned_gpu_hours=acc.loan_offered_gs / 3600.0,
         loaned_gpu_hours_offered=acc.loan_offered_gs / 3600.0,
         loaned_gpu_hours_used=acc.loan_used_gs / 3600.0,

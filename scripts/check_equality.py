@@ -22,6 +22,10 @@ with window 32 and observation v1, with and without ``window_order="pred_time"``
 preemption, ``targets``; a few thousand seeded random masked steps each, masks and infos in the
 digest) and ``aryl`` on ``production`` (about two minutes more); record and compare with the
 same flags.
+``--ignore F1,F2`` (record) leaves those ``EpisodeResult`` fields out of every digest, for a
+change that means to move a figure's definition but no episode (a metrics fix: record at the
+commit before with this script, ``--ignore combined_usage,combined_usage_hourly``); the record
+keeps the list and ``compare`` applies it.
 The digest covers every field of ``EpisodeResult`` except the timings (``wall_s``, ``decision_ms_mean``, ``decision_ms_max``) and fields added later
 while they hold their old implied value (``thrashing`` False, ``failed`` 0, ``avg_jct_finished``
 equal to ``avg_jct``).
@@ -50,11 +54,14 @@ ADDED = {"thrashing": False, "failed": 0, "declared_rate_jobs": 0}
 #: World v2 figures computed from per-job arrays the old digests never held; left out of the
 #: digest (the episode's behaviour is covered by jcts, queue_times and the other figures)
 NEW_FIGURES = ("avg_queue_time_total", "p95_queue_time_total", "avg_run_time")
+#: EpisodeResult fields left out of every digest of this run (``--ignore``): figures whose
+#: definition a change means to move, so the episodes' behaviour can still be compared
+IGNORE: tuple[str, ...] = ()
 
 
 def _result_digest(res: Any) -> tuple[str, dict[str, Any]]:
     d = res.to_dict(series=True)
-    for k in TIMING + NEW_FIGURES:
+    for k in TIMING + NEW_FIGURES + IGNORE:
         d.pop(k, None)
     for k, v in ADDED.items():
         if d.get(k) == v:
@@ -202,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--out", required=True, type=Path)
     r.add_argument("--quick", action="store_true")
     r.add_argument("--size", action="store_true", help="also env episodes at basic and production size")
+    r.add_argument("--ignore", default="", metavar="F1,F2",
+                   help="EpisodeResult fields left out of the digests (kept in the record for compare)")
     c = sub.add_parser("compare", help="run the episodes and compare with a recorded file")
     c.add_argument("reference", type=Path)
     c.add_argument("--quick", action="store_true")
@@ -213,18 +222,32 @@ def main(argv: list[str] | None = None) -> int:
     global WORLD
     WORLD = args.world
 
+    global IGNORE
     if args.cmd == "record":
+        from aryl_gym.metrics import EpisodeResult
+
+        fields = set(EpisodeResult.__dataclass_fields__)
+        IGNORE = tuple(f for f in (x.strip() for x in args.ignore.split(",")) if f)
+        unknown = [f for f in IGNORE if f not in fields]
+        if unknown:
+            print(f"error: --ignore {','.join(unknown)}: not EpisodeResult fields", file=sys.stderr)
+            return 2
         out = run_all(args.quick, args.size)
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"quick": args.quick, "episodes": out}, indent=1, sort_keys=True))
+        args.out.write_text(json.dumps({"quick": args.quick, "ignore": list(IGNORE), "episodes": out},
+                                       indent=1, sort_keys=True))
         print(f"recorded {len(out)} episodes to {args.out}")
         return 0
 
     try:
-        ref = json.loads(args.reference.read_text())["episodes"]
-    except (OSError, ValueError, KeyError) as exc:
+        record = json.loads(args.reference.read_text())
+        ref = record["episodes"]
+        IGNORE = tuple(record.get("ignore", ()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"error: cannot read reference {args.reference}: {exc}", file=sys.stderr)
         return 2
+    if IGNORE:
+        print(f"left out of the digests, as recorded: {', '.join(IGNORE)}", file=sys.stderr)
     now = run_all(args.quick, args.size)
     same = [k for k in now if k in ref and ref[k]["digest"] == now[k]["digest"]]
     diff = [k for k in now if k in ref and ref[k]["digest"] != now[k]["digest"]]

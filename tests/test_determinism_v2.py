@@ -147,6 +147,7 @@ def _child(hash_seed: str, threads: str) -> dict[str, Any]:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # three processes (2 s); the in-process set-order test below covers the fix
 def test_episodes_do_not_depend_on_hash_seed_or_threads():
     """The same episodes (native and through the env) and the same configuration hashes in this
     process (its own hash seed) and in two children with hash seeds 0 and 2 (which order the
@@ -280,6 +281,7 @@ def _vector_rows(venv: Any, n: int, seed: int, steps: int) -> list[list[str]]:
     return rows
 
 
+@pytest.mark.slow  # 2 s each; tests/test_vector.py checks make_vec against SyncVectorEnv in the fast tier
 @pytest.mark.parametrize("autoreset", ["next_step", "same_step"])
 def test_vector_envs_play_the_single_envs_episodes_through_autoreset(autoreset):
     """Env ``i`` of the batched and of the async vector env (2 workers) plays, step for step,
