@@ -255,3 +255,16 @@ def test_overall_without_any_entrant_on_every_scenario_renders() -> None:
     # was: KeyError 'scenarios' in render_markdown
     md = render_markdown(aggregate(rows, suite))
     assert "Not in this comparison (no results on every scenario): fifo, aryl." in md
+
+
+def test_jct_cdf_counts_unfinished_jobs(tmp_path: Path, figs: dict[str, Any]) -> None:
+    # the episodes' jcts hold finished jobs only: aryl left 2 jobs unfinished on seed 1, so its
+    # 6 finished JCTs are 6 of 8 jobs (was: a CDF reaching 1, as if every job had finished)
+    rows = [_row("fifo", s) for s in SEEDS] + [_row("aryl", s, jobs_unfinished=2 if s == 1 else 0) for s in SEEDS]
+    series = {("s", "tiny", s, p): _series() for s in SEEDS for p in ("fifo", "aryl")}
+    plots.make_plots(tmp_path, _suite(names=("fifo", "aryl")), rows, series)
+    fig = figs["jct_cdf_tiny.png"]
+    assert _legend(fig) == ["fifo", "aryl (2 unfinished: stops at 75%)"]
+    ys = {ln.get_label(): ln.get_ydata() for ln in fig.axes[0].get_lines()}
+    assert max(ys["aryl (2 unfinished: stops at 75%)"]) == pytest.approx(6 / 8)
+    assert max(ys["fifo"]) == pytest.approx(1.0)

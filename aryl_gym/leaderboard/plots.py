@@ -115,7 +115,7 @@ def make_plots(
         absent = [e.name for e in suite.entrants if e.name not in names]
         written.append(_save(usage_figure(plt, suite, scen, names, series, absent), plt,
                              pdir / f"usage_{tag}.png"))
-        written.append(_save(jct_cdf_figure(plt, suite, scen, names, series, absent), plt,
+        written.append(_save(jct_cdf_figure(plt, suite, scen, names, series, absent, rows), plt,
                              pdir / f"jct_cdf_{tag}.png"))
         written.append(_save(queue_figure(plt, suite, scen, names, rows, absent), plt,
                              pdir / f"queue_{tag}.png"))
@@ -180,26 +180,39 @@ def jct_cdf_figure(
     names: Sequence[str],
     series: Mapping[Key, Mapping[str, Any]],
     absent: Sequence[str] = (),
+    rows: Sequence[Mapping[str, Any]] = (),
 ) -> Any:
     """``jct_cdf_SCENARIO.png``: per entrant the CDF of its JCTs pooled over the seeds it has
     JCTs for; when an entrant has fewer than the suite's seeds its legend label says how many
-    (was: a title claiming every seed was pooled), and entrants without JCTs are named."""
+    (was: a title claiming every seed was pooled), and entrants without JCTs are named. The
+    episodes' ``jcts`` hold finished jobs only: an entrant's jobs left unfinished on those seeds
+    (``jobs_unfinished`` of ``rows``) count in the denominator, so its curve stops below 1, and
+    its legend says how many (was: the CDF of the finished jobs alone, reaching 1, as if every
+    job had finished)."""
     n_all = len(suite.seeds)
+    unfinished: dict[tuple[str, Any], int] = {}
+    for r in rows:
+        if r.get("scenario") == scen and r.get("jobs_unfinished"):
+            unfinished[(str(r.get("policy")), r.get("seed"))] = int(r["jobs_unfinished"])
     fig, ax = plt.subplots(figsize=(7, 4.2))
     drawn, partial, none = 0, False, []
     for i, name in enumerate(names):
         jcts: list[float] = []
-        used = 0
+        used, left = 0, 0
         for seed in suite.seeds:
             got = [float(x) for x in (series.get((suite.name, scen, seed, name)) or {}).get("jcts") or []]
             used += bool(got)
             jcts.extend(got)
+            if got:
+                left += unfinished.get((name, seed), 0)
         if not jcts:
             none.append(name)
             continue
         x = np.sort(np.asarray(jcts)) / 3600.0
-        y = np.arange(1, len(x) + 1) / len(x)
+        y = np.arange(1, len(x) + 1) / (len(x) + left)
         label = name if used == n_all else f"{name} ({used} of {n_all} seeds)"
+        if left:
+            label += f" ({left} unfinished: stops at {len(x) / (len(x) + left):.0%})"
         partial |= used != n_all
         ax.step(x, y, where="post", label=label, **_style(i, name, suite.baseline))
         drawn += 1
