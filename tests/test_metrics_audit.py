@@ -348,3 +348,22 @@ def test_paired_ratio_ci_is_a_t_interval_on_log_ratios(ratios: list[float]) -> N
     # undefined ratios (a zero denominator gives inf; NaN; negative) are dropped and counted
     st2 = paired_ratio_ci([*ratios, math.inf, math.nan, -1.0])
     assert st2.dropped == 3 and (st2.mean, st2.lo, st2.hi) == (st.mean, st.lo, st.hi)
+
+
+def test_compare_ratios_pair_the_seeds_both_policies_have() -> None:
+    # b has no value on seed 1 (e.g. no queuing time when no job started): its ratio to a is
+    # b / a on seed 0 alone, 2.0 (was: mean(b) over seed 0 over mean(a) over seeds 0-1, 1.0)
+    from aryl_gym.commands.compare import METRICS, summarize
+
+    m = "avg_queue_time"
+    rows = [{"policy": "a", "seed": 0, **{k: 1.0 for k in METRICS}},
+            {"policy": "a", "seed": 1, **{k: 3.0 for k in METRICS}},
+            {"policy": "b", "seed": 0, **{k: 2.0 for k in METRICS}},
+            {"policy": "b", "seed": 1, **{k: None for k in METRICS}}]
+    means, ratios = summarize(rows, ["a", "b"])
+    assert means["a"][m] == 2.0 and means["b"][m] == 2.0  # the table: each over its own seeds
+    assert ratios["b"][m] == 2.0 and ratios["a"][m] == 1.0
+    rows[3][m] = float("nan")  # NaN is no value either
+    assert summarize(rows, ["a", "b"])[1]["b"][m] == 2.0
+    rows[3][m] = 6.0  # complete data: the plain ratio of means
+    assert summarize(rows, ["a", "b"])[1]["b"][m] == 2.0

@@ -2,7 +2,8 @@
 
 Prints the SPEC 5 metrics (mean over seeds) per policy and their ratios to the first policy.
 ``--json`` prints one object: ``{"rows": [{"policy", "seed", <metrics>}...], "ratios": {policy:
-{metric: mean(policy) / mean(first)}}}``. A ratio below 1 on a time metric means the policy is
+{metric: mean(policy) / mean(first)}}}``, both means over the seeds where both have a value. A
+ratio below 1 on a time metric means the policy is
 faster than the first one (the paper's "1.53x lower queuing time" is ``1 / ratio``).
 """
 
@@ -47,25 +48,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_trace_args(p)
 
 
+def _has(v: Any) -> bool:
+    """A value to average (not None, not NaN)."""
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
 def _mean(vals: list[Any]) -> float:
-    xs = [float(v) for v in vals if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    xs = [float(v) for v in vals if _has(v)]
     return sum(xs) / len(xs) if xs else float("nan")
 
 
 def summarize(
     rows: list[dict[str, Any]], policies: list[str]
 ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
-    """(means per policy and metric, ratios mean(policy) / mean(first policy))."""
+    """(means per policy and metric, ratios mean(policy) / mean(first policy)). A ratio is over
+    the seeds where both policies have a value (was: each mean over its own seeds, so a value
+    missing on one seed, e.g. no queuing time when no job started, compared different seeds)."""
     means: dict[str, dict[str, float]] = {}
+    by_seed: dict[str, dict[str, dict[Any, Any]]] = {}
     for p in policies:
         mine = [r for r in rows if r["policy"] == p]
         means[p] = {m: _mean([r.get(m) for r in mine]) for m in METRICS}
-    ref = means[policies[0]]
+        by_seed[p] = {m: {r["seed"]: r.get(m) for r in mine if _has(r.get(m))} for m in METRICS}
+    first = policies[0]
     ratios: dict[str, dict[str, float]] = {}
     for p in policies:
         ratios[p] = {}
         for m in METRICS:
-            a, b = means[p][m], ref[m]
+            mine, ref = by_seed[p][m], by_seed[first][m]
+            both = [s for s in mine if s in ref]
+            a, b = _mean([mine[s] for s in both]), _mean([ref[s] for s in both])
             ratios[p][m] = a / b if b and math.isfinite(a) and math.isfinite(b) else float("nan")
     return means, ratios
 
