@@ -367,3 +367,18 @@ def test_compare_ratios_pair_the_seeds_both_policies_have() -> None:
     assert summarize(rows, ["a", "b"])[1]["b"][m] == 2.0
     rows[3][m] = 6.0  # complete data: the plain ratio of means
     assert summarize(rows, ["a", "b"])[1]["b"][m] == 2.0
+
+
+def test_evaluation_ratios_pair_the_seeds_both_have() -> None:
+    from dataclasses import replace
+
+    from aryl_gym.scenario import make_episode
+    from aryl_gym.train.evaluation import ratios
+
+    r0, r1 = (make_episode("tiny", seed=s).simulator().run(make_policy("fifo")) for s in (0, 1))
+    assert (r0.seed, r1.seed) == (0, 1)
+    a = [replace(r0, avg_queue_time=1.0), replace(r1, avg_queue_time=3.0)]
+    b = [replace(r0, policy="b", avg_queue_time=2.0), replace(r1, policy="b", avg_queue_time=None)]
+    got = ratios({"a": a, "b": b}, "a", ["avg_queue_time"])
+    assert got["b"]["avg_queue_time"] == 2.0  # seed 0 alone (was 1.0: 2.0 over the mean of 1 and 3)
+    assert got["a"]["avg_queue_time"] == 1.0

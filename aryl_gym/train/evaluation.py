@@ -109,20 +109,35 @@ def ratios(
     baseline: str,
     keys: Sequence[str] = RATIO_METRICS,
 ) -> dict[str, dict[str, float | None]]:
-    """For each policy, mean(metric) / mean(baseline's metric) over the same seeds.
+    """For each policy, mean(metric) / mean(baseline's metric) over the same seeds: those where
+    both have a finite value (was: each mean over its own episodes, so a figure missing on one
+    seed compared different seeds).
 
     A ratio below 1 on a time metric means the policy is faster than the baseline.
     """
     if baseline not in by_policy:
         return {}
-    base = mean_metrics(by_policy[baseline], keys)
+
+    def values(rs: Sequence[EpisodeResult], k: str) -> dict[Any, float]:
+        seeds = [r.seed for r in rs]
+        # by seed; by position when the seeds cannot pair (missing or repeated)
+        keyed = None not in seeds and len(set(seeds)) == len(seeds)
+        out: dict[Any, float] = {}
+        for i, r in enumerate(rs):
+            v = getattr(r, k)
+            if v is not None and math.isfinite(float(v)):
+                out[r.seed if keyed else i] = float(v)
+        return out
+
     out: dict[str, dict[str, float | None]] = {}
     for name, rs in by_policy.items():
-        m = mean_metrics(rs, keys)
-        out[name] = {
-            k: (m[k] / base[k] if base[k] and math.isfinite(base[k]) and math.isfinite(m[k]) else None)
-            for k in keys
-        }
+        out[name] = {}
+        for k in keys:
+            mine, ref = values(rs, k), values(by_policy[baseline], k)
+            both = [s for s in mine if s in ref]
+            a = float(np.mean([mine[s] for s in both])) if both else float("nan")
+            b = float(np.mean([ref[s] for s in both])) if both else float("nan")
+            out[name][k] = a / b if b and math.isfinite(a) and math.isfinite(b) else None
     return out
 
 
