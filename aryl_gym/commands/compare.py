@@ -75,9 +75,9 @@ def summarize(
     for p in policies:
         ratios[p] = {}
         for m in METRICS:
-            mine, ref = by_seed[p][m], by_seed[first][m]
-            both = [s for s in mine if s in ref]
-            a, b = _mean([mine[s] for s in both]), _mean([ref[s] for s in both])
+            have, ref = by_seed[p][m], by_seed[first][m]
+            both = [s for s in have if s in ref]
+            a, b = _mean([have[s] for s in both]), _mean([ref[s] for s in both])
             ratios[p][m] = a / b if b and math.isfinite(a) and math.isfinite(b) else float("nan")
     return means, ratios
 
