@@ -93,10 +93,22 @@ class UsageTotals(Protocol):
     train_busy_gs: float
     loan_used_gs: float
     loan_offered_gs: float
-    inf_used_gs: float
+    n_inf_gpus: int
     total_s: float
     hetero_gs: float
-    hourly: dict[int, list[float]]
+    hourly: dict[int, list[float]]  # hour -> [train_busy, loan_used, seconds]
+
+
+class InferenceSeries(Protocol):
+    """The inference cluster's utilisation series (:class:`aryl_gym.sim.loaning.LoanController`)."""
+
+    @property
+    def util(self) -> np.ndarray: ...
+
+    @property
+    def sample_seconds(self) -> float: ...
+
+    def utilization(self, t: float) -> float: ...
 
 
 class FinishedEpisode(Protocol):
@@ -128,6 +140,9 @@ class FinishedEpisode(Protocol):
     invalid_total: int
     unplaced_total: int
     reclaims_total: int
+
+    @property
+    def loan(self) -> InferenceSeries: ...
 
     @property
     def acc(self) -> UsageTotals: ...
@@ -327,23 +342,21 @@ def hourly_queued_share(
     return [float(q / t) if t > 0 else 0.0 for q, t in zip(queued, system)]
 
 
-def inference_gs(sim: Any, end: float) -> tuple[float, dict[int, float]] | None:
-    """GPU-seconds inference used on its own servers over ``[0, end]``: the integral of
-    ``u(t) x inference GPUs`` (the simulator's inference series, piecewise constant over its
-    samples), in total and per simulated hour; ``None`` for an object without the series.
+def inference_gs(loan: InferenceSeries, n_inf: int, end: float) -> tuple[float, dict[int, float]]:
+    """GPU-seconds inference used on its own ``n_inf`` GPUs over ``[0, end]``: the integral of
+    ``u(t) x n_inf`` (``loan``'s series, piecewise constant over its samples), in total and per
+    simulated hour.
 
-    Computed here, exactly, rather than read from the simulator's running sum, which charges a
+    Integrated once here rather than summed round by round in the simulator, which charged a
     whole fast-forwarded span (many eventless rounds advanced at once) at the utilisation of its
     first instant: that made ``combined_usage`` and its hourly series depend on the
     fast-forward optimisation (testbed ``sjf`` seed 0: 0.6120 with it, 0.6098 without, for the
     same episode; hourly figures off by up to about 0.02)."""
-    loan = getattr(sim, "loan", None)
-    n_inf = getattr(getattr(sim, "acc", None), "n_inf_gpus", None)
-    ss = float(getattr(loan, "sample_seconds", 0.0) or 0.0)
-    if loan is None or n_inf is None or not ss > 0 or not end > 0:
-        return None
+    ss = float(loan.sample_seconds)
+    if not end > 0:
+        return 0.0, {}
     n_samples = int(math.ceil(end / ss))
-    series = np.asarray(getattr(loan, "util", ()), dtype=np.float64)[:n_samples]
+    series = np.asarray(loan.util, dtype=np.float64)[:n_samples]
     # past the series' end the controller repeats its last day: ask it for those samples
     tail = [loan.utilization(k * ss) for k in range(len(series), n_samples)]
     u = np.concatenate([series, np.asarray(tail, dtype=np.float64)])
@@ -382,15 +395,12 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
     span = max(acc.total_s, 1e-9)
     c = sim.config.cluster
     total_gpus = c.train_gpus + c.inf_gpus
-    # inference's own usage, integrated exactly (inference_gs; was the simulator's running sum)
-    inf = inference_gs(sim, float(acc.total_s))
-    inf_gs = acc.inf_used_gs if inf is None else inf[0]
+    # inference's own usage, integrated exactly from its series (inference_gs)
+    inf_gs, inf_hourly = inference_gs(sim.loan, acc.n_inf_gpus, float(acc.total_s))
     hourly = []
     for h in sorted(acc.hourly):
-        tb, lu, iu, dt = acc.hourly[h]
-        if inf is not None:
-            iu = inf[1].get(h, 0.0)
-        hourly.append((tb + lu + iu) / (total_gpus * dt) if dt > 0 else 0.0)
+        tb, lu, dt = acc.hourly[h]
+        hourly.append((tb + lu + inf_hourly.get(h, 0.0)) / (total_gpus * dt) if dt > 0 else 0.0)
     makespan = float(np.nanmax(sim.finish)) if done.any() else float("nan")
     # Utilization over the arrival window (0 .. last submit, whole hours): the steady state the
     # paper's 82% refers to, not the drain after the last arrival. An episode cut short ends the
@@ -401,7 +411,7 @@ def episode_result(sim: FinishedEpisode, policy_name: str, wall_s: float) -> Epi
     arrived = sim.submit[sub]
     last_hour = int(np.ceil(min(float(arrived.max()), end) / 3600.0)) if len(arrived) else 0
     win = [acc.hourly[h] for h in sorted(acc.hourly) if h < max(last_hour, 1)]
-    win_s = sum(r[3] for r in win)
+    win_s = sum(r[2] for r in win)
     train_util_window = (
         sum(r[0] for r in win) / (c.train_gpus * win_s) if win_s > 0 else float("nan")
     )

@@ -1338,10 +1338,12 @@ class Accounting:
         self.train_busy_gs = 0.0  # training-pool GPU-seconds used by training
         self.loan_used_gs = 0.0  # loaned-GPU-seconds used by training
         self.loan_offered_gs = 0.0  # loaned GPU-seconds offered
-        self.inf_used_gs = 0.0  # inference GPU-seconds used by inference itself
         self.total_s = 0.0
         self.hetero_gs = 0.0  # GPU-seconds held by jobs while they ran on both GPU types
-        self.hourly: dict[int, list[float]] = {}  # hour -> [train_busy, loan_used, inf_used, dt]
+        # hour -> [train_busy, loan_used, dt]; inference's own usage is integrated from its
+        # series once, at the end (aryl_gym.metrics.inference_gs): a fast-forwarded span cannot
+        # be charged at one instant's utilisation
+        self.hourly: dict[int, list[float]] = {}
         self.timeline: list[tuple[float, int, int, int, int, int, float]] = []
         self.n_inf_gpus = sim.n_inf * sim.config.cluster.inf_gpus_per_server
 
@@ -1372,25 +1374,20 @@ class Accounting:
 
     def add_busy(self, t0: float, dt: float, train_gs: float, loan_gs: float) -> None:
         """Account an interval with the given GPU-seconds used on each pool."""
-        sim = self.sim
-        u = sim.loan.utilization(t0)
-        inf_gs = u * self.n_inf_gpus * dt
-        offered = float(sim.loaned_gpus) * dt
+        offered = float(self.sim.loaned_gpus) * dt
         self.train_busy_gs += train_gs
         self.loan_used_gs += loan_gs
         self.loan_offered_gs += offered
-        self.inf_used_gs += inf_gs
         self.total_s += dt
         # Hourly bins: split the interval by hour boundaries, usage constant inside.
         h0 = int(t0 // 3600.0)
         if t0 + dt <= (h0 + 1) * 3600.0 + _EPS:  # common case: inside one hour
             row = self.hourly.get(h0)
             if row is None:
-                row = self.hourly[h0] = [0.0, 0.0, 0.0, 0.0]
+                row = self.hourly[h0] = [0.0, 0.0, 0.0]
             row[0] += train_gs
             row[1] += loan_gs
-            row[2] += inf_gs
-            row[3] += dt
+            row[2] += dt
             return
         t = t0
         end = t0 + dt
@@ -1398,11 +1395,10 @@ class Accounting:
             h = int(t // 3600.0)
             seg = min(end, (h + 1) * 3600.0) - t
             frac = seg / dt
-            row = self.hourly.setdefault(h, [0.0, 0.0, 0.0, 0.0])
+            row = self.hourly.setdefault(h, [0.0, 0.0, 0.0])
             row[0] += train_gs * frac
             row[1] += loan_gs * frac
-            row[2] += inf_gs * frac
-            row[3] += seg
+            row[2] += seg
             t += seg
 
     def sample(self, sim: Simulator) -> None:
