@@ -25,14 +25,14 @@ test: $(STAMP)
 
 # full-episode regressions, Ray, process kills, training runs
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m slow
 
 # the tests of experiments/ (most need the shipped ppo-v1-kickstart weights)
 test-experiments: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m experiments
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q -m ''
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m ''
 
 bench: $(STAMP)
 	$(BIN)/aryl-gym bench
