@@ -142,6 +142,10 @@ def parse_number(text: str, what: str = "value", integer: bool = False) -> int |
     a value that is not whole (``1.5``, ``1e-4``). A ValueError says what was expected."""
     t = str(text).strip().replace("_", "")
     kind = "a whole number" if integer else "a number"
+    if not t.isascii():
+        # was: read by int()/float(), which take any script's digits: '١' (Arabic-Indic one) and
+        # '１' (fullwidth) ran as seed 1
+        raise ValueError(f"{what}: expected {kind} in ASCII digits (e.g. 10, 0.5, 1e-4), got {text!r}")
     try:
         return int(t)
     except ValueError:

@@ -65,7 +65,13 @@ def parse_loads(text: str) -> list[float]:
                 raise ValueError(f"--load-grid {text!r}: {n + 1} loads; at most {MAX_LOADS}") from None
             loads = [round(a + 0.1 * i, 10) for i in range(n + 1)]
         else:
-            loads = [float(x) for x in text.split(",") if x.strip()]
+            parts = [x.strip() for x in text.split(",")]
+            if any(parts) and not all(parts):  # was: skipped, so '0.3,,0.5' ran 0.3 and 0.5
+                raise ValueError(f"--load-grid {text!r}: an empty item (two commas in a row, or a comma at "
+                                 f"an end); {form}")
+            loads = [float(x) for x in parts if x]
+        if not text.isascii():  # float() takes any script's digits ('０.５' was 0.5)
+            raise ValueError(f"--load-grid {text!r}: write the loads in ASCII digits; {form}")
     except ValueError as exc:
         if str(exc).startswith("--load-grid"):
             raise

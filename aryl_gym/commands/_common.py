@@ -23,9 +23,15 @@ DEFAULT_SCENARIO = "testbed"
 def seeds_arg(text: str) -> list[int]:
     """Parse ``0,1,2`` or ``0-4`` into a list of distinct non-negative seeds (at most MAX_SEEDS)."""
     out: list[int] = []
+    parts = [part.strip() for part in text.split(",")]
+    if any(parts) and not all(parts):
+        # was: skipped, so '1,,2' ran seeds 1 and 2 (a typo of '1,2' or of '1,12') without a word
+        raise argparse.ArgumentTypeError(
+            f"seeds {text!r} have an empty item (two commas in a row, or a comma at an end); "
+            "write them like '0,1,2' or '0-4'"
+        )
     try:
-        for part in text.split(","):
-            part = part.strip()
+        for part in parts:
             if not part:
                 continue
             if "-" in part[1:]:
@@ -102,6 +108,15 @@ def int_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
 
 
+def float_arg(text: str) -> float:
+    """A finite number (``0.5``, ``5e-1``); the command checks its range (was: ``type=float``,
+    which also took ``nan``, ``inf`` and any script's digits)."""
+    try:
+        return float(parse_number(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a finite number (e.g. 0.5), got {text!r}") from None
+
+
 def out_arg(text: str) -> str:
     """An output path: not empty (``--out ''`` used to mean the current folder, or the default)."""
     if not text.strip():
@@ -133,9 +148,13 @@ def nonneg_int(text: str) -> int:
 
 def names_list(text: str, flag: str, example: str = "fifo,aryl") -> list[str]:
     """``a,b,c`` -> names; empty or repeated names are a ValueError naming ``flag``."""
-    names = [p.strip() for p in text.split(",") if p.strip()]
+    parts = [p.strip() for p in text.split(",")]
+    names = [p for p in parts if p]
     if not names:
         raise ValueError(f"{flag}: give at least one name, e.g. {example}")
+    if len(names) != len(parts):  # was: skipped, so 'fifo,,aryl' (a name left out?) ran as given
+        raise ValueError(f"{flag} {text!r}: an empty name (two commas in a row, or a comma at an end); "
+                         f"write the names like {example}")
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ValueError(f"{flag}: {dup[0]!r} is given twice; each name may appear once")

@@ -24,7 +24,24 @@ def _kv_pairs(text: str) -> dict[str, Any]:
         if k.strip() in out:  # was: the later value replaced the earlier silently
             raise argparse.ArgumentTypeError(f"{k.strip()!r} is given twice in {text!r}; give each key once")
         out[k.strip()] = v.strip()
+    if not out:  # was: {} read as not given, so '--columns ""' was ignored without a word
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE pairs separated by commas, got {text!r}")
     return out
+
+
+def _trace_arg(text: str) -> str:
+    """A ``--trace`` path: not empty (was: ``--trace ''`` read as not given, so the scenario's
+    synthetic workload ran without a word)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give the path of a trace file, or leave the option out")
+    return text
+
+
+def _map_arg(text: str) -> str:
+    """A ``--map`` path: not empty (was: ``--map ''`` read as the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give the path of a map YAML file, or leave the option out")
+    return text
 
 
 def _typed(v: str) -> Any:
@@ -48,9 +65,9 @@ def _typed(v: str) -> Any:
 def add_trace_arguments(parser: argparse.ArgumentParser, cluster: bool = True) -> None:
     """Add ``--trace``, ``--trace-format``, ``--map`` and the trace/cluster options to ``parser``."""
     g = parser.add_argument_group("real trace (docs/traces.md)")
-    g.add_argument("--trace", default=None, help="trace file (relative to --data-root or absolute)")
+    g.add_argument("--trace", type=_trace_arg, default=None, help="trace file (relative to --data-root or absolute)")
     g.add_argument("--trace-format", choices=format_names(), default=None, help="trace format")
-    g.add_argument("--map", default=None, help="map YAML: csv columns/units, mapping rules, options")
+    g.add_argument("--map", type=_map_arg, default=None, help="map YAML: csv columns/units, mapping rules, options")
     g.add_argument("--columns", type=_kv_pairs, default=None,
                    help="csv columns, e.g. submit=ts,gpus=n,duration=dur (or start=..,end=..)")
     g.add_argument("--units", type=_kv_pairs, default=None,
@@ -70,6 +87,26 @@ def add_trace_arguments(parser: argparse.ArgumentParser, cluster: bool = True) -
         c.add_argument("--inf-servers", type=int_arg, default=None)
         c.add_argument("--inf-gpus-per-server", type=int_arg, default=None)
         c.add_argument("--inf-gpu", default=None)
+
+
+def check_trace_file(path: str, data_root: str | None, flag: str) -> None:
+    """A ConfigError when the trace ``path`` (resolved as the loader does) is missing or a folder,
+    before the format is guessed or the columns are checked (was: a missing file was told to
+    "pass --trace-format", or that the csv format needs a column mapping)."""
+    # at run time: aryl-gym imports every command module to build its parser
+    from aryl_gym.workload.paths import resolve_data_path
+
+    if not str(path).strip():
+        raise ConfigError(f"{flag} '': give the path of a trace file")
+    p = resolve_data_path(str(path), data_root)
+    try:
+        exists, is_dir = p.exists(), p.is_dir()
+    except OSError:  # the reader names it
+        return
+    if not exists:
+        raise ConfigError(f"{flag} {p}: file not found; check the path, --data-root or ARYL_GYM_DATA")
+    if is_dir:
+        raise ConfigError(f"{flag} {p}: is a folder, not a trace file; name the trace file itself")
 
 
 def trace_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -136,6 +173,7 @@ def episode_from_args(args: argparse.Namespace, seed: int):
     from aryl_gym.scenario import _seed_streams, make_episode
 
     cfg = scenario_from_args(args)
+    check_trace_file(args.trace, args.data_root, "--trace")
     fmt = args.trace_format or guess_format(args.trace)
     if fmt is None:
         raise ConfigError(f"{args.trace}: pass --trace-format ({'|'.join(format_names())})")

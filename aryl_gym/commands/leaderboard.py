@@ -94,7 +94,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--validate-sample", type=nonneg_int, default=None,
                    help="rows to replay (0 = all; default: all rows of files of up to 100 rows, "
                         "else a sample of 100)")
-    p.add_argument("--validate-seed", type=seed_arg, default=0, help="seed of the row sample")
+    p.add_argument("--validate-seed", type=seed_arg, default=None, help="seed of the row sample (default 0)")
     p.add_argument("--list", action="store_true", help="list the suites and exit")
     add_json_arg(p)
     add_run_arguments(p)
@@ -130,6 +130,41 @@ def print_outputs(res, stream=None) -> None:  # type: ignore[no-untyped-def]
         print(f"  note: {n}", file=stream)
 
 
+#: options of a leaderboard run: (attribute, flag); --list and --validate take none of them
+RUN_OPTIONS = (
+    ("suite", "--suite"), ("out", "--out"), ("agent", "--agent"), ("resume", "--resume"),
+    ("overwrite", "--overwrite"), ("allow_missing", "--allow-missing"), ("workers", "--workers"),
+    ("ray_address", "--ray-address"), ("no_plots", "--no-plots"), ("no_tensorboard", "--no-tensorboard"),
+)
+
+
+def check_unused_options(args: argparse.Namespace) -> None:
+    """Refuse an option the mode given would ignore (was: ignored without a word, so
+    ``--validate-sample 5`` without ``--validate`` ran the whole suite)."""
+    if args.suite and not args.validate:  # with neither, run() asks for --suite or --validate
+        given = [f for a, f in (("validate_sample", "--validate-sample"), ("validate_seed", "--validate-seed"))
+                 if getattr(args, a) is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} {'apply' if len(given) > 1 else 'applies'} to --validate CSV "
+                             f"only: add --validate CSV, or drop {', '.join(given)}")
+    if args.list or args.validate:
+        mode = "--list" if args.list else "--validate"
+        given = [f for a, f in RUN_OPTIONS if getattr(args, a)]
+        if args.backend != "local":
+            given.append("--backend")
+        if args.list and args.validate:
+            given.append("--validate")
+        if args.list:
+            given += [f for a, f in (("validate_sample", "--validate-sample"), ("validate_seed", "--validate-seed"))
+                      if getattr(args, a) is not None]
+        if given:
+            raise ValueError(f"{mode} runs no suite and takes no {', '.join(given)}; drop "
+                             f"{'it' if len(given) == 1 else 'them'} (a suite is run without {mode})")
+    if args.ray_address and args.backend != "ray":  # was: ignored; the run used local processes
+        raise ValueError("--ray-address names the cluster of --backend ray; add --backend ray, or drop "
+                         "--ray-address")
+
+
 def run(args: argparse.Namespace) -> int:
     # leaderboard imports pydantic: only when a config is validated
     from aryl_gym.leaderboard import list_suites, load_suite, run_leaderboard
@@ -139,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.resume and args.overwrite:  # was: --overwrite won and every episode was rerun
         raise ValueError("--resume keeps the finished rows and --overwrite moves them aside; give one of them")
+    check_unused_options(args)
     if args.list:
         if args.json:
             out = {}
@@ -169,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
         bar = progress_bar(None, "validate", unit="rows", enabled=not args.no_progress)
         try:
             rep = validate_csv(
-                args.validate, sample=args.validate_sample, seed=args.validate_seed,
+                args.validate, sample=args.validate_sample,
+                seed=args.validate_seed if args.validate_seed is not None else 0,
                 data_root=args.data_root, progress=(lambda c: bar.update(1)) if bar is not None else None,
             )
         finally:
@@ -183,6 +220,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.suite:
         raise ValueError("give --suite NAME (see --list) or --validate CSV")
     if rs.is_reclaim_suite(args.suite):
+        if args.workers is not None and args.workers > 1:  # was: ignored without a word
+            raise ValueError(f"--workers {args.workers}: the reclaim suite {args.suite!r} runs its decisions in "
+                             "this one process; drop --workers")
         # at run time: aryl-gym imports every command module to build its parser
         from aryl_gym.episodes import run_interruptible
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -30,7 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from aryl_gym.commands._common import add_data_root_arg, int_arg, out_arg, seed_arg, strict_json
+from aryl_gym.commands._common import (
+    add_data_root_arg,
+    float_arg,
+    int_arg,
+    out_arg,
+    seed_arg,
+    strict_json,
+)
 from aryl_gym.fileio import parse_number
 
 NAME = "reclaim-study"
@@ -51,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="record the reclaim events of episodes of this scenario under Aryl (repeatable)",
     )
-    p.add_argument("--seeds", default="0", help="episode seeds for --scenario: '0-2' or '0,5' (default 0)")
+    p.add_argument("--seeds", default=None, help="episode seeds for --scenario: '0-2' or '0,5' (default 0)")
     add_data_root_arg(p)
     p.add_argument(
         "--snapshots",
@@ -77,11 +85,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="random synthetic instances (default 200 when no --scenario/--snapshots, else 0)",
     )
-    p.add_argument("--seed", type=seed_arg, default=0, help="seed of the synthetic instances")
-    p.add_argument("--min-servers", type=int_arg, default=4, help="fewest synthetic loaned servers (default 4)")
-    p.add_argument("--max-servers", type=int_arg, default=200, help="most synthetic loaned servers (default 200)")
+    # None = not given: these shape the synthetic instances only, and are refused without them
+    p.add_argument("--seed", type=seed_arg, default=None, help="seed of the synthetic instances (default 0)")
+    p.add_argument("--min-servers", type=int_arg, default=None, help="fewest synthetic loaned servers (default 4)")
+    p.add_argument("--max-servers", type=int_arg, default=None, help="most synthetic loaned servers (default 200)")
     p.add_argument(
-        "--elastic", type=float, default=0.5, help="fraction of elastic synthetic jobs (default 0.5)"
+        "--elastic", type=float_arg, default=None, help="fraction of elastic synthetic jobs (default 0.5)"
     )
     p.add_argument(
         "--bins", default="20,60", help="bin edges in loaned servers (default '20,60': <20, 20-59, >=60)"
@@ -91,7 +100,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def parse_bins(text: str) -> list[int]:
     try:
-        edges = [int(parse_number(x, integer=True)) for x in text.split(",") if x.strip()]  # 2e1 = 20
+        parts = [x.strip() for x in text.split(",")]
+        if any(parts) and not all(parts):  # was: skipped, so '20,,60' ran as '20,60'
+            raise ValueError
+        edges = [int(parse_number(x, integer=True)) for x in parts if x]  # 2e1 = 20
     except ValueError:
         raise ValueError(f"--bins takes increasing integers such as '20,60', got {text!r}") from None
     # was: '' (no edge) gave one bin, reported beside the paper's "<60" figure
@@ -222,6 +234,39 @@ def overall(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+#: options that shape the synthetic instances only: (attribute, flag)
+SYNTHETIC_ONLY = (("seed", "--seed"), ("min_servers", "--min-servers"), ("max_servers", "--max-servers"),
+                  ("elastic", "--elastic"))
+#: their values when not given
+SYNTHETIC_DEFAULTS: dict[str, Any] = {"seed": 0, "min_servers": 4, "max_servers": 200, "elastic": 0.5}
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse an option that would be ignored and a source given twice (was: ignored without a
+    word, or every event of a repeated source counted twice)."""
+    if args.seeds is not None and not args.scenario:
+        raise ValueError("--seeds picks the episodes of --scenario; add --scenario NAME, or drop --seeds "
+                         "(the synthetic instances take --seed)")
+    if args.overwrite and not args.save_snapshots:
+        raise ValueError("--overwrite replaces an existing --save-snapshots file; add --save-snapshots FILE, "
+                         "or drop --overwrite")
+    synth = args.synthetic if args.synthetic is not None else (0 if (args.scenario or args.snapshots) else 200)
+    given = [flag for attr, flag in SYNTHETIC_ONLY if getattr(args, attr) is not None]
+    if given and not synth:  # was: ignored without a word (only the recorded events were studied)
+        raise ValueError(f"{', '.join(given)} {'shape' if len(given) > 1 else 'shapes'} the synthetic instances "
+                         "and this run has none: add "
+                         f"--synthetic N, or drop {', '.join(given)}")
+    dup = sorted({s for s in args.scenario if args.scenario.count(s) > 1})
+    if dup:
+        raise ValueError(f"--scenario {dup[0]} is given twice; each scenario may appear once (its events "
+                         "would be counted twice)")
+    paths = [os.path.realpath(p) for p in args.snapshots]
+    for i, p in enumerate(paths):
+        if p in paths[:i]:
+            raise ValueError(f"--snapshots {args.snapshots[i]} is given twice (as {args.snapshots[paths.index(p)]}); "
+                             "each file may appear once (its events would be counted twice)")
+
+
 def collect(args: argparse.Namespace) -> list[Any]:
     # suites imports pydantic: only when a config is validated
     from aryl_gym.leaderboard.suites import parse_seeds
@@ -234,6 +279,7 @@ def collect(args: argparse.Namespace) -> list[Any]:
         synthetic_snapshots,
     )
 
+    check_options(args)
     if args.save_snapshots:  # before any episode runs (was: replaced without a word)
         # at run time: aryl-gym imports every command module to build its parser
         from aryl_gym.fileio import check_output_file
@@ -247,7 +293,7 @@ def collect(args: argparse.Namespace) -> list[Any]:
         snaps.extend(load_snapshots(path))
     recorded: list[Any] = []
     if args.scenario:
-        seeds = parse_seeds(args.seeds, "--seeds")
+        seeds = parse_seeds(args.seeds if args.seeds is not None else "0", "--seeds")
         for sc in args.scenario:
             tic = time.perf_counter()
             got = record_snapshots(sc, seeds, data_root=args.data_root)
@@ -261,7 +307,7 @@ def collect(args: argparse.Namespace) -> list[Any]:
         raise ValueError("--save-snapshots saves the events of --scenario episodes; give --scenario")
     if args.scenario and not recorded and (args.save_snapshots or not (args.snapshots or args.synthetic)):
         # was: an empty snapshot file written, then "no instances: give --scenario"
-        raise ValueError(f"--scenario {', '.join(args.scenario)} with --seeds {args.seeds}: the episodes had no "
+        raise ValueError(f"--scenario {', '.join(args.scenario)} with --seeds {args.seeds or 0}: the episodes had no "
                          "reclaim event; give more seeds or a larger scenario")
     if args.save_snapshots:
         path = save_snapshots(args.save_snapshots, recorded)
@@ -270,6 +316,9 @@ def collect(args: argparse.Namespace) -> list[Any]:
     synth = args.synthetic
     if synth is None:
         synth = 0 if (args.scenario or args.snapshots) else 200
+    for attr, _flag in SYNTHETIC_ONLY:
+        if getattr(args, attr) is None:
+            setattr(args, attr, SYNTHETIC_DEFAULTS[attr])
     if synth:
         if args.max_servers > 400:
             raise ValueError("--max-servers above 400 is beyond the study's scope; use <= 400")

@@ -73,7 +73,8 @@ def check_overrides(args: argparse.Namespace) -> dict[str, object]:
     if not getattr(args, "trace", None):
         for attr, flag in TRACE_ONLY:
             v = getattr(args, attr, None)
-            if v is not None and v is not False and v != [] and v != "":  # 0 too (was: 0 slipped through)
+            # 0 and '' too (was: 0 slipped through; --vc '' was ignored without a word)
+            if v is not None and v is not False and v != []:
                 hint = (
                     "; to change the synthetic workload's size set workload.num_jobs in a scenario YAML"
                     if attr == "max_jobs" else ""

@@ -27,7 +27,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # _trace_args imports pyarrow: only when a trace is read
-    from aryl_gym.commands._trace_args import scenario_from_args, trace_options_from_args
+    from aryl_gym.commands._trace_args import (
+        check_trace_file,
+        scenario_from_args,
+        trace_options_from_args,
+    )
 
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.scenario import _seed_streams
@@ -36,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     # traces imports pyarrow: only when a trace is read
     from aryl_gym.workload.traces import load_trace, trace_stats
 
+    check_trace_file(args.path, args.data_root, "trace-info")
     fmt = args.trace_format or guess_format(args.path)
     if fmt is None:
         raise ValueError(f"{args.path}: pass --trace-format ({'|'.join(format_names())})")

@@ -138,9 +138,15 @@ def _seed_list(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     seeds: list[int] = []
+    parts = [part.strip() for part in value.split(",")]
+    if any(parts) and not all(parts):
+        # was: skipped, so '1,,2' named seeds 1 and 2 (a typo of '1,2' or of '1,12') without a word
+        raise ValueError("has an empty item (two commas in a row, or a comma at an end); write seeds "
+                         "like '0,1,2' or '0-4'")
+    if not value.isascii():  # int() takes any script's digits: '١' was seed 1
+        raise ValueError("must be written in ASCII digits, like '0-4' or '0,2,5'")
     try:
-        for part in value.split(","):
-            part = part.strip()
+        for part in parts:
             if not part:
                 continue
             if "-" in part[1:]:
