@@ -99,8 +99,14 @@ def numeric_action(action: object) -> np.ndarray | None:
     cast would drop, objects that are not numbers): an invalid action."""
     if isinstance(action, (str, bytes)):
         return None
+    if isinstance(action, np.ma.MaskedArray):
+        # was: np.asarray took the values under the mask (priority, sequential: a silently
+        # different action; np.ma.masked was action 0) and targets raised a TypeError on None
+        if np.ma.getmaskarray(action).any():
+            return None  # a masked entry holds no value
+        action = np.ma.getdata(action)
     try:
-        a = np.asarray(action)
+        a = np.asarray(action)  # also a plain ndarray of a subclass (np.matrix)
     except (TypeError, ValueError):
         return None
     if a.dtype.kind in "biuf":
@@ -264,7 +270,9 @@ class TargetsCodec(ActionCodec):
         return self.mask2d(env).reshape(-1)
 
     def decode(self, env: ArylEnv, action) -> tuple[Decision | None, int]:
-        if isinstance(action, np.ndarray) and action.dtype.kind in "iuf":
+        if type(action) is np.ndarray and action.dtype.kind in "iuf":
+            # (a plain ndarray only: a subclass goes through numeric_action; was: np.matrix kept
+            # two axes through reshape, and decode raised a TypeError comparing rows)
             a0 = action  # tolist() gives the same values as a float64 cast would
         else:
             n_a = numeric_action(action)

@@ -248,11 +248,21 @@ class ArylParallelEnv(ParallelEnv):
         return {ALLOCATION: obs, RECLAIM: _zeros(self.observation_spaces[RECLAIM])}  # type: ignore[arg-type]
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
+        # a reset that fails (a bad seed or options: the allocation env raises before it changes)
+        # leaves the running episode as it was (was: its pending reclaim was forgotten, so the
+        # next pick completed it with too few servers, or the loan phase raised)
+        saved = (self.need, self.picks, self._ready, self.invalid_total, self._streak, self.steps)
+        sim_before = self.alloc.sim
         self.need, self.picks, self._ready = 0, [], None
         self.invalid_total = {a: 0 for a in AGENTS}
         self._streak = 0
         self.steps = 0
-        self.alloc.reset(seed=seed, options=options)
+        try:
+            self.alloc.reset(seed=seed, options=options)
+        except BaseException:
+            if self.alloc.sim is sim_before:  # the episode did not change: it goes on as it was
+                self.need, self.picks, self._ready, self.invalid_total, self._streak, self.steps = saved
+            raise
         assert self.alloc.sim is not None
         self._builder.begin(self.alloc.sim)
         self.agents = list(AGENTS)

@@ -37,7 +37,13 @@ from aryl_gym.envs.allocation import (
     plain_seed,
 )
 from aryl_gym.envs.observation import F_CLUSTER, ObservationBuilder, fit_tables
-from aryl_gym.envs.options import check_jobs, check_max_steps, check_reward_scale
+from aryl_gym.envs.options import (
+    check_flag,
+    check_jobs,
+    check_max_steps,
+    check_reward_scale,
+    is_int,
+)
 from aryl_gym.envs.render import render_ansi, render_rgb
 from aryl_gym.envs.reward import RewardTracker, parse_weights
 from aryl_gym.metrics import episode_result
@@ -340,6 +346,9 @@ class ArylReclaimEnv(gym.Env):
         widest = max(sn.servers for sn in snaps)
         if max_servers is None:
             max_servers = widest
+        elif not is_int(max_servers):
+            # was: 8.7 became 8 without a word and "8" raised a TypeError comparing it
+            raise ValueError(f"max_servers must be an integer (the action slots), got {max_servers!r}")
         if max_servers < widest:
             raise ValueError(
                 f"max_servers={max_servers} but a snapshot has {widest} loaned servers; raise it"
@@ -351,7 +360,7 @@ class ArylReclaimEnv(gym.Env):
         self.n_inf = int(max_servers)
         self.invalid_penalty = parse_weights("jct", invalid_penalty)["invalid"]  # checked
         self.max_steps = check_max_steps(max_steps)
-        self.report_optimum = bool(optimum)
+        self.report_optimum = check_flag("optimum", optimum)  # was: bool(), so "no" was True
         self._opt_cache: dict[int, int] = {}
         self.sim = None
         self._set_spaces()
@@ -597,7 +606,11 @@ class ArylReclaimEnv(gym.Env):
         }
 
     def render(self):
-        if self.render_mode is None or self.sim is None:
+        if self.render_mode is None:
             return None
+        if self.sim is None:
+            # was: None, without a word, for a render mode that promises a text or an image (as
+            # the allocation env; docs/env.md, "Rendering")
+            raise RuntimeError("call reset() before render()")
 
         return render_ansi(self.sim) if self.render_mode == "ansi" else render_rgb(self.sim)
