@@ -41,6 +41,7 @@ def _step(env: ArylEnv, action: Any) -> tuple[int, float]:
     return info["invalid"], info["time"]
 
 
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
 @pytest.mark.parametrize("mode", ["targets", "priority"])
 def test_np_matrix_action_is_its_plain_array(mode: str):
     """was: targets mode raised TypeError on an np.matrix (reshape kept two axes), though a
