@@ -126,12 +126,15 @@ def paired_ratio_ci(ratios: Mapping[int, float] | Sequence[float], level: float 
     """Geometric mean and t interval of per-seed ratios (``{seed: ratio}`` or a list).
 
     CI = ``exp(m +- t_{(1 + level) / 2, n-1} * s / sqrt(n))`` with ``m``, ``s`` the mean and
-    sample standard deviation of ``log(ratio)``. Missing, non-finite or negative ratios are
+    sample standard deviation of ``log(ratio)``, taken in seed order. Missing, non-finite or negative ratios are
     dropped and counted. A ratio of exactly 0 (the numerator's figure is 0, e.g. no preemption
     at all) has no logarithm: then the row uses the arithmetic mean of the ratios with a t
     interval (``method="arithmetic"``), so a real zero is reported, not hidden.
     """
-    items = list(ratios.items()) if isinstance(ratios, Mapping) else list(enumerate(ratios))
+    # in seed order: the sums, hence the last bits of the interval, do not depend on the order the
+    # seeds were given in (was: {0: a, 1: b} and {1: b, 0: a} could differ in the 16th digit)
+    items = sorted(ratios.items(), key=lambda kv: int(kv[0])) if isinstance(ratios, Mapping) else list(
+        enumerate(ratios))
     good = [(int(s), float(r)) for s, r in items if r is not None and math.isfinite(r) and r >= 0]
     dropped = len(items) - len(good)
     n = len(good)
@@ -233,8 +236,15 @@ def paired_bootstrap_ratio(
     x: Any, y: Any, reps: int = 10_000, rng: np.random.Generator | int = 0, level: float = LEVEL
 ) -> tuple[float, float, float]:
     """``mean(x) / mean(y)`` of paired per-seed figures and its paired bootstrap percentile
-    interval (``reps`` replications from ``rng``: a Generator, or a seed for a fresh one)."""
+    interval (``reps`` replications from ``rng``: a Generator, or a seed for a fresh one). With
+    fewer than two seeds the interval is ``(nan, nan)``, as :func:`paired_ratio_ci`'s (was: a
+    zero-width interval from one seed, which looked certain)."""
     xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(xa) != len(ya):
+        raise ValueError(f"paired arrays must have one length, got {[len(xa), len(ya)]}")
+    if len(xa) < 2:
+        point = float(xa.mean() / ya.mean()) if len(xa) else math.nan
+        return point, math.nan, math.nan
     r = bootstrap_replicates(lambda a, b: a.mean(axis=1) / b.mean(axis=1), xa, ya, reps=reps, rng=rng)
     lo, hi = percentile_interval(r, level)
     return float(xa.mean() / ya.mean()), lo, hi

@@ -623,12 +623,14 @@ def aggregate(rows: Sequence[Mapping[str, Any]], entrants: Sequence[str], boot: 
         d = pre - opt
         N = len(rs)
         gap = pre.sum() / opt.sum() - 1 if opt.sum() > 0 else (0.0 if pre.sum() == 0 else math.inf)
-        lo = hi = gap
+        # one instance has no spread: no interval (was: a zero-width one, which looked certain)
+        lo: float | None = gap if N > 1 else None
+        hi: float | None = lo
         if N > 1 and opt.sum() > 0:
             g = bootstrap_replicates(_gap_where_defined, pre, opt, reps=boot, rng=rng)
             if len(g):
                 lo, hi = percentile_interval(g)
-        half = t_half_width(d) if N > 1 else 0.0
+        half = t_half_width(d) if N > 1 else None
         table.append(
             {
                 "entrant": e,
@@ -637,7 +639,7 @@ def aggregate(rows: Sequence[Mapping[str, Any]], entrants: Sequence[str], boot: 
                 "preemptions": int(pre.sum()),
                 "optimal_preemptions": int(opt.sum()),
                 "gap": float(gap),
-                "gap_ci": [float(lo), float(hi)],
+                "gap_ci": [None if lo is None else float(lo), None if hi is None else float(hi)],
                 "extra_per_instance": float(d.mean()),
                 "extra_ci_half": half,
                 "optimal_share": float(np.mean(d == 0)),
@@ -689,9 +691,7 @@ def render_by_size(agg: Mapping[str, Any], markdown: bool = False) -> str:
         for t in b["entrants"]:
             if t["entrant"] == "optimum":
                 continue
-            lo, hi = t["gap_ci"]
-            gap = "-" if t["optimal_preemptions"] == 0 and t["preemptions"] == 0 else (
-                f"{100 * t['gap']:+.1f}% [{100 * lo:+.1f}, {100 * hi:+.1f}]")
+            gap = "-" if t["optimal_preemptions"] == 0 and t["preemptions"] == 0 else _gap_cell(t)
             rows.append([label, b["instances"], t["entrant"] + ("" if t["kind"] == "policy" else " (agent)"),
                          f"{t['preemptions']}", f"{t['optimal_preemptions']}", gap,
                          f"{100 * t['optimal_share']:.1f}%", f"{t['ms_mean']:.2f}"])
@@ -702,19 +702,26 @@ def render_by_size(agg: Mapping[str, Any], markdown: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _gap_cell(t: Mapping[str, Any]) -> str:
+    """``+1.6% [+1.0, +2.2]``; ``[n/a: one instance]`` without an interval."""
+    lo, hi = t["gap_ci"]
+    ci = "n/a: one instance" if lo is None or hi is None else f"{100 * lo:+.1f}, {100 * hi:+.1f}"
+    return f"{100 * t['gap']:+.1f}% [{ci}]"
+
+
 def render(agg: Mapping[str, Any], markdown: bool = False) -> str:
     head = ["rank", "entrant", "preemptions", "gap vs optimum [95% CI]", "extra / instance",
             "optimal on", "overlap", "ms / decision"]
     rows = []
     for t in agg["entrants"]:
-        lo, hi = t["gap_ci"]
+        half = t["extra_ci_half"]
         rows.append(
             [
                 t["rank"],
                 t["entrant"] + ("" if t["kind"] == "policy" else " (agent)"),
                 f"{t['preemptions']}",
-                f"{100 * t['gap']:+.1f}% [{100 * lo:+.1f}, {100 * hi:+.1f}]",
-                f"{t['extra_per_instance']:.3f} ± {t['extra_ci_half']:.3f}",
+                _gap_cell(t),
+                f"{t['extra_per_instance']:.3f}" + (" (n/a: one instance)" if half is None else f" ± {half:.3f}"),
                 f"{100 * t['optimal_share']:.1f}%",
                 f"{100 * t['overlap']:.1f}%",
                 f"{t['ms_mean']:.2f}",

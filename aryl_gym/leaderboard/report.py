@@ -489,10 +489,14 @@ def _overall(
     cmp = compare_entrants(per, names, list(suite.scenarios), rank_by, suite.baseline, reference)
     entries = [{"policy": n, "baseline": n == suite.baseline, **cmp["entrants"][n]} for n in names]
 
-    def key(en: dict[str, Any]) -> tuple[int, float, str]:
+    def key(en: dict[str, Any]) -> tuple[int, int, float, str]:
+        # an entrant without a ratio to the Baseline after those with one, whichever way
+        # rank_by points (was: math.inf, negated when higher is better, so it went first)
         vb = en["vs_baseline"]
-        v = vb["value"] if vb else math.inf
-        return (en["rank"], -v if higher_is_better(rank_by) else v, en["policy"])
+        if not vb:
+            return (en["rank"], 1, 0.0, en["policy"])
+        v = vb["value"]
+        return (en["rank"], 0, -v if higher_is_better(rank_by) else v, en["policy"])
 
     entries.sort(key=key)
     _mark_shared(entries)

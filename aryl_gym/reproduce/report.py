@@ -90,8 +90,12 @@ def render_table_text(rows: Sequence[RowResult]) -> str:
         sp, st = r.spec, r.stat
         ci = f"{fmt_value(st.lo, sp.fmt)}..{fmt_value(st.hi, sp.fmt)}" if math.isfinite(st.lo) else "-"
         lo, hi = r.band
-        body.append([sp.id, fmt_value(sp.paper, sp.fmt), fmt_value(st.mean, sp.fmt), ci,
-                     f"{st.n}{f' ({r.failed} failed)' if r.failed else ''}",
+        # as the Markdown table: an arithmetic mean and the undefined seeds are named (was: the
+        # console table showed neither)
+        body.append([sp.id, fmt_value(sp.paper, sp.fmt),
+                     fmt_value(st.mean, sp.fmt) + (" (arith. mean)" if st.method == "arithmetic" else ""), ci,
+                     f"{st.n}{f' ({st.dropped} undefined)' if st.dropped else ''}"
+                     f"{f' ({r.failed} failed)' if r.failed else ''}",
                      f"{fmt_value(lo, sp.fmt)}..{fmt_value(hi, sp.fmt)}", "yes" if r.within else "no"])
     return table(body, ["row", "paper", "ours", "95% CI", "n", "tolerance", "within"])
 
