@@ -282,6 +282,20 @@ def _check_options(opts: dict[str, Any], where: str) -> None:
     bad = sorted(set(opts) - set(TRACE_OPTION_KEYS))
     if bad:
         raise ConfigError(f"{where}: unknown trace option '{bad[0]}'. Allowed: {', '.join(TRACE_OPTION_KEYS)}")
+    for key in ("sort", "skip_bad_rows", "gavel_extrapolate"):
+        v = opts.get(key)
+        # was: any value read as its truth, so sort="false" or --trace-option skip_bad_rows=off
+        # (text) sorted the rows or skipped bad rows silently
+        if v is not None and not isinstance(v, bool) and not (type(v) is int and v in (0, 1)):
+            raise ConfigError(f"{where}: {key} must be true or false, got {v!r}")
+    gpn = opts.get("profile_gpus_per_node")
+    if type(gpn) is float and gpn.is_integer():
+        gpn = opts["profile_gpus_per_node"] = int(gpn)
+    if gpn is not None and (isinstance(gpn, bool) or not isinstance(gpn, int) or gpn < 1):
+        # was: 0 or a negative count hung the profile computation, 'four' raised ValueError,
+        # 4.5 was read as 4
+        raise ConfigError(f"{where}: profile_gpus_per_node must be an integer >= 1 (GPUs per node of "
+                          f"the profiled cluster; Pollux's testbed had 4), got {gpn!r}")
     if opts.get("duplicates", "error") not in ("error", "keep"):
         raise ConfigError(f"{where}: duplicates must be 'error' (bad rows) or 'keep', got {opts['duplicates']!r}")
     tc = opts.get("time_compression")
@@ -452,6 +466,26 @@ def _gpu_types(cfg: ScenarioConfig | None) -> Mapping[str, Any]:
     return cfg.gpu_types if cfg is not None else DEFAULT_GPU_TYPES
 
 
+def _check_gpu_options(fmt: str, options: Mapping[str, Any], tmap: TraceMap, cfg: ScenarioConfig | None) -> None:
+    """A GPU type named by an option for every row (Pollux ``profile_gpu``, a csv map's
+    ``units.gpu_type`` without a ``gpu_type`` column) must be registered. Was: each row failed
+    with "column 'gpu_type': GPU type ... is not registered" at line 2, naming a column the file
+    does not have (and --skip-bad-rows skipped every row)."""
+    types = _gpu_types(cfg)
+    given: list[tuple[str, Any]] = []
+    if fmt == "pollux":
+        given.append(("trace option profile_gpu", options.get("profile_gpu", "T4")))
+    if fmt == "csv" and not tmap.columns.get("gpu_type") and tmap.units.get("gpu_type"):
+        given.append((f"{tmap.source}: units.gpu_type", tmap.units["gpu_type"]))
+    elif fmt == "philly" or (fmt == "csv" and not tmap.columns.get("gpu_type")):
+        given.append((f"{tmap.source}: rules.duration_gpu", tmap.rules.duration_gpu))
+    for where, name in given:
+        if not isinstance(name, str) or not (
+                name in types or any(k.lower() == name.lower() for k in types)):
+            raise ConfigError(f"{where} {name!r} is not a registered GPU type; use one of "
+                              f"{', '.join(sorted(types))} or add it under gpu_types in the scenario")
+
+
 def _as_scenario(cluster: ScenarioConfig | ClusterConfig | None) -> ScenarioConfig | None:
     if cluster is None or isinstance(cluster, ScenarioConfig):
         return cluster
@@ -508,6 +542,9 @@ def load_trace(
                 f"trace options: {key} applies to {' and '.join(fmts)} traces only; this trace is "
                 f"read as {fmt}: drop {key}" + (" (--vc)" if key == "vc" else "")
             )
+    if not isinstance(skip_bad_rows, bool) and not (type(skip_bad_rows) is int and skip_bad_rows in (0, 1)):
+        raise ConfigError(f"skip_bad_rows must be true or false, got {skip_bad_rows!r}")  # was: "false" skipped
+    _check_gpu_options(fmt, options, tmap, cfg)
     skip = bool(skip_bad_rows or options.pop("skip_bad_rows", False))
     p = resolve_data_path(str(path), data_root)
     report = LoadReport(str(path), fmt)

@@ -245,7 +245,13 @@ _ISO_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}$"
 
 
 def parse_datetime(text: str, fmt: str | None = None) -> float:
-    """Seconds since the epoch of a naive timestamp (treated as UTC: only differences matter)."""
+    """Seconds since the epoch of a naive timestamp (treated as UTC: only differences matter);
+    a timestamp with a UTC offset is converted to UTC."""
+    return _parse_dt(text, fmt)[0]
+
+
+def _parse_dt(text: str, fmt: str | None = None) -> tuple[float, bool]:
+    """(epoch seconds, whether the timestamp carried a UTC offset)."""
     text = text.strip()
     if fmt is None and len(text) >= 16:  # fast path (C parser) for ISO-like 'YYYY-MM-DD HH:MM[:SS]'
         try:
@@ -253,16 +259,20 @@ def parse_datetime(text: str, fmt: str | None = None) -> float:
         except ValueError:
             pass
         else:
-            if d.tzinfo is not None:
+            aware = d.tzinfo is not None
+            if aware:
                 d = d.astimezone(timezone.utc).replace(tzinfo=None)
-            return (d - _EPOCH).total_seconds()
+            return (d - _EPOCH).total_seconds(), aware
     fmts = (fmt,) if fmt else DATETIME_FORMATS
     for f in fmts:
         try:
             d = datetime.strptime(text, f)
         except ValueError:
             continue
-        return (d - _EPOCH).total_seconds()
+        aware = d.tzinfo is not None
+        if aware:  # a time_format with %z (was: TypeError, naive minus aware)
+            d = d.astimezone(timezone.utc).replace(tzinfo=None)
+        return (d - _EPOCH).total_seconds(), aware
     raise ValueError(f"not a timestamp like '2017-10-03 14:05:00': {text!r}")
 
 
@@ -349,12 +359,12 @@ def _record_lines(data: bytes, delimiter: str, quoted: bool) -> np.ndarray:
     """1-based file line of each non-empty record (the header is record 1)."""
     if quoted:  # records may span lines: the csv module's count (the line a record ends on)
         text = data.decode("utf-8")
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-        out = []
-        for row in reader:
-            if row:
-                out.append(reader.line_num)
-        return np.asarray(out, dtype=np.int64)
+        try:
+            return _csv_record_lines(text, delimiter)
+        except csv.Error:
+            # was: a traceback (_csv.Error "new-line character seen in unquoted field") for a
+            # file with CR-only line breaks (classic Mac); each CR is a line break there
+            return _csv_record_lines(text.replace("\r\n", "\n").replace("\r", "\n"), delimiter)
     n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     if not data.startswith((b"\n", b"\r\n")) and b"\n\n" not in data and b"\n\r\n" not in data \
             and (b"\r" not in data or b"\r" not in data.replace(b"\r\n", b"")):
@@ -373,6 +383,15 @@ def _record_lines(data: bytes, delimiter: str, quoted: bool) -> np.ndarray:
     return np.flatnonzero(~empty).astype(np.int64) + 1
 
 
+def _csv_record_lines(text: str, delimiter: str) -> np.ndarray:
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    out = []
+    for row in reader:
+        if row:
+            out.append(reader.line_num)
+    return np.asarray(out, dtype=np.int64)
+
+
 def read_csv_table(path: Path, required: list[str], delimiter: str, report: LoadReport,
                    row_filter: Mapping[str, Any] | None = None) -> CsvTable:
     """Read a headed CSV with pyarrow; check it is text, non-empty, the delimiter, the columns.
@@ -382,9 +401,16 @@ def read_csv_table(path: Path, required: list[str], delimiter: str, report: Load
     or list of values) keeps the matching rows, the others counted as filtered.
     """
     data = read_bytes(path)
-    first = data.split(b"\n", 1)[0].decode("utf-8")
+    first_b = data.split(b"\n", 1)[0]
+    if b"\r" in first_b.rstrip(b"\r"):  # CR-only line breaks: the header ends at the first CR
+        first_b = first_b.split(b"\r", 1)[0]
+    first = first_b.decode("utf-8")
     if not first.strip():
         raise TraceError(path, "empty file (no header line)", "give a CSV with a header row and rows", 1)
+    if b"\n" not in data and b"\r" not in data:
+        # a header line without a line break: was "cannot be parsed as CSV (Could not skip
+        # initial 1 rows ...)"; now read as a header and no rows ("no data rows")
+        data += b"\n"
     header = [h.strip() for h in next(csv.reader([first.rstrip("\r")], delimiter=delimiter))]
     filt = {str(k): v for k, v in (row_filter or {}).items()}
     missing = [c for c in required if c not in header]
@@ -518,13 +544,29 @@ def to_datetime(a: pa.Array, fmt: str | None = None) -> tuple[np.ndarray, np.nda
             todo &= ~(iso & np.isfinite(vals))
     msgs: dict[int, str] = {}
     idx = np.flatnonzero(todo)
+    aware: dict[int, str] = {}  # rows whose timestamp has a UTC offset -> its text
     if idx.size:
         texts = a.take(pa.array(idx)).to_pylist()
         for i, t in zip(idx.tolist(), texts):
             try:
-                vals[i] = parse_datetime(t, fmt)
+                vals[i], has_tz = _parse_dt(t, fmt)
             except ValueError as exc:
                 msgs[i] = str(exc)
+            else:
+                if has_tz:
+                    aware[i] = t
+    if aware:
+        # was: timestamps with and without a UTC offset mixed silently (those without were taken
+        # as UTC, so their offsets from the others were wrong by the zone's hours)
+        parsed = np.flatnonzero(~empty & np.isfinite(vals))
+        first = int(parsed[0])
+        first_aware = first in aware
+        first_text = a[first].as_py()
+        for i in parsed.tolist():
+            if (i in aware) != first_aware:
+                msgs[i] = (f"timestamp {a[i].as_py()!r} {'has a' if i in aware else 'has no'} UTC offset, but the "
+                           f"first timestamp {first_text!r} {'has one' if first_aware else 'has none'}: "
+                           "give every timestamp the same form (all with an offset, or all in one zone without)")
     bad = np.zeros(len(a), dtype=bool)
     if msgs:
         bad[list(msgs)] = True
@@ -548,12 +590,24 @@ def obj(a: pa.Array) -> np.ndarray:
     return np.asarray(a.to_numpy(zero_copy_only=False), dtype=object)
 
 
+#: the largest integer an integer column (GPU count, replicas, batch size) may hold: float64
+#: holds every integer up to it exactly, and int64 arithmetic on it cannot overflow
+MAX_INT_VALUE = 2.0**53
+
+
 def num_checks(chk: RowChecks, a: pa.Array, col: str, kind: str = "float") -> np.ndarray:
     """Missing and unparsable values of a numeric column (reasons missing-value, bad-number)."""
     vals, empty, bad = to_int(a) if kind == "int" else to_float(a)
     what = "an integer" if kind == "int" else "a number"
     chk.flag(empty, col, "missing-value", lambda i: "empty value", f"fill in '{col}'")
     chk.flag(bad, col, "bad-number", lambda i: f"not {what}: {a[i].as_py()!r}", f"write '{col}' as {what}")
+    if kind == "int":
+        # was: 1e30 parsed as a whole number and then wrapped round in int64 (GPU counts became
+        # 0 or negative workers and work 0, silently; Pollux raised ZeroDivisionError)
+        with np.errstate(invalid="ignore"):
+            big = np.abs(vals) > MAX_INT_VALUE
+        chk.flag(big, col, "bad-number", lambda i: f"{a[i].as_py()!r} is too large for an integer count "
+                 "(more than 2**53)", f"correct '{col}' (check its unit)")
     return vals
 
 
@@ -575,10 +629,18 @@ def duration_check(chk: RowChecks, col: str, d: np.ndarray) -> None:
                  "check the value and units.duration (or set ARYL_GYM_ALLOW_HUGE=1)")
 
 
+#: the most GPUs one trace job may ask for (more is a unit slip or a corrupt row; the mapping's
+#: integer arithmetic, workers x growth factor, must not overflow)
+MAX_GPUS = 1 << 31
+
+
 def gpus_check(chk: RowChecks, col: str, g: np.ndarray) -> None:
     with np.errstate(invalid="ignore"):
         m = g < 1
+        big = g > MAX_GPUS
     chk.flag(m, col, "zero-gpus", lambda i: f"{int(g[i])} GPUs", "a job needs at least 1 GPU; drop or correct the row")
+    chk.flag(big, col, "huge-gpus", lambda i: f"{g[i]:.6g} GPUs, more than {MAX_GPUS:,}",
+             "check the value and its unit (units.gpus: milli or percent for GPU shares); drop or correct the row")
 
 
 def width_checks(chk: RowChecks, tab: CsvTable) -> None:
@@ -589,6 +651,6 @@ def width_checks(chk: RowChecks, tab: CsvTable) -> None:
 
 def as_i64(v: np.ndarray) -> np.ndarray:
     out = np.zeros(v.size, dtype=np.int64)
-    f = np.isfinite(v)
+    f = np.isfinite(v) & (np.abs(v) <= MAX_INT_VALUE)  # larger ones are bad rows (no cast warning)
     out[f] = v[f].astype(np.int64)
     return out

@@ -74,9 +74,16 @@ def read_generic(path: Path, report: LoadReport, spec: Mapping[str, Any], skip: 
         g = num_checks(chk, c[gcol], gcol, "int")
     else:
         graw = num_checks(chk, c[gcol], gcol, "float")
+        neg_fix = "a GPU count or share cannot be negative; drop or correct the row"
+        with np.errstate(invalid="ignore"):
+            # was: -2 GPUs x gpu_milli -1000 made 2 GPUs, and -500 milli-GPUs read "0 GPUs"
+            chk.flag(graw < 0, gcol, "zero-gpus", lambda i: f"negative value {graw[i]:g}", neg_fix)
         share = np.ones(len(tab))
         if cols.get("gpu_milli"):
-            share = num_checks(chk, c[cols["gpu_milli"]], cols["gpu_milli"]) / 1000.0
+            mcol = cols["gpu_milli"]
+            share = num_checks(chk, c[mcol], mcol) / 1000.0
+            with np.errstate(invalid="ignore"):
+                chk.flag(share < 0, mcol, "zero-gpus", lambda i: f"negative value {share[i] * 1000:g}", neg_fix)
         with np.errstate(invalid="ignore"):
             total = graw / per_gpu * share
             whole = np.round(total)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import json
+import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,8 @@ from aryl_gym.config import ConfigError
 from aryl_gym.workload.formats import ReadRequest, TraceFormat
 from aryl_gym.workload.paths import resolve_data_path
 from aryl_gym.workload.traces_formats import (
+    MAX_DURATION_S,
+    MAX_GPUS,
     LoadReport,
     RowChecks,
     TraceError,
@@ -46,13 +50,22 @@ def load_gavel_throughputs(path: Path, gpu: str = "v100") -> dict[tuple[str, int
     if not isinstance(data, dict) or gpu not in data:
         have = sorted(data) if isinstance(data, dict) else type(data).__name__
         raise TraceError(path, f"no GPU type '{gpu}' (has {have})", "pick one with trace option gavel_gpu=")
+    table = data[gpu]
+    if not isinstance(table, dict):  # was: AttributeError ('list' object has no attribute 'items')
+        raise TraceError(path, f"'{gpu}' holds a {type(table).__name__}, not a table of throughputs",
+                         "give Gavel's simulation_throughputs.json ({gpu: {\"('<job_type>', <sf>)\": {\"null\": steps/s}}})")
     out: dict[tuple[str, int], float] = {}
-    for key, val in data[gpu].items():
+    for key, val in table.items():
         try:
             jt, sf = ast.literal_eval(key)
-            out[(str(jt), int(sf))] = float(val["null"])
+            rate = val["null"]
+            out[(str(jt), int(sf))] = float(rate)
         except (ValueError, SyntaxError, TypeError, KeyError):
             continue
+        if not math.isfinite(out[(str(jt), int(sf))]):
+            # was: NaN gave jobs of NaN work, Infinity jobs of 0 s, silently
+            raise TraceError(path, f"{gpu} throughput of {key} is {rate!r}, not a finite number of steps/s",
+                             "correct the entry (0 marks a configuration that cannot run)")
     return out
 
 
@@ -68,6 +81,7 @@ def read_gavel(path: Path, report: LoadReport, opts: Mapping[str, Any],
     Gavel traces are small (thousands of lines): rows are checked one by one.
     """
     extrapolate = bool(opts.get("gavel_extrapolate", True))
+    allow_huge = os.environ.get("ARYL_GYM_ALLOW_HUGE", "") not in ("", "0")
     text = read_bytes(path).decode("utf-8")
     lines = text.splitlines()
     if not any(ln.strip() for ln in lines):
@@ -116,6 +130,10 @@ def read_gavel(path: Path, report: LoadReport, opts: Mapping[str, Any],
         if sf < 1:
             chk.flag_line(i, "scale_factor", "zero-gpus", f"{sf} GPUs", "a job needs at least 1 GPU; drop or correct the row")
             continue
+        if sf > MAX_GPUS:  # was: OverflowError (1e30) or a job of 1e17 GPUs
+            chk.flag_line(i, "scale_factor", "huge-gpus", f"{sf:.6g} GPUs, more than {MAX_GPUS:,}",
+                          "check the value; drop or correct the row")
+            continue
         rate = tput.get((jt, int(sf)))
         if rate is None and extrapolate:
             below = [s for (j, s) in tput if j == jt and s < sf]
@@ -134,7 +152,14 @@ def read_gavel(path: Path, report: LoadReport, opts: Mapping[str, Any],
                 bs = int(jt.split("batch size")[1].strip(" )"))
             except ValueError:
                 bs = None
-        out.append((i, t, int(sf), steps / rate, base, bs, ln, steps))
+        dur = steps / rate
+        if not math.isfinite(dur) or (dur > MAX_DURATION_S and not allow_huge):
+            # was: not checked (total_steps 1e300 gave a job of 1e299 s, the episode never ended)
+            chk.flag_line(i, "total_steps", "huge-duration",
+                          f"total_steps {steps:g} at {rate:g} steps/s is {dur:g} s, more than a year "
+                          f"({MAX_DURATION_S:g} s)", "check total_steps (or set ARYL_GYM_ALLOW_HUGE=1)")
+            continue
+        out.append((i, t, int(sf), dur, base, bs, ln, steps))
     chk.finish()
     if n_extra:
         report.notes.append(
