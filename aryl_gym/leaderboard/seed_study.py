@@ -175,7 +175,7 @@ def render(spreads: Sequence[PairSpread], rec: Mapping[str, Any], delta: float, 
     widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(head)]
     lines = [
         f"Paired seed-to-seed spread of log({metric} a / {metric} b); n = the fewest seeds with "
-        f"t(0.975, n-1) * sd / sqrt(n) <= log(1 + {delta:g}) (Student t, as the suites' intervals; "
+        f"t(0.975, n-1) * sd / sqrt(n) <= log(1 + {delta:g}) (Student t on the paired log ratios, as reproduce's intervals; more cautious with few seeds than the leaderboard's bootstrap; "
         f"{POWER:.0%} power: t(0.975, n-1) + t({POWER:g}, n-1))",
         "  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip(),
         "  ".join("-" * w for w in widths),
