@@ -85,7 +85,8 @@ def _jcts(values: object, where: str) -> list[float]:
 def subset_odds(x: np.ndarray, y: np.ndarray, n: int, draws: int = 2000, reps: int = 2000,
                 point: float = 0.97, upper: float = 1.0, seed: int = 0) -> tuple[float, float]:
     """(share of n-seed subsets whose ratio of means is <= ``point``, share whose paired
-    bootstrap 95% upper end is < ``upper``). Subsets are drawn without replacement."""
+    bootstrap 95% upper end is < ``upper``; a one-seed subset has no interval and never meets
+    that bar). Subsets are drawn without replacement."""
     if not 1 <= n <= len(x):
         raise ValueError(f"n={n} must be between 1 and the {len(x)} pooled seeds")
     rng = np.random.default_rng(seed)

@@ -20,12 +20,17 @@ def test_constant_ratios_are_certain():
 
 
 def test_one_seed_subsets_split_by_hand():
-    """Two seeds with ratios 0.5 and 2.0: a one-seed subset meets both bars exactly when it
-    draws the first, half the time."""
+    """Two seeds with ratios 0.5 and 2.0: a one-seed subset meets the point bar exactly when it
+    draws the first, half the time; it has no interval (one seed has no spread), so it never
+    meets the interval's bar (a one-seed bootstrap used to give a zero-width interval, and then
+    met it half the time too)."""
     x, y = np.array([0.5, 2.0]), np.array([1.0, 1.0])
     p_point, p_upper = so.subset_odds(x, y, n=1, draws=4000, reps=10)
-    assert p_point == p_upper
     assert 0.46 < p_point < 0.54
+    assert p_upper == 0.0
+    # two seeds that agree: the point bar and the interval's bar are met together
+    p_point, p_upper = so.subset_odds(np.array([0.5, 0.5, 2.0]), np.ones(3), n=2, draws=400, reps=200)
+    assert p_point == p_upper and 0.25 < p_point < 0.42  # 1 of the 3 pairs holds no 2.0
 
 
 def test_an_outlier_seed_lowers_the_odds_of_the_interval():

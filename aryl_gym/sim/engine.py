@@ -38,8 +38,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from aryl_gym.config import ConfigError, ScenarioConfig
-from aryl_gym.metrics import episode_result
+from aryl_gym.config import (
+    SIZE_LIMITS,
+    SIZE_OVERRIDE_ENV,
+    ConfigError,
+    ScenarioConfig,
+    size_limits_lifted,
+)
+from aryl_gym.metrics import episode_result, lower_bounds, min_time_factor_of
 from aryl_gym.progress import progress_bar
 from aryl_gym.sim.goodput import JobCurve, job_curve_of, observe
 from aryl_gym.sim.index import FreeIndex
@@ -170,6 +176,7 @@ class Simulator:
         self.elasticity = "limited"
 
         self._build_static()
+        self._check_lengths()
         self._build_servers()
         self._reset_dynamic()
         self._begun = False  # begin() has run: the view and the policy's options are set
@@ -215,6 +222,45 @@ class Simulator:
                     f"servers ({c.train_servers} of {c.train_gpus_per_server} GPUs) hold {room} such "
                     f"workers (a worker never spans servers); drop the job, give it workers whose GPU "
                     f"count divides {c.train_gpus_per_server}, or add training servers"
+                )
+            # The request too: the policies without elastic scaling (baseline, fifo, sjf,
+            # aryl-noelastic) start a job at w_req on the training pool. Was: an elastic job whose
+            # w_min fits but whose request does not was accepted, never started by them, and the
+            # episode ended stalled hours later (fifo's blocked head held up every job behind it).
+            # The trace readers refuse such a request already ("too-big"); so does YARN.
+            if j.w_req > room:
+                raise ConfigError(
+                    f"job {i}: requests {j.w_req} workers of {j.g} GPUs ({j.g * j.w_req} GPUs) but the "
+                    f"training servers ({c.train_servers} of {c.train_gpus_per_server} GPUs) hold {room} "
+                    f"such workers, so a policy that runs jobs at their request never starts it; lower "
+                    f"its request (w_req, between w_min {j.w_min} and {room}) or add training servers"
+                )
+
+    def _check_lengths(self) -> None:
+        """A ConfigError when a job cannot end within the round limit of an episode that has no
+        other end (no ``sim.horizon_hours``, no ``sim.max_rounds``): submitted at ``submit`` and
+        running at least its shortest possible time (:func:`aryl_gym.metrics.lower_bounds`), it
+        ends after ``SIZE_LIMITS["rounds"]`` rounds. Was: accepted, and a job of 1e13 s of work
+        hung the episode (the hourly accounting of one fast-forward grew by a row per simulated
+        hour; the loan controller's look-ahead stepped round by round). ``ARYL_GYM_ALLOW_HUGE=1``
+        lifts the limit, as it lifts :func:`aryl_gym.config.check_size`'s."""
+        s = self.config.sim
+        if s.horizon_hours is not None or s.max_rounds is not None or size_limits_lifted():
+            return
+        limit = SIZE_LIMITS["rounds"] * self.interval
+        # the paper-regime bound first (vectorised); the exact one (batch tuning, more workers:
+        # shorter) only for the jobs past the limit by it
+        rough = self.submit + lower_bounds(self, limited=True)
+        for j in np.flatnonzero(rough > limit).tolist():
+            t = float(rough[j] - self.submit[j]) * min_time_factor_of(self.config, self.jobs[j])
+            end = float(self.submit[j]) + t
+            if end > limit:
+                raise ConfigError(
+                    f"job {j}: submitted at {float(self.submit[j]) / 86400.0:,.1f} days and running at "
+                    f"least {t / 86400.0:,.1f} days, it cannot end within {SIZE_LIMITS['rounds']:,} rounds "
+                    f"of {self.interval:g} s ({limit / 86400.0 / 365.0:,.1f} years), the limit of an episode "
+                    "without an end; check its work and submit time, cut the episode with "
+                    f"sim.horizon_hours or sim.max_rounds, or set {SIZE_OVERRIDE_ENV}=1"
                 )
 
     def _build_static(self) -> None:
