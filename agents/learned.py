@@ -816,7 +816,9 @@ def load_rllib_agent(path: str | Path, seed: int = 0) -> RLlibAgent:
     from ray.rllib.core.rl_module.rl_module import RLModule
 
     one_torch_thread()
-    module: Any = RLModule.from_checkpoint(str(mdir))
+    # absolute: RLlib hands the path to pyarrow's filesystem, which refuses a relative one
+    # ("URI has empty scheme"), so --agent NAME=runs/RUN failed to load
+    module: Any = RLModule.from_checkpoint(str(Path(mdir).absolute()))
     module.eval()  # a TorchRLModule (torch.nn.Module): inference mode
     run = run_dir_of(mdir)
     config: dict[str, Any] = {}

@@ -381,11 +381,19 @@ class _Evaluation:
             e.close()
 
 
+def _rllib_path(path: Path) -> str:
+    """``path`` as RLlib's checkpoint calls need it: absolute. ``save_to_path`` and
+    ``restore_from_path`` hand the path to pyarrow's filesystem, which refuses a relative one
+    ("URI has empty scheme"), so a run with the default ``--out runs/`` failed at its first
+    checkpoint and at the end of training."""
+    return str(Path(path).absolute())
+
+
 def _save_module(module: Any, folder: Path) -> None:
     """An RLModule checkpoint written aside and renamed, so a kill never leaves half of one."""
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    module.save_to_path(str(tmp))
+    module.save_to_path(_rllib_path(tmp))
     old = folder.with_name(folder.name + ".old")
     if folder.exists():
         shutil.rmtree(old, ignore_errors=True)
@@ -504,7 +512,7 @@ def _train(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, start_steps: int,
 
     algo = algo_config(cfg, n_runners, data_root).build_algo()
     if ckpt is not None:
-        algo.restore_from_path(str(ckpt))
+        algo.restore_from_path(_rllib_path(ckpt))
         say(f"resumed {ckpt} at {start_steps:,} steps")
     probe = make_rllib_env({"train_config": cfg.to_dict(), "data_root": data_root})
     template = MaskedPPOTorchModule(observation_space=probe.observation_space,
@@ -538,7 +546,7 @@ def _train(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, start_steps: int,
                 + (f"  avg JCT {means['avg_jct']:,.0f} s" if "avg_jct" in means else ""))
             if cfg.checkpoint_freq > 0 and steps - last_ck >= cfg.checkpoint_freq and steps < total:
                 last_ck = steps
-                algo.save_to_path(str(run_dir / "checkpoints" / f"rllib_{steps}_steps"))
+                algo.save_to_path(_rllib_path(run_dir / "checkpoints" / f"rllib_{steps}_steps"))
             if evaluate is not None and steps - last_eval >= cfg.eval.freq:
                 last_eval = steps
                 evaluate(_learner_module(algo, template), steps)
@@ -547,7 +555,7 @@ def _train(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, start_steps: int,
                 break
     except KeyboardInterrupt:
         ck = run_dir / "checkpoints" / f"rllib_{steps}_steps"
-        algo.save_to_path(str(ck))
+        algo.save_to_path(_rllib_path(ck))
         print(f"\ninterrupted at {steps:,} steps: saved {ck}; continue with\n  aryl-gym train "
               f"--backend rllib --resume {ck} --timesteps {total}", file=sys.stderr, flush=True)
         tb.close()
@@ -557,7 +565,7 @@ def _train(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, start_steps: int,
     module = _learner_module(algo, template)
     if evaluate is not None and (not evaluate.history or evaluate.history[-1]["timesteps"] < steps):
         evaluate(module, steps)
-    algo.save_to_path(str(run_dir / "checkpoints" / f"rllib_{steps}_steps"))
+    algo.save_to_path(_rllib_path(run_dir / "checkpoints" / f"rllib_{steps}_steps"))
     _save_module(module, run_dir / "module")
     sps = sampled / wall if wall > 0 else 0.0
     history = evaluate.history if evaluate is not None else []
