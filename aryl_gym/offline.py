@@ -64,11 +64,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import math
 import os
 import re
 import shutil
-import sys
+import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -140,9 +141,15 @@ def datasets_path(path: str | Path | None) -> Iterator[None]:
 
 
 def datasets_root() -> Path:
-    """Where Minari keeps datasets now (``$MINARI_DATASETS_PATH`` or ``~/.minari/datasets``)."""
-    return Path(os.environ.get("MINARI_DATASETS_PATH")
-                or os.path.join(os.path.expanduser("~"), ".minari", "datasets"))
+    """Where Minari keeps datasets now (``$MINARI_DATASETS_PATH`` or ``~/.minari/datasets``).
+    A variable that is set but empty is a ValueError: Minari does not take it (it reads it as set
+    and fails on the empty path), and was taken here as unset, so the checks named
+    ``~/.minari/datasets`` and every episode was recorded before Minari failed."""
+    env = os.environ.get("MINARI_DATASETS_PATH")
+    if env is not None and not env.strip():
+        raise ValueError("MINARI_DATASETS_PATH is set but empty, which Minari cannot use: unset it (datasets "
+                         "then go to ~/.minari/datasets), set it to a folder, or give --minari-path DIR")
+    return Path(env if env is not None else os.path.join(os.path.expanduser("~"), ".minari", "datasets"))
 
 
 def dataset_folder(dataset_id: str) -> Path:
@@ -409,38 +416,85 @@ def write_dataset(
                 terminations=ep.terms, truncations=ep.truncs, infos=_infos(ep, components))
             for n, ep in enumerate(eps)
         ]
-        if folder.exists():  # overwrite: only once the new episodes are recorded
-            # minari prints "Dataset ... deleted!" on stdout: was: before the JSON of --json
-            with contextlib.redirect_stdout(sys.stderr):
-                minari.delete_dataset(dataset_id)
         opts = env.unwrapped.options  # type: ignore[attr-defined]  # ArylEnv's EnvOptions
         # the spec as JSON: the registered vector entry point (a callable) is not part of it
         assert env.spec is not None  # made by gym.make
         spec = dataclasses.replace(env.spec, vector_entry_point=None)
+        # the whole dataset, its metadata included, is written in a hidden folder of the datasets
+        # root and then renamed into place (:func:`_publish`). Was: written in place, so a run
+        # killed after Minari's files but before the aryl_gym metadata left a dataset that read as
+        # complete (no scenario hash, so never checked), and a second writer of the same id, on
+        # finding the first one's dataset there, deleted it while cleaning up after itself
+        root = datasets_root()
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".aryl-gym-writing-", dir=root))
         try:
-            with warnings.catch_warnings():
+            with datasets_path(staging), warnings.catch_warnings():
                 # the commit is in the metadata (aryl_gym.code_commit); no e-mail is asked for
                 warnings.filterwarnings("ignore", message=".*(code_permalink|author_email).*")
-                ds = minari.create_dataset_from_buffers(
+                staged = minari.create_dataset_from_buffers(
                     dataset_id, buffers, env=spec, eval_env=spec, algorithm_name=label,
                     author=author, description=description or (
                         f"{label} on scenario {scenario}, {episodes} episodes from episode seed {seed}"),
                     requirements=[f"aryl-gym=={__version__}"], data_format="arrow")
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)  # no half-written dataset
-            raise
+                staged.storage.update_metadata({NAMESPACE: {
+                    "scenario": scenario, "config_hash": cfg_hash, "policy": policy, "label": label,
+                    "env_id": DEFAULT_ENV_ID, "action_mode": action_mode, "window": int(window),
+                    "decisions_not_expressed": sum(ep.not_expressed for ep in eps),
+                    "world_version": str(opts.world_version), "episode_seeds": seeds,
+                    "reward_components": components, "aryl_gym_version": __version__,
+                    "code_commit": git_commit(dirty=True)}})
+                staged.storage.update_episode_metadata(
+                    [{"episode_metrics": ep.metrics, "decisions_not_expressed": ep.not_expressed} for ep in eps],
+                    range(len(eps)))
+            # overwrite: the old dataset goes only now, once the new one is complete
+            _publish(staging, dataset_id, overwrite)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # no half-written dataset
     finally:
         env.close()
-    ds.storage.update_metadata({NAMESPACE: {
-        "scenario": scenario, "config_hash": cfg_hash, "policy": policy, "label": label,
-        "env_id": DEFAULT_ENV_ID, "action_mode": action_mode, "window": int(window),
-        "decisions_not_expressed": sum(ep.not_expressed for ep in eps),
-        "world_version": str(opts.world_version), "episode_seeds": seeds, "reward_components": components,
-        "aryl_gym_version": __version__, "code_commit": git_commit(dirty=True)}})
-    ds.storage.update_episode_metadata(
-        [{"episode_metrics": ep.metrics, "decisions_not_expressed": ep.not_expressed} for ep in eps],
-        range(len(eps)))
-    return ds
+    return minari.load_dataset(dataset_id)
+
+
+def _publish(staging: Path, dataset_id: str, overwrite: bool) -> None:
+    """Move dataset ``dataset_id``, complete in the datasets root ``staging``, into place under
+    :func:`datasets_root` with one rename (readers see the whole dataset or none of it). The
+    namespace metadata Minari wrote in ``staging`` is copied where it is missing. A dataset of
+    that id that appeared meanwhile (another writer) is a ValueError unless ``overwrite``, which
+    replaces it (the last writer wins, with a whole dataset: never a mixture of two)."""
+    root = datasets_root()
+    src, dst = staging / dataset_id, root / dataset_id
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    parts = dataset_id.split("/")[:-1]
+    for i in range(1, len(parts) + 1):
+        ns = "/".join(parts[:i])
+        mine, theirs = staging / ns / "namespace_metadata.json", root / ns / "namespace_metadata.json"
+        if mine.is_file() and not theirs.exists():
+            with contextlib.suppress(OSError):
+                shutil.copyfile(mine, theirs)
+    trash: list[Path] = []
+    try:
+        for _ in range(100):
+            try:
+                os.rename(src, dst)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
+                    raise
+            if not overwrite:
+                raise ValueError(
+                    f"Minari dataset {dataset_id} exists ({dst}): it was written by another writer while this "
+                    "one recorded, and is left as it is; pass --overwrite to replace it, or record under "
+                    "another version (--dataset-id ...-v1)")
+            old = Path(tempfile.mkdtemp(prefix=".aryl-gym-replaced-", dir=root))
+            trash.append(old)
+            with contextlib.suppress(FileNotFoundError):  # another writer moved it first
+                os.rename(dst, old / "old")
+        raise ValueError(f"Minari dataset {dataset_id}: could not move it into place ({dst}): other writers "
+                         "keep replacing it")
+    finally:
+        for old in trash:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------

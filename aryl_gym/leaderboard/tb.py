@@ -22,6 +22,7 @@ TensorBoard's viewer shows 1,000 sampled points per tag by default; ``tensorboar
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import sys
 import tempfile
@@ -197,6 +198,24 @@ def remove_stale_logs(out_dir: str | Path) -> list[Path]:
     return removed
 
 
+def distinct_slugs(names: Sequence[str]) -> dict[str, str]:
+    """A file-name-safe tag per name (:func:`aryl_gym.provenance.slug`), distinct: a name whose
+    slug another name already is or took (``fifo_`` beside ``fifo``) gets ``-2``, ``-3``, ...
+    Was: both wrote into one TensorBoard run (or one tag), which showed their values as one
+    entrant's; names that are their own slug keep it."""
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for n in sorted(names, key=lambda n: slug(n) != n):  # stable: own-slug names first
+        base = s = slug(n)
+        i = 2
+        while s in taken:
+            s = f"{base}-{i}"
+            i += 1
+        taken.add(s)
+        out[n] = s
+    return out
+
+
 def write_tensorboard(
     out_dir: str | Path,
     suite: Suite,
@@ -214,15 +233,17 @@ def write_tensorboard(
     for scen in suite.scenarios:
         c = load_scenario(scen).cluster
         sizes[scen] = (c.train_gpus + c.inf_gpus, c.inf_gpus)
+    runs = distinct_slugs([e.name for e in suite.entrants])
+    tags = distinct_slugs(list(suite.scenarios))
     for e in suite.entrants:
         mine = [r for r in rows if r["policy"] == e.name and r["scenario"] in sizes]
         if not mine:
             continue
-        w = ScalarWriter(root / slug(e.name), wall_time=time.time())
+        w = ScalarWriter(root / runs[e.name], wall_time=time.time())
         try:
             for r in sorted(mine, key=lambda r: (suite.scenarios.index(r["scenario"]), r["seed"])):
                 scen, seed = str(r["scenario"]), int(r["seed"])
-                prefix = f"{slug(scen)}/seed{seed}/"
+                prefix = f"{tags[scen]}/seed{seed}/"
                 s = series.get((suite.name, scen, seed, e.name))
                 if s:
                     total, inf = sizes[scen]
@@ -233,8 +254,16 @@ def write_tensorboard(
                     v = r.get(k)
                     if t is bool or v is None:
                         continue
-                    final[f"{slug(scen)}/final/{k}"] = float(v)
-                w.add_scalars(seed, final)
+                    try:
+                        x = float(v)
+                    except (TypeError, ValueError):
+                        continue
+                    # a NaN or infinite figure is no value, as in the report's tables (was:
+                    # logged as NaN or inf, which TensorBoard plotted; the RLlib writer drops them)
+                    if math.isfinite(x):
+                        final[f"{tags[scen]}/final/{k}"] = x
+                if final:  # was: an empty event when no figure had a value
+                    w.add_scalars(seed, final)
         finally:
             w.close()
     return root
