@@ -200,6 +200,7 @@ print(h.hexdigest())
 """
 
 
+@pytest.mark.slow  # subprocesses
 def test_episode_is_the_same_under_other_hash_seeds():
     outs = set()
     for hs in ("0", "4242"):

@@ -139,6 +139,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # two subprocesses
 def test_intervals_are_the_same_across_processes() -> None:
     """Another process (another hash seed, numpy's global generator seeded differently here)
     computes the same intervals bit for bit: explicit generators, no global seeding."""
