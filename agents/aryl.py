@@ -284,6 +284,17 @@ class ArylPolicy(BasePolicy):
         workers_now = np.asarray(view.workers)
         if not self.elastic_scaling:
             final, waited = self._validate(view, targets, pool_of, admitted, strict=True)
+            # A job admitted by counting to a pool where the engine cannot place it (flexible
+            # grouping keeps a job's flexible workers off the servers of its base workers on the
+            # loaned pool) tries its other pool once; kept only if no other job waits for it.
+            # Was: it was admitted to the same pool round after round and never started, though
+            # the other pool was free (the episode ended stalled).
+            retry = {j: p for j in waited for p in self._pool_order(j, infer_ok) if p != pool_of[j]}
+            if retry:
+                moved = {**pool_of, **retry}
+                f2, w2 = self._validate(view, targets, moved, admitted, strict=True)
+                if set(w2) <= set(waited) and len(w2) < len(waited):
+                    final, waited, pool_of = f2, w2, moved
             self.stats.waited += len(waited)
             final.update(self._pre)
             return Decision(
