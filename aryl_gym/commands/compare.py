@@ -1,10 +1,14 @@
 """``aryl-gym compare``: several policies on one scenario over several seeds, side by side.
 
-Prints the SPEC 5 metrics (mean over seeds) per policy and their ratios to the first policy.
-``--json`` prints one object: ``{"rows": [{"policy", "seed", <metrics>}...], "ratios": {policy:
-{metric: mean(policy) / mean(first)}}}``, both means over the seeds where both have a value. A
-ratio below 1 on a time metric means the policy is
-faster than the first one (the paper's "1.53x lower queuing time" is ``1 / ratio``).
+Prints the SPEC 5 metrics (mean over seeds) per policy and their ratios to the first policy,
+then, paired by seed, the geometric mean of the per-seed ``avg_jct`` ratios with its 95% Student-t
+interval and the number of seeds (:func:`aryl_gym.stats.paired_ratio_ci`, as ``reproduce``'s
+rows). ``--json`` prints one object: ``{"rows": [{"policy", "seed", <metrics>}...], "ratios":
+{policy: {metric: mean(policy) / mean(first)}}, "ratio_ci": {policy: {metric: {"method", "mean",
+"ci_lo", "ci_hi", "n", "dropped_seeds", "per_seed"}}}}``, the means over the seeds where both have
+a value, the intervals over the seeds where both have a finite value (``ci_lo``/``ci_hi`` null
+with fewer than two). A ratio below 1 on a time metric means the policy is faster than the first
+one (the paper's "1.53x lower queuing time" is ``1 / ratio``).
 """
 
 from __future__ import annotations
@@ -82,6 +86,49 @@ def summarize(
     return means, ratios
 
 
+#: the metrics whose paired intervals the text output prints (the JSON holds every metric's)
+CI_METRICS = ("avg_jct",)
+
+
+def ratio_cis(rows: list[dict[str, Any]], policies: list[str],
+              metrics: list[str] | tuple[str, ...] = tuple(METRICS)) -> dict[str, dict[str, Any]]:
+    """``{policy: {metric: RatioStat}}`` for every policy but the first: the per-seed ratios
+    ``policy / first`` over the seeds where both have a finite value, their geometric mean and
+    95% t interval (:func:`aryl_gym.stats.paired_ratio_ci`; a seed whose ratio is undefined, a
+    zero denominator, is dropped and counted). A comparison comes with its interval and its
+    number of seeds (was: a ratio of means alone, however few the seeds)."""
+    # stats imports scipy only when an interval is computed
+    from aryl_gym.stats import paired_ratio_ci
+
+    def per_seed(p: str, m: str) -> dict[Any, float]:
+        return {r["seed"]: float(r[m]) for r in rows if r["policy"] == p and _has(r.get(m))
+                and not isinstance(r.get(m), bool) and math.isfinite(float(r[m]))}
+
+    first = policies[0]
+    out: dict[str, dict[str, Any]] = {}
+    for p in policies[1:]:
+        out[p] = {}
+        for m in metrics:
+            a, b = per_seed(p, m), per_seed(first, m)
+            both = sorted(s for s in a if s in b)
+            out[p][m] = paired_ratio_ci({s: (a[s] / b[s] if b[s] else math.nan) for s in both})
+    return out
+
+
+def ci_table(cis: dict[str, dict[str, Any]], first: str, metric: str) -> str:
+    """The text block of :func:`ratio_cis` for ``metric``."""
+    body = []
+    for p, by in cis.items():
+        st = by[metric]
+        ci = (f"{st.lo:.3f} .. {st.hi:.3f}" if math.isfinite(st.lo) and math.isfinite(st.hi)
+              else "- (fewer than 2 seeds)")
+        mean = "-" if not math.isfinite(st.mean) else f"{st.mean:.3f}" + (
+            " (arith.)" if st.method == "arithmetic" else "")
+        body.append([p, mean, ci, f"{st.n}" + (f" ({st.dropped} undefined)" if st.dropped else "")])
+    return (f"{metric}, paired by seed: per-seed ratio policy / {first}, geometric mean and 95% "
+            f"Student-t interval\n" + table(body, ["policy", "ratio", "95% CI", "seeds"]))
+
+
 def run(args: argparse.Namespace) -> int:
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym.agents import make_policy
@@ -124,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
             "seeds": list(args.seeds),
             "rows": [{k: clean(v) for k, v in r.items()} for r in rows],
             "ratios": {p: {m: clean(v) for m, v in r.items()} for p, r in ratios.items()},
+            "ratio_ci": {p: {m: st.to_dict() for m, st in by.items()}
+                         for p, by in ratio_cis(rows, policies).items()},
             "failed_episodes": len(failures),
         }
         print(json.dumps(out))
@@ -152,6 +201,10 @@ def run(args: argparse.Namespace) -> int:
                 ["policy", *[m.header for m in TABLE]],
             )
         )
+        cis = ratio_cis(rows, policies, CI_METRICS)
+        for m in CI_METRICS:
+            print()
+            print(ci_table(cis, policies[0], m))
     return _report_failures(failures, len(rows))
 
 

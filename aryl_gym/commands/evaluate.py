@@ -4,8 +4,10 @@
 agent acts through the env with action masks), or a reference policy name (run natively). The
 ``--against`` policies run natively on the same seeds. The output is the same JSON as
 ``aryl-gym compare``: ``{"scenario", "seeds", "rows": [{"policy", "seed", <metrics>}...],
-"ratios": {policy: {metric: mean(policy) / mean(baseline)}}}`` with ``--baseline`` (default
-fifo) first, as compare puts its first policy.
+"ratios": {policy: {metric: mean(policy) / mean(baseline)}}, "ratio_ci": {policy: {metric:
+{"method", "mean", "ci_lo", "ci_hi", "n", ...}}}}`` with ``--baseline`` (default fifo) first, as
+compare puts its first policy; ``ratio_ci`` pairs the seeds (geometric mean of the per-seed
+ratios, 95% Student-t interval: :func:`aryl_gym.commands.compare.ratio_cis`).
 """
 
 from __future__ import annotations
@@ -152,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{why}; its JCT figures count them up to the episode's end (censored: a lower "
                   "bound on what they would have been)", file=sys.stderr, flush=True)
     # at run time: aryl-gym imports every command module to build its parser
-    from aryl_gym.commands.compare import METRICS, summarize
+    from aryl_gym.commands.compare import METRICS, ratio_cis, summarize
 
     order = ([args.baseline] if args.baseline in by_policy else []) + [
         p for p in by_policy if p != args.baseline
@@ -167,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
     ]
     _, raw = summarize(rows, order)
     rat = {p: {m: (v if math.isfinite(v) else None) for m, v in r.items()} for p, r in raw.items()}
+    cis = ratio_cis(rows, order) if len(order) > 1 else {}
     if args.table:
         # at run time: aryl-gym imports every command module to build its parser
         from aryl_gym.commands._common import table
@@ -176,16 +179,22 @@ def run(args: argparse.Namespace) -> int:
         for name in order:
             m = mean_metrics(by_policy[name], keys)
             failed = sum(r.jobs_unfinished > 0 for r in by_policy[name])
+            st = cis[name]["avg_jct"] if name in cis else None
+            ci = (f"{st.lo:.3f}..{st.hi:.3f}" if st is not None and math.isfinite(st.lo)
+                  and math.isfinite(st.hi) else "-")
             body.append([name + (" †" if failed else ""), *[m[k] for k in keys],
-                         (rat.get(name) or {}).get("avg_jct"), f"{failed}/{len(by_policy[name])}"])
+                         (rat.get(name) or {}).get("avg_jct"), ci, f"{failed}/{len(by_policy[name])}"])
         print(f"scenario {scen}  seeds {','.join(map(str, args.seeds))}")
-        print(table(body, ["policy", *keys, f"jct/{args.baseline}", "failed eps"]))
+        print(table(body, ["policy", *keys, f"jct/{args.baseline}",
+                           "95% CI (paired seeds, geo. mean of ratios)", "failed eps"]))
         if any(r.jobs_unfinished > 0 for res in by_policy.values() for r in res):
             # was: an episode ended early showed its finished jobs' avg JCT with no mark
             print("† left jobs unfinished in some episode: its JCT figures count them with their JCT "
                   "censored at the episode's end, a lower bound (the JSON's avg_jct_finished averages "
                   "the finished jobs only)")
         return 0
-    json.dump({"scenario": str(scen), "seeds": list(args.seeds), "rows": rows, "ratios": rat}, sys.stdout)
+    json.dump({"scenario": str(scen), "seeds": list(args.seeds), "rows": rows, "ratios": rat,
+               "ratio_ci": {p: {m: st.to_dict() for m, st in by.items()} for p, by in cis.items()}},
+              sys.stdout)
     print()
     return 0
