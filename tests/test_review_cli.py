@@ -191,3 +191,12 @@ def test_load_grid_with_an_empty_item_or_other_digits_is_refused(grid: str, says
     with pytest.raises(ValueError, match=says):
         parse_loads(grid)
     assert parse_loads("0.3-0.5") == [0.3, 0.4, 0.5] and parse_loads("0.4,0.8") == [0.4, 0.8]
+
+
+def test_trace_option_on_and_off_are_booleans():
+    """``--trace-option sort=off`` is False as YAML reads it (was: the text 'off', which the trace
+    options now refuse as not a boolean)."""
+    from aryl_gym.commands._trace_args import _typed
+
+    assert _typed("off") is False and _typed("ON") is True and _typed("no") is False
+    assert _typed("offset") == "offset" and _typed("1e3") == 1000

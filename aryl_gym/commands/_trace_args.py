@@ -46,9 +46,10 @@ def _map_arg(text: str) -> str:
 
 def _typed(v: str) -> Any:
     low = v.lower()
-    if low in ("true", "yes"):
+    # the words YAML reads as booleans (was: on/off stayed text, which the trace options refuse)
+    if low in ("true", "yes", "on"):
         return True
-    if low in ("false", "no"):
+    if low in ("false", "no", "off"):
         return False
     try:
         return int(v)
