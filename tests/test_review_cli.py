@@ -200,3 +200,13 @@ def test_trace_option_on_and_off_are_booleans():
 
     assert _typed("off") is False and _typed("ON") is True and _typed("no") is False
     assert _typed("offset") == "offset" and _typed("1e3") == 1000
+
+
+def test_load_grid_refused_before_its_out_folder_is_made(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: the folder was made (and claimed) before the grid was checked, so a refused grid
+    (here a scenario with a fixed job count) left an empty --out folder behind."""
+    out = tmp_path / "grid"
+    code, _, err = _run(["calibrate", "--scenario", "tiny", "--load-grid", "0.3-0.5", "--out", str(out)], capsys)
+    assert code == 2 and "fixes workload.num_jobs" in err
+    assert not out.exists()
