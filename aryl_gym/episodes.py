@@ -398,8 +398,17 @@ Executor = Callable[[Sequence[EpisodeTask], int], Iterator[EpisodeOutput]]
 
 
 def local_executor(tasks: Sequence[EpisodeTask], workers: int) -> Iterator[EpisodeOutput]:
-    """Run here (``workers <= 1``) or in ``spawn``-ed worker processes, yielding as they finish."""
-    return local_map(run_episode, tasks, workers)
+    """Run here (``workers <= 1``) or in ``spawn``-ed worker processes, yielding as they finish;
+    an episode whose worker died (or that was waiting in the pool it broke) is a failed one."""
+    return local_map(run_episode, tasks, workers, on_error=_worker_died)
+
+
+def _worker_died(task: EpisodeTask, exc: Exception) -> EpisodeOutput:
+    """A failed episode for a task lost with its worker process (was: a BrokenProcessPool
+    traceback that ended the run)."""
+    return EpisodeOutput(task, "failed", message=(
+        "a worker process died before this episode finished (killed by a signal or by the "
+        f"out-of-memory killer?): {type(exc).__name__}; rerun (leaderboard: --resume) to run it again"))
 
 
 def _ray_failed(task: EpisodeTask, exc: Exception) -> EpisodeOutput:

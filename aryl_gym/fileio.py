@@ -283,6 +283,48 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def atomic_savefig(fig: Any, path: str | os.PathLike[str], **kwargs: Any) -> None:
+    """``fig.savefig(path, **kwargs)`` through :func:`atomic_write_bytes`: a run killed while a
+    plot is written leaves the earlier plot or the new one (was: a cut PNG)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format=kwargs.pop("format", None) or Path(path).suffix.lstrip(".") or "png", **kwargs)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def update_text_locked(path: str | os.PathLike[str], change: Any) -> None:
+    """Replace ``path``'s text with ``change(old)`` (``old``: ``None`` when the file is missing
+    or empty), atomically and under an exclusive ``flock`` on the file, so that two processes
+    updating parts of one shared file (``reproduce --write-docs`` of two scales at once) both
+    land: was a read-modify-write through one fixed temporary name, where the later writer
+    dropped the earlier one's part, or failed with a FileNotFoundError traceback. Where
+    ``fcntl`` is missing (not POSIX) the update is atomic but not locked."""
+    p = Path(path)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        old = p.read_text(encoding="utf-8") if p.exists() else None
+        atomic_write_text(p, change(old or None))
+        return
+    while True:
+        fd = os.open(p, os.O_RDONLY | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(p).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:  # replaced (or removed) while this process waited: lock the new file
+                continue
+            with open(p, "rb") as fh:
+                old = fh.read().decode("utf-8")
+            atomic_write_text(p, change(old or None))
+            return
+        finally:
+            os.close(fd)  # releases the lock
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process with id ``pid`` exists on this machine (``kill(pid, 0)``): another
     user's process or a zombie counts as alive. Where that cannot be asked safely (not POSIX:

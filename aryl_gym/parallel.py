@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import BrokenExecutor, ProcessPoolExecutor, as_completed
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -48,9 +48,15 @@ def die_with_parent(parent_pid: int, poll_s: float = 0.5) -> None:
     threading.Thread(target=watch, name="aryl-gym-parent-watch", daemon=True).start()
 
 
-def local_map(fn: Callable[[T], R], tasks: Sequence[T], workers: int) -> Iterator[R]:
+def local_map(fn: Callable[[T], R], tasks: Sequence[T], workers: int,
+              on_error: Callable[[T, Exception], R] | None = None) -> Iterator[R]:
     """``fn(task)`` for every task, here (``workers <= 1``) or in ``spawn``-ed worker processes,
-    yielding results as they finish. ``fn`` and the tasks must pickle."""
+    yielding results as they finish. ``fn`` and the tasks must pickle.
+
+    A worker process that dies (SIGKILL, the out-of-memory killer) breaks the pool: every task
+    not finished by then yields ``on_error(task, exc)``, as :func:`ray_map` does for a dead Ray
+    worker, and the results finished before are all yielded (was: a ``BrokenProcessPool``
+    traceback). Without ``on_error`` the error is raised, after those results."""
     if workers <= 1 or len(tasks) <= 1:
         for t in tasks:
             yield fn(t)
@@ -64,9 +70,19 @@ def local_map(fn: Callable[[T], R], tasks: Sequence[T], workers: int) -> Iterato
     )
     finished = False
     try:
-        futures = [pool.submit(fn, t) for t in tasks]
+        futures = {pool.submit(fn, t): t for t in tasks}
+        broken: BrokenExecutor | None = None
         for fut in as_completed(futures):
-            yield fut.result()
+            try:
+                r = fut.result()
+            except BrokenExecutor as exc:
+                if on_error is None:
+                    broken = exc  # raised once the finished results are yielded
+                    continue
+                r = on_error(futures[fut], exc)
+            yield r
+        if broken is not None:
+            raise broken
         finished = True
     finally:
         # On an interruption do not wait for the tasks in flight (their results would be lost

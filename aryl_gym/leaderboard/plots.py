@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from aryl_gym.fileio import atomic_savefig
 from aryl_gym.leaderboard.report import episode_score, stats
 from aryl_gym.leaderboard.results import Key
 from aryl_gym.leaderboard.suites import Suite
@@ -444,13 +445,13 @@ def interval_estimates_plot(pdir: Path, suite: Suite, agg: Mapping[str, Any], pl
         text.set_fontsize("medium")
         text.set_x(0.5)
     path = pdir / "interval_estimates.png"
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    atomic_savefig(fig, path, dpi=110, bbox_inches="tight")  # a killed run leaves no cut PNG
     plt.close(fig)
     return path
 
 
 def _save(fig: Any, plt: Any, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    atomic_savefig(fig, path, dpi=110)  # a killed run leaves no cut PNG (was: written in place)
     plt.close(fig)
     return path

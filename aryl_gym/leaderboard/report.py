@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from aryl_gym import __version__
+from aryl_gym.fileio import atomic_write_text
 from aryl_gym.leaderboard.results import METRIC_TYPES, WALL_METRICS
 from aryl_gym.leaderboard.runner import RunSummary
 from aryl_gym.leaderboard.suites import Suite
@@ -879,8 +880,12 @@ def write_report(
     agg = aggregate(rows, suite, summary)
     md = out / "leaderboard.md"
     js = out / "leaderboard.json"
-    md.write_text(render_markdown(agg) + "\n", encoding="utf-8")
-    js.write_text(json.dumps(agg, indent=1, allow_nan=False, default=_json_default) + "\n", encoding="utf-8")
+    # each replaced whole (a unique temporary, fsync-ed, renamed): a run killed while writing
+    # them leaves the earlier table or the new one, never a cut one (was: written in place)
+    md_text = render_markdown(agg) + "\n"
+    js_text = json.dumps(agg, indent=1, allow_nan=False, default=_json_default) + "\n"
+    atomic_write_text(js, js_text)
+    atomic_write_text(md, md_text)
     return md, js, agg
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from aryl_gym.config import (
     ScenarioConfig,
 )
 from aryl_gym.episodes import EpisodeTask, RunStats, policy_task
+from aryl_gym.fileio import update_text_locked
 from aryl_gym.metrics import EpisodeResult
 from aryl_gym.reproduce.claims import READINGS, RowResult, RowSpec, fmt_value
 from aryl_gym.reproduce.scales import Scale
@@ -135,17 +135,21 @@ def replace_block(text: str, name: str, body: str) -> str:
 
 
 def update_doc(path: Path, blocks: Mapping[str, str], title: str = "# Reproducing the paper's headline table") -> None:
+    def change(old: str | None) -> str:
+        text = old if old is not None else f"{title}\n"
+        for name, body in blocks.items():
+            text = replace_block(text, name, body)
+        return text
+
+    path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        text = path.read_text(encoding="utf-8") if path.exists() else f"{title}\n"
+        # locked and atomic: two runs updating their own blocks of one file (--write-docs of two
+        # scales at once) both land (was: a fixed temporary name, so the later run dropped the
+        # earlier one's block or failed with a FileNotFoundError traceback)
+        update_text_locked(path, change)
     except UnicodeDecodeError:  # was: the decoder's message alone, naming no file
         raise ValueError(f"{path}: cannot update its generated blocks: not a UTF-8 text file; move it "
                          "away and rerun (finished episodes are cached and not run again)") from None
-    for name, body in blocks.items():
-        text = replace_block(text, name, body)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def wall_table_md(stats: RunStats) -> str:

@@ -13,6 +13,7 @@ import numpy as np
 from aryl_gym.config import (
     ScenarioConfig,
 )
+from aryl_gym.fileio import atomic_savefig
 from aryl_gym.reproduce.claims import Mechanism, RowResult, RowSpec, fmt_value
 from aryl_gym.reproduce.scales import apply_override
 
@@ -136,7 +137,7 @@ def plot_sweep(points: Sequence[SweepPoint], specs: Sequence[RowSpec], path: Pat
         axes[0][-1].legend(fontsize=7, loc="best")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    atomic_savefig(fig, path, dpi=110)  # a killed run leaves no cut PNG (was: written in place)
     plt.close(fig)
     return path
 
