@@ -38,6 +38,7 @@ def _hardlink_old(path: Path, text: str) -> Path:
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs a small suite
 def test_leaderboard_table_files_are_replaced_whole_not_rewritten_in_place(tmp_path: Path) -> None:
     from aryl_gym.leaderboard.report import write_report
     from aryl_gym.leaderboard.runner import run_suite
