@@ -73,7 +73,14 @@ def resolve_agent_path(name_or_path: str | Path) -> tuple[Path, Path | None, Pat
         cfg = _opt(p.with_suffix(".yaml")) or _opt(p.parent / "config.yaml")
         if cfg is None and p.parent.name in ("checkpoints", "dagger"):  # inside a run folder
             cfg = _opt(p.parent.parent / "config.yaml")
-        vn = _opt(p.parent / f"{p.stem}_vecnormalize.pkl") or _opt(p.parent / "vecnormalize.pkl")
+        # a checkpoint's own statistics (SB3's rl_model_vecnormalize_N_steps.pkl) and
+        # best_model.zip's (best_vecnormalize.pkl) before the final model's: was loaded without any
+        # (a checkpoint) or with the final ones (best_model.zip)
+        m = re.fullmatch(r"(.+)_(\d+)_steps", p.stem)
+        vn = ((_opt(p.parent / f"{m.group(1)}_vecnormalize_{m.group(2)}_steps.pkl") if m else None)
+              or _opt(p.parent / f"{p.stem}_vecnormalize.pkl")
+              or _opt(p.parent / f"{p.stem.replace('model', 'vecnormalize')}.pkl")
+              or _opt(p.parent / "vecnormalize.pkl"))
         return p, cfg, vn
     model = PRETRAINED_DIR / f"{text}.zip"
     if not model.exists():
@@ -689,9 +696,22 @@ def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:
                 if config.get("algo") else "")
         raise ConfigError(f"cannot load {model_path} as an SB3 model: {'; '.join(errors)}{said}")
     obs_norm = None
+    if vn_path is None and config.get("normalize_obs"):
+        # was: loaded without them, the policy acting on raw observations
+        raise ConfigError(f"{model_path}: its training config {cfg_path} normalises observations "
+                          "(normalize_obs), but no VecNormalize statistics were found beside the model "
+                          "(vecnormalize.pkl, best_vecnormalize.pkl or rl_model_vecnormalize_N_steps.pkl); "
+                          "restore them from the run")
     if vn_path is not None:
-        with open(vn_path, "rb") as fh:
-            obs_norm = pickle.load(fh)
+        try:
+            with open(vn_path, "rb") as fh:
+                obs_norm = pickle.load(fh)
+        except Exception as exc:  # noqa: BLE001 - any unpickling failure means a damaged file
+            raise ConfigError(f"{vn_path}: the agent's VecNormalize statistics cannot be read (cut or damaged: "
+                              f"{type(exc).__name__}: {exc}); restore the file from the run") from None
+        if not hasattr(obs_norm, "normalize_obs"):  # was: an AttributeError at the first step
+            raise ConfigError(f"{vn_path}: holds a {type(obs_norm).__name__}, not VecNormalize statistics; "
+                              "restore the file from the run")
         obs_norm.training = False
     name = Path(str(name_or_path)).stem if Path(str(name_or_path)).suffix else Path(str(name_or_path)).name
     return LearnedAgent(name=name, model=model, config=config, obs_norm=obs_norm, masked=ALGOS[algo][2])

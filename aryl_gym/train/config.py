@@ -240,7 +240,9 @@ class TrainConfig:
     # start from this model's weights (.zip of the same algo and network, e.g. a run's
     # warm_start.zip); replaces the behaviour-cloning warm start
     init_from: str | None = None
-    log_interval: Steps = 1  # rollouts between log dumps (on-policy algorithms)
+    # rollouts between log dumps (on-policy algorithms), at least 1 (was: 0 accepted, then SB3's
+    # ``iteration % log_interval`` failed with ZeroDivisionError after the run folder was made)
+    log_interval: PosSteps = 1
     seed: Annotated[int, Ge(0), Le(MAX_RUN_SEED)] = 0  # both backends: see MAX_RUN_SEED
     torch_threads: Steps = 1
     eval: EvalConfig = EvalConfig()
@@ -570,6 +572,16 @@ def check_hyperparams(
                               "give; use model_class: 'module:Class' for a custom model")
         if k.endswith("_kwargs") and k in allowed and v is not None and not isinstance(v, Mapping):
             raise ConfigError(f"{source}: hyperparameter {k}: {v!r} must be a mapping (e.g. {k}: {{}})")
+        if k in _BUFFER_KWARGS and k in allowed and v:
+            # was: a TypeError from the buffer's constructor ("unexpected keyword argument"), or
+            # "got multiple values" for a key the algorithm passes itself, after the run folder was made
+            bad = [x for x in v if x not in _BUFFER_KWARGS[k]]
+            if bad:
+                takes = ", ".join(_BUFFER_KWARGS[k]) or "none"
+                raise ConfigError(
+                    f"{source}: hyperparameter {k}.{bad[0]}: not a setting SB3's buffer takes from a config "
+                    f"(settings it takes: {takes}; its size, gamma, gae_lambda, n_envs and device come from "
+                    f"the algorithm's own arguments); drop it")
         if k not in allowed:
             raise ConfigError(
                 f"{source}: hyperparameter {k!r} is not an argument of {algo_cls.__name__}. "
@@ -615,6 +627,13 @@ def check_hyperparams(
 _SET_BY_RUNNER = {
     "verbose": "SB3's own log lines are off; the runner prints its evaluations",
     "device": "training runs on the CPU build of torch",
+}
+
+#: the buffer settings a config may give (the algorithm passes every other argument itself, and
+#: SB3's and sb3-contrib's rollout buffers take none beyond those)
+_BUFFER_KWARGS: dict[str, tuple[str, ...]] = {
+    "rollout_buffer_kwargs": (),
+    "replay_buffer_kwargs": ("handle_timeout_termination",),
 }
 
 #: hyperparameters that are true or false
@@ -714,7 +733,7 @@ def check_rollout_sizes(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: 
         raise ConfigError(f"{source}: hyperparameter batch_size: {batch} is one step per mini-batch, whose "
                           f"advantage normalisation is NaN; give batch_size >= 2 (or normalize_advantage: false){fork}")
     if batch > rollout or rollout % batch:
-        fits = max(d for d in range(1, min(batch, rollout) + 1) if rollout % d == 0)
+        fits = _largest_divisor(rollout, min(batch, rollout))
         why = (f"is larger than the rollout n_steps * n_envs = {n_steps} * {n_envs} = {rollout} "
                f"(its mini-batches would hold {rollout} steps, not {batch})" if batch > rollout else
                f"does not divide the rollout n_steps * n_envs = {n_steps} * {n_envs} = {rollout} "
@@ -727,3 +746,20 @@ def check_rollout_sizes(algo_cls: type, hyperparams: Mapping[str, Any], n_envs: 
             return
         raise ConfigError(f"{source}: hyperparameter batch_size: {batch} {why}; give a batch_size that "
                           f"divides {rollout} (e.g. {fits}), or change n_steps / --n-envs")
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    """The largest divisor of ``n`` (>= 1) that is at most ``at_most``, from the divisor pairs up
+    to sqrt(n) (was: every number up to ``at_most`` tried, which hung for minutes on an
+    ``n_steps`` and ``batch_size`` of 1e9 before saying they did not fit)."""
+    if n > 10**12:  # a rollout no memory holds (the memory check refuses it): any divisor will do
+        return math.gcd(n, at_most)
+    best = 1
+    i = 1
+    while i * i <= n:
+        if n % i == 0:
+            for d in (i, n // i):
+                if best < d <= at_most:
+                    best = d
+        i += 1
+    return best

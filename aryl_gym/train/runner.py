@@ -27,6 +27,7 @@ import importlib
 import json
 import math
 import os
+import pickle
 import platform
 import re
 import shutil
@@ -343,9 +344,13 @@ def preflight(cfg: TrainConfig, data_root: str | None = None, resume: str | Path
         load_demos(cfg.teacher.demos)  # a Minari dataset that is missing: a ConfigError
     elif cfg.teacher.demos and not Path(cfg.teacher.demos).is_file():
         raise ConfigError(f"teacher.demos {cfg.teacher.demos}: file not found (an `aryl-gym demos` .npz)")
-    if cfg.init_from and not Path(cfg.init_from).is_file():
+    # a resumed run continues from its checkpoint, not from the weights it started from (was: a
+    # resume refused when that file had been moved or deleted since, or named relative to another
+    # working folder)
+    init_from = cfg.init_from if resume is None else None
+    if init_from and not Path(init_from).is_file():
         raise ConfigError(f"init_from {cfg.init_from}: file not found (a model .zip, e.g. RUN/warm_start.zip)")
-    if cfg.init_from and not zipfile.is_zipfile(cfg.init_from):
+    if init_from and not zipfile.is_zipfile(init_from):
         # was: "its weights do not fit this config's network", after the run folder was made
         raise ConfigError(f"init_from {cfg.init_from}: not a readable model .zip (cut or damaged?); "
                           "give a model or checkpoint .zip that SB3 saved")
@@ -363,11 +368,28 @@ def preflight(cfg: TrainConfig, data_root: str | None = None, resume: str | Path
     try:
         mode = getattr(getattr(env, "unwrapped", env), "action_mode", None)
         check_action_space(cfg.algo, env.action_space, mode, f"algo config ({cfg.algo})")
-        check_policy(cfg, cls, env)
+        check_n_step_returns(cls, cfg.hyperparams, env.observation_space, f"algo config ({cfg.algo})")
+        policy = check_policy(cfg, cls, env)
+        if init_from:
+            check_init_from(init_from, policy)
         check_rollout_memory(cls, cfg.hyperparams, int(cfg.n_envs), env.observation_space,
                              env.action_space, f"algo config ({cfg.algo})", dict(cfg.policy_kwargs))
     finally:
         env.close()
+
+
+def check_n_step_returns(algo_cls: type, hyperparams: Mapping[str, Any], obs_space: Any,
+                         source: str = "config") -> None:
+    """An off-policy ``n_steps`` above 1 (DQN's n-step returns) on a Dict observation, which SB3's
+    replay buffers cannot hold. Was: SB3's "N-step returns are not supported for Dict observation
+    spaces yet" AssertionError, a traceback after the run folder was made."""
+    n = hyperparams.get("n_steps", 1)
+    if on_policy(algo_cls) or "n_steps" not in ctor_params(algo_cls) or not isinstance(obs_space, spaces.Dict):
+        return
+    if isinstance(n, (int, float)) and not isinstance(n, bool) and n > 1:
+        raise ConfigError(f"{source}: hyperparameter n_steps: {n!r}: {algo_cls.__name__}'s n-step returns need a "
+                          "flat observation, and this env's is a Dict (its action mask is one key); "
+                          "drop n_steps (1-step returns)")
 
 
 def _step_bytes(space: Any) -> int:
@@ -471,8 +493,38 @@ def check_rollout_memory(algo_cls: type, hyperparams: Mapping[str, Any], n_envs:
         f"n_steps=..., at most about {fits:,} here) or --n-envs")
 
 
-def check_policy(cfg: TrainConfig, cls: Any, env: Any) -> None:
-    """``policy`` and ``policy_kwargs``, by building the policy once on ``env``'s spaces. Was: an
+def check_init_from(path: str, policy: Any) -> None:
+    """``init_from``'s weights against the run's network (``policy``, built by
+    :func:`check_policy`), before the run folder is made. Was: checked when the model was built,
+    so a model of another window or network left a run folder (config.yaml, commit.txt, an empty
+    tb/) behind with torch's error of a dozen lines."""
+    # stable-baselines3 (the train extra, torch): imported when used
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    try:
+        _data, params, _ = load_from_zip_file(path, load_data=False, device="cpu")
+    except Exception as exc:  # noqa: BLE001 - whatever stops SB3 reading it: not a model it saved
+        raise ConfigError(f"init_from {path}: not a readable model .zip ({type(exc).__name__}: {exc}); "
+                          "give a model or checkpoint .zip that SB3 saved") from None
+    saved = params.get("policy")
+    if saved is None:
+        raise ConfigError(f"init_from {path}: holds no policy weights; give a model or checkpoint .zip that SB3 saved")
+    own = policy.state_dict()
+    missing = [k for k in own if k not in saved]
+    extra = [k for k in saved if k not in own]
+    shapes = [k for k in own if k in saved and tuple(saved[k].shape) != tuple(own[k].shape)]
+    if missing or extra or shapes:
+        what = (f"{shapes[0]} has shape {tuple(saved[shapes[0]].shape)} there, {tuple(own[shapes[0]].shape)} "
+                f"here" if shapes else f"its network has no {missing[0]}" if missing
+                else f"its network has {extra[0]}, this one does not")
+        raise ConfigError(f"init_from {path}: its weights do not fit this config's network ({what}"
+                          f"{f', and {len(shapes) - 1} more' if len(shapes) > 1 else ''}); use a model trained "
+                          "with the same algo, policy, policy_kwargs and env_kwargs (window, observation, "
+                          "action_mode)")
+
+
+def check_policy(cfg: TrainConfig, cls: Any, env: Any) -> Any:
+    """``policy`` and ``policy_kwargs``, by building the policy once on ``env``'s spaces (returned). Was: an
     unknown policy name, an unknown ``policy_kwargs`` key or a ``net_arch`` of text failed in
     SB3's constructor (a traceback, or a bare "Policy X unknown") after the run folder was made."""
     policy = resolve_policy(cfg.policy)
@@ -484,7 +536,7 @@ def check_policy(cfg: TrainConfig, cls: Any, env: Any) -> None:
         policy = aliases[policy]
     kwargs = resolve_policy_kwargs(dict(cfg.policy_kwargs))
     try:
-        policy(env.observation_space, env.action_space, lambda _: 0.0, **kwargs)
+        return policy(env.observation_space, env.action_space, lambda _: 0.0, **kwargs)
     except (TypeError, ValueError, KeyError, AttributeError, RuntimeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ConfigError(f"policy_kwargs {dict(cfg.policy_kwargs)}: {policy.__name__} rejects them: {first}; "
@@ -524,6 +576,14 @@ def run_name(cfg: TrainConfig) -> str:
 def new_run_dir(cfg: TrainConfig, out: str | Path) -> Path:
     """A fresh run folder under ``out``, a folder of training runs (never another command's
     results folder: :func:`~aryl_gym.fileio.claim_folder`)."""
+    if (Path(out) / "config.yaml").is_file() and (Path(out) / "commit.txt").is_file():
+        # was: accepted (its tb/ looked like a run of examples/ppo_mask.py inside), so the new run
+        # was made inside the old one and the old run folder was claimed as a parent of runs
+        raise ConfigError(f"--out {out}: is a training run folder itself (config.yaml, commit.txt); --out is "
+                          f"the folder that holds run folders: give its parent (--out {Path(out).parent}) for a "
+                          f"new run, or continue this one with --resume {Path(out) / 'checkpoints'}/rl_model_N_steps.zip")
+    if Path(out).exists() and not Path(out).is_dir():
+        raise ConfigError(f"--out {out}: is a file, not a folder; give the folder that holds run folders")
     try:
         Path(out).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -607,11 +667,14 @@ def saved_steps(model_zip: Path) -> int | None:
 
 
 def later_state(run_dir: Path, steps: int) -> list[tuple[int, Path]]:
-    """The run's saved models (checkpoints, ``model.zip``) beyond ``steps``, by step count."""
+    """The run's saved models (checkpoints, ``model.zip``) beyond ``steps``, by step count. A
+    save cut by a kill (not a complete zip) is no saved state (was: counted, so resuming the
+    last good checkpoint of a killed run forked a new run folder, saying the run "went on to" a
+    step count it never saved)."""
     cands = list((run_dir / "checkpoints").glob("*.zip")) + [run_dir / "model.zip"]
     found = []
     for c in cands:
-        if c.is_file():
+        if c.is_file() and zipfile.is_zipfile(c):
             n = saved_steps(c)
             if n is not None and n > steps:
                 found.append((n, c))
@@ -647,7 +710,8 @@ def resume_plan(ckpt: Path, total: int) -> tuple[Path | None, int]:
     return run_dir, steps or 0
 
 
-def check_resume(cfg: TrainConfig, ckpt: Path, origin: Path | None, data_root: str | None = None) -> None:
+def check_resume(cfg: TrainConfig, ckpt: Path, origin: Path | None, data_root: str | None = None,
+                 same_folder: bool = True) -> None:
     """A checkpoint ``cfg`` cannot continue, as a ConfigError before a run folder is made. Was: a
     zip of another algorithm (or policy) or another env's spaces failed inside SB3's ``load``
     with a traceback, after the run folder was made; and SB3's ``load`` keeps the zip's own
@@ -679,6 +743,8 @@ def check_resume(cfg: TrainConfig, ckpt: Path, origin: Path | None, data_root: s
                                   "with the run's own env_kwargs (drop --env), or start a new run")
     finally:
         env.close()
+    if cfg.normalize_obs or cfg.normalize_reward:
+        check_resume_vecnormalize(ckpt)
     if origin is None:
         return
     run = load_run_config(origin)
@@ -698,6 +764,61 @@ def check_resume(cfg: TrainConfig, ckpt: Path, origin: Path | None, data_root: s
         raise ConfigError(f"--resume {ckpt}: {what}: a resumed model keeps the settings it was saved "
                           f"with, so this would be ignored; drop the change (--set, --config), or start "
                           f"a new run from its weights: --init-from {ckpt}")
+    # the world the run trains in, and (continuing in its own folder) the evaluation its
+    # best_model.zip is chosen by. Was: accepted, and the run's config.yaml rewritten to claim the
+    # new settings for the whole run (e.g. --env reward_scale=100 --seed 7 on a run that trained
+    # its first part with 1 and 0); new evaluation seeds compared against the best score read
+    # back from eval.csv, measured on the old ones, chose best_model.zip across two sets
+    keys = [*_RESUME_WORLD_KEYS, *(_RESUME_EVAL_KEYS if same_folder else ())]
+    was_d, now_d = run.to_dict(), cfg.to_dict()
+    for key in keys:
+        top, _, sub = key.partition(".")
+        was = was_d.get(top, {}).get(sub) if sub else was_d.get(top)
+        now = now_d.get(top, {}).get(sub) if sub else now_d.get(top)
+        if was != now:
+            flag = _RESUME_FLAGS.get(key, "--config")
+            raise ConfigError(f"--resume {ckpt}: {key} {now!r} (the run has {was!r}): a resumed run goes on "
+                              f"with the settings it trained{' and was evaluated' if sub else ''} with, and its "
+                              f"config.yaml records them for the whole run; drop the change ({flag}, or leave out "
+                              f"--config to resume with the run's own config.yaml), or start a new run from its "
+                              f"weights: --init-from {ckpt}")
+
+
+#: settings of the world a run trains in, which a resume keeps (:func:`check_resume`)
+_RESUME_WORLD_KEYS = ("env_id", "env_kwargs", "seed", "worlds", "scenario_overrides", "reward_reference",
+                      "pair_group", "pair_repeats", "pair_baseline")
+#: settings of the evaluation that chooses best_model.zip, kept by a resume in the run's own folder
+_RESUME_EVAL_KEYS = ("eval.seeds", "eval.scenarios", "eval.deterministic")
+_RESUME_FLAGS = {"env_kwargs": "--env", "seed": "--seed", "eval.seeds": "--eval-seeds"}
+
+
+def check_resume_vecnormalize(ckpt: Path) -> None:
+    """The VecNormalize statistics a checkpoint of a normalising run resumes with: missing or
+    damaged is a ConfigError naming the file. Was: missing (a run killed between saving the
+    checkpoint and its statistics, or the pickle deleted) resumed silently with fresh statistics,
+    so the policy got observations scaled unlike those it was trained on; damaged failed with the
+    unpickler's message (e.g. "invalid literal for int()") naming no file."""
+    vn = _vecnormalize_for(ckpt)
+    if vn is None:
+        stem = ckpt.stem
+        want = (f"{stem.rsplit('_', 2)[0]}_vecnormalize_{stem.rsplit('_', 2)[1]}_steps.pkl"
+                if stem.endswith("_steps") and stem.count("_") >= 2 else "vecnormalize.pkl")
+        good = sorted((saved_steps(c) or -1, c) for c in ckpt.parent.glob("*.zip")
+                      if c != ckpt and zipfile.is_zipfile(c) and _vecnormalize_for(c) is not None)
+        hint = f"; {good[-1][1]} has its statistics" if good else ""
+        raise ConfigError(f"--resume {ckpt}: the run normalises observations or rewards (VecNormalize) and "
+                          f"the checkpoint's statistics ({ckpt.parent / want}) are missing: the policy would get "
+                          f"observations scaled unlike those it was trained on. Restore the file, or resume "
+                          f"another checkpoint{hint}")
+    try:
+        with open(vn, "rb") as fh:
+            obj = pickle.load(fh)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means a damaged file
+        raise ConfigError(f"--resume {ckpt}: its VecNormalize statistics {vn} cannot be read (cut or damaged: "
+                          f"{type(exc).__name__}: {exc}); restore the file, or resume another checkpoint") from None
+    if not hasattr(obj, "obs_rms") or not hasattr(obj, "normalize_obs"):
+        raise ConfigError(f"--resume {ckpt}: {vn} holds a {type(obj).__name__}, not VecNormalize statistics; "
+                          "restore the file, or resume another checkpoint")
 
 
 def _vecnormalize_for(ckpt: Path) -> Path | None:
@@ -783,7 +904,7 @@ def train(
     if ckpt is not None:
         origin = checkpoint_run_dir(ckpt)
         run_dir, ck_steps = resume_plan(ckpt, int(cfg.total_timesteps))
-        check_resume(cfg, ckpt, origin, data_root)
+        check_resume(cfg, ckpt, origin, data_root, same_folder=run_dir is not None)
         if run_dir is None and origin is not None:
             later = later_state(origin, ck_steps)
             run_dir = new_run_dir(cfg, origin.parent)
