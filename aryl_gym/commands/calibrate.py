@@ -204,6 +204,12 @@ def _run(args: argparse.Namespace) -> int:
         try:
             if args.out is None:
                 return grid(args)
+            # at run time: aryl-gym imports every command module to build its parser
+            from aryl_gym.fileio import DirLock, check_out_folder, claim_folder
+            from aryl_gym.leaderboard.runner import prepare_out_dir
+
+            # one run per --out at a time, and never another command's folder (as reproduce)
+            check_out_folder(args.out, "calibrate")  # not a user's folder (before its lock file)
             if args.load_grid:  # a grid that cannot run is refused before --out is made (was: an
                 # empty folder left behind, e.g. for a trace scenario)
                 from aryl_gym.load_grid import check_grid, parse_loads
@@ -212,12 +218,6 @@ def _run(args: argparse.Namespace) -> int:
                     raise ValueError(f"--workers must be >= 1, got {args.workers}")
                 check_grid(args.scenario, parse_loads(args.load_grid),
                            list(args.seeds) if args.seeds else list(range(5)), args.workers)
-            # at run time: aryl-gym imports every command module to build its parser
-            from aryl_gym.fileio import DirLock, check_out_folder, claim_folder
-            from aryl_gym.leaderboard.runner import prepare_out_dir
-
-            # one run per --out at a time, and never another command's folder (as reproduce)
-            check_out_folder(args.out, "calibrate")  # not a user's folder (before its lock file)
             with DirLock(prepare_out_dir(args.out)):
                 claim_folder(args.out, "calibrate")
                 return grid(args)
