@@ -356,6 +356,7 @@ def scenario_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Scena
         # an empty section (``sim:``) reads as null: the section's defaults
         data = {k: ({} if v is None and k in _SECTIONS else v) for k, v in data.items()}
     f = validate(ScenarioFile, data, source)
+    _check_builtin_overrides(data, source)
     gpu_types = dict(DEFAULT_GPU_TYPES)
     for gname, spec in (f.gpu_types or {}).items():
         gpu_types[gname] = GpuType(gname, spec.memory_gb, spec.default_speed, dict(spec.speed))
@@ -371,6 +372,30 @@ def scenario_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Scena
     )
     _cross_check(cfg)
     return cfg
+
+
+def _check_builtin_overrides(data: Mapping[str, Any], source: str) -> None:
+    """A ``gpu_types`` entry named like a built-in type replaces it as a whole: a field it leaves
+    out takes :class:`GpuTypeSpec`'s default, not the built-in's. Refused when that differs
+    (was: ``T4: {memory_gb: 24}`` made T4 train as fast as a V100, default_speed 1.0 and no
+    per-family speeds, without a word)."""
+    spec = GpuTypeSpec()
+    for gname, entry in (data.get("gpu_types") or {}).items():
+        builtin = DEFAULT_GPU_TYPES.get(gname)
+        if builtin is None or not isinstance(entry, Mapping):
+            continue
+        lost = [f"{k} (would be {getattr(spec, k)!r}, the built-in {gname}'s is {getattr(builtin, k)!r})"
+                for k in ("memory_gb", "default_speed", "speed")
+                if k not in entry and _same(getattr(spec, k)) != _same(getattr(builtin, k))]
+        if lost:
+            raise ConfigError(
+                f"{source}: gpu_types.{gname} replaces the built-in GPU type {gname} as a whole, and leaves "
+                f"out {'; '.join(lost)}; give {' and '.join(k.split()[0] for k in lost)} too, or use "
+                "another name for a new type")
+
+
+def _same(v: Any) -> Any:
+    return dict(v) if isinstance(v, Mapping) else float(v)
 
 
 def validate_scenario(cfg: ScenarioConfig) -> None:
@@ -409,10 +434,22 @@ def check_size(cfg: ScenarioConfig) -> None:
     for key, (v, what) in found.items():
         if v > SIZE_LIMITS[key]:
             raise ConfigError(
-                f"{cfg.source}: {what} is {v:,.0f}, above the limit of {SIZE_LIMITS[key]:,} (an "
+                f"{cfg.source}: {what} is {_count(v)}, above the limit of {SIZE_LIMITS[key]:,} (an "
                 "episode of this size would take hours and gigabytes); check the value, or set "
                 f"{SIZE_OVERRIDE_ENV}=1 to run it anyway"
             )
+
+
+def _count(v: float) -> str:
+    """``v`` with thousands separators; an integer too large for a float (``train_servers:
+    1000...0``: was an OverflowError from this message) by its number of digits."""
+    if isinstance(v, int):
+        return f"{v:,}" if v < 10**18 else f"a {len(str(v))}-digit number"
+    return f"{v:,.0f}"
+
+
+#: above it ``exp(N(0, sigma))`` overflows (or reaches 0) for a job with ``|z| > 709 / sigma``
+MAX_PREDICTION_SIGMA = 100.0
 
 
 def generated_families() -> tuple[str, ...]:
@@ -464,6 +501,21 @@ def _cross_check(cfg: ScenarioConfig) -> None:
             raise ConfigError(f"{src}: sim.relaunch_overhead_s: unknown job family {unknown[0]!r}; the "
                               f"generated workload's families are {', '.join(known)} (other families "
                               "take sim.default_relaunch_overhead_s)")
+    if w.prediction_sigma > MAX_PREDICTION_SIGMA:
+        # was: "job 12 (cnn): work and pred_work must be finite and positive", on some seeds only
+        raise ConfigError(f"{src}: workload.prediction_sigma {w.prediction_sigma:g} is above {MAX_PREDICTION_SIGMA:g}: "
+                          "predicted work = work x exp(N(0, prediction_sigma)) overflows to infinity or zero "
+                          "for some jobs (sigma 1 already misses by a factor e per standard deviation)")
+    if w.trace is None:
+        # was: a typo such as 'bret' was ignored and bert jobs ran at the type's default_speed
+        known_speed = generated_families() + tuple(
+            sorted({k for g in DEFAULT_GPU_TYPES.values() for k in g.speed} - set(generated_families())))
+        for gname, gtype in cfg.gpu_types.items():
+            bad = sorted(str(k) for k in gtype.speed if k not in known_speed)
+            if bad:
+                raise ConfigError(f"{src}: gpu_types.{gname}.speed: unknown job family {bad[0]!r}; the generated "
+                                  f"workload's families are {', '.join(generated_families())} (other families "
+                                  f"run at gpu_types.{gname}.default_speed)")
     if w.elastic_share_sample != "shapes-100k" and w.elastic_gpu_share is None:  # was: ignored
         raise ConfigError(f"{src}: workload.elastic_share_sample only changes how elastic_gpu_share is kept, "
                           "and this scenario does not set workload.elastic_gpu_share; set both or neither")

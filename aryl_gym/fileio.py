@@ -71,6 +71,37 @@ StrictLoader.add_implicit_resolver(
 )
 
 
+def _yaml11_trap(loader: StrictLoader, node: yaml.ScalarNode) -> str:
+    """Why a plain number that YAML 1.1 reads unlike YAML 1.2, every other parser and the command
+    line (:func:`parse_number`) is refused, or "": ``010`` (octal: 8) and ``1:30`` (base 60: 90).
+    Was: ``train_servers: 010`` ran 8 servers and ``duration_hours: 1:30`` 90 hours."""
+    value = str(loader.construct_scalar(node))
+    digits = value.replace("_", "").lstrip("+-")
+    is_int = node.tag.endswith(":int")
+    if ":" in digits:
+        read = loader.construct_yaml_int(node) if is_int else loader.construct_yaml_float(node)
+        return (f"{value!r} is a base-60 number in YAML 1.1 (read as {read:g}); write the number "
+                "itself (e.g. 1.5 for an hour and a half), or quote it for text")
+    if is_int and len(digits) > 1 and digits[0] == "0" and digits[1].isdigit() and int(digits, 8) != int(digits):
+        return (f"{value!r} is an octal number in YAML 1.1 (read as {loader.construct_yaml_int(node)}); "
+                f"write it without the leading zero ({value[:1].strip('0123456789_')}{digits.lstrip('0')}), or quote it "
+                "for text")
+    return ""
+
+
+def _construct_number(loader: StrictLoader, node: yaml.ScalarNode) -> Any:
+    why = _yaml11_trap(loader, node)
+    if why:
+        raise yaml.constructor.ConstructorError(None, None, why, node.start_mark)
+    if node.tag.endswith(":int"):
+        return loader.construct_yaml_int(node)
+    return loader.construct_yaml_float(node)
+
+
+for _tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+    StrictLoader.add_constructor(_tag, _construct_number)  # type: ignore[arg-type]
+
+
 #: the most nodes a YAML document may hold with its aliases expanded: a "billion laughs" anchor
 #: bomb is a few lines that expand to gigabytes when the config is copied or written out
 MAX_YAML_NODES = 1_000_000
@@ -111,6 +142,7 @@ def _expanded_size(root: yaml.Node) -> int:
 def _load_capped(text: str, where: str) -> Any:
     """``yaml.load(text, StrictLoader)`` with the alias expansion capped (:data:`MAX_YAML_NODES`)."""
     loader = StrictLoader(text)
+    loader.name = where  # error marks name the file (was: in "<unicode string>", line ...)
     try:
         node = loader.get_single_node()
         if node is None:

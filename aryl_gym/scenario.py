@@ -41,15 +41,58 @@ def _seed_streams(seed: int | None) -> list[np.random.Generator]:
     return [np.random.default_rng(s) for s in ss.spawn(3)]
 
 
+#: the most samples of a generated inference series (100,000,000: 950 years at 300 s) and the
+#: latest time it may reach; beyond them numpy failed ("Maximum allowed size exceeded", an
+#: IndexError) instead of a message naming the keys
+MAX_SERIES_SAMPLES = 100_000_000
+MAX_SERIES_S = 1e15
+
+
+def _check_series(cfg: ScenarioConfig, span_s: float, extra_s: float) -> None:
+    ss = float(cfg.inference.sample_seconds)
+    cover = max(float(span_s) + extra_s, 1.0)
+    if cover / ss + 2 <= MAX_SERIES_SAMPLES and (cover + ss) <= MAX_SERIES_S:
+        return
+    if ss > MAX_SERIES_S / 2:
+        raise ConfigError(f"{cfg.source}: inference.sample_seconds {ss:g} is too long (a sample every "
+                          f"{ss / 86400 / 365:.3g} years); give it in seconds, e.g. 300 (5 minutes)")
+    raise ConfigError(
+        f"{cfg.source}: the jobs' arrivals span {span_s / 86400:.4g} days, so the inference series would "
+        f"need {cover / ss:.3g} samples of inference.sample_seconds {ss:g} (at most "
+        f"{MAX_SERIES_SAMPLES:,}); check workload.burst_gap_s, workload.duration_hours or the trace's "
+        "times, or raise inference.sample_seconds")
+
+
+def _beside_scenario(cfg: ScenarioConfig, path: str, key: str) -> str:
+    """A hint for a relative data path that is not found but sits beside the scenario file (was:
+    only "relative data path but no data root", or a data-root path that does not exist)."""
+    p = Path(path)
+    src = Path(cfg.source)
+    try:
+        if p.is_absolute() or not src.is_file() or not (src.parent / p).is_file():
+            return ""
+    except OSError:
+        return ""
+    return (f". Relative paths in a scenario are read from the working directory or the data root, "
+            f"not from the scenario file's folder; the file is at {src.parent / p}: set {key} to "
+            f"{str((src.parent / p).resolve())!r} (an absolute path) or pass --data-root")
+
+
 def utilization_for(
     cfg: ScenarioConfig, span_s: float, rng: np.random.Generator, data_root: str | None = None
 ) -> np.ndarray:
     inf = cfg.inference
+    if inf.mode != "csv":
+        _check_series(cfg, span_s, 0.0 if inf.mode == "constant" else 7 * 86400.0)
     if inf.mode == "constant":
         n = int(span_s // inf.sample_seconds) + 2
         return np.full(n, float(inf.mean))
     if inf.mode == "csv":
-        return load_utilization_csv(resolve_data_path(inf.csv or "", data_root), inf.sample_seconds)
+        try:
+            path = resolve_data_path(inf.csv or "", data_root)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc}{_beside_scenario(cfg, inf.csv or '', 'inference.csv')}") from None
+        return load_utilization_csv(path, inf.sample_seconds)
     # Cover the arrivals plus a generous tail; the controller repeats the last day beyond it.
     return diurnal_utilization(inf, span_s + 7 * 86400.0, rng)
 

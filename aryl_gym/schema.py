@@ -305,6 +305,10 @@ def _one(err: Mapping[str, Any], model: Any, prefix: tuple[Any, ...]) -> str:
     path = _path(full) or "the top level"
     got = f", got {_found(err.get('input'))}"
     ctx = err.get("ctx") or {}
+    value = err.get("input")
+    if kind == "float_type" and type(value) is int:
+        # was: "must be a number, got 1000000..." of a number (too large for a float)
+        return f"{path} is too large to be a number (an integer of {len(str(abs(value)))} digits; at most about 1.8e308)"
     if kind in _EXPECT:
         return f"{path} {_EXPECT[kind]}{got}"
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):

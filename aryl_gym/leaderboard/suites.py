@@ -279,6 +279,19 @@ def _beside_suite(name: str, source: str) -> str:
             "as an absolute path")
 
 
+def _scenario_exists(name: str) -> bool:
+    """Whether ``name`` names a scenario file (as :func:`~aryl_gym.config.load_scenario` finds it),
+    valid or not: an optional scenario is skipped only when it does not exist."""
+    if name.endswith((".yaml", ".yml")) or os.sep in name:
+        p = Path(name)
+    else:
+        p = configs_dir() / "scenarios" / f"{name}.yaml"
+    try:
+        return p.exists()
+    except OSError:  # e.g. a name longer than the system allows
+        return False
+
+
 def _check_scenarios(entries: list[NamedEntry], source: str, check: bool) -> tuple[list[str], list[str]]:
     """Scenario entries -> (kept, missing): an unknown optional scenario is skipped."""
     names = [e.name for e in entries]
@@ -292,7 +305,8 @@ def _check_scenarios(entries: list[NamedEntry], source: str, check: bool) -> tup
             try:
                 cfg = load_scenario(e.name)
             except ConfigError as exc:
-                if e.optional:
+                if e.optional and not _scenario_exists(e.name):
+                    # was: any error, so an existing file with a typo was skipped as "not defined"
                     missing.append(e.name)
                     continue
                 raise ConfigError(f"{source}: scenarios: {exc}{_beside_suite(e.name, source)}") from None
