@@ -10,6 +10,7 @@ naming the file and the fix instead of a traceback. YAML is read with :class:`St
 from __future__ import annotations
 
 import errno
+import io
 import math
 import os
 import re
@@ -318,8 +319,6 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 def atomic_savefig(fig: Any, path: str | os.PathLike[str], **kwargs: Any) -> None:
     """``fig.savefig(path, **kwargs)`` through :func:`atomic_write_bytes`: a run killed while a
     plot is written leaves the earlier plot or the new one (was: a cut PNG)."""
-    import io
-
     buf = io.BytesIO()
     fig.savefig(buf, format=kwargs.pop("format", None) or Path(path).suffix.lstrip(".") or "png", **kwargs)
     atomic_write_bytes(path, buf.getvalue())
@@ -334,7 +333,7 @@ def update_text_locked(path: str | os.PathLike[str], change: Any) -> None:
     ``fcntl`` is missing (not POSIX) the update is atomic but not locked."""
     p = Path(path)
     try:
-        import fcntl
+        import fcntl  # POSIX only: imported where it is used, so the module loads elsewhere too
     except ImportError:  # pragma: no cover - not POSIX
         old = p.read_text(encoding="utf-8") if p.exists() else None
         atomic_write_text(p, change(old or None))
