@@ -236,6 +236,7 @@ def test_deploy_env_kwargs_stay_out_of_the_runs_own_envs():
         load_train_config("maskable_ppo_set", "testbed", {"deploy_env_kwargs": [1, 2]})
 
 
+@pytest.mark.slow  # over 1 s: the fast tier stays under 90 s on 2 cores
 def test_shipped_ppo_v1_acts_with_damping_unless_undeployed():
     from aryl_gym.agents.learned import PRETRAINED_DIR, load_agent
 

@@ -912,6 +912,7 @@ def test_reproduce_empty_or_repeated_lists_are_errors(argv: list[str], tmp_path:
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow  # over 1 s: the fast tier stays under 90 s on 2 cores
 def test_train_interrupted_saves_a_checkpoint_and_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     """Was: a Ctrl-C in ``train`` saved nothing and named no checkpoint to resume from."""

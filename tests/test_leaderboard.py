@@ -388,6 +388,7 @@ def test_ray_gives_the_same_rows(e2e: dict[str, Any], tmp_path: Path) -> None:
         assert _stable(r) == serial[(r["policy"], r["seed"])]
 
 
+@pytest.mark.slow  # over 1 s: the fast tier stays under 90 s on 2 cores
 def test_main_command_says_where_outputs_are(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     suite_file = _write_suite(tmp_path / "s.yaml", agents=None, seeds=[0])
     out = tmp_path / "res"

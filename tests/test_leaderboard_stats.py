@@ -166,6 +166,7 @@ def test_aggregate_ties_cis_and_markdown(tmp_path: Path) -> None:
 
 
 @needs_rliable
+@pytest.mark.slow  # over 1 s: the fast tier stays under 90 s on 2 cores
 def test_aggregate_overall_is_stratified_over_scenarios(tmp_path: Path) -> None:
     from aryl_gym.leaderboard.report import write_report
 
@@ -330,6 +331,7 @@ def test_timeline_scalars_keep_every_minute() -> None:
 
 
 @needs_tbx
+@pytest.mark.slow  # over 1 s: the fast tier stays under 90 s on 2 cores
 def test_tb_writer_imports_no_torch(tmp_path: Path) -> None:
     code = (
         "import sys, aryl_gym.leaderboard.tb as tb\n"

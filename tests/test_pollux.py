@@ -407,6 +407,7 @@ def test_kernel_pairwise_sum_is_numpys_row_sum():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.slow  # over 1 s: the fast tier stays under 90 s on 2 cores
 def test_pollux_episode_is_the_same_with_either_ga_loop(backend, monkeypatch):
     from aryl_gym.scenario import make_episode
 

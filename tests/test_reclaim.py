@@ -142,6 +142,7 @@ def test_bad_n_and_limits() -> None:
 # ------------------------------------------------------------------------------------------------
 # the exact optimum as an integer program
 # ------------------------------------------------------------------------------------------------
+@pytest.mark.slow  # over 1 s: the fast tier stays under 90 s on 2 cores
 def test_milp_equals_exhaustive_on_500_random_instances() -> None:
     """Same (preemptions, GPUs lost) as the exhaustive search; varied elasticity, fill, sizes."""
     rng = np.random.default_rng(2024)

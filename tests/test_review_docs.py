@@ -134,6 +134,7 @@ def test_model_md_relevance_default_policies():
     assert tuple(p.strip() for p in m.group(1).split(",")) == DEFAULT_POLICIES
 
 
+@pytest.mark.slow  # over 1 s: the fast tier stays under 90 s on 2 cores
 def test_readme_sb3_vec_env_needs_same_step_autoreset():
     """README's "Using the environment" named `sb3_vec_env` as the adapter of
     `gym.make_vec(...)`; with make_vec's default autoreset mode it is refused."""

@@ -174,6 +174,7 @@ def _per(key: str, order_b: list[int] | None = None) -> dict[str, Any]:
 
 
 @needs_rliable
+@pytest.mark.slow  # over 1 s: the fast tier stays under 90 s on 2 cores
 def test_leaderboard_direction_ties_and_pairing_by_seed() -> None:
     from aryl_gym.leaderboard.report import compare_entrants
 

@@ -203,6 +203,7 @@ def test_jobs_of_a_batch_share_their_shape() -> None:
 
 
 @needs_traces
+@pytest.mark.slow  # over 1 s: the fast tier stays under 90 s on 2 cores
 def test_fit_world_reproduces_the_defaults(capsys) -> None:
     from aryl_gym.cli import main
 
