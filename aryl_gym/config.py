@@ -35,8 +35,9 @@ class GpuType:
 
     ``speed`` maps model family to training speed relative to a V100 (V100 = 1.0); families not
     listed use ``default_speed``. On T4 the factor already includes the smaller local batch that
-    T4's 16 GB need (paper Appendix E): the memory check is ``family_memory_gb <= memory_gb``,
-    families that do not fit cannot be type-agnostic.
+    T4's 16 GB need (paper Appendix E). ``memory_gb`` is recorded, not checked: whether a job fits
+    the inference GPU is its ``type_agnostic`` mark (the paper gives the share of such jobs, not
+    per-family memory figures; docs/model.md, "Servers and GPUs").
     """
 
     name: str
