@@ -92,6 +92,15 @@ class ReclaimInstance:
             on_loaned = sum(self.srv_jobs.get(s, {}).get(j, 0) for s in self.loaned)
             if on_loaned > self.workers[j]:
                 raise ValueError(f"job {j}: {on_loaned} workers on loaned servers > total")
+            # flexible workers are those beyond w_min of an elastic job (paper 5.3; the simulator's
+            # rebalance keeps min(workers, w_min) of them base). Was: not checked, so a file with
+            # more made aryl_reclaim's "no preemption" first phase preempt, or divide by zero
+            flex = sum(self.srv_flex.get(s, {}).get(j, 0) for s in self.loaned)
+            room = max(self.workers[j] - self.w_min[j], 0) if self.elastic.get(j, False) else 0
+            if flex > room:
+                raise ValueError(f"job {j}: {flex} flexible workers on loaned servers, but an "
+                                 f"{'elastic' if self.elastic.get(j, False) else 'inelastic'} job with "
+                                 f"{self.workers[j]} workers and w_min {self.w_min[j]} has {room}")
 
 
 def instance_from_view(view: ClusterView) -> ReclaimInstance:

@@ -55,7 +55,7 @@ from aryl_gym.agents.reclaim import (
 )
 from aryl_gym.commands._common import table as text_table
 from aryl_gym.commands.reclaim_study import trivial
-from aryl_gym.config import ConfigError, load_yaml
+from aryl_gym.config import ConfigError, list_scenarios, load_scenario, load_yaml
 from aryl_gym.envs.reclaim import ArylReclaimEnv
 from aryl_gym.episodes import AgentUnavailable, load_agent
 from aryl_gym.fileio import (
@@ -76,6 +76,7 @@ from aryl_gym.leaderboard.results import (
 )
 from aryl_gym.leaderboard.runner import prepare_out_dir
 from aryl_gym.leaderboard.suites import Seeds, _check_name, suites_dir
+from aryl_gym.provenance import config_hash
 from aryl_gym.reclaim_snapshots import (
     load_snapshots,
     record_snapshots,
@@ -263,8 +264,17 @@ def build_instances(
     for e in suite.instances:
         if "scenario" in e:
             sc = str(e["scenario"])
-            tag = Path(sc).stem
             for seed in e["seeds"]:
+                try:
+                    # was: Path(sc).stem, so a scenario file basic.yaml of another folder (or another
+                    # suite entry of the same stem) read the shipped basic's cached events and gave
+                    # instance keys that collided with them
+                    tag = _scenario_tag(sc)
+                except (ConfigError, FileNotFoundError) as exc:
+                    if e.get("optional"):
+                        notes.append(f"skipped optional instances {sc} seed {seed}: {exc}")
+                        continue
+                    raise
                 cache = cache_dir / f"{tag}-seed{seed}.npz" if cache_dir is not None else None
                 if cache is not None and cache.is_file():
                     snaps = load_snapshots(cache)
@@ -291,6 +301,19 @@ def build_instances(
                 continue
             snaps = load_snapshots(path)
             out.extend((f"{path.name}#{k}", sn) for k, sn in enumerate(snaps))
+    seen: dict[str, int] = {}
+    for k, _ in out:
+        seen[k] = seen.get(k, 0) + 1
+    dup = sorted(k for k, c in seen.items() if c > 1)
+    if dup:
+        # was: played and written twice under one key, and the table kept one of them (its figures
+        # did not match the rows of results.csv)
+        raise ConfigError(
+            f"{suite.source}: instance {dup[0]} is given twice"
+            + (f" (and {len(dup) - 1} more)" if len(dup) > 1 else "")
+            + "; each reclaim event may appear once (give synthetic entries different seeds or server "
+            "ranges, and snapshot files different names)"
+        )
     total = len(out)
     if suite.nontrivial_only:
         out = [(k, sn) for k, sn in out if not trivial(sn)]
@@ -300,6 +323,32 @@ def build_instances(
         )
     out = [(k, sn) for k, sn in out if sn.n > 0]
     return out, notes
+
+
+def _scenario_tag(sc: str) -> str:
+    """A scenario's name in instance keys and the event cache (``SCENARIO-seedN.npz``): a shipped
+    scenario's own name, else the YAML's stem with the hash of its configuration (the rule of
+    ``aryl-gym train-reclaim``'s cache), so two files of one stem never share events."""
+    if sc in list_scenarios():
+        return sc
+    return f"{Path(sc).stem}-{config_hash(load_scenario(sc))[:8]}"
+
+
+def as_played(sn: Any, picks: Sequence[int]) -> list[int]:
+    """The servers the simulator would return for ``picks`` on event ``sn``: the valid picks
+    (loaned, first occurrence) completed, when short, with the simulator's default rule (fewest
+    busy GPUs first), as its loan phase completes an invalid answer
+    (:meth:`~aryl_gym.sim.engine.Simulator.loan_phase`)."""
+    loaned = set(int(s) for s in sn.inst.loaned)
+    out: list[int] = []
+    for s in picks:
+        s = int(s)
+        if s in loaned and s not in out:
+            out.append(s)
+    if len(out) != sn.n:
+        rest = [s for s in default_reclaim_instance(sn.inst, len(loaned)) if s not in out]
+        out = (out + rest)[: sn.n]
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -491,9 +540,37 @@ def _run_locked(suite: ReclaimSuite, out: Path, agents: dict[str, str], resume: 
     done: dict[tuple[str, str], dict[str, Any]] = {}
     if has_rows and overwrite:
         move_aside(csv_path, say)
-    elif has_rows:
-        for r in _resume_rows(csv_path, say):
+    opt_known: dict[int, tuple[list[int], float]] = {}  # the optimum of resumed instances, solved once
+    if has_rows and not overwrite:
+        kept = _resume_rows(csv_path, say)
+        for r in kept:
             done[(r["instance"], r["entrant"])] = r
+        # a row is kept only for the event it was played on (was: matched by key alone, so an edited
+        # suite file -- another elastic share or count of a synthetic entry, another trace -- kept
+        # the old events' rows beside the new events' optimum, and the table mixed them)
+        with_rows = {k for k, _ in done}
+        stale: set[str] = set()
+        for i, (key, sn) in enumerate(instances):
+            if key not in with_rows:
+                continue
+            tic = time.perf_counter()
+            picks = milp_reclaim(sn.inst, sn.n)
+            opt_known[i] = (picks, 1000 * (time.perf_counter() - tic))
+            now = (sn.servers, sn.n, sn.source, reclaim_preemptions(sn.inst, picks))
+            if any(r["instance"] == key and (int(r["servers"]), int(r["n"]), str(r["source"]),
+                                             int(r["optimal_preemptions"])) != now for r in done.values()):
+                stale.add(key)
+        if stale:
+            bak = unique_backup(csv_path)
+            shutil.copy2(csv_path, bak)
+            say(f"{csv_path}: the rows of {len(stale)} instance(s) were played on other events than this suite's "
+                f"(e.g. {sorted(stale)[0]}; the suite file changed): played again. The file as it was is saved "
+                f"as {bak}")
+            done = {k: r for k, r in done.items() if k[0] not in stale}
+            rewrite_rows(csv_path, [r for r in kept if r["instance"] not in stale], RECLAIM_SCHEMA)
+            for i, (key, _) in enumerate(instances):
+                if key in stale:
+                    opt_known.pop(i, None)  # timed again with its new row
     app = CsvAppender(csv_path, RECLAIM_SCHEMA)
     try:
         opt_pick: dict[int, list[int]] = {}
@@ -507,19 +584,26 @@ def _run_locked(suite: ReclaimSuite, out: Path, agents: dict[str, str], resume: 
                 prev = done.get((key, name))
                 if prev is not None and name != "optimum":
                     continue
-                tic = time.perf_counter()
-                picks = fn(i, sn)
-                ms = 1000 * (time.perf_counter() - tic)
+                if name == "optimum" and i in opt_known:
+                    picks, ms = opt_known[i]
+                else:
+                    tic = time.perf_counter()
+                    picks = fn(i, sn)
+                    ms = 1000 * (time.perf_counter() - tic)
                 note = ""
                 if len(set(picks)) != sn.n or not set(picks) <= set(sn.inst.loaned):
-                    note = f"invalid choice ({len(picks)} picks for n={sn.n})"
+                    # scored as the simulator plays it: completed with its default rule (was: the
+                    # short choice itself, so an agent stuck on an invalid action returned fewer
+                    # servers, preempted fewer jobs than the optimum and ranked first)
+                    note = f"invalid choice ({len(picks)} picks for n={sn.n}; completed with the default rule)"
+                    picks = as_played(sn, picks)
                 pre = reclaim_preemptions(sn.inst, picks)
                 if name == "optimum":
                     opt_pick[i], opt_pre = picks, pre
                     if prev is not None:
                         continue
                 assert opt_pre is not None
-                if pre < opt_pre and not note:
+                if pre < opt_pre:
                     raise RuntimeError(f"{name} beat the optimum on {key}: the MILP is wrong")
                 row = {
                     "suite": suite.name,

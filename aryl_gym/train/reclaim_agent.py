@@ -157,6 +157,11 @@ class ReclaimTrainConfig:
             raise ValueError(
                 f"synthetic seed {SUITE_SYNTHETIC_SEED} draws the reclaim suite's synthetic events; use another"
             )
+        if self.val_synthetic == 0 and not any(seeds for _, seeds in self.val_scenarios):
+            # was: accepted; every round's validation gap was NaN, so round 0 (the teacher's states
+            # only) was written as the selected agent whatever the later rounds learned
+            raise ValueError("no validation events: the round written is chosen on them; give val_synthetic > 0 "
+                             "(--val-synthetic) or validation scenario seeds (--val-events)")
         if self.val_synthetic and self.val_synthetic_seed in (SUITE_SYNTHETIC_SEED, self.synthetic_seed):
             raise ValueError("the validation synthetic seed must differ from the training and suite seeds")
         for sc, seeds in self.val_scenarios:
@@ -503,6 +508,8 @@ def train_reclaim_agent(
                           cfg.synthetic_servers, cfg.elastic, cache, data_root, say)
     if not train_ev:
         raise ValueError("no non-trivial training events: add synthetic events or scenario seeds")
+    if not val_ev:  # all trivial: no gap to select a round on (was: round 0 written, gap NaN)
+        raise ValueError("no non-trivial validation events: add validation synthetic events or scenario seeds")
     say(f"{len(train_ev)} training events, {len(val_ev)} validation events")
     val_refs = references(val_ev, cfg.milp_time_limit)
     model = make_model(cfg.hidden)
