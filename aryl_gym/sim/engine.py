@@ -493,6 +493,7 @@ class Simulator:
         self._round_t0 = 0.0
         self._round_loans: tuple[list[int], list[int]] = ([], [])
         self._round_open = False  # between open_round() and close_round()
+        self._loans_pending = False  # the open round's loan phase raised (close_round ends it)
 
     # ------------------------------------------------------------------------------------------
     # public queries (the env, metrics and the view use these, never the private state)
@@ -682,15 +683,29 @@ class Simulator:
                 continue
             try:
                 jj = int(j)
-                arr = np.asarray(tab, dtype=np.float64).reshape(-1)
-            except (TypeError, ValueError):
+                raw = np.asarray(tab)
+                if raw.dtype.kind not in "iuf" and (raw.dtype.kind != "O" or any(
+                        isinstance(x, (str, bytes, bool, np.bool_)) for x in raw.flat)):
+                    raise TypeError  # (was: "2" and True read as 2.0 and 1.0)
+                # a copy (was: the policy's own array, whose later changes moved the job's rate
+                # without the simulator knowing)
+                arr = np.array(tab, dtype=np.float64)
+            except (TypeError, ValueError, OverflowError):  # (was: an OverflowError after placing)
                 report.invalid[-1 - len(report.invalid)] = f"speedup for {j!r} is not numeric"
                 continue
             if not 0 <= jj < self.n_jobs:
                 report.invalid[-1 - len(report.invalid)] = f"speedup: job {jj} not in the trace"
                 continue
+            if arr.ndim > 1:  # (was: flattened, a 2-D table read row after row)
+                report.invalid[jj if jj not in report.invalid else -1 - len(report.invalid)] = (
+                    f"speedup table for job {jj} must be 1-D (one entry per worker count), got "
+                    f"shape {arr.shape}; ignored")
+                continue
+            arr = arr.reshape(-1)
             if len(arr) == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-                report.invalid[jj] = "speedup table must be non-empty, finite and > 0; ignored"
+                # (a reason already given for jj, e.g. a clamped target, is kept: was overwritten)
+                report.invalid[jj if jj not in report.invalid else -1 - len(report.invalid)] = (
+                    "speedup table must be non-empty, finite and > 0; ignored")
                 continue
             self.rate_mult[jj] = arr
             if self.state[jj] == _RUNNING:
@@ -705,15 +720,18 @@ class Simulator:
                 continue
             try:
                 jj = int(j)
+                if isinstance(lam, (str, bytes, bool, np.bool_)):
+                    raise TypeError  # (was: "2" and True read as 2.0 and 1.0)
                 x = float(lam)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # (was: an OverflowError after placing)
                 report.invalid[-1 - len(report.invalid)] = f"batch for {j!r} is not a number"
                 continue
             if not 0 <= jj < self.n_jobs:
                 report.invalid[-1 - len(report.invalid)] = f"batch: job {jj} not in the trace"
                 continue
             if not (math.isfinite(x) and x > 0):
-                report.invalid[jj] = f"batch factor {lam!r} must be finite and > 0; ignored"
+                report.invalid[jj if jj not in report.invalid else -1 - len(report.invalid)] = (
+                    f"batch factor {lam!r} must be finite and > 0; ignored")
                 continue
             if x == 1.0:
                 self.batch_lam.pop(jj, None)
@@ -905,6 +923,9 @@ class Simulator:
             ValueError: a job submitted at or before ``now``, an unsorted or invalid job, or a
                 bad series; nothing is changed then.
         """
+        if isinstance(future, (JobSpec, str, bytes, Mapping)) or not hasattr(future, "__iter__"):
+            # (was: "'NoneType' object is not iterable")
+            raise ValueError(f"future must be a list of JobSpecs (possibly empty), got {future!r}")
         now = self.now
         k = int(np.searchsorted(self.submit, now + _EPS, side="right"))
         new: list[JobSpec] = []
@@ -1300,7 +1321,9 @@ class Simulator:
             )
         self._round_open = True
         self._round_t0 = self.now
+        self._loans_pending = True
         self._round_loans = self.pre_decision(policy)
+        self._loans_pending = False
         return self.decision_needed(policy)
 
     def close_round(
@@ -1323,6 +1346,19 @@ class Simulator:
                 f"the decision must be an aryl_gym.sim.view.Decision or None, got "
                 f"{type(decision).__name__} (policy {getattr(policy, 'name', policy)!r})"
             )
+        if type(decision_s) is not float and (isinstance(decision_s, (bool, np.bool_)) or not isinstance(
+                decision_s, (int, np.integer, np.floating))):
+            raise TypeError(f"decision_s must be the decision's wall time in seconds, got {decision_s!r}")
+        if not 0.0 <= decision_s < math.inf:  # (was: kept, and the result's timings failed or were nan)
+            raise ValueError(f"decision_s must be a finite number of seconds >= 0, got {decision_s!r}")
+        if getattr(self, "_loans_pending", False):
+            # the loan phase raised in open_round (a malformed reclaim() answer, a reclaim()
+            # that failed): end it with the default rule, counted as an invalid answer as a short
+            # one is (was: the servers due back stayed on loan, more than loanable, and the
+            # round reported the last loan phase's reclaims)
+            self.invalid_total += 1
+            self._round_loans = self.loan_phase(None)
+            self._loans_pending = False
         report = PlacementReport()
         if decision is not None:
             report = self.apply(decision)  # a malformed decision raises before any change

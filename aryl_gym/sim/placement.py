@@ -30,7 +30,8 @@ them: :func:`plan` dry-runs a whole decision (Aryl's placeability check, the all
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import numbers
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -646,10 +647,10 @@ def _validate_target(st: PlacementState, j: object, t: object) -> tuple[int, int
         ti = t
     else:
         try:
-            if isinstance(t, (str, bytes)):
+            if isinstance(t, (str, bytes, bool, np.bool_)):  # (True was read as a target of 1)
                 raise TypeError
             tf = float(t)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # (was: an OverflowError from the engine)
             return -1, 0, f"target {t!r} for job {jj} is not a number"
         if not math.isfinite(tf) or tf < 0 or tf != int(tf):
             return -1, 0, f"target {t!r} for job {jj} must be a whole number >= 0"
@@ -684,8 +685,22 @@ def _check_decision(decision: object) -> None:
             raise TypeError(
                 f"Decision.{name} must be a dict (job id -> {what}), got {type(v).__name__}"
             )
-    if decision.order is not None and isinstance(decision.order, (str, bytes, Mapping)):
-        raise TypeError(f"Decision.order must be a list of job ids or None, got {decision.order!r}")
+    order = decision.order
+    if order is not None and (isinstance(order, (str, bytes, Mapping))
+                              or not isinstance(order, (Sequence, np.ndarray))):
+        # (a set was read in hash order, a generator was used up by a dry run, an array raised
+        # "truth value of an array is ambiguous")
+        raise TypeError(f"Decision.order must be a list of job ids or None, got {order!r}")
+
+
+def _pool_ok(p: object) -> bool:
+    """Whether ``p`` is a pool a decision may name: ``TRAIN`` or ``INFER`` as a number (not a
+    bool, an array or a string)."""
+    if type(p) is int:
+        return p == TRAIN or p == INFER
+    if isinstance(p, (bool, np.bool_)) or not isinstance(p, (numbers.Real, np.integer, np.floating)):
+        return False  # (True was read as INFER; an array raised after the releases were made)
+    return bool(p == TRAIN or p == INFER)
 
 
 def apply_decision(
@@ -705,8 +720,9 @@ def apply_decision(
     _check_decision(decision)
     # everything that can raise is checked before the state changes
     prio: dict[int, int] = {}
+    order = decision.order
     try:  # one pass: each entry checked as it is ranked (was: 1.7 and "2" read as jobs 1 and 2)
-        for i, j in enumerate(decision.order or ()):
+        for i, j in enumerate(order if order is not None else ()):
             if type(j) is not int and (isinstance(j, (bool, np.bool_)) or not isinstance(j, np.integer)):
                 raise TypeError
             prio[int(j)] = i
@@ -722,25 +738,28 @@ def apply_decision(
             rep.invalid[jj if jj >= 0 else -1 - len(rep.invalid)] = why
         if jj >= 0:
             targets[jj] = ti
-    # 1. releases
-    for j in sorted(targets):
-        release_job(st, j, targets[j], rep)
-    # 2. growth, best-fit decreasing
+    # the preferred pools, checked before anything changes (was: after the releases, so a pool
+    # that could not be compared, e.g. an array, raised with the releases made)
     pools = decision.pools
     if pools:
         n_jobs = len(st.workers)
         bad = []
         for j, p in pools.items():
-            if p != TRAIN and p != INFER:
+            if not _pool_ok(p):
                 rep.invalid[-1 - len(rep.invalid)] = (
                     f"pool {p!r} for job {j!r} is not TRAIN ({TRAIN}) or INFER ({INFER}); ignored"
                 )
+                bad.append(j)
             elif (isinstance(j, (bool, np.bool_)) or not isinstance(j, (int, np.integer))
                   or not 0 <= j < n_jobs):  # (was: ignored without a word; 2.0 was read as job 2)
                 rep.invalid[-1 - len(rep.invalid)] = f"pool for {j!r}: not a job id of the trace; ignored"
                 bad.append(j)
         if bad:
             pools = {j: p for j, p in pools.items() if not any(j is b for b in bad)}
+    # 1. releases
+    for j in sorted(targets):
+        release_job(st, j, targets[j], rep)
+    # 2. growth, best-fit decreasing
     for j in growth_order(st, targets, prio):
         grow_job(st, j, targets[j], opts, pools.get(j), fixed_pools, whole, rep)
     return rep

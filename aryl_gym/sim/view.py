@@ -288,8 +288,11 @@ class ClusterView:
 
     # -- capacity ------------------------------------------------------------------------------
     def usable(self, pool: int) -> np.ndarray:
-        """Boolean mask of servers of ``pool`` that training may use now."""
-        return self._sim.usable_mask(pool)
+        """Boolean mask of servers of ``pool`` that training may use now (read-only: it is the
+        simulator's own mask, which an in-place ``&=`` changed)."""
+        m = self._sim.usable_mask(pool).view()
+        m.flags.writeable = False
+        return m
 
     def free_gpus(self, pool: int) -> int:
         m = self._sim.usable_mask(pool)
