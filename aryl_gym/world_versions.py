@@ -44,10 +44,11 @@ V1_OVERRIDES: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
-def check_world(world: object) -> str:
-    """``world`` as a known version name; anything else is a ValueError naming the choices."""
-    if world not in WORLDS:
-        raise ValueError(f"world must be one of {', '.join(WORLDS)}, got {world!r}")
+def check_world(world: object, what: str = "world") -> str:
+    """``world`` as a known version name; anything else is a ValueError naming the choices
+    (and ``what``, the argument it came from)."""
+    if not isinstance(world, str) or world not in WORLDS:
+        raise ValueError(f"{what} must be one of {', '.join(WORLDS)}, got {world!r}")
     return str(world)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,7 +235,11 @@ class EnvOptions:
         def put(name: str, value: Any) -> None:
             object.__setattr__(self, name, value)
 
-        put("world_version", check_world(self.world_version))
+        put("world_version", check_world(self.world_version, "world_version"))
+        if not isinstance(self.scenario, (str, os.PathLike, ScenarioConfig)):
+            # was: loaded as str(scenario), so 5 or None was "unknown scenario '5'" / "'None'"
+            raise ValueError(f"scenario must be a scenario name, a YAML path (str or pathlib.Path) or a "
+                             f"ScenarioConfig, got {self.scenario!r} ({type(self.scenario).__name__})")
         if self.action_mode not in MODES:
             raise ValueError(f"unknown action_mode {self.action_mode!r}; choose one of {', '.join(MODES)}")
         window = self.window
@@ -289,6 +294,9 @@ class EnvOptions:
         if self.preempt_guard and not self.allow_preempt:
             raise ValueError("preempt_guard limits preemptions, and allow_preempt=False allows none "
                              "(set allow_preempt=True, or drop preempt_guard)")
+        # the values first (was: end_fallback='nope' or None was reported as "the policy
+        # early_end='charge' bills", and setting early_end='charge' then refused its value)
+        check_early_end(self.early_end, self.end_fallback)
         if self.end_fallback != _DEFAULT_FALLBACK and self.early_end != "charge":
             raise ValueError(f"end_fallback={self.end_fallback!r} is the policy early_end='charge' bills; "
                              f"early_end is {self.early_end!r} (set early_end='charge', or drop end_fallback)")
@@ -312,8 +320,18 @@ class EnvOptions:
                 f"unknown window_order {self.window_order!r}; choose one of {', '.join(WINDOW_ORDERS)}"
             )
         put("stall_hours", check_stall_hours(self.stall_hours))
-        check_early_end(self.early_end, self.end_fallback)
-        parse_flap_damping(self.flap_damping)
+        damping = parse_flap_damping(self.flap_damping)
+        # options stall_hours=math.inf or the priority mode make inert (was: accepted and ignored)
+        if math.isinf(self.stall_hours):
+            for name, on, what in (("early_end", self.early_end == "charge", "charges episodes the stall or thrash rule ends"),
+                                   ("thrash_sustained", self.thrash_sustained, "changes the thrash rule")):
+                if on:
+                    raise ValueError(
+                        f"{name}={getattr(self, name)!r} {what}, and stall_hours=math.inf switches the stall and "
+                        f"thrash rules off (give a finite stall_hours, or drop {name})")
+        if damping is not None and self.action_mode == "priority":
+            raise ValueError("flap_damping refuses releases, and the priority mode never releases a job "
+                             "(use action_mode='sequential' or 'targets', or drop flap_damping)")
         if self.render_mode is not None and self.render_mode not in RENDER_MODES:
             raise ValueError(f"render_mode must be one of {list(RENDER_MODES)} or None, got {self.render_mode!r}")
         if self.observation not in OBSERVATION_VERSIONS:

@@ -17,6 +17,7 @@ leaderboard --suite reclaim``).
 from __future__ import annotations
 
 import inspect
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,7 +49,7 @@ from aryl_gym.envs.render import render_ansi, render_rgb
 from aryl_gym.envs.reward import RewardTracker, parse_weights
 from aryl_gym.metrics import episode_result
 from aryl_gym.reclaim_features import F_CONTEXT_V1, F_SERVER_V1, ReclaimState
-from aryl_gym.reclaim_snapshots import load_snapshots
+from aryl_gym.reclaim_snapshots import Snapshot, load_snapshots
 from aryl_gym.scenario import make_episode, warn_if_seeds_may_be_empty
 from aryl_gym.sim.engine import STALL_HOURS, Simulator, check_stall_hours
 from aryl_gym.sim.jobs import JobSpec
@@ -67,6 +68,8 @@ SERVER_FEATURES: tuple[str, ...] = (
     "flex_only",  # 1 when it holds only flexible workers (or nothing): no preemption
 )
 F_SERVER = len(SERVER_FEATURES)
+#: the most action slots ``max_servers`` may ask for in snapshot mode (as ``MAX_WORKERS`` for Aryl-v2)
+MAX_SERVERS = 4096
 #: observation versions of the reclaim env: ``"v1"`` adds ``servers_v1`` and ``reclaim_v1``
 #: (:mod:`aryl_gym.reclaim_features`)
 RECLAIM_OBSERVATIONS: tuple[str, ...] = ("v0", "v1")
@@ -271,7 +274,7 @@ class ArylReclaimEnv(gym.Env):
             names = [n for n in inspect.signature(ArylReclaimEnv.__init__).parameters if n not in ("self", "unknown")]
             raise TypeError(f"unknown env option {next(iter(unknown))!r}; options: {', '.join(names)} "
                             "(docs/env.md, 'Arguments of ArylReclaim-v2')")
-        self.world_version = check_world(world_version)
+        self.world_version = check_world(world_version, "world_version")
         self.observation_version = check_reclaim_observation(observation)
         self.snaps: list[Any] | None = None
         if snapshots is None and (max_servers is not None or optimum):
@@ -279,9 +282,25 @@ class ArylReclaimEnv(gym.Env):
             raise ValueError("max_servers and optimum belong to the snapshot mode; give snapshots=PATH "
                              "(or drop them)")
         if snapshots is not None:
+            # the simulator mode's options: a snapshot holds its own event (was: accepted and
+            # ignored, even a bad value such as stall_hours=-1 or allocator="nope")
+            given = {"scenario": scenario, "allocator": allocator, "reward": reward, "reward_scale": reward_scale,
+                     "jobs": jobs, "data_root": data_root, "stall_hours": stall_hours}
+            defaults = inspect.signature(ArylReclaimEnv.__init__).parameters
+            for name, value in given.items():
+                d = defaults[name].default
+                if not (value is d or (type(value) is type(d) and value == d)):
+                    raise ValueError(
+                        f"{name} applies to the simulator mode; the snapshot mode (snapshots=...) plays "
+                        f"saved reclaim events and ignores it, got {name}={value!r} (drop it, or drop snapshots)"
+                    )
             self._init_snapshots(snapshots, max_servers, invalid_penalty, max_steps, optimum, render_mode)
             return
 
+        if not isinstance(scenario, (str, os.PathLike, ScenarioConfig)):
+            # was: loaded as str(scenario), so 5 or None was "unknown scenario '5'" / "'None'"
+            raise ValueError(f"scenario must be a scenario name, a YAML path (str or pathlib.Path) or a "
+                             f"ScenarioConfig, got {scenario!r} ({type(scenario).__name__})")
         self.config = in_world(
             scenario if isinstance(scenario, ScenarioConfig) else load_scenario(scenario), self.world_version
         )
@@ -301,10 +320,14 @@ class ArylReclaimEnv(gym.Env):
         self.reward_scale = check_reward_scale(reward_scale)
         self.max_steps = check_max_steps(max_steps)
         self.fixed_jobs = check_jobs(jobs)
+        if data_root is not None and not isinstance(data_root, (str, os.PathLike)):
+            # was: accepted (Aryl-v2 refuses it), and failed (or not) deep inside a load at reset
+            raise ValueError(f"data_root must be a folder path (str or pathlib.Path) or None, got {data_root!r}")
         self.data_root = data_root
         self.stall_hours = check_stall_hours(stall_hours)
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
+        if render_mode is not None and (not isinstance(render_mode, str)
+                                        or render_mode not in self.metadata["render_modes"]):
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.render_mode = render_mode
         c = self.config.cluster
         self.n_train = c.train_servers
@@ -339,7 +362,15 @@ class ArylReclaimEnv(gym.Env):
         optimum: bool,
         render_mode: str | None,
     ) -> None:
-        snaps = load_snapshots(snapshots) if isinstance(snapshots, (str, Path)) else list(snapshots)
+        snaps: list[Snapshot]
+        if isinstance(snapshots, (str, os.PathLike)):
+            snaps = load_snapshots(snapshots)
+        elif isinstance(snapshots, Sequence) and all(isinstance(sn, Snapshot) for sn in snapshots):
+            snaps = [sn for sn in snapshots if isinstance(sn, Snapshot)]
+        else:
+            # was: a TypeError ("'int' object is not iterable") or an AttributeError from inside
+            raise ValueError(f"snapshots must be a .npz path (str or pathlib.Path) or a list of "
+                             f"aryl_gym.reclaim_snapshots.Snapshot, got {snapshots!r}")
         snaps = [sn for sn in snaps if sn.n > 0]
         if not snaps:
             raise ValueError(f"snapshots={snapshots!r}: no reclaim event with n >= 1 to play")
@@ -349,6 +380,10 @@ class ArylReclaimEnv(gym.Env):
         elif not is_int(max_servers):
             # was: 8.7 became 8 without a word and "8" raised a TypeError comparing it
             raise ValueError(f"max_servers must be an integer (the action slots), got {max_servers!r}")
+        if max_servers > MAX_SERVERS:
+            # was: a MemoryError from numpy (the observation is max_servers x features)
+            raise ValueError(f"max_servers={max_servers} is too large (at most {MAX_SERVERS}: the observation "
+                             f"and the mask grow with it); the widest snapshot has {widest} loaned servers")
         if max_servers < widest:
             raise ValueError(
                 f"max_servers={max_servers} but a snapshot has {widest} loaned servers; raise it"

@@ -188,7 +188,7 @@ def parse_weights(reward: str | dict[str, float] | None, invalid_penalty: float)
                 x = float(v)
             except (TypeError, ValueError):
                 x = math.nan
-            if isinstance(v, (bool, str, bytes)) or not math.isfinite(x):
+            if isinstance(v, (bool, np.bool_, str, bytes)) or not math.isfinite(x):  # was: np.True_ read as 1
                 raise ValueError(
                     f"reward weight {k!r} must be a finite number, got {v!r} "
                     "(e.g. reward={'jct': 1.0, 'preemption': 0.1})"
@@ -201,6 +201,12 @@ def parse_weights(reward: str | dict[str, float] | None, invalid_penalty: float)
         if k not in known:
             raise ValueError(f"unknown reward component {k!r}; known: {', '.join(known)}")
     out = {c: float(w.get(c, 0.0)) for c in known}
+    if invalid_penalty and out["invalid"] and out["invalid"] != float(invalid_penalty):
+        # was: invalid_penalty replaced the reward's own 'invalid' weight without a word
+        raise ValueError(
+            f"reward {reward!r} weights 'invalid' ({out['invalid']:g}) and invalid_penalty is "
+            f"{invalid_penalty!r}: both set the weight of the 'invalid' component; give it once"
+        )
     if invalid_penalty:
         out["invalid"] = float(invalid_penalty)
     if not any(out.values()):  # was: accepted, a reward of 0 at every step
