@@ -218,8 +218,8 @@ def null_nonfinite(v: Any) -> Any:
     return v
 
 
-def strict_json(obj: Any) -> str:
+def strict_json(obj: Any, indent: int | None = None) -> str:
     """Strict JSON: a figure that is not a finite number (no paper value, no finished job) is
     null, as ``simulate --json`` and ``compare --json`` write it (a bare NaN or Infinity is
     not JSON: strict parsers refuse it)."""
-    return json.dumps(null_nonfinite(obj), allow_nan=False, default=float)
+    return json.dumps(null_nonfinite(obj), allow_nan=False, default=float, indent=indent)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+from aryl_gym.commands._common import strict_json
 
 NAME = "bench"
 HELP = "benchmarks: episode wall time per scenario and policy, knapsack ms per round, ..."
@@ -16,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--quick", action="store_true", help="shorter runs: no production episodes (the scale step rows still step production, fewer steps); skips env, pollux, train"
     )
     p.add_argument("--only", default=None, help="comma-separated benchmark names (default all)")
-    p.add_argument("--json", action="store_true", help="print one JSON object {name: rows}")
+    p.add_argument("--json", action="store_true", help="print one JSON object {name: rows} (a figure that is not finite is null)")
     p.add_argument(
         "--baseline", default=None, metavar="DIR",
         help="a checkout of an earlier commit: the scale benchmark also plays its step "
@@ -67,5 +68,7 @@ def run(args: argparse.Namespace) -> int:
         print(table([[r.get(h) for h in header] for r in rows], header))
         print()
     if args.json:
-        print(json.dumps(out, default=float))
+        # strict JSON (was: a rate over a wall time of 0 written as Infinity, a mean of no sample
+        # as NaN, which strict parsers refuse): a figure that is not finite is null
+        print(strict_json(out))
     return 0

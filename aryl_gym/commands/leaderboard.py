@@ -25,6 +25,7 @@ from aryl_gym.commands._common import (
     out_arg,
     positive_int,
     seed_arg,
+    strict_json,
 )
 
 NAME = "leaderboard"
@@ -177,13 +178,20 @@ def run(args: argparse.Namespace) -> int:
     check_unused_options(args)
     if args.list:
         if args.json:
-            out = {}
+            out: dict[str, dict[str, object]] = {}
             for name in list_suites():
+                if rs.is_reclaim_suite(name):  # was: loaded as an episode suite, exit 2
+                    r = rs.load_reclaim_suite(name)
+                    out[name] = {"kind": "reclaim",
+                                 "scenarios": sorted({str(i["scenario"]) for i in r.instances if "scenario" in i}),
+                                 "seeds": [], "entrants": list(r.policies) + list(r.agents),
+                                 "description": r.description, "instances": [dict(i) for i in r.instances]}
+                    continue
                 s = load_suite(name, allow_missing=True)
-                out[name] = {"scenarios": list(s.scenarios), "seeds": list(s.seeds),
+                out[name] = {"kind": "episodes", "scenarios": list(s.scenarios), "seeds": list(s.seeds),
                              "entrants": [e.name for e in s.entrants] + list(s.missing),
                              "description": s.description}
-            print(json.dumps(out))
+            print(strict_json(out))
             return 0
         for name in list_suites():
             if rs.is_reclaim_suite(name):

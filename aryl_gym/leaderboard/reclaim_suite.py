@@ -31,7 +31,6 @@ recorded snapshots ``snapshots/SCENARIO-seedN.npz`` (reused by later runs).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -53,6 +52,7 @@ from aryl_gym.agents.reclaim import (
     overlap,
     reclaim_preemptions,
 )
+from aryl_gym.commands._common import strict_json
 from aryl_gym.commands._common import table as text_table
 from aryl_gym.commands.reclaim_study import trivial
 from aryl_gym.config import ConfigError, list_scenarios, load_scenario, load_yaml
@@ -417,6 +417,9 @@ class ReclaimOutputs:
     rows: list[dict[str, Any]]
     notes: list[str]
     wall_s: float
+    #: what ``leaderboard.json`` holds (``gap`` infinite where the optimum preempts nothing
+    #: and the entrant does: written as null)
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 _INT_COLUMNS = ("servers", "n", "preemptions", "optimal_preemptions")
@@ -650,8 +653,10 @@ def _run_locked(suite: ReclaimSuite, out: Path, agents: dict[str, str], resume: 
         + "\n"
     )
     js = out / "leaderboard.json"
-    atomic_write_text(js, json.dumps(agg, indent=1, default=float))
-    return ReclaimOutputs(table, md, js, csv_path, rows, notes, time.perf_counter() - wall0)
+    # strict JSON (was: a gap of Infinity where the optimum preempts nothing and the entrant
+    # does, which strict parsers refuse): a figure that is not finite is null
+    atomic_write_text(js, strict_json(agg, indent=1))
+    return ReclaimOutputs(table, md, js, csv_path, rows, notes, time.perf_counter() - wall0, agg)
 
 
 def run_cli(args: Any) -> int:
@@ -672,6 +677,16 @@ def run_cli(args: Any) -> int:
         data_root=args.data_root,
         progress=not args.no_progress,
     )
+    if getattr(args, "json", False):  # was: the text table on stdout with --json
+        print(strict_json({
+            "table": res.data,
+            "decisions": len(res.rows),
+            "instances": len({r["instance"] for r in res.rows}),
+            "wall_s": res.wall_s,
+            "files": {"csv": str(res.csv), "markdown": str(res.markdown), "json": str(res.json)},
+            "notes": list(res.notes),
+        }))
+        return 0
     print(res.table)
     print()
     print(f"{len(res.rows)} decisions on {len({r['instance'] for r in res.rows})} instances in {res.wall_s:.1f} s")

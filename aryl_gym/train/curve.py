@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -120,11 +121,17 @@ def plot_learning_curve(
     colors = iter(["tab:blue", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:gray"])
     # a reference far above the agent (Baseline's 5x) would flatten the curve: unless log scale,
     # such lines are listed in the legend with their value and the axis zooms on the rest
-    ceiling = float("inf") if log else 2.0 * max(jct)
-    shown = [jct[0], *jct]
+    # an evaluation or reference with no finished job has no avg JCT (NaN): it sets no axis
+    # limit (was: "Axis limits cannot be NaN or Inf", which ended the training command)
+    finite = [v for v in jct if math.isfinite(v)]
+    ceiling = float("inf") if log or not finite else 2.0 * max(finite)
+    shown = list(finite)
     for name, v in sorted(refs.items(), key=lambda kv: kv[1]):
         label = _LABELS.get(name, name.replace("_", "-"))
         color = next(colors, "gray")
+        if not math.isfinite(v):
+            ax.plot([], [], ls="--", lw=1.2, color=color, label=f"{label}: no value (no finished job)")
+            continue
         if v > ceiling:
             ax.plot([], [], ls="--", lw=1.2, color=color, label=f"{label}: {v:,.0f} s (off the chart)")
             continue
@@ -132,7 +139,7 @@ def plot_learning_curve(
         ax.axhline(v, ls="--", lw=1.2, color=color, label=label)
     if log:
         ax.set_yscale("log")
-    else:
+    elif shown:
         lo, hi = min(shown), max(shown)
         pad = 0.08 * (hi - lo) if hi > lo else 0.05 * hi
         ax.set_ylim(lo - pad, hi + pad)

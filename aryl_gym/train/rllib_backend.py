@@ -53,6 +53,7 @@ from aryl_gym.agents.learned import (
     rllib_checkpoints,
     run_dir_of,
 )
+from aryl_gym.commands._common import strict_json
 from aryl_gym.config import ConfigError
 from aryl_gym.extras import rllib_unavailable
 from aryl_gym.fileio import DirLock, claim_folder
@@ -574,7 +575,9 @@ def _train(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, start_steps: int,
         "steps_per_s": sps, "num_env_runners": n_runners, "eval": history,
         "references": evaluate.references if evaluate is not None else {},
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    # strict JSON (was: NaN for an evaluation with no finished job, which strict parsers
+    # refuse): a figure that is not finite is null
+    (run_dir / "summary.json").write_text(strict_json(summary, indent=2) + "\n")
     if evaluate is not None:
         evaluate.close()
     tb.close()

@@ -46,6 +46,7 @@ import numpy as np
 import yaml
 from gymnasium import spaces
 
+from aryl_gym.commands._common import strict_json
 from aryl_gym.config import ConfigError
 from aryl_gym.fileio import DirLock, atomic_write_text, claim_folder, load_yaml_file
 from aryl_gym.offline import is_minari_ref
@@ -1086,7 +1087,9 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, origin: Pa
         "references": eval_cb.references if eval_cb is not None else {},
         "dagger": dagger_rows,
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    # strict JSON (was: NaN for an evaluation with no finished job, which strict parsers
+    # refuse): a figure that is not finite is null
+    (run_dir / "summary.json").write_text(strict_json(summary, indent=2) + "\n")
     if eval_cb is not None and eval_cb.history:
         try:
             # an optional dependency: its absence is handled here
