@@ -19,7 +19,6 @@ torch and stable-baselines3 are imported only when an agent is loaded (never on
 
 from __future__ import annotations
 
-import pickle
 import re
 import warnings
 from collections.abc import Callable, Mapping
@@ -76,12 +75,10 @@ def resolve_agent_path(name_or_path: str | Path) -> tuple[Path, Path | None, Pat
         # a checkpoint's own statistics (SB3's rl_model_vecnormalize_N_steps.pkl) and
         # best_model.zip's (best_vecnormalize.pkl) before the final model's: was loaded without any
         # (a checkpoint) or with the final ones (best_model.zip)
-        m = re.fullmatch(r"(.+)_(\d+)_steps", p.stem)
-        vn = ((_opt(p.parent / f"{m.group(1)}_vecnormalize_{m.group(2)}_steps.pkl") if m else None)
-              or _opt(p.parent / f"{p.stem}_vecnormalize.pkl")
-              or _opt(p.parent / f"{p.stem.replace('model', 'vecnormalize')}.pkl")
-              or _opt(p.parent / "vecnormalize.pkl"))
-        return p, cfg, vn
+        # aryl_gym.train imports its config module (pydantic): only when a model file is resolved
+        from aryl_gym.train.vecnorm import statistics_path
+
+        return p, cfg, statistics_path(p)
     model = PRETRAINED_DIR / f"{text}.zip"
     if not model.exists():
         known = ", ".join(shipped_agents()) or "none shipped yet"
@@ -703,15 +700,14 @@ def load_agent(name_or_path: str | Path, env: Any = None) -> LearnedAgent:
                           "(vecnormalize.pkl, best_vecnormalize.pkl or rl_model_vecnormalize_N_steps.pkl); "
                           "restore them from the run")
     if vn_path is not None:
-        try:
-            with open(vn_path, "rb") as fh:
-                obs_norm = pickle.load(fh)
-        except Exception as exc:  # noqa: BLE001 - any unpickling failure means a damaged file
-            raise ConfigError(f"{vn_path}: the agent's VecNormalize statistics cannot be read (cut or damaged: "
-                              f"{type(exc).__name__}: {exc}); restore the file from the run") from None
-        if not hasattr(obs_norm, "normalize_obs"):  # was: an AttributeError at the first step
-            raise ConfigError(f"{vn_path}: holds a {type(obs_norm).__name__}, not VecNormalize statistics; "
-                              "restore the file from the run")
+        # aryl_gym.train imports its config module (pydantic): only when an agent is loaded
+        from aryl_gym.train.vecnorm import read_statistics
+
+        try:  # was: an unpickling message naming no file, or an AttributeError at the first step
+            obs_norm = read_statistics(vn_path)
+        except ValueError as exc:
+            raise ConfigError(f"{vn_path}: the agent's VecNormalize statistics {exc}; restore the file "
+                              "from the run") from None
         obs_norm.training = False
     name = Path(str(name_or_path)).stem if Path(str(name_or_path)).suffix else Path(str(name_or_path)).name
     return LearnedAgent(name=name, model=model, config=config, obs_norm=obs_norm, masked=ALGOS[algo][2])

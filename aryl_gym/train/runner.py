@@ -27,7 +27,6 @@ import importlib
 import json
 import math
 import os
-import pickle
 import platform
 import re
 import shutil
@@ -70,6 +69,7 @@ from aryl_gym.train.config import (
 from aryl_gym.train.dagger import run_dagger
 from aryl_gym.train.envs import EnvFactory, train_scenario
 from aryl_gym.train.schedules import resolve_schedules
+from aryl_gym.train.vecnorm import read_statistics, statistics_candidates, statistics_path
 from aryl_gym.train.worlds import check_worlds_fit
 
 try:  # the address-space limit (ulimit -v) of the rollout memory check
@@ -799,41 +799,21 @@ def check_resume_vecnormalize(ckpt: Path) -> None:
     checkpoint and its statistics, or the pickle deleted) resumed silently with fresh statistics,
     so the policy got observations scaled unlike those it was trained on; damaged failed with the
     unpickler's message (e.g. "invalid literal for int()") naming no file."""
-    vn = _vecnormalize_for(ckpt)
+    vn = statistics_path(ckpt)
     if vn is None:
-        stem = ckpt.stem
-        want = (f"{stem.rsplit('_', 2)[0]}_vecnormalize_{stem.rsplit('_', 2)[1]}_steps.pkl"
-                if stem.endswith("_steps") and stem.count("_") >= 2 else "vecnormalize.pkl")
+        want = statistics_candidates(ckpt)[0]
         good = sorted((saved_steps(c) or -1, c) for c in ckpt.parent.glob("*.zip")
-                      if c != ckpt and zipfile.is_zipfile(c) and _vecnormalize_for(c) is not None)
+                      if c != ckpt and zipfile.is_zipfile(c) and statistics_path(c) is not None)
         hint = f"; {good[-1][1]} has its statistics" if good else ""
         raise ConfigError(f"--resume {ckpt}: the run normalises observations or rewards (VecNormalize) and "
-                          f"the checkpoint's statistics ({ckpt.parent / want}) are missing: the policy would get "
+                          f"the checkpoint's statistics ({want}) are missing: the policy would get "
                           f"observations scaled unlike those it was trained on. Restore the file, or resume "
                           f"another checkpoint{hint}")
     try:
-        with open(vn, "rb") as fh:
-            obj = pickle.load(fh)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure means a damaged file
-        raise ConfigError(f"--resume {ckpt}: its VecNormalize statistics {vn} cannot be read (cut or damaged: "
-                          f"{type(exc).__name__}: {exc}); restore the file, or resume another checkpoint") from None
-    if not hasattr(obj, "obs_rms") or not hasattr(obj, "normalize_obs"):
-        raise ConfigError(f"--resume {ckpt}: {vn} holds a {type(obj).__name__}, not VecNormalize statistics; "
-                          "restore the file, or resume another checkpoint")
-
-
-def _vecnormalize_for(ckpt: Path) -> Path | None:
-    """The VecNormalize pickle saved next to a checkpoint or final model."""
-    stem = ckpt.stem
-    cands = []
-    if stem.endswith("_steps"):
-        prefix, n, _ = stem.rsplit("_", 2)
-        cands.append(ckpt.parent / f"{prefix}_vecnormalize_{n}_steps.pkl")
-    cands += [ckpt.parent / f"{stem.replace('model', 'vecnormalize')}.pkl", ckpt.parent / "vecnormalize.pkl"]
-    for c in cands:
-        if c.exists():
-            return c
-    return None
+        read_statistics(vn)
+    except ValueError as exc:
+        raise ConfigError(f"--resume {ckpt}: its VecNormalize statistics {vn} {exc}; restore the file, or "
+                          "resume another checkpoint") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -938,7 +918,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, origin: Pa
 
     venv = make_vec_env(cfg, data_root)
     if ckpt is not None:
-        vn_path = _vecnormalize_for(ckpt)
+        vn_path = statistics_path(ckpt)
         if isinstance(venv, VecNormalize) and vn_path is not None:
             venv = VecNormalize.load(str(vn_path), venv.venv)
             venv.training = True
