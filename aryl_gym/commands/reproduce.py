@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shlex
 import shutil
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from aryl_gym.commands._common import check_seed_range, names_list, out_arg, positive_int, seed_arg
+from aryl_gym.config import size_limits_lifted
 
 #: the most seeds per policy ``--seeds`` takes (README, "Size limits")
 MAX_SEEDS = 10_000
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     # at run time: aryl-gym imports every command module to build its parser
     from aryl_gym import reproduce as rp
 
-    if args.seeds is not None and args.seeds > MAX_SEEDS and os.environ.get("ARYL_GYM_ALLOW_HUGE", "") in ("", "0"):
+    if args.seeds is not None and args.seeds > MAX_SEEDS and not size_limits_lifted():
         # was: 100000000 built a task list until memory ran out, with no message
         raise ValueError(f"--seeds {args.seeds:,}: at most {MAX_SEEDS:,} seeds per policy (check the value, "
                          "or set ARYL_GYM_ALLOW_HUGE=1 to run it anyway)")

@@ -78,7 +78,14 @@ from typing import Any, cast
 
 import numpy as np
 
-from aryl_gym.config import DEFAULT_GPU_TYPES, ClusterConfig, ConfigError, ScenarioConfig, load_yaml
+from aryl_gym.config import (
+    DEFAULT_GPU_TYPES,
+    ClusterConfig,
+    ConfigError,
+    ScenarioConfig,
+    load_yaml,
+    size_limits_lifted,
+)
 from aryl_gym.families import INELASTIC_FAMILIES
 from aryl_gym.sim.jobs import ELASTIC_FAMILIES, JobSpec, JobSpecBuilder
 from aryl_gym.workload.formats import ReadRequest, format_names, get_format, guess_format
@@ -639,7 +646,7 @@ def load_trace(
     # 5. map to JobSpec -----------------------------------------------------------------------------
     origin = w0 if w0 is not None else ((float(rows.submit[0]) if len(rows) else 0.0) if absolute else 0.0)
     k = float(options.get("time_compression") or 1.0)
-    if len(rows) and os.environ.get("ARYL_GYM_ALLOW_HUGE", "") in ("", "0"):
+    if len(rows) and not size_limits_lifted():
         # was: accepted; a submit time of 1e300 s (a unit slip, a corrupt row) then failed
         # building the episode's inference series ("Maximum allowed size exceeded", no file named)
         off = (rows.submit - origin) / k

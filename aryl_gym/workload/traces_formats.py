@@ -18,7 +18,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from aryl_gym.config import ConfigError
+from aryl_gym.config import ConfigError, size_limits_lifted
 
 SKIP_HINT = "or pass --skip-bad-rows (skip_bad_rows=True) to skip such rows and count them"
 
@@ -621,7 +620,7 @@ def duration_check(chk: RowChecks, col: str, d: np.ndarray) -> None:
         m = ~(d > 0) & np.isfinite(d)
     chk.flag(m, col, "nonpositive-duration", lambda i: f"duration {d[i]:g} s is not positive",
              "a job must run for more than 0 s; drop or correct the row")
-    if os.environ.get("ARYL_GYM_ALLOW_HUGE", "") in ("", "0"):
+    if not size_limits_lifted():
         with np.errstate(invalid="ignore"):
             big = np.isfinite(d) & (d > MAX_DURATION_S)
         chk.flag(big, col, "huge-duration",

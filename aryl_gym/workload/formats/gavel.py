@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import json
 import math
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from aryl_gym.config import ConfigError
+from aryl_gym.config import ConfigError, size_limits_lifted
 from aryl_gym.workload.formats import ReadRequest, TraceFormat
 from aryl_gym.workload.paths import resolve_data_path
 from aryl_gym.workload.traces_formats import (
@@ -81,7 +80,7 @@ def read_gavel(path: Path, report: LoadReport, opts: Mapping[str, Any],
     Gavel traces are small (thousands of lines): rows are checked one by one.
     """
     extrapolate = bool(opts.get("gavel_extrapolate", True))
-    allow_huge = os.environ.get("ARYL_GYM_ALLOW_HUGE", "") not in ("", "0")
+    allow_huge = size_limits_lifted()
     text = read_bytes(path).decode("utf-8")
     lines = text.splitlines()
     if not any(ln.strip() for ln in lines):
