@@ -1351,7 +1351,7 @@ class Simulator:
             raise TypeError(f"decision_s must be the decision's wall time in seconds, got {decision_s!r}")
         if not 0.0 <= decision_s < math.inf:  # (was: kept, and the result's timings failed or were nan)
             raise ValueError(f"decision_s must be a finite number of seconds >= 0, got {decision_s!r}")
-        if getattr(self, "_loans_pending", False):
+        if self._loans_pending:
             # the loan phase raised in open_round (a malformed reclaim() answer, a reclaim()
             # that failed): end it with the default rule, counted as an invalid answer as a short
             # one is (was: the servers due back stayed on loan, more than loanable, and the
