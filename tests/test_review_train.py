@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import yaml
 
-from aryl_gym.cli import main
 from aryl_gym.config import ConfigError
+from tests.test_hostile_v8_train import _cli  # aryl-gym ARGV: exit code and stderr
 
 needs_sb3 = pytest.mark.skipif(
     importlib.util.find_spec("sb3_contrib") is None or importlib.util.find_spec("torch") is None,
@@ -34,14 +34,6 @@ SMALL = textwrap.dedent("""\
       normalize_obs: true
       eval: {freq: 0}
     """)
-
-
-def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as exc:
-        rc = int(exc.code or 0)
-    return rc, capsys.readouterr().err
 
 
 def _mean(vn: object) -> np.ndarray:
